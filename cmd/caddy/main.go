@@ -1,0 +1,13 @@
+// Command caddy is Caddy with its standard modules and the waitroom module,
+// built with plain `go build` (no xcaddy needed).
+package main
+
+import (
+	caddycmd "github.com/caddyserver/caddy/v2/cmd"
+
+	_ "github.com/caddyserver/caddy/v2/modules/standard"
+)
+
+func main() {
+	caddycmd.Main()
+}

@@ -1,0 +1,215 @@
+package waitroom
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync/atomic"
+	"time"
+)
+
+// DefaultPollInterval bounds how stale a node's view of the state can get
+// when a change notice is lost: changes are seen within a second.
+const DefaultPollInterval = 500 * time.Millisecond
+
+// Autopilot raises the watermark by Step every Interval while visitors wait
+// and the event is neither sold out nor paused. Across a fleet sharing a
+// store only one node raises per interval.
+type Autopilot struct {
+	Step     int64
+	Interval time.Duration
+}
+
+// Enabled reports whether the autopilot is configured.
+func (a Autopilot) Enabled() bool { return a.Step > 0 && a.Interval > 0 }
+
+// RoomOptions configures a Room.
+type RoomOptions struct {
+	Defaults     Defaults
+	PollInterval time.Duration
+	Autopilot    Autopilot
+	// Now is the clock; time.Now when nil.
+	Now    func() time.Time
+	Logger *slog.Logger
+}
+
+// Room is one event as a node sees it: the state held in memory for the
+// request path, kept fresh from the store by Run.
+type Room struct {
+	event int64
+	store Store
+	opts  RoomOptions
+	state atomic.Pointer[State]
+	// synced is set once the store has confirmed the defaults.
+	synced atomic.Bool
+	rate   *rateMeter
+}
+
+// NewRoom returns a room for event that starts from opts.Defaults. It does no
+// I/O; Run connects it to the store.
+func NewRoom(store Store, event int64, opts RoomOptions) *Room {
+	if opts.PollInterval <= 0 {
+		opts.PollInterval = DefaultPollInterval
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	r := &Room{event: event, store: store, opts: opts, rate: newRateMeter(opts.Now)}
+	r.state.Store(&State{Event: event, Watermark: opts.Defaults.Watermark, HardCap: opts.Defaults.HardCap})
+	return r
+}
+
+// Event is the room's event id.
+func (r *Room) Event() int64 { return r.event }
+
+// Store is the store the room reads and writes.
+func (r *Room) Store() Store { return r.store }
+
+// State is the last state seen, from memory.
+func (r *Room) State() State { return *r.state.Load() }
+
+func (r *Room) observe(s State) {
+	r.state.Store(&s)
+	r.rate.observe(s.Watermark)
+}
+
+// Refresh reads the state from the store now.
+func (r *Room) Refresh(ctx context.Context) (State, error) {
+	if !r.synced.Load() {
+		s, err := r.store.Ensure(ctx, r.event, r.opts.Defaults)
+		if err != nil {
+			return r.State(), err
+		}
+		r.synced.Store(true)
+		r.observe(s)
+		return s, nil
+	}
+	s, err := r.store.State(ctx, r.event)
+	if err != nil {
+		return r.State(), err
+	}
+	r.observe(s)
+	return s, nil
+}
+
+// Update changes the state in the store, so every node sees it, and in
+// memory at once.
+func (r *Room) Update(ctx context.Context, c Change) (State, error) {
+	if _, err := r.Refresh(ctx); err != nil {
+		return State{}, err
+	}
+	s, err := r.store.Update(ctx, r.event, c)
+	if err != nil {
+		return State{}, err
+	}
+	r.observe(s)
+	return s, nil
+}
+
+// Join hands out the next position.
+func (r *Room) Join(ctx context.Context) (int64, error) {
+	pos, err := r.store.NextPosition(ctx, r.event)
+	if err != nil {
+		return 0, err
+	}
+	// Keep last_position roughly current between polls without a write race:
+	// only ever move it forward.
+	for {
+		cur := r.state.Load()
+		if cur.LastPosition >= pos {
+			break
+		}
+		next := *cur
+		next.LastPosition = pos
+		if r.state.CompareAndSwap(cur, &next) {
+			break
+		}
+	}
+	return pos, nil
+}
+
+// EstimateWait is how long a visitor at position will likely wait, from the
+// rate the watermark has been advancing (or, before it has moved, the
+// autopilot's rate). ok is false when there is nothing to estimate from.
+func (r *Room) EstimateWait(position int64) (wait time.Duration, ok bool) {
+	s := r.State()
+	ahead := position - s.Watermark
+	if ahead <= 0 {
+		return 0, true
+	}
+	perSecond := r.rate.perSecond()
+	if perSecond <= 0 && r.opts.Autopilot.Enabled() {
+		perSecond = float64(r.opts.Autopilot.Step) / r.opts.Autopilot.Interval.Seconds()
+	}
+	if perSecond <= 0 {
+		return 0, false
+	}
+	return time.Duration(float64(ahead) / perSecond * float64(time.Second)), true
+}
+
+// Run keeps the room's state fresh until ctx ends: it follows the store's
+// change notices, polls as a safety net, and drives the autopilot.
+func (r *Room) Run(ctx context.Context) {
+	changed := r.store.Watch(ctx, r.event)
+	poll := time.NewTicker(r.opts.PollInterval)
+	defer poll.Stop()
+	var pilot <-chan time.Time
+	if r.opts.Autopilot.Enabled() {
+		t := time.NewTicker(r.opts.Autopilot.Interval)
+		defer t.Stop()
+		pilot = t.C
+	}
+	failing := false
+	refresh := func() {
+		_, err := r.Refresh(ctx)
+		switch {
+		case err != nil && !failing && ctx.Err() == nil:
+			failing = true
+			r.opts.Logger.Warn("queue store unreachable; serving the last known state", "event", r.event, "error", err)
+		case err == nil && failing:
+			failing = false
+			r.opts.Logger.Info("queue store reachable again", "event", r.event)
+		}
+	}
+	refresh()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-changed:
+			refresh()
+		case <-poll.C:
+			refresh()
+		case <-pilot:
+			if err := r.autopilot(ctx); err != nil && !errors.Is(err, context.Canceled) {
+				r.opts.Logger.Warn("autopilot skipped a step", "event", r.event, "error", err)
+			}
+		}
+	}
+}
+
+func (r *Room) autopilot(ctx context.Context) error {
+	s, err := r.Refresh(ctx)
+	if err != nil {
+		return err
+	}
+	if s.SoldOut || s.Paused || s.Waiting() == 0 {
+		return nil
+	}
+	// A lease slightly shorter than the interval: one raise per interval
+	// across the fleet, and never a skipped one because of timer jitter.
+	lead, err := r.store.Lead(ctx, r.event, "autopilot", r.opts.Autopilot.Interval*9/10)
+	if err != nil || !lead {
+		return err
+	}
+	step := min(r.opts.Autopilot.Step, s.Waiting())
+	s, err = r.Update(ctx, Change{RaiseBy: step})
+	if err != nil {
+		return err
+	}
+	r.opts.Logger.Info("autopilot raised the watermark", "event", r.event, "raise_by", step, "watermark", s.Watermark)
+	return nil
+}

@@ -1,0 +1,97 @@
+package waitroom
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// State is an event's admission state: what every gateway node and the origin
+// decide admission by.
+type State struct {
+	Event int64 `json:"event"`
+	// Watermark is the highest admitted position.
+	Watermark int64 `json:"watermark"`
+	// LastPosition is the highest position handed out so far.
+	LastPosition int64 `json:"last_position"`
+	// HardCap is the last position that can ever be admitted; 0 means none.
+	HardCap int64 `json:"hard_cap"`
+	SoldOut bool  `json:"sold_out"`
+	Paused  bool  `json:"paused"`
+}
+
+// Admits reports whether a token at position may pass. Sold out does not
+// matter here: buyers already admitted must still be able to pay.
+func (s State) Admits(position int64) bool {
+	return !s.Paused && position <= s.Watermark && !s.BeyondCap(position)
+}
+
+// BeyondCap reports whether position is past the hard cap and so can never
+// be admitted.
+func (s State) BeyondCap(position int64) bool {
+	return s.HardCap > 0 && position > s.HardCap
+}
+
+// Waiting is the number of positions handed out but not yet admitted.
+func (s State) Waiting() int64 {
+	return max(0, s.LastPosition-s.Watermark)
+}
+
+// Change is an update to an event's state. Nil fields are left alone;
+// RaiseBy is added to the watermark after SetWatermark is applied.
+type Change struct {
+	SetWatermark *int64
+	RaiseBy      int64
+	SoldOut      *bool
+	Paused       *bool
+	HardCap      *int64
+}
+
+// ErrNegative is returned for a change that would make a count negative.
+var ErrNegative = errors.New("value must not be negative")
+
+func (c Change) validate() error {
+	if c.SetWatermark != nil && *c.SetWatermark < 0 {
+		return ErrNegative
+	}
+	if c.RaiseBy < 0 {
+		return ErrNegative
+	}
+	if c.HardCap != nil && *c.HardCap < 0 {
+		return ErrNegative
+	}
+	return nil
+}
+
+// Defaults are the values an event starts with when its store has none.
+type Defaults struct {
+	Watermark int64
+	// HardCap is configuration rather than state: Ensure always writes it.
+	HardCap int64
+}
+
+// ErrUnavailable wraps store failures (Redis down, timeouts) so callers can
+// answer "try again" instead of failing hard.
+var ErrUnavailable = errors.New("queue store unavailable")
+
+// Store keeps positions and admission state. MemoryStore serves one node;
+// RedisStore lets many gateway nodes and the origin share one queue.
+type Store interface {
+	// NextPosition hands out the next queue position of event (1-based).
+	NextPosition(ctx context.Context, event int64) (int64, error)
+	// State reads event's current state.
+	State(ctx context.Context, event int64) (State, error)
+	// Ensure writes d for the fields event has no value for yet (the hard
+	// cap always) and returns the resulting state.
+	Ensure(ctx context.Context, event int64, d Defaults) (State, error)
+	// Update applies c atomically, tells every watcher, and returns the new
+	// state.
+	Update(ctx context.Context, event int64, c Change) (State, error)
+	// Watch signals on the returned channel whenever event's state may have
+	// changed, from this node or another, until ctx ends. Signals can be
+	// lost (the channel holds one); watchers also poll.
+	Watch(ctx context.Context, event int64) <-chan struct{}
+	// Lead reports whether this node holds event's named lease for ttl, so
+	// one node of a fleet does periodic work (the autopilot) per period.
+	Lead(ctx context.Context, event int64, name string, ttl time.Duration) (bool, error)
+}

@@ -1,0 +1,192 @@
+package waitroom
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+// Issuer is the iss claim of every queue token.
+const Issuer = "waitroom"
+
+// MinSecretLen is the shortest signing secret accepted: HS256 is only as
+// strong as its key, and 32 bytes matches the hash size.
+const MinSecretLen = 32
+
+// DefaultLeeway absorbs clock skew between the gateway nodes and the origin.
+const DefaultLeeway = 5 * time.Second
+
+// Errors returned by Verify. Every one of them means "treat the bearer as a
+// new arrival"; they are distinguished only for logs and tests.
+var (
+	ErrInvalidToken = errors.New("invalid queue token")
+	ErrWrongEvent   = errors.New("queue token is for another event")
+)
+
+// Key is one HMAC key of a KeySet, named by the kid header of the tokens it
+// signs.
+type Key struct {
+	ID     string
+	Secret []byte
+}
+
+// KeySet signs with its first key and verifies with any of them, so a new key
+// can be put in front while tokens signed with the old one stay valid until
+// they expire.
+type KeySet struct {
+	keys   []Key
+	byID   map[string][]byte
+	parser *jwt.Parser
+	now    func() time.Time
+}
+
+// NewKeySet checks the keys (at least one, ids unique and non-empty, secrets
+// at least MinSecretLen bytes) and returns a set that reads the clock from now
+// (time.Now when nil).
+func NewKeySet(now func() time.Time, keys ...Key) (*KeySet, error) {
+	if len(keys) == 0 {
+		return nil, errors.New("no signing key configured")
+	}
+	if now == nil {
+		now = time.Now
+	}
+	ks := &KeySet{byID: make(map[string][]byte, len(keys)), now: now}
+	for i, k := range keys {
+		if k.ID == "" {
+			return nil, fmt.Errorf("key %d: empty key id", i+1)
+		}
+		if len(k.Secret) < MinSecretLen {
+			return nil, fmt.Errorf("key %q: secret is %d bytes, at least %d required", k.ID, len(k.Secret), MinSecretLen)
+		}
+		if _, dup := ks.byID[k.ID]; dup {
+			return nil, fmt.Errorf("key %q: duplicate key id", k.ID)
+		}
+		secret := append([]byte(nil), k.Secret...)
+		ks.keys = append(ks.keys, Key{ID: k.ID, Secret: secret})
+		ks.byID[k.ID] = secret
+	}
+	ks.parser = jwt.NewParser(
+		jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}),
+		jwt.WithExpirationRequired(),
+		jwt.WithIssuedAt(),
+		jwt.WithIssuer(Issuer),
+		jwt.WithLeeway(DefaultLeeway),
+		jwt.WithTimeFunc(func() time.Time { return ks.now() }),
+	)
+	return ks, nil
+}
+
+// ParseKeys reads the "kid:secret[,kid:secret…]" form used by the
+// WAITROOM_KEYS environment variable.
+func ParseKeys(s string) ([]Key, error) {
+	var keys []Key
+	for i, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		id, secret, ok := strings.Cut(part, ":")
+		if !ok || id == "" || secret == "" {
+			return nil, fmt.Errorf("key %d: want kid:secret", i+1)
+		}
+		keys = append(keys, Key{ID: id, Secret: []byte(secret)})
+	}
+	return keys, nil
+}
+
+// SigningKeyID is the kid of the key new tokens are signed with.
+func (ks *KeySet) SigningKeyID() string { return ks.keys[0].ID }
+
+// Claims are the claims of a queue token.
+type Claims struct {
+	Event    int64 `json:"evt"`
+	Position int64 `json:"pos"`
+	jwt.RegisteredClaims
+}
+
+// Validate is called by the parser after the registered claims pass.
+func (c Claims) Validate() error {
+	switch {
+	case c.Subject == "":
+		return errors.New("missing sub")
+	case c.Event <= 0:
+		return errors.New("evt must be a positive number")
+	case c.Position <= 0:
+		return errors.New("pos must be a positive number")
+	case c.IssuedAt == nil:
+		return errors.New("missing iat")
+	}
+	return nil
+}
+
+// Ticket is what a token says about its bearer once verified.
+type Ticket struct {
+	Subject   string
+	Event     int64
+	Position  int64
+	IssuedAt  time.Time
+	ExpiresAt time.Time
+	// Raw is the token as it was presented or issued.
+	Raw string
+}
+
+// Issue signs a token for subject at position in event, valid for ttl.
+func (ks *KeySet) Issue(subject string, event, position int64, ttl time.Duration) (Ticket, error) {
+	now := ks.now().Truncate(time.Second)
+	t := Ticket{Subject: subject, Event: event, Position: position, IssuedAt: now, ExpiresAt: now.Add(ttl)}
+	claims := Claims{
+		Event:    event,
+		Position: position,
+		RegisteredClaims: jwt.RegisteredClaims{
+			Issuer:    Issuer,
+			Subject:   subject,
+			IssuedAt:  jwt.NewNumericDate(t.IssuedAt),
+			ExpiresAt: jwt.NewNumericDate(t.ExpiresAt),
+		},
+	}
+	if err := claims.Validate(); err != nil {
+		return Ticket{}, fmt.Errorf("issue queue token: %w", err)
+	}
+	tok := jwt.NewWithClaims(jwt.SigningMethodHS256, claims)
+	tok.Header["kid"] = ks.keys[0].ID
+	raw, err := tok.SignedString(ks.keys[0].Secret)
+	if err != nil {
+		return Ticket{}, fmt.Errorf("sign queue token: %w", err)
+	}
+	t.Raw = raw
+	return t, nil
+}
+
+// Verify checks raw's signature (HS256 only, key chosen by kid), its
+// registered claims (issuer, iat, exp with DefaultLeeway) and that it belongs
+// to event. Any failure wraps ErrInvalidToken.
+func (ks *KeySet) Verify(raw string, event int64) (Ticket, error) {
+	var c Claims
+	_, err := ks.parser.ParseWithClaims(raw, &c, ks.keyFor)
+	if err != nil {
+		return Ticket{}, fmt.Errorf("%w: %w", ErrInvalidToken, err)
+	}
+	if c.Event != event {
+		return Ticket{}, fmt.Errorf("%w: %w: token is for event %d, not %d", ErrInvalidToken, ErrWrongEvent, c.Event, event)
+	}
+	return Ticket{
+		Subject:   c.Subject,
+		Event:     c.Event,
+		Position:  c.Position,
+		IssuedAt:  c.IssuedAt.Time,
+		ExpiresAt: c.ExpiresAt.Time,
+		Raw:       raw,
+	}, nil
+}
+
+func (ks *KeySet) keyFor(t *jwt.Token) (any, error) {
+	kid, _ := t.Header["kid"].(string)
+	if kid == "" {
+		return nil, errors.New("missing kid header")
+	}
+	secret, ok := ks.byID[kid]
+	if !ok {
+		return nil, fmt.Errorf("unknown kid %q", kid)
+	}
+	return secret, nil
+}
