@@ -16,9 +16,9 @@ type MemoryStore struct {
 }
 
 type memEvent struct {
-	state       State
+	state        State
 	hasWatermark bool
-	leases      map[string]time.Time
+	leases       map[string]time.Time
 }
 
 // NewMemoryStore returns an empty store reading the clock from now

@@ -25,7 +25,10 @@ func (a Autopilot) Enabled() bool { return a.Step > 0 && a.Interval > 0 }
 
 // RoomOptions configures a Room.
 type RoomOptions struct {
-	Defaults     Defaults
+	Defaults Defaults
+	// Follow makes the room read-only towards the store: it never writes
+	// Defaults. The origin follows the state that the gateways own.
+	Follow       bool
 	PollInterval time.Duration
 	Autopilot    Autopilot
 	// Now is the clock; time.Now when nil.
@@ -78,7 +81,7 @@ func (r *Room) observe(s State) {
 
 // Refresh reads the state from the store now.
 func (r *Room) Refresh(ctx context.Context) (State, error) {
-	if !r.synced.Load() {
+	if !r.opts.Follow && !r.synced.Load() {
 		s, err := r.store.Ensure(ctx, r.event, r.opts.Defaults)
 		if err != nil {
 			return r.State(), err
