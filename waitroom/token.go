@@ -132,7 +132,7 @@ type Ticket struct {
 
 // Issue signs a token for subject at position in event, valid for ttl.
 func (ks *KeySet) Issue(subject string, event, position int64, ttl time.Duration) (Ticket, error) {
-	now := ks.now().Truncate(time.Second)
+	now := ks.now().UTC().Truncate(time.Second)
 	t := Ticket{Subject: subject, Event: event, Position: position, IssuedAt: now, ExpiresAt: now.Add(ttl)}
 	claims := Claims{
 		Event:    event,
@@ -173,8 +173,8 @@ func (ks *KeySet) Verify(raw string, event int64) (Ticket, error) {
 		Subject:   c.Subject,
 		Event:     c.Event,
 		Position:  c.Position,
-		IssuedAt:  c.IssuedAt.Time,
-		ExpiresAt: c.ExpiresAt.Time,
+		IssuedAt:  c.IssuedAt.Time.UTC(),
+		ExpiresAt: c.ExpiresAt.Time.UTC(),
 		Raw:       raw,
 	}, nil
 }

@@ -1,0 +1,258 @@
+package waitroom_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/waitroom/waitroom/internal/testenv"
+	"github.com/waitroom/waitroom/waitroom"
+)
+
+func ptr[T any](v T) *T { return &v }
+
+// stores runs fn against every Store implementation.
+func stores(t *testing.T, fn func(t *testing.T, s waitroom.Store)) {
+	t.Run("memory", func(t *testing.T) { fn(t, waitroom.NewMemoryStore(nil)) })
+	t.Run("redis", func(t *testing.T) {
+		fn(t, waitroom.NewRedisStore(testenv.Redis(t), waitroom.RedisOptions{}))
+	})
+}
+
+func TestStorePositionsAreUniqueAndDense(t *testing.T) {
+	stores(t, func(t *testing.T, s waitroom.Store) {
+		ctx := context.Background()
+		evt := testenv.EventID()
+		const n = 400
+		var mu sync.Mutex
+		seen := make(map[int64]bool)
+		var wg sync.WaitGroup
+		for range n {
+			wg.Go(func() {
+				pos, err := s.NextPosition(ctx, evt)
+				assert.NoError(t, err)
+				mu.Lock()
+				defer mu.Unlock()
+				assert.False(t, seen[pos], "position %d handed out twice", pos)
+				seen[pos] = true
+			})
+		}
+		wg.Wait()
+		for p := int64(1); p <= n; p++ {
+			assert.True(t, seen[p], "position %d never handed out", p)
+		}
+		st, err := s.State(ctx, evt)
+		require.NoError(t, err)
+		assert.Equal(t, int64(n), st.LastPosition)
+	})
+}
+
+func TestStoreEnsureKeepsAnExistingWatermark(t *testing.T) {
+	stores(t, func(t *testing.T, s waitroom.Store) {
+		ctx := context.Background()
+		evt := testenv.EventID()
+		st, err := s.Ensure(ctx, evt, waitroom.Defaults{Watermark: 100, HardCap: 5000})
+		require.NoError(t, err)
+		assert.Equal(t, waitroom.State{Event: evt, Watermark: 100, HardCap: 5000}, st)
+
+		_, err = s.Update(ctx, evt, waitroom.Change{RaiseBy: 50})
+		require.NoError(t, err)
+		// A reload (or a second node) with the configured default must not
+		// take the raise back; the hard cap follows the configuration.
+		st, err = s.Ensure(ctx, evt, waitroom.Defaults{Watermark: 100, HardCap: 6000})
+		require.NoError(t, err)
+		assert.Equal(t, int64(150), st.Watermark)
+		assert.Equal(t, int64(6000), st.HardCap)
+
+		_, err = s.Ensure(ctx, evt, waitroom.Defaults{Watermark: -1})
+		assert.ErrorIs(t, err, waitroom.ErrNegative)
+	})
+}
+
+func TestStoreUpdate(t *testing.T) {
+	stores(t, func(t *testing.T, s waitroom.Store) {
+		ctx := context.Background()
+		evt := testenv.EventID()
+		for range 3 {
+			_, err := s.NextPosition(ctx, evt)
+			require.NoError(t, err)
+		}
+		st, err := s.Update(ctx, evt, waitroom.Change{SetWatermark: ptr[int64](10), RaiseBy: 5})
+		require.NoError(t, err)
+		assert.Equal(t, waitroom.State{Event: evt, Watermark: 15, LastPosition: 3}, st)
+
+		st, err = s.Update(ctx, evt, waitroom.Change{SoldOut: ptr(true), Paused: ptr(true), HardCap: ptr[int64](99)})
+		require.NoError(t, err)
+		assert.Equal(t, waitroom.State{Event: evt, Watermark: 15, LastPosition: 3, HardCap: 99, SoldOut: true, Paused: true}, st)
+
+		st, err = s.Update(ctx, evt, waitroom.Change{SoldOut: ptr(false)})
+		require.NoError(t, err)
+		assert.False(t, st.SoldOut)
+		assert.True(t, st.Paused)
+
+		got, err := s.State(ctx, evt)
+		require.NoError(t, err)
+		assert.Equal(t, st, got)
+
+		for _, c := range []waitroom.Change{
+			{SetWatermark: ptr[int64](-1)}, {RaiseBy: -1}, {HardCap: ptr[int64](-3)},
+		} {
+			_, err := s.Update(ctx, evt, c)
+			assert.ErrorIs(t, err, waitroom.ErrNegative)
+		}
+		got, err = s.State(ctx, evt)
+		require.NoError(t, err)
+		assert.Equal(t, st, got, "a refused change changes nothing")
+	})
+}
+
+func TestStoreConcurrentRaisesAllCount(t *testing.T) {
+	stores(t, func(t *testing.T, s waitroom.Store) {
+		ctx := context.Background()
+		evt := testenv.EventID()
+		var wg sync.WaitGroup
+		for range 50 {
+			wg.Go(func() {
+				_, err := s.Update(ctx, evt, waitroom.Change{RaiseBy: 10})
+				assert.NoError(t, err)
+			})
+		}
+		wg.Wait()
+		st, err := s.State(ctx, evt)
+		require.NoError(t, err)
+		assert.Equal(t, int64(500), st.Watermark)
+	})
+}
+
+func TestStoreWatchSignalsChanges(t *testing.T) {
+	stores(t, func(t *testing.T, s waitroom.Store) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		evt := testenv.EventID()
+		other := testenv.EventID()
+		changed := s.Watch(ctx, evt)
+		// Pub/sub subscribes asynchronously: keep changing until a signal
+		// arrives rather than assuming the subscription is live.
+		require.Eventually(t, func() bool {
+			_, err := s.Update(ctx, evt, waitroom.Change{RaiseBy: 1})
+			require.NoError(t, err)
+			select {
+			case <-changed:
+				return true
+			case <-time.After(50 * time.Millisecond):
+				return false
+			}
+		}, 10*time.Second, time.Millisecond)
+
+		// Drain, then a change of another event must not signal this one.
+		select {
+		case <-changed:
+		case <-time.After(100 * time.Millisecond):
+		}
+		_, err := s.Update(ctx, other, waitroom.Change{RaiseBy: 1})
+		require.NoError(t, err)
+		select {
+		case <-changed:
+			t.Fatal("signalled for another event")
+		case <-time.After(200 * time.Millisecond):
+		}
+	})
+}
+
+func TestStoreLead(t *testing.T) {
+	t.Run("memory", func(t *testing.T) {
+		now := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+		s := waitroom.NewMemoryStore(func() time.Time { return now })
+		ctx := context.Background()
+		ok, err := s.Lead(ctx, 1, "autopilot", time.Second)
+		require.NoError(t, err)
+		assert.True(t, ok)
+		ok, _ = s.Lead(ctx, 1, "autopilot", time.Second)
+		assert.False(t, ok, "held until it expires")
+		ok, _ = s.Lead(ctx, 2, "autopilot", time.Second)
+		assert.True(t, ok, "leases are per event")
+		now = now.Add(time.Second)
+		ok, _ = s.Lead(ctx, 1, "autopilot", time.Second)
+		assert.True(t, ok, "free again once expired")
+	})
+	t.Run("redis fleet", func(t *testing.T) {
+		rdb := testenv.Redis(t)
+		ctx := context.Background()
+		evt := testenv.EventID()
+		nodes := []*waitroom.RedisStore{
+			waitroom.NewRedisStore(rdb, waitroom.RedisOptions{Node: "a"}),
+			waitroom.NewRedisStore(rdb, waitroom.RedisOptions{Node: "b"}),
+			waitroom.NewRedisStore(rdb, waitroom.RedisOptions{Node: "c"}),
+		}
+		leaders := 0
+		for _, n := range nodes {
+			ok, err := n.Lead(ctx, evt, "autopilot", time.Minute)
+			require.NoError(t, err)
+			if ok {
+				leaders++
+			}
+		}
+		assert.Equal(t, 1, leaders)
+	})
+}
+
+func TestRedisStoreLeasesBlocks(t *testing.T) {
+	rdb := testenv.Redis(t)
+	ctx := context.Background()
+	evt := testenv.EventID()
+	a := waitroom.NewRedisStore(rdb, waitroom.RedisOptions{Lease: 10})
+	b := waitroom.NewRedisStore(rdb, waitroom.RedisOptions{Lease: 10})
+
+	var got []int64
+	for range 3 {
+		p, err := a.NextPosition(ctx, evt)
+		require.NoError(t, err)
+		got = append(got, p)
+	}
+	p, err := b.NextPosition(ctx, evt)
+	require.NoError(t, err)
+	got = append(got, p)
+	assert.Equal(t, []int64{1, 2, 3, 11}, got, "each node hands out its own block")
+
+	for range 8 {
+		_, err := a.NextPosition(ctx, evt)
+		require.NoError(t, err)
+	}
+	p, err = a.NextPosition(ctx, evt)
+	require.NoError(t, err)
+	assert.Equal(t, int64(22), p, "a spent block is followed by a fresh one")
+	st, err := a.State(ctx, evt)
+	require.NoError(t, err)
+	assert.Equal(t, int64(30), st.LastPosition, "last_position counts leased positions")
+}
+
+func TestRedisStoreDown(t *testing.T) {
+	srv := testenv.StartRedis(t)
+	rdb, err := waitroom.NewRedisClient(srv.URL())
+	require.NoError(t, err)
+	defer rdb.Close()
+	s := waitroom.NewRedisStore(rdb, waitroom.RedisOptions{})
+	ctx := context.Background()
+	_, err = s.NextPosition(ctx, 1)
+	require.NoError(t, err)
+
+	srv.Stop()
+	_, err = s.NextPosition(ctx, 1)
+	assert.ErrorIs(t, err, waitroom.ErrUnavailable)
+	_, err = s.State(ctx, 1)
+	assert.ErrorIs(t, err, waitroom.ErrUnavailable)
+	_, err = s.Update(ctx, 1, waitroom.Change{RaiseBy: 1})
+	assert.ErrorIs(t, err, waitroom.ErrUnavailable)
+	assert.False(t, errors.Is(err, waitroom.ErrNegative))
+
+	srv.Start()
+	require.Eventually(t, func() bool {
+		_, err := s.NextPosition(ctx, 1)
+		return err == nil
+	}, 10*time.Second, 50*time.Millisecond, "recovers by itself")
+}
