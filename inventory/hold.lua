@@ -1,0 +1,80 @@
+-- hold: take `quantity` seats for a user, at most one live hold per user.
+--
+-- KEYS[1] -> remaining  string  seats left to sell; missing means "not loaded"
+-- KEYS[2] -> users      hash    user id -> hold id of the user's live hold
+-- KEYS[3] -> holds      hash    hold id -> record (JSON: u user, q quantity,
+--                               k/b idempotency digests, c true once confirmed)
+-- KEYS[4] -> expiry     zset    hold id -> expires_at (unix ms); pending holds only
+-- KEYS[5] -> frozen     string  present while a rebuild loads the keys
+-- ARGV[1] -> user id
+-- ARGV[2] -> hold id to use if a new hold is made
+-- ARGV[3] -> quantity (>= 1)
+-- ARGV[4] -> expires_at of the new hold, unix ms
+-- ARGV[5] -> now, unix ms, from the caller's clock (never Redis TIME, so
+--            expiry follows the same clock as the ledger)
+-- ARGV[6] -> record of the new hold (JSON, as above)
+-- ARGV[7] -> most expired holds to reclaim in this call
+-- returns {outcome, hold id, record, expires_at ms (-1 once confirmed),
+--          remaining after the call, seats reclaimed from expired holds}
+--   outcome: "held", "already_held", "sold_out", "not_loaded" or "frozen"
+if redis.call('EXISTS', KEYS[5]) == 1 then
+  return {'frozen', '', '', 0, 0, 0}
+end
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  return {'not_loaded', '', '', 0, 0, 0}
+end
+local quantity = tonumber(ARGV[3])
+if not quantity or quantity < 1 then
+  return redis.error_reply('ERR hold: quantity must be at least 1')
+end
+local now = tonumber(ARGV[5])
+local reclaimed = 0
+
+-- Returns an expired hold's seats. Its ledger row is still pending until the
+-- reaper gets to it; the reaper's release then finds nothing and changes nothing.
+local function reclaim(id)
+  local rec = redis.call('HGET', KEYS[3], id)
+  redis.call('ZREM', KEYS[4], id)
+  if not rec then
+    return
+  end
+  local r = cjson.decode(rec)
+  redis.call('HDEL', KEYS[3], id)
+  if redis.call('HGET', KEYS[2], r.u) == id then
+    redis.call('HDEL', KEYS[2], r.u)
+  end
+  redis.call('INCRBY', KEYS[1], r.q)
+  reclaimed = reclaimed + r.q
+end
+
+-- Holds past expires_at count as free before the reaper marks them.
+local expired = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', '(' .. ARGV[5], 'LIMIT', 0, tonumber(ARGV[7]))
+for _, id in ipairs(expired) do
+  reclaim(id)
+end
+
+-- One hold per user: a retry gets the hold it already has.
+local existing = redis.call('HGET', KEYS[2], ARGV[1])
+if existing then
+  local rec = redis.call('HGET', KEYS[3], existing)
+  local exp = redis.call('ZSCORE', KEYS[4], existing)
+  if rec and exp and tonumber(exp) < now then
+    reclaim(existing)
+  elseif rec then
+    local remaining = tonumber(redis.call('GET', KEYS[1]))
+    return {'already_held', existing, rec, tonumber(exp or -1), remaining, reclaimed}
+  else
+    redis.call('HDEL', KEYS[2], ARGV[1])
+  end
+end
+
+-- The check and the decrement in one script: remaining never goes below 0.
+local remaining = tonumber(redis.call('GET', KEYS[1]))
+if remaining < quantity then
+  return {'sold_out', '', '', 0, remaining, reclaimed}
+end
+remaining = redis.call('DECRBY', KEYS[1], quantity)
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
+redis.call('HSET', KEYS[3], ARGV[2], ARGV[6])
+redis.call('ZADD', KEYS[4], ARGV[4], ARGV[2])
+return {'held', ARGV[2], ARGV[6], tonumber(ARGV[4]), remaining, reclaimed}

@@ -1,0 +1,338 @@
+package inventory
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// DefaultReclaimLimit bounds how many expired holds one hold call returns to
+// the pool, so a call stays short however many holds lapsed at once; the
+// reaper takes the rest.
+const DefaultReclaimLimit = 20
+
+// Errors of the inventory.
+var (
+	// ErrNotLoaded means the event's keys are missing (new event, flushed or
+	// restarted Redis): Rebuild loads them from the ledger.
+	ErrNotLoaded = errors.New("inventory not loaded")
+	// ErrFrozen means a rebuild is loading the keys right now.
+	ErrFrozen = errors.New("inventory is being rebuilt")
+	// ErrRebuilding is returned by Rebuild when another rebuild of the event
+	// holds the fence.
+	ErrRebuilding = errors.New("another rebuild is in progress")
+)
+
+// Record is what Redis keeps about a hold.
+type Record struct {
+	User     string `json:"u"`
+	Quantity int64  `json:"q"`
+	// KeyDigest and BodyDigest identify the request that made the hold, so
+	// a retry of that very request can be answered as the first one was even
+	// after the idempotency record is gone.
+	KeyDigest  string `json:"k,omitempty"`
+	BodyDigest string `json:"b,omitempty"`
+	Confirmed  bool   `json:"c,omitempty"`
+}
+
+// Inventory runs the scripts on one Redis (or Redis Cluster).
+type Inventory struct {
+	rdb          redis.UniversalClient
+	reclaimLimit int
+	// retryEvery is the pause between attempts while a rebuild holds the
+	// fence (real time: it waits for other work, not for an expiry).
+	retryEvery time.Duration
+}
+
+// New wraps rdb; the client is the caller's to close.
+func New(rdb redis.UniversalClient) *Inventory {
+	return &Inventory{rdb: rdb, reclaimLimit: DefaultReclaimLimit, retryEvery: 20 * time.Millisecond}
+}
+
+func ms(t time.Time) int64 { return t.UnixMilli() }
+
+func fromMS(v int64) time.Time {
+	if v < 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(v).UTC()
+}
+
+// Outcome is what a script did.
+type Outcome string
+
+// Outcomes of the scripts.
+const (
+	Held        Outcome = "held"
+	AlreadyHeld Outcome = "already_held"
+	SoldOut     Outcome = "sold_out"
+	Released    Outcome = "released"
+	NotLive     Outcome = "not_live"
+	Confirmed   Outcome = "confirmed"
+	Expired     Outcome = "expired"
+	Extended    Outcome = "extended"
+	notLoaded   Outcome = "not_loaded"
+	frozen      Outcome = "frozen"
+)
+
+// HoldRequest asks for Quantity seats of Event for User.
+type HoldRequest struct {
+	Event int64
+	// HoldID is used if a new hold is made (the caller generates it so the
+	// ledger row can carry the same id).
+	HoldID    string
+	User      string
+	Quantity  int64
+	ExpiresAt time.Time
+	Now       time.Time
+	// KeyDigest and BodyDigest are stored in the hold's Record.
+	KeyDigest, BodyDigest string
+}
+
+// HoldResult is the answer of Hold.
+type HoldResult struct {
+	// Outcome is Held, AlreadyHeld or SoldOut.
+	Outcome Outcome
+	// HoldID, Record and ExpiresAt describe the new hold (Held) or the
+	// user's existing one (AlreadyHeld). ExpiresAt is zero for a confirmed
+	// hold.
+	HoldID    string
+	Record    Record
+	ExpiresAt time.Time
+	// Remaining is the count of seats left after the call.
+	Remaining int64
+	// Reclaimed is how many seats of expired holds came back in this call.
+	Reclaimed int64
+}
+
+// Hold runs the hold script: the user's existing hold if there is one,
+// otherwise Quantity seats taken if that many remain. Expired holds are
+// returned to the pool first. It fails with ErrNotLoaded or ErrFrozen when
+// the keys cannot be trusted; the caller rebuilds or waits.
+func (inv *Inventory) Hold(ctx context.Context, req HoldRequest) (HoldResult, error) {
+	if req.Quantity < 1 {
+		return HoldResult{}, fmt.Errorf("hold: quantity %d: must be at least 1", req.Quantity)
+	}
+	rec, err := json.Marshal(Record{User: req.User, Quantity: req.Quantity, KeyDigest: req.KeyDigest, BodyDigest: req.BodyDigest})
+	if err != nil {
+		return HoldResult{}, fmt.Errorf("hold: encode record: %w", err)
+	}
+	vals, err := holdScript.Run(ctx, inv.rdb, KeysFor(req.Event).all(),
+		req.User, req.HoldID, req.Quantity, ms(req.ExpiresAt), ms(req.Now), rec, inv.reclaimLimit).Slice()
+	if err != nil {
+		return HoldResult{}, fmt.Errorf("hold script for event %d: %w", req.Event, err)
+	}
+	r, err := parseReply(vals, 6)
+	if err != nil {
+		return HoldResult{}, fmt.Errorf("hold script for event %d: %w", req.Event, err)
+	}
+	out := HoldResult{Outcome: Outcome(r.str(0)), HoldID: r.str(1), Remaining: r.int(4), Reclaimed: r.int(5)}
+	switch out.Outcome {
+	case notLoaded:
+		return out, fmt.Errorf("hold for event %d: %w", req.Event, ErrNotLoaded)
+	case frozen:
+		return out, fmt.Errorf("hold for event %d: %w", req.Event, ErrFrozen)
+	case Held, AlreadyHeld:
+		if err := json.Unmarshal([]byte(r.str(2)), &out.Record); err != nil {
+			return out, fmt.Errorf("hold for event %d: decode record of %s: %w", req.Event, out.HoldID, err)
+		}
+		out.ExpiresAt = fromMS(r.int(3))
+	}
+	return out, r.err
+}
+
+// ReleaseMode says which holds Release may return.
+type ReleaseMode string
+
+const (
+	// PendingOnly leaves a confirmed hold alone: the reaper and abandoned
+	// holds use it, so a sale is never undone by an expiry.
+	PendingOnly ReleaseMode = "pending"
+	// AnyHold returns a confirmed hold's seats too: a cancelled sale.
+	AnyHold ReleaseMode = "any"
+)
+
+// ReleaseResult is the answer of Release.
+type ReleaseResult struct {
+	// Outcome is Released, NotLive (already returned, reclaimed or unknown;
+	// also when the event is not loaded: a rebuild counts from the ledger)
+	// or Confirmed (left alone).
+	Outcome   Outcome
+	Remaining int64
+	// Seats is how many seats came back (0 unless Released).
+	Seats int64
+}
+
+// Release returns a hold's seats once: a second release, or the release of
+// a hold that is no longer live in Redis, changes nothing. While a rebuild
+// holds the fence it waits (until ctx ends) rather than lose the release.
+func (inv *Inventory) Release(ctx context.Context, event int64, holdID string, mode ReleaseMode) (ReleaseResult, error) {
+	for {
+		vals, err := releaseScript.Run(ctx, inv.rdb, KeysFor(event).all(), holdID, string(mode)).Slice()
+		if err != nil {
+			return ReleaseResult{}, fmt.Errorf("release hold %s of event %d: %w", holdID, event, err)
+		}
+		r, err := parseReply(vals, 3)
+		if err != nil {
+			return ReleaseResult{}, fmt.Errorf("release hold %s of event %d: %w", holdID, event, err)
+		}
+		switch o := Outcome(r.str(0)); o {
+		case frozen:
+			if err := inv.pause(ctx); err != nil {
+				return ReleaseResult{}, fmt.Errorf("release hold %s of event %d: %w: %w", holdID, event, ErrFrozen, err)
+			}
+		case notLoaded:
+			return ReleaseResult{Outcome: NotLive}, r.err
+		default:
+			return ReleaseResult{Outcome: o, Remaining: r.int(1), Seats: r.int(2)}, r.err
+		}
+	}
+}
+
+// Confirm takes a live pending hold out of the expiry index for good. The
+// outcome is Confirmed (now or earlier), Expired (past its expiry at now:
+// the seat may be someone else's already) or NotLive.
+func (inv *Inventory) Confirm(ctx context.Context, event int64, holdID string, now time.Time) (Outcome, error) {
+	for {
+		vals, err := confirmScript.Run(ctx, inv.rdb, KeysFor(event).all(), holdID, ms(now)).Slice()
+		if err != nil {
+			return "", fmt.Errorf("confirm hold %s of event %d: %w", holdID, event, err)
+		}
+		r, err := parseReply(vals, 1)
+		if err != nil {
+			return "", fmt.Errorf("confirm hold %s of event %d: %w", holdID, event, err)
+		}
+		switch o := Outcome(r.str(0)); o {
+		case frozen:
+			if err := inv.pause(ctx); err != nil {
+				return "", fmt.Errorf("confirm hold %s of event %d: %w: %w", holdID, event, ErrFrozen, err)
+			}
+		case notLoaded:
+			return "", fmt.Errorf("confirm hold %s of event %d: %w", holdID, event, ErrNotLoaded)
+		default:
+			return o, r.err
+		}
+	}
+}
+
+// Extend moves a live pending hold's expiry to until (never earlier than it
+// is). The outcome is Extended (with the expiry now in force), Confirmed,
+// Expired or NotLive.
+func (inv *Inventory) Extend(ctx context.Context, event int64, holdID string, now, until time.Time) (Outcome, time.Time, error) {
+	for {
+		vals, err := extendScript.Run(ctx, inv.rdb, KeysFor(event).all(), holdID, ms(now), ms(until)).Slice()
+		if err != nil {
+			return "", time.Time{}, fmt.Errorf("extend hold %s of event %d: %w", holdID, event, err)
+		}
+		r, err := parseReply(vals, 2)
+		if err != nil {
+			return "", time.Time{}, fmt.Errorf("extend hold %s of event %d: %w", holdID, event, err)
+		}
+		switch o := Outcome(r.str(0)); o {
+		case frozen:
+			if err := inv.pause(ctx); err != nil {
+				return "", time.Time{}, fmt.Errorf("extend hold %s of event %d: %w: %w", holdID, event, ErrFrozen, err)
+			}
+		case notLoaded:
+			return "", time.Time{}, fmt.Errorf("extend hold %s of event %d: %w", holdID, event, ErrNotLoaded)
+		case Extended:
+			return o, fromMS(r.int(1)), r.err
+		default:
+			return o, time.Time{}, r.err
+		}
+	}
+}
+
+// Remaining reads the count of seats left; loaded is false when the keys are
+// missing or a rebuild is loading them.
+func (inv *Inventory) Remaining(ctx context.Context, event int64) (remaining int64, loaded bool, err error) {
+	k := KeysFor(event)
+	var get *redis.StringCmd
+	var fz *redis.IntCmd
+	_, err = inv.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		get = p.Get(ctx, k.Remaining)
+		fz = p.Exists(ctx, k.Frozen)
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return 0, false, fmt.Errorf("read remaining of event %d: %w", event, err)
+	}
+	if fz.Val() == 1 {
+		return 0, false, nil
+	}
+	n, err := get.Int64()
+	if errors.Is(err, redis.Nil) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("read remaining of event %d: %w", event, err)
+	}
+	return n, true, nil
+}
+
+// Frozen reports whether a rebuild of event holds the fence.
+func (inv *Inventory) Frozen(ctx context.Context, event int64) (bool, error) {
+	n, err := inv.rdb.Exists(ctx, KeysFor(event).Frozen).Result()
+	if err != nil {
+		return false, fmt.Errorf("read fence of event %d: %w", event, err)
+	}
+	return n == 1, nil
+}
+
+func (inv *Inventory) pause(ctx context.Context) error {
+	t := time.NewTimer(inv.retryEvery)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// reply reads a script's array reply.
+type reply struct {
+	vals []any
+	err  error
+}
+
+func parseReply(vals []any, n int) (*reply, error) {
+	if len(vals) < n {
+		return nil, fmt.Errorf("reply has %d values, want %d", len(vals), n)
+	}
+	return &reply{vals: vals}, nil
+}
+
+func (r *reply) str(i int) string {
+	switch v := r.vals[i].(type) {
+	case string:
+		return v
+	case int64:
+		return strconv.FormatInt(v, 10)
+	}
+	if r.err == nil {
+		r.err = fmt.Errorf("reply value %d: unexpected %T", i, r.vals[i])
+	}
+	return ""
+}
+
+func (r *reply) int(i int) int64 {
+	switch v := r.vals[i].(type) {
+	case int64:
+		return v
+	case string:
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err == nil {
+			return n
+		}
+	}
+	if r.err == nil {
+		r.err = fmt.Errorf("reply value %d: unexpected %T %v", i, r.vals[i], r.vals[i])
+	}
+	return 0
+}

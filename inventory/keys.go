@@ -1,0 +1,41 @@
+package inventory
+
+import "strconv"
+
+// Tag is the Redis Cluster hash tag of an event. It must equal
+// waitroom.EventTag: the queue state and the inventory of an event live on
+// the same slot. (This package does not import waitroom; a test in the
+// origin checks the two agree.)
+func Tag(event int64) string { return "{evt:" + strconv.FormatInt(event, 10) + "}" }
+
+// Keys are the Redis keys of one event's inventory.
+type Keys struct {
+	// Remaining is the count of seats left to sell; missing means the event
+	// is not loaded (never sold out: the two must not be confused).
+	Remaining string
+	// Users maps a user id to the id of the user's live hold.
+	Users string
+	// Holds maps a hold id to its Record (JSON).
+	Holds string
+	// Expiry is the sorted set of pending holds by expires_at (unix ms): the
+	// index the reaper and the expired-hold reclaim read. No keyspace
+	// notifications: they are dropped under load.
+	Expiry string
+	// Frozen is set while a rebuild loads the keys.
+	Frozen string
+}
+
+// KeysFor returns event's keys.
+func KeysFor(event int64) Keys {
+	p := "inv:" + Tag(event) + ":"
+	return Keys{
+		Remaining: p + "remaining",
+		Users:     p + "users",
+		Holds:     p + "holds",
+		Expiry:    p + "expiry",
+		Frozen:    p + "frozen",
+	}
+}
+
+// all is the KEYS list every script but rebuild_finish takes.
+func (k Keys) all() []string { return []string{k.Remaining, k.Users, k.Holds, k.Expiry, k.Frozen} }

@@ -1,0 +1,106 @@
+package inventory
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// FenceTTL is how long a rebuild may hold the fence without renewing it; a
+// rebuild that dies leaves the event frozen at most this long, then "not
+// loaded" (remaining is only set at the very end), never half loaded.
+const FenceTTL = 30 * time.Second
+
+// rebuildBatch is how many holds go to Redis per script call, so one call
+// never blocks Redis long however big the event.
+const rebuildBatch = 500
+
+// LiveHold is a hold the ledger counts against the sellable pool: pending
+// and not expired, or confirmed.
+type LiveHold struct {
+	ID        string
+	User      string
+	Quantity  int64
+	ExpiresAt time.Time
+	Confirmed bool
+	// KeyDigest and BodyDigest as in Record.
+	KeyDigest, BodyDigest string
+}
+
+// Snapshot is the state the ledger says Redis should have.
+type Snapshot struct {
+	Remaining int64
+	Holds     []LiveHold
+}
+
+// Rebuild replaces event's keys with what read returns. It freezes the keys
+// first (the scripts refuse or wait while frozen), so no hold, release or
+// confirmation can slip in between the ledger read and the load and be lost;
+// read runs after the freeze for that reason. It fails with ErrRebuilding
+// when another rebuild holds the fence.
+func (inv *Inventory) Rebuild(ctx context.Context, event int64, read func(context.Context) (Snapshot, error)) (err error) {
+	k := KeysFor(event)
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	fence := hex.EncodeToString(b[:])
+	ok, err := inv.rdb.SetNX(ctx, k.Frozen, fence, FenceTTL).Result()
+	if err != nil {
+		return fmt.Errorf("rebuild event %d: set fence: %w", event, err)
+	}
+	if !ok {
+		return fmt.Errorf("rebuild event %d: %w", event, ErrRebuilding)
+	}
+	defer func() {
+		if err == nil {
+			return
+		}
+		// Lift the fence even if ctx is what failed: leaving it would block
+		// the event for FenceTTL.
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		defer cancel()
+		if aerr := rebuildFinishScript.Run(actx, inv.rdb, []string{k.Remaining, k.Frozen}, fence, "").Err(); aerr != nil {
+			err = errors.Join(err, fmt.Errorf("lift fence: %w", aerr))
+		}
+	}()
+
+	snap, err := read(ctx)
+	if err != nil {
+		return fmt.Errorf("rebuild event %d: read ledger: %w", event, err)
+	}
+	if snap.Remaining < 0 {
+		return fmt.Errorf("rebuild event %d: remaining %d is negative", event, snap.Remaining)
+	}
+	mode := "reset"
+	for start := 0; start == 0 || start < len(snap.Holds); start += rebuildBatch {
+		batch := snap.Holds[start:min(start+rebuildBatch, len(snap.Holds))]
+		args := make([]any, 0, 3+4*len(batch))
+		args = append(args, fence, mode, FenceTTL.Milliseconds())
+		for _, h := range batch {
+			rec, err := json.Marshal(Record{User: h.User, Quantity: h.Quantity, KeyDigest: h.KeyDigest, BodyDigest: h.BodyDigest, Confirmed: h.Confirmed})
+			if err != nil {
+				return fmt.Errorf("rebuild event %d: encode hold %s: %w", event, h.ID, err)
+			}
+			exp := int64(-1)
+			if !h.Confirmed {
+				exp = ms(h.ExpiresAt)
+			}
+			args = append(args, h.ID, h.User, rec, exp)
+		}
+		if err := rebuildLoadScript.Run(ctx, inv.rdb, k.all(), args...).Err(); err != nil {
+			return fmt.Errorf("rebuild event %d: load holds: %w", event, err)
+		}
+		mode = "append"
+	}
+	n, err := rebuildFinishScript.Run(ctx, inv.rdb, []string{k.Remaining, k.Frozen}, fence, snap.Remaining).Int()
+	if err != nil {
+		return fmt.Errorf("rebuild event %d: set remaining: %w", event, err)
+	}
+	if n != 1 {
+		return fmt.Errorf("rebuild event %d: fence lost before remaining was set", event)
+	}
+	return nil
+}

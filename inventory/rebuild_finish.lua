@@ -1,0 +1,16 @@
+-- rebuild_finish: end a rebuild: set remaining and lift the fence, or only
+-- lift the fence when the rebuild is abandoned.
+--
+-- KEYS[1] -> remaining  string  seats left to sell
+-- KEYS[2] -> frozen     string  the rebuild's fence; must hold ARGV[1]
+-- ARGV[1] -> fence token of this rebuild
+-- ARGV[2] -> remaining to set, or "" to abandon (remaining is left as it is)
+-- returns 1 when the fence was ours, 0 otherwise (nothing is changed then)
+if redis.call('GET', KEYS[2]) ~= ARGV[1] then
+  return 0
+end
+if ARGV[2] ~= '' then
+  redis.call('SET', KEYS[1], ARGV[2])
+end
+redis.call('DEL', KEYS[2])
+return 1
