@@ -1,0 +1,279 @@
+package caddymodule
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"go.uber.org/zap"
+
+	"github.com/waitroom/waitroom/waitroom"
+)
+
+func init() {
+	caddy.RegisterModule(Admin{})
+}
+
+// maxAdminBody is the largest request body the admin API reads.
+const maxAdminBody = 64 << 10
+
+// adminTimeout bounds a change's round trip to the store.
+const adminTimeout = 5 * time.Second
+
+// Admin is the waiting room's API on Caddy's admin endpoint. It reads and
+// changes the state of every event that a loaded config guards:
+//
+//	GET  /waitroom/events                   every event's state
+//	GET  /waitroom/events/{id}              one event's state
+//	POST /waitroom/events/{id}/watermark    {"set": 6000} or {"raise_by": 1000}
+//	POST /waitroom/events/{id}/sold_out     {"sold_out": true}
+//	POST /waitroom/events/{id}/pause        {"paused": true}
+//
+// Each answers the event's state, {"event", "watermark", "last_position",
+// "hard_cap", "sold_out", "paused"}. A change is written to the event's
+// store, so every node sharing it follows within a second, and is logged
+// with the values given and the state that resulted. Errors are
+// {"error": "<code>", "message": "<text>"}: 400 invalid_request for a body
+// that is empty, not JSON, has an unknown field or a negative value, 404
+// not_found for an unknown route or event, 405 method_not_allowed, 413
+// request_too_large, 503 queue_unavailable when the store cannot be reached.
+type Admin struct {
+	logger *zap.Logger
+}
+
+// CaddyModule returns the Caddy module information.
+func (Admin) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "admin.api.waitroom",
+		New: func() caddy.Module { return new(Admin) },
+	}
+}
+
+// Provision sets up the admin routes.
+func (a *Admin) Provision(caddy.Context) error {
+	// The admin endpoint is not a module of the config's tree, so it has
+	// no module logger of its own; name it after the module.
+	a.logger = caddy.Log().Named("admin.api.waitroom")
+	return nil
+}
+
+// Routes returns the waiting room's admin routes.
+func (a *Admin) Routes() []caddy.AdminRoute {
+	return []caddy.AdminRoute{{Pattern: "/waitroom/", Handler: caddy.AdminHandlerFunc(a.serve)}}
+}
+
+// serve answers every /waitroom/ request; errors are written in the
+// project's error shape rather than left to the admin endpoint's.
+func (a *Admin) serve(w http.ResponseWriter, r *http.Request) error {
+	err := a.route(w, r)
+	if err == nil {
+		return nil
+	}
+	var apiErr caddy.APIError
+	if !errors.As(err, &apiErr) {
+		// Only writing the answer fails this way, when it is too late to
+		// answer anything else.
+		a.logger.Debug("writing an answer", zap.String("uri", r.RequestURI), zap.Error(err))
+		return nil
+	}
+	a.logger.Debug("request refused",
+		zap.String("method", r.Method), zap.String("uri", r.RequestURI),
+		zap.Int("status", apiErr.HTTPStatus), zap.Error(apiErr.Err))
+	msg := apiErr.Message
+	if apiErr.Err != nil {
+		msg = apiErr.Err.Error()
+	}
+	return writeJSON(w, apiErr.HTTPStatus, struct {
+		Error   string `json:"error"`
+		Message string `json:"message"`
+	}{errorCode(apiErr), msg})
+}
+
+// errorCode is the machine-readable code of an error answer.
+func errorCode(e caddy.APIError) string {
+	switch {
+	case e.Message != "":
+		return e.Message
+	case e.HTTPStatus == http.StatusBadRequest:
+		return "invalid_request"
+	case e.HTTPStatus == http.StatusNotFound:
+		return "not_found"
+	case e.HTTPStatus == http.StatusMethodNotAllowed:
+		return "method_not_allowed"
+	case e.HTTPStatus == http.StatusRequestEntityTooLarge:
+		return "request_too_large"
+	case e.HTTPStatus == http.StatusServiceUnavailable:
+		return "queue_unavailable"
+	default:
+		return "internal_error"
+	}
+}
+
+func apiError(status int, format string, args ...any) caddy.APIError {
+	return caddy.APIError{HTTPStatus: status, Err: fmt.Errorf(format, args...)}
+}
+
+func (a *Admin) route(w http.ResponseWriter, r *http.Request) error {
+	parts := strings.Split(strings.Trim(strings.TrimPrefix(r.URL.Path, "/waitroom/"), "/"), "/")
+	if parts[0] != "events" || len(parts) > 3 {
+		return apiError(http.StatusNotFound, "no such route: %s", r.URL.Path)
+	}
+	if len(parts) == 1 {
+		if err := allow(w, r, http.MethodGet); err != nil {
+			return err
+		}
+		states := []waitroom.State{}
+		for _, e := range eventRooms() {
+			states = append(states, e.room.State())
+		}
+		return writeJSON(w, http.StatusOK, states)
+	}
+
+	action := ""
+	if len(parts) == 3 {
+		action = parts[2]
+		switch action {
+		case "watermark", "sold_out", "pause":
+		default:
+			return apiError(http.StatusNotFound, "no such route: %s", r.URL.Path)
+		}
+	}
+	method := http.MethodGet
+	if action != "" {
+		method = http.MethodPost
+	}
+	if err := allow(w, r, method); err != nil {
+		return err
+	}
+	id, err := strconv.ParseInt(parts[1], 10, 64)
+	if err != nil || id <= 0 {
+		return apiError(http.StatusNotFound, "unknown event %q", parts[1])
+	}
+	entry := findRoom(id)
+	if entry == nil {
+		return apiError(http.StatusNotFound, "unknown event %d: no loaded config guards it", id)
+	}
+	if action == "" {
+		return writeJSON(w, http.StatusOK, entry.room.State())
+	}
+
+	var change waitroom.Change
+	var given []zap.Field
+	switch action {
+	case "watermark":
+		var body struct {
+			Set     *int64 `json:"set"`
+			RaiseBy *int64 `json:"raise_by"`
+		}
+		if err := decodeBody(w, r, &body); err != nil {
+			return err
+		}
+		switch {
+		case body.Set == nil && body.RaiseBy == nil:
+			return apiError(http.StatusBadRequest, `give "set" or "raise_by"`)
+		case body.Set != nil && body.RaiseBy != nil:
+			return apiError(http.StatusBadRequest, `give "set" or "raise_by", not both`)
+		case body.Set != nil && *body.Set < 0:
+			return apiError(http.StatusBadRequest, `"set" must not be negative (got %d)`, *body.Set)
+		case body.RaiseBy != nil && *body.RaiseBy < 0:
+			return apiError(http.StatusBadRequest, `"raise_by" must not be negative (got %d)`, *body.RaiseBy)
+		case body.Set != nil:
+			change.SetWatermark = body.Set
+			given = append(given, zap.Int64("set", *body.Set))
+		default:
+			change.RaiseBy = *body.RaiseBy
+			given = append(given, zap.Int64("raise_by", *body.RaiseBy))
+		}
+	case "sold_out":
+		var body struct {
+			SoldOut *bool `json:"sold_out"`
+		}
+		if err := decodeBody(w, r, &body); err != nil {
+			return err
+		}
+		if body.SoldOut == nil {
+			return apiError(http.StatusBadRequest, `give "sold_out": true or false`)
+		}
+		change.SoldOut = body.SoldOut
+		given = append(given, zap.Bool("sold_out", *body.SoldOut))
+	case "pause":
+		var body struct {
+			Paused *bool `json:"paused"`
+		}
+		if err := decodeBody(w, r, &body); err != nil {
+			return err
+		}
+		if body.Paused == nil {
+			return apiError(http.StatusBadRequest, `give "paused": true or false`)
+		}
+		change.Paused = body.Paused
+		given = append(given, zap.Bool("paused", *body.Paused))
+	}
+
+	ctx, cancel := context.WithTimeout(r.Context(), adminTimeout)
+	defer cancel()
+	state, err := entry.room.Update(ctx, change)
+	switch {
+	case errors.Is(err, waitroom.ErrNegative):
+		return apiError(http.StatusBadRequest, "%v", err)
+	case err != nil:
+		a.logger.Warn("event state change failed",
+			append(given, zap.Int64("event", id), zap.String("remote", r.RemoteAddr), zap.Error(err))...)
+		return apiError(http.StatusServiceUnavailable, "the queue store is unavailable: %v", err)
+	}
+	a.logger.Info("event state changed", append(given,
+		zap.Int64("event", id),
+		zap.String("change", action),
+		zap.String("remote", r.RemoteAddr),
+		zap.Int64("watermark", state.Watermark),
+		zap.Int64("last_position", state.LastPosition),
+		zap.Int64("hard_cap", state.HardCap),
+		zap.Bool("sold_out", state.SoldOut),
+		zap.Bool("paused", state.Paused))...)
+	return writeJSON(w, http.StatusOK, state)
+}
+
+// allow refuses any method but method with 405 and an Allow header.
+func allow(w http.ResponseWriter, r *http.Request, method string) error {
+	if r.Method == method {
+		return nil
+	}
+	w.Header().Set("Allow", method)
+	return apiError(http.StatusMethodNotAllowed, "method %s not allowed; use %s", r.Method, method)
+}
+
+// decodeBody reads one JSON object into v, refusing unknown fields, trailing
+// data, an empty body and anything over maxAdminBody.
+func decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxAdminBody))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	if err == nil {
+		if dec.Decode(&struct{}{}) != io.EOF {
+			return apiError(http.StatusBadRequest, "the body must be a single JSON object")
+		}
+		return nil
+	}
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge):
+		return apiError(http.StatusRequestEntityTooLarge, "the body is larger than %d bytes", maxAdminBody)
+	case errors.Is(err, io.EOF):
+		return apiError(http.StatusBadRequest, "the body is empty; a JSON object is required")
+	default:
+		return apiError(http.StatusBadRequest, "the body is not valid JSON for this route: %v", err)
+	}
+}
+
+// Interface guards
+var (
+	_ caddy.AdminRouter = (*Admin)(nil)
+	_ caddy.Provisioner = (*Admin)(nil)
+)

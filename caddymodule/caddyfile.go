@@ -1,0 +1,204 @@
+package caddymodule
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+)
+
+func init() {
+	httpcaddyfile.RegisterHandlerDirective("waitroom", parseCaddyfile)
+	// After the directives that authenticate (basic_auth, forward_auth, so
+	// user_id can read what they set), rewrite requests or wrap responses
+	// (encode, intercept), and before every directive that routes or
+	// answers (invoke, handle, route, respond, reverse_proxy, file_server…),
+	// so nothing reaches the site without passing the queue.
+	httpcaddyfile.RegisterDirectiveOrder("waitroom", httpcaddyfile.Before, "templates")
+}
+
+func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
+	var w Handler
+	err := w.UnmarshalCaddyfile(h.Dispenser)
+	return &w, err
+}
+
+// UnmarshalCaddyfile sets up the handler from Caddyfile tokens. Syntax:
+//
+//	waitroom [<matcher>] {
+//		event            <id>
+//		key              <kid> <secret>
+//		store            memory|<redis url>
+//		lease            <n>
+//		watermark        <n>
+//		hard_cap         <n>
+//		token_ttl        <duration>
+//		user_id          <placeholder>
+//		waiting_status   200|202|429|503
+//		sold_out_max_age <duration>
+//		waiting_template <file>
+//		sold_out_template <file>
+//		autopilot        <step> <interval>
+//	}
+//
+// event and at least one key are required; key may be repeated (the first
+// signs, all verify). The defaults are those of the JSON fields of Handler.
+func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next() // the directive's name
+	if d.NextArg() {
+		return d.Errf("waitroom takes its settings in a block, not as arguments (got %q)", d.Val())
+	}
+	for d.NextBlock(0) {
+		sub := d.Val()
+		switch sub {
+		case "event":
+			n, err := intArg(d, sub, 1)
+			if err != nil {
+				return err
+			}
+			h.Event = n
+		case "key":
+			args := d.RemainingArgs()
+			if len(args) != 2 {
+				return d.Errf("key: want <kid> <secret>, got %d argument(s)", len(args))
+			}
+			h.Keys = append(h.Keys, Key{ID: args[0], Secret: args[1]})
+		case "store":
+			v, err := stringArg(d, sub)
+			if err != nil {
+				return err
+			}
+			h.Store = v
+		case "lease":
+			n, err := intArg(d, sub, 1)
+			if err != nil {
+				return err
+			}
+			h.Lease = n
+		case "watermark":
+			n, err := intArg(d, sub, 0)
+			if err != nil {
+				return err
+			}
+			h.Watermark = n
+		case "hard_cap":
+			n, err := intArg(d, sub, 0)
+			if err != nil {
+				return err
+			}
+			h.HardCap = n
+		case "token_ttl":
+			dur, err := durationArg(d, sub)
+			if err != nil {
+				return err
+			}
+			if dur < time.Second {
+				return d.Errf("token_ttl: must be at least 1s (got %s)", dur)
+			}
+			h.TokenTTL = caddy.Duration(dur)
+		case "user_id":
+			v, err := stringArg(d, sub)
+			if err != nil {
+				return err
+			}
+			h.UserID = v
+		case "waiting_status":
+			n, err := intArg(d, sub, 0)
+			if err != nil {
+				return err
+			}
+			switch n {
+			case 200, 202, 429, 503:
+			default:
+				return d.Errf("waiting_status: must be 200, 202, 429 or 503 (got %d)", n)
+			}
+			h.WaitingStatus = int(n)
+		case "sold_out_max_age":
+			dur, err := durationArg(d, sub)
+			if err != nil {
+				return err
+			}
+			if dur <= 0 {
+				return d.Errf("sold_out_max_age: must be positive (got %s)", dur)
+			}
+			h.SoldOutMaxAge = caddy.Duration(dur)
+		case "waiting_template":
+			v, err := stringArg(d, sub)
+			if err != nil {
+				return err
+			}
+			h.WaitingTemplate = v
+		case "sold_out_template":
+			v, err := stringArg(d, sub)
+			if err != nil {
+				return err
+			}
+			h.SoldOutTemplate = v
+		case "autopilot":
+			args := d.RemainingArgs()
+			if len(args) != 2 {
+				return d.Errf("autopilot: want <step> <interval>, got %d argument(s)", len(args))
+			}
+			step, err := strconv.ParseInt(args[0], 10, 64)
+			if err != nil || step < 1 {
+				return d.Errf("autopilot: step must be a positive integer (got %q)", args[0])
+			}
+			interval, err := caddy.ParseDuration(args[1])
+			if err != nil || interval <= 0 {
+				return d.Errf("autopilot: interval must be a positive duration (got %q)", args[1])
+			}
+			h.Autopilot = &Autopilot{Step: step, Interval: caddy.Duration(interval)}
+		default:
+			return d.Errf("unrecognized waitroom subdirective %q", sub)
+		}
+	}
+	return nil
+}
+
+// stringArg reads the one argument of subdirective sub.
+func stringArg(d *caddyfile.Dispenser, sub string) (string, error) {
+	args := d.RemainingArgs()
+	if len(args) != 1 {
+		return "", d.Errf("%s: want exactly one argument, got %d", sub, len(args))
+	}
+	return args[0], nil
+}
+
+// intArg reads the one integer argument of sub, at least least.
+func intArg(d *caddyfile.Dispenser, sub string, least int64) (int64, error) {
+	v, err := stringArg(d, sub)
+	if err != nil {
+		return 0, err
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return 0, d.Errf("%s: %q is not an integer", sub, v)
+	}
+	if n < least {
+		if least == 0 {
+			return 0, d.Errf("%s: must not be negative (got %d)", sub, n)
+		}
+		return 0, d.Errf("%s: must be at least %d (got %d)", sub, least, n)
+	}
+	return n, nil
+}
+
+// durationArg reads the one duration argument of sub, in Caddy's syntax
+// (which also takes days: "1d").
+func durationArg(d *caddyfile.Dispenser, sub string) (time.Duration, error) {
+	v, err := stringArg(d, sub)
+	if err != nil {
+		return 0, err
+	}
+	dur, err := caddy.ParseDuration(v)
+	if err != nil {
+		return 0, d.Errf("%s: %q is not a duration", sub, v)
+	}
+	return dur, nil
+}
+
+// Interface guards
+var _ caddyfile.Unmarshaler = (*Handler)(nil)

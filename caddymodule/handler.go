@@ -1,0 +1,618 @@
+package caddymodule
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
+	"io"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
+
+	"github.com/waitroom/waitroom/waitroom"
+)
+
+func init() {
+	caddy.RegisterModule(Handler{})
+}
+
+// Header names of the gateway. The identity headers (user, position, token)
+// are set on admitted requests for the next handler; copies sent by a client
+// are always removed first.
+const (
+	HeaderStatus   = "X-Waitroom-Status"
+	HeaderUser     = "X-Waitroom-User"
+	HeaderPosition = "X-Waitroom-Position"
+	HeaderToken    = "X-Waitroom-Token"
+)
+
+// Values of X-Waitroom-Status and of the {http.waitroom.status} placeholder.
+const (
+	StatusAdmitted    = "admitted"
+	StatusWaiting     = "waiting"
+	StatusSoldOut     = "sold_out"
+	StatusUnavailable = "unavailable"
+)
+
+// Defaults of the optional settings.
+const (
+	DefaultTokenTTL      = 30 * time.Minute
+	DefaultWaitingStatus = http.StatusOK
+	DefaultSoldOutMaxAge = 10 * time.Second
+)
+
+const (
+	// joinTimeout bounds the one store call a new arrival makes; the Redis
+	// client's own timeouts normally answer well before it.
+	joinTimeout = 3 * time.Second
+	// readyWait bounds how long the first requests after a start or a
+	// config change wait for the room's first read of the store, so they
+	// are not judged by the configured defaults alone.
+	readyWait = 3 * time.Second
+	// unavailableRetry is the Retry-After of a 503 while the store is down.
+	unavailableRetry = 5
+)
+
+// Handler is a virtual waiting room in front of the handlers that follow it.
+//
+// Every arrival gets a signed queue token (a cookie for browsers, also
+// returned in the JSON body and the X-Waitroom-Token response header for API
+// clients) that carries its place in the queue. A token whose position is at
+// or below the event's admission watermark is passed on to the next handler
+// with the identity headers X-Waitroom-User, X-Waitroom-Position and
+// X-Waitroom-Token; anyone else gets the waiting page (or its JSON form when
+// the request accepts application/json), which polls until its turn comes.
+// Once the event is sold out, everyone not admitted gets 410 from memory.
+//
+// The watermark, sold-out and paused flags live in the store (memory for one
+// node, Redis for many) and are changed through the admin API
+// (admin.api.waitroom) or the autopilot; the request path only reads them
+// from memory. A new arrival costs one store call (its position); if the
+// store is down, new arrivals get 503 with Retry-After while token holders
+// are still judged by the last known state.
+//
+// Placeholders set: {http.waitroom.status} (admitted, waiting, sold_out or
+// unavailable), {http.waitroom.position} and {http.waitroom.event}.
+type Handler struct {
+	// The event this handler guards: a positive integer, the evt claim of
+	// its tokens. Required.
+	Event int64 `json:"event,omitempty"`
+
+	// The keys that sign and verify queue tokens (HS256). The first signs;
+	// all verify, so a new key can be put in front while tokens signed with
+	// the old one stay valid. Secrets are at least 32 bytes; global
+	// placeholders such as {env.WAITROOM_SECRET} or {file./etc/caddy/key}
+	// are replaced when the config is loaded. Required.
+	Keys []Key `json:"keys,omitempty"`
+
+	// Where positions and admission state are kept: "memory" (the default;
+	// one node) or a redis:// (rediss://, unix://) URL shared by every
+	// gateway node and the origin. Global placeholders are replaced.
+	Store string `json:"store,omitempty"`
+
+	// How many positions a node takes from Redis at once. Default: 1
+	// (strict first come, first served across nodes). Ignored by the
+	// memory store.
+	Lease int64 `json:"lease,omitempty"`
+
+	// The watermark the event starts with when its store has none yet.
+	// Default: 0 (nobody admitted until it is raised).
+	Watermark int64 `json:"watermark,omitempty"`
+
+	// The last position that can ever be admitted; arrivals past it get the
+	// sold-out answer at once. Default: 0 (no cap).
+	HardCap int64 `json:"hard_cap,omitempty"`
+
+	// How long a token is valid. A waiting visitor's token is renewed (same
+	// user and position) whenever less than half of it is left, so a
+	// visitor who keeps the page open never loses the place. Default: 30m.
+	TokenTTL caddy.Duration `json:"token_ttl,omitempty"`
+
+	// Where the user id (the token's sub) comes from, as a placeholder, e.g.
+	// {http.request.header.X-User-ID} set by the site's authentication.
+	// Default (or when it yields nothing): an anonymous visitor id.
+	UserID string `json:"user_id,omitempty"`
+
+	// The HTTP status of waiting answers: 200, 202, 429 or 503.
+	// Default: 200.
+	WaitingStatus int `json:"waiting_status,omitempty"`
+
+	// How long the sold-out answer may be cached (Cache-Control: public,
+	// max-age). Default: 10s.
+	SoldOutMaxAge caddy.Duration `json:"sold_out_max_age,omitempty"`
+
+	// A file with an html/template for the waiting page, executed with a
+	// WaitingPage. Default: the embedded page.
+	WaitingTemplate string `json:"waiting_template,omitempty"`
+
+	// A file with an html/template for the sold-out page, executed with a
+	// SoldOutPage. Default: the embedded page.
+	SoldOutTemplate string `json:"sold_out_template,omitempty"`
+
+	// Raises the watermark by itself while visitors wait. Default: off.
+	Autopilot *Autopilot `json:"autopilot,omitempty"`
+
+	keys        *waitroom.KeySet
+	room        *roomEntry
+	roomKey     roomKey
+	eventID     string
+	cookieName  string
+	ttl         time.Duration
+	maxAge      string
+	waitingPage *template.Template
+	soldOutPage *template.Template
+	unavailPage *template.Template
+	m           eventMetrics
+	logger      *zap.Logger
+	// now is the clock of token issue and verification; tests replace it.
+	now func() time.Time
+}
+
+// Key is one HMAC key of the key set.
+type Key struct {
+	// The kid header of the tokens this key signs. Required, unique.
+	ID string `json:"id,omitempty"`
+	// The secret, at least 32 bytes after placeholders are replaced.
+	Secret string `json:"secret,omitempty"`
+}
+
+// Autopilot raises the watermark by Step every Interval while visitors wait
+// and the event is neither sold out nor paused. Across nodes sharing a store
+// only one raises per interval.
+type Autopilot struct {
+	// Positions admitted per step. Required when the autopilot is set.
+	Step int64 `json:"step,omitempty"`
+	// Time between steps. Required when the autopilot is set.
+	Interval caddy.Duration `json:"interval,omitempty"`
+}
+
+// CaddyModule returns the Caddy module information.
+func (Handler) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "http.handlers.waitroom",
+		New: func() caddy.Module { return new(Handler) },
+	}
+}
+
+// Provision sets up the handler. It does no network I/O: the room reads the
+// store in the background.
+func (h *Handler) Provision(ctx caddy.Context) error {
+	h.logger = ctx.Logger()
+	if h.now == nil {
+		h.now = time.Now
+	}
+	if h.TokenTTL == 0 {
+		h.TokenTTL = caddy.Duration(DefaultTokenTTL)
+	}
+	if h.WaitingStatus == 0 {
+		h.WaitingStatus = DefaultWaitingStatus
+	}
+	if h.SoldOutMaxAge == 0 {
+		h.SoldOutMaxAge = caddy.Duration(DefaultSoldOutMaxAge)
+	}
+	// Check first, so a bad config takes no reference to a store or room.
+	if err := h.Validate(); err != nil {
+		return err
+	}
+
+	repl := caddy.NewReplacer()
+	keys := make([]waitroom.Key, len(h.Keys))
+	for i, k := range h.Keys {
+		keys[i] = waitroom.Key{ID: k.ID, Secret: []byte(repl.ReplaceKnown(k.Secret, ""))}
+	}
+	ks, err := waitroom.NewKeySet(h.now, keys...)
+	if err != nil {
+		return fmt.Errorf("keys: %w", err)
+	}
+	h.keys = ks
+
+	store := repl.ReplaceKnown(h.Store, "")
+	if h.Store != "" && store == "" {
+		return fmt.Errorf("store: %q is empty once its placeholders are replaced", h.Store)
+	}
+	spec, err := parseStoreSpec(store, h.Lease)
+	if err != nil {
+		return err
+	}
+
+	if h.waitingPage, err = loadTemplate("waiting_template", h.WaitingTemplate, defaultWaitingPage, sampleWaitingPage); err != nil {
+		return err
+	}
+	if h.soldOutPage, err = loadTemplate("sold_out_template", h.SoldOutTemplate, defaultSoldOutPage, SoldOutPage{Event: h.Event}); err != nil {
+		return err
+	}
+	h.unavailPage = defaultUnavailablePage
+
+	if err := registerMetrics(ctx.GetMetricsRegistry()); err != nil {
+		return fmt.Errorf("metrics: %w", err)
+	}
+	h.eventID = strconv.FormatInt(h.Event, 10)
+	h.m = metricsFor(h.eventID)
+	h.cookieName = "waitroom_" + h.eventID
+	h.ttl = time.Duration(h.TokenTTL)
+	h.maxAge = "public, max-age=" + strconv.FormatInt(int64(math.Ceil(time.Duration(h.SoldOutMaxAge).Seconds())), 10)
+
+	h.roomKey = roomKey{Store: spec.key(), Event: h.Event, Watermark: h.Watermark, HardCap: h.HardCap}
+	if h.Autopilot != nil {
+		h.roomKey.PilotStep, h.roomKey.PilotInterval = h.Autopilot.Step, time.Duration(h.Autopilot.Interval)
+	}
+	room, err := acquireRoom(h.roomKey, spec)
+	if err != nil {
+		return err
+	}
+	h.room = room
+	return nil
+}
+
+// Validate checks the configuration. Secrets are checked when Provision
+// builds the key set, after their placeholders are replaced.
+func (h *Handler) Validate() error {
+	if h.Event <= 0 {
+		return fmt.Errorf("event: a positive event id is required (got %d)", h.Event)
+	}
+	if len(h.Keys) == 0 {
+		return errors.New("keys: at least one signing key is required")
+	}
+	for i, k := range h.Keys {
+		if k.ID == "" {
+			return fmt.Errorf("keys: key %d has no id", i+1)
+		}
+		if k.Secret == "" {
+			return fmt.Errorf("keys: key %q has no secret", k.ID)
+		}
+	}
+	switch {
+	case h.Watermark < 0:
+		return fmt.Errorf("watermark: must not be negative (got %d)", h.Watermark)
+	case h.HardCap < 0:
+		return fmt.Errorf("hard_cap: must not be negative (got %d)", h.HardCap)
+	case h.Lease < 0:
+		return fmt.Errorf("lease: must not be negative (got %d)", h.Lease)
+	case h.TokenTTL < 0 || (h.TokenTTL > 0 && time.Duration(h.TokenTTL) < time.Second):
+		return fmt.Errorf("token_ttl: must be at least 1s (got %s)", time.Duration(h.TokenTTL))
+	case h.SoldOutMaxAge < 0:
+		return fmt.Errorf("sold_out_max_age: must not be negative (got %s)", time.Duration(h.SoldOutMaxAge))
+	}
+	switch h.WaitingStatus {
+	case 0, http.StatusOK, http.StatusAccepted, http.StatusTooManyRequests, http.StatusServiceUnavailable:
+	default:
+		return fmt.Errorf("waiting_status: must be 200, 202, 429 or 503 (got %d)", h.WaitingStatus)
+	}
+	if a := h.Autopilot; a != nil {
+		if a.Step <= 0 || a.Interval <= 0 {
+			return fmt.Errorf("autopilot: step and interval must both be positive (got %d every %s)", a.Step, time.Duration(a.Interval))
+		}
+	}
+	return nil
+}
+
+// ServeHTTP admits, queues or turns away the request.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	repl, _ := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+	if repl == nil {
+		repl = caddy.NewReplacer()
+	}
+	repl.Set("http.waitroom.event", h.eventID)
+
+	headerToken := r.Header.Get(HeaderToken)
+	// The identity headers are the gateway's to set: whatever a client sent
+	// under these names never reaches the next handler.
+	r.Header.Del(HeaderUser)
+	r.Header.Del(HeaderPosition)
+	r.Header.Del(HeaderToken)
+
+	h.awaitRoom(r.Context())
+	state := h.room.room.State()
+
+	ticket, presented, ok := h.verify(r, headerToken)
+	if ok {
+		return h.serveTicket(w, r, next, repl, state, ticket)
+	}
+	if presented {
+		h.m.invalidTokens.Inc()
+	}
+	return h.serveArrival(w, r, next, repl, state)
+}
+
+// Cleanup releases the room (and, with it, the store) once no config uses it.
+func (h *Handler) Cleanup() error {
+	if h.room == nil {
+		return nil
+	}
+	h.room = nil
+	_, err := rooms.Delete(h.roomKey)
+	return err
+}
+
+// awaitRoom holds the first requests after a start or a config change until
+// the room has read the store once (or failed to), so an admitted visitor is
+// not sent back to the queue by a room that only knows its defaults.
+func (h *Handler) awaitRoom(ctx context.Context) {
+	select {
+	case <-h.room.ready:
+		return
+	default:
+	}
+	t := time.NewTimer(readyWait)
+	defer t.Stop()
+	select {
+	case <-h.room.ready:
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+// verify looks for a valid token of the event in the X-Waitroom-Token header
+// and the event's cookie. presented tells whether any token was offered.
+func (h *Handler) verify(r *http.Request, headerToken string) (t waitroom.Ticket, presented, ok bool) {
+	if headerToken != "" {
+		presented = true
+		if t, err := h.keys.Verify(headerToken, h.Event); err == nil {
+			return t, true, true
+		}
+	}
+	for _, c := range r.CookiesNamed(h.cookieName) {
+		if c.Value == "" {
+			continue
+		}
+		presented = true
+		if t, err := h.keys.Verify(c.Value, h.Event); err == nil {
+			return t, true, true
+		}
+	}
+	return waitroom.Ticket{}, presented, false
+}
+
+// serveTicket answers a bearer of a valid token.
+func (h *Handler) serveTicket(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, repl *caddy.Replacer, s waitroom.State, t waitroom.Ticket) error {
+	switch {
+	case s.Admits(t.Position):
+		return h.admit(w, r, next, repl, h.renew(w, r, t))
+	case s.BeyondCap(t.Position) || (s.SoldOut && t.Position > s.Watermark):
+		// Never to be admitted. A position at or below the watermark of a
+		// paused, sold-out event waits instead: its holder may have seats
+		// to pay for once entry resumes.
+		return h.soldOut(w, r, repl, t.Position)
+	default:
+		return h.wait(w, r, repl, s, h.renew(w, r, t))
+	}
+}
+
+// serveArrival gives a request without a valid token its place in the queue.
+func (h *Handler) serveArrival(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, repl *caddy.Replacer, s waitroom.State) error {
+	if s.SoldOut {
+		return h.soldOut(w, r, repl, 0)
+	}
+	var user string
+	if h.UserID != "" {
+		user = strings.TrimSpace(repl.ReplaceAll(h.UserID, ""))
+	}
+	if user == "" {
+		user = waitroom.NewVisitorID()
+	}
+
+	ctx, cancel := context.WithTimeout(r.Context(), joinTimeout)
+	pos, err := h.room.room.Join(ctx)
+	cancel()
+	if err != nil {
+		return h.unavailable(w, r, repl, err)
+	}
+	h.m.arrivals.Inc()
+
+	s = h.room.room.State()
+	if s.BeyondCap(pos) {
+		return h.soldOut(w, r, repl, pos)
+	}
+	t, err := h.keys.Issue(user, h.Event, pos, h.ttl)
+	if err != nil {
+		return caddyhttp.Error(http.StatusInternalServerError, err)
+	}
+	h.giveToken(w, r, t)
+	if s.Admits(pos) {
+		return h.admit(w, r, next, repl, t)
+	}
+	return h.wait(w, r, repl, s, t)
+}
+
+// renew re-issues t (same user and position, fresh expiry) once less than
+// half of its life is left, so whoever keeps polling keeps the place.
+func (h *Handler) renew(w http.ResponseWriter, r *http.Request, t waitroom.Ticket) waitroom.Ticket {
+	if t.ExpiresAt.Sub(h.now()) >= h.ttl/2 {
+		return t
+	}
+	fresh, err := h.keys.Issue(t.Subject, t.Event, t.Position, h.ttl)
+	if err != nil {
+		h.logger.Error("renewing a queue token", zap.Error(err))
+		return t
+	}
+	h.giveToken(w, r, fresh)
+	return fresh
+}
+
+// giveToken hands t to the client: the cookie for browsers, the response
+// header for API clients.
+func (h *Handler) giveToken(w http.ResponseWriter, r *http.Request, t waitroom.Ticket) {
+	http.SetCookie(w, &http.Cookie{
+		Name:     h.cookieName,
+		Value:    t.Raw,
+		Path:     "/",
+		MaxAge:   int(h.ttl / time.Second),
+		HttpOnly: true,
+		Secure:   r.TLS != nil,
+		SameSite: http.SameSiteLaxMode,
+	})
+	w.Header().Set(HeaderToken, t.Raw)
+}
+
+// admit passes the request on with the identity headers.
+func (h *Handler) admit(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, repl *caddy.Replacer, t waitroom.Ticket) error {
+	r.Header.Set(HeaderUser, t.Subject)
+	r.Header.Set(HeaderPosition, strconv.FormatInt(t.Position, 10))
+	r.Header.Set(HeaderToken, t.Raw)
+	w.Header().Set(HeaderStatus, StatusAdmitted)
+	setPlaceholders(repl, StatusAdmitted, t.Position)
+	h.m.admitted.Inc()
+	return next.ServeHTTP(w, r)
+}
+
+// waitingBody is the JSON form of the waiting answer.
+type waitingBody struct {
+	Status               string `json:"status"`
+	Event                int64  `json:"event"`
+	Position             int64  `json:"position"`
+	AdmittedThrough      int64  `json:"admitted_through"`
+	Ahead                int64  `json:"ahead"`
+	EstimatedWaitSeconds int64  `json:"estimated_wait_seconds"`
+	Token                string `json:"token"`
+	Paused               bool   `json:"paused"`
+}
+
+// wait answers with the waiting page or its JSON form.
+func (h *Handler) wait(w http.ResponseWriter, r *http.Request, repl *caddy.Replacer, s waitroom.State, t waitroom.Ticket) error {
+	d, known := h.room.room.EstimateWait(t.Position)
+	var seconds int64
+	if known {
+		seconds = int64(math.Ceil(d.Seconds()))
+	}
+	retry := retryAfter(s, d, known)
+	hdr := w.Header()
+	hdr.Set(HeaderStatus, StatusWaiting)
+	hdr.Set("Cache-Control", "no-store")
+	hdr.Set("Retry-After", strconv.Itoa(retry))
+	hdr.Add("Vary", "Accept")
+	setPlaceholders(repl, StatusWaiting, t.Position)
+	h.m.waiting.Inc()
+
+	ahead := max(0, t.Position-s.Watermark-1)
+	if wantsJSON(r) {
+		return writeJSON(w, h.WaitingStatus, waitingBody{
+			Status:               StatusWaiting,
+			Event:                h.Event,
+			Position:             t.Position,
+			AdmittedThrough:      s.Watermark,
+			Ahead:                ahead,
+			EstimatedWaitSeconds: seconds,
+			Token:                t.Raw,
+			Paused:               s.Paused,
+		})
+	}
+	return h.render(w, h.WaitingStatus, h.waitingPage, WaitingPage{
+		Event:                h.Event,
+		Position:             t.Position,
+		AdmittedThrough:      s.Watermark,
+		Ahead:                ahead,
+		EstimatedWaitSeconds: seconds,
+		EstimatedWait:        DescribeWait(d, known),
+		Paused:               s.Paused,
+		RetryAfterSeconds:    retry,
+	})
+}
+
+// soldOut answers 410 with a cacheable body. It never sets a cookie: a
+// shared cache could hand it to someone else.
+func (h *Handler) soldOut(w http.ResponseWriter, r *http.Request, repl *caddy.Replacer, pos int64) error {
+	hdr := w.Header()
+	hdr.Del("Set-Cookie")
+	hdr.Del(HeaderToken)
+	hdr.Set(HeaderStatus, StatusSoldOut)
+	hdr.Set("Cache-Control", h.maxAge)
+	hdr.Add("Vary", "Accept")
+	setPlaceholders(repl, StatusSoldOut, pos)
+	h.m.soldOut.Inc()
+	if wantsJSON(r) {
+		return writeJSON(w, http.StatusGone, struct {
+			Status string `json:"status"`
+			Event  int64  `json:"event"`
+		}{StatusSoldOut, h.Event})
+	}
+	return h.render(w, http.StatusGone, h.soldOutPage, SoldOutPage{Event: h.Event})
+}
+
+// unavailable answers a new arrival whose position could not be taken
+// because the store is down: try again shortly, never a hang or a 500.
+func (h *Handler) unavailable(w http.ResponseWriter, r *http.Request, repl *caddy.Replacer, err error) error {
+	h.logger.Debug("queue store unavailable for a new arrival", zap.Int64("event", h.Event), zap.Error(err))
+	hdr := w.Header()
+	hdr.Set(HeaderStatus, StatusUnavailable)
+	hdr.Set("Cache-Control", "no-store")
+	hdr.Set("Retry-After", strconv.Itoa(unavailableRetry))
+	hdr.Add("Vary", "Accept")
+	setPlaceholders(repl, StatusUnavailable, 0)
+	if wantsJSON(r) {
+		return writeJSON(w, http.StatusServiceUnavailable, struct {
+			Error   string `json:"error"`
+			Message string `json:"message"`
+		}{"queue_unavailable", "The queue cannot take new arrivals right now; try again in a few seconds."})
+	}
+	return h.render(w, http.StatusServiceUnavailable, h.unavailPage, UnavailablePage{Event: h.Event, RetryAfterSeconds: unavailableRetry})
+}
+
+func (h *Handler) render(w http.ResponseWriter, status int, t *template.Template, data any) error {
+	var b strings.Builder
+	if err := t.Execute(&b, data); err != nil {
+		return caddyhttp.Error(http.StatusInternalServerError, fmt.Errorf("waitroom page %s: %w", t.Name(), err))
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Content-Length", strconv.Itoa(b.Len()))
+	w.WriteHeader(status)
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) error {
+	body, err := json.Marshal(v)
+	if err != nil {
+		return caddyhttp.Error(http.StatusInternalServerError, err)
+	}
+	body = append(body, '\n')
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(status)
+	_, err = w.Write(body)
+	return err
+}
+
+func setPlaceholders(repl *caddy.Replacer, status string, pos int64) {
+	repl.Set("http.waitroom.status", status)
+	if pos > 0 {
+		repl.Set("http.waitroom.position", strconv.FormatInt(pos, 10))
+	} else {
+		repl.Set("http.waitroom.position", "")
+	}
+}
+
+// wantsJSON follows API.md: JSON when Accept mentions application/json.
+func wantsJSON(r *http.Request) bool {
+	for _, v := range r.Header.Values("Accept") {
+		if strings.Contains(v, "application/json") {
+			return true
+		}
+	}
+	return false
+}
+
+// retryAfter is how many seconds a waiting client should wait before asking
+// again: sooner as its turn nears, never so often that the queue itself
+// becomes the stampede.
+func retryAfter(s waitroom.State, d time.Duration, known bool) int {
+	if s.Paused || !known {
+		return 10
+	}
+	return min(max(int(d.Seconds()/4), 3), 30)
+}
+
+// Interface guards
+var (
+	_ caddy.Provisioner           = (*Handler)(nil)
+	_ caddy.Validator             = (*Handler)(nil)
+	_ caddy.CleanerUpper          = (*Handler)(nil)
+	_ caddyhttp.MiddlewareHandler = (*Handler)(nil)
+)

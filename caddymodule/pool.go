@@ -1,0 +1,202 @@
+package caddymodule
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap/exp/zapslog"
+
+	"github.com/waitroom/waitroom/waitroom"
+)
+
+// Stores and rooms outlive a config: `caddy reload` provisions the new config
+// before the old one is cleaned up, so the new handlers take a reference to
+// the same store (the memory store's positions and watermark, the Redis
+// client) and the same room (its in-memory state and measured pace) and
+// nothing is lost or reconnected.
+var (
+	stores = caddy.NewUsagePool()
+	rooms  = caddy.NewUsagePool()
+)
+
+// storeSpec says which store a handler uses; its key names the store in the
+// pool.
+type storeSpec struct {
+	redisURL string // empty for the memory store
+	lease    int64
+}
+
+const memoryStore = "memory"
+
+// parseStoreSpec reads the store field, after placeholders were replaced:
+// "memory" (or nothing) or a redis URL.
+func parseStoreSpec(store string, lease int64) (storeSpec, error) {
+	switch {
+	case store == "" || store == memoryStore:
+		return storeSpec{}, nil
+	case strings.HasPrefix(store, "redis://"), strings.HasPrefix(store, "rediss://"), strings.HasPrefix(store, "unix://"):
+		if _, err := redis.ParseURL(store); err != nil {
+			return storeSpec{}, fmt.Errorf("store: %w", err)
+		}
+		return storeSpec{redisURL: store, lease: max(lease, 1)}, nil
+	default:
+		return storeSpec{}, fmt.Errorf("store: want %q or a redis:// URL", memoryStore)
+	}
+}
+
+func (s storeSpec) key() string {
+	if s.redisURL == "" {
+		return memoryStore
+	}
+	return s.redisURL + " lease=" + strconv.FormatInt(s.lease, 10)
+}
+
+// storeEntry is a pooled store.
+type storeEntry struct {
+	store  waitroom.Store
+	client *redis.Client // nil for the memory store
+}
+
+// Destruct closes the Redis client once no config uses it.
+func (e *storeEntry) Destruct() error {
+	if e.client != nil {
+		return e.client.Close()
+	}
+	return nil
+}
+
+// acquireStore returns the pooled store for spec; release it with
+// stores.Delete(spec.key()). It does no I/O: go-redis connects on first use.
+func acquireStore(spec storeSpec) (*storeEntry, error) {
+	v, _, err := stores.LoadOrNew(spec.key(), func() (caddy.Destructor, error) {
+		if spec.redisURL == "" {
+			return &storeEntry{store: waitroom.NewMemoryStore(nil)}, nil
+		}
+		client, err := waitroom.NewRedisClient(spec.redisURL)
+		if err != nil {
+			return nil, fmt.Errorf("store: %w", err)
+		}
+		return &storeEntry{
+			store:  waitroom.NewRedisStore(client, waitroom.RedisOptions{Lease: spec.lease}),
+			client: client,
+		}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return v.(*storeEntry), nil
+}
+
+// roomKey names a room in the pool. Besides the store and the event it holds
+// the room's configuration, so a reload that changes the hard cap or the
+// autopilot gets a room built with the new values (which then writes them to
+// the store), while a reload that leaves them alone keeps the running room.
+type roomKey struct {
+	Store         string
+	Event         int64
+	Watermark     int64
+	HardCap       int64
+	PilotStep     int64
+	PilotInterval time.Duration
+}
+
+// roomEntry is a pooled room and the goroutine that keeps it fresh.
+type roomEntry struct {
+	key   roomKey
+	room  *waitroom.Room
+	store *storeEntry
+	// ready is closed after the room's first read of the store, successful
+	// or not; until then its state is only the configured defaults.
+	ready  chan struct{}
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// Destruct stops the room's goroutine and lets go of its store.
+func (e *roomEntry) Destruct() error {
+	e.cancel()
+	<-e.done
+	_, err := stores.Delete(e.key.Store)
+	return err
+}
+
+// roomLogger writes the room's own messages (store unreachable, autopilot
+// steps) to Caddy's default logger: a room lives across configs, so it must
+// not hold on to the logger of the config that happened to create it.
+func roomLogger() *slog.Logger {
+	core := caddy.Log().Named("http.handlers.waitroom").Core()
+	return slog.New(zapslog.NewHandler(core, zapslog.AddStacktraceAt(slog.Level(127))))
+}
+
+// acquireRoom returns the pooled room for key, creating it (and starting the
+// goroutine that follows the store) when no config has it yet. Release it
+// with rooms.Delete(key).
+func acquireRoom(key roomKey, spec storeSpec) (*roomEntry, error) {
+	v, _, err := rooms.LoadOrNew(key, func() (caddy.Destructor, error) {
+		st, err := acquireStore(spec)
+		if err != nil {
+			return nil, err
+		}
+		room := waitroom.NewRoom(st.store, key.Event, waitroom.RoomOptions{
+			Defaults:  waitroom.Defaults{Watermark: key.Watermark, HardCap: key.HardCap},
+			Autopilot: waitroom.Autopilot{Step: key.PilotStep, Interval: key.PilotInterval},
+			Logger:    roomLogger(),
+		})
+		// The room's life is the pool entry's, not a config's: a config's
+		// context ends at every reload.
+		ctx, cancel := context.WithCancel(context.Background())
+		e := &roomEntry{key: key, room: room, store: st, ready: make(chan struct{}), cancel: cancel, done: make(chan struct{})}
+		go func() {
+			defer close(e.done)
+			_, _ = room.Refresh(ctx)
+			close(e.ready)
+			room.Run(ctx)
+		}()
+		return e, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return v.(*roomEntry), nil
+}
+
+// eventRooms returns one room per event among those every loaded config
+// uses, ordered by event id. Two configs being swapped may briefly hold two
+// rooms of one event; they share a store, so either tells the same state.
+func eventRooms() []*roomEntry {
+	byEvent := map[int64]*roomEntry{}
+	rooms.Range(func(_, v any) bool {
+		e := v.(*roomEntry)
+		if _, ok := byEvent[e.key.Event]; !ok {
+			byEvent[e.key.Event] = e
+		}
+		return true
+	})
+	out := make([]*roomEntry, 0, len(byEvent))
+	for _, e := range byEvent {
+		out = append(out, e)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].key.Event < out[j].key.Event })
+	return out
+}
+
+// findRoom returns a room of event, or nil when no loaded config has one.
+func findRoom(event int64) *roomEntry {
+	var found *roomEntry
+	rooms.Range(func(_, v any) bool {
+		e := v.(*roomEntry)
+		if e.key.Event == event {
+			found = e
+			return false
+		}
+		return true
+	})
+	return found
+}
