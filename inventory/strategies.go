@@ -253,3 +253,71 @@ func newHoldID() string {
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
 }
+
+// Round is the result of buyers contending once for a stock.
+type Round struct {
+	Strategy string
+	Capacity int64
+	Buyers   int
+	// Sold is the orders written; Oversold what they exceed the capacity by.
+	Sold, Oversold int64
+	Elapsed        time.Duration
+	// Errors counts buys that failed (not "sold out": an error).
+	Errors int64
+}
+
+// BuysPerSecond is the rate buyers were served at, as the reference table
+// counts it: every attempt, sold or not.
+func (r Round) BuysPerSecond() float64 {
+	if r.Elapsed <= 0 {
+		return 0
+	}
+	return float64(r.Buyers) / r.Elapsed.Seconds()
+}
+
+// Contend resets s to capacity seats and lets buyers distinct users try to
+// buy one seat each, all released at the same instant.
+func Contend(ctx context.Context, s Strategy, capacity int64, buyers int) (Round, error) {
+	if err := s.Reset(ctx, capacity); err != nil {
+		return Round{}, err
+	}
+	start := make(chan struct{})
+	errs := make(chan error, buyers)
+	ready := make(chan struct{}, buyers)
+	prefix := newHoldID()[:8]
+	for i := range buyers {
+		user := fmt.Sprintf("buyer-%s-%d", prefix, i)
+		go func() {
+			ready <- struct{}{}
+			<-start
+			_, err := s.Buy(ctx, user)
+			errs <- err
+		}()
+	}
+	for range buyers {
+		<-ready
+	}
+	began := time.Now()
+	close(start)
+	var failed int64
+	var firstErr error
+	for range buyers {
+		if err := <-errs; err != nil {
+			failed++
+			if firstErr == nil {
+				firstErr = err
+			}
+		}
+	}
+	elapsed := time.Since(began)
+	sold, err := s.Sold(ctx)
+	if err != nil {
+		return Round{}, err
+	}
+	r := Round{Strategy: s.Name(), Capacity: capacity, Buyers: buyers, Sold: sold,
+		Oversold: max(0, sold-capacity), Elapsed: elapsed, Errors: failed}
+	if failed > 0 {
+		return r, fmt.Errorf("%s: %d of %d buys failed, first: %w", s.Name(), failed, buyers, firstErr)
+	}
+	return r, nil
+}
