@@ -1,0 +1,193 @@
+package caddymodule
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	_ "github.com/caddyserver/caddy/v2/modules/standard"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+var updateGolden = flag.Bool("update", false, "rewrite the adapt golden files in testdata/")
+
+func TestUnmarshalCaddyfile(t *testing.T) {
+	secret := testSecret
+	for _, c := range []struct {
+		name  string
+		input string
+		want  Handler
+		err   string
+	}{
+		{
+			name:  "minimal",
+			input: "waitroom {\n event 42\n key k1 " + secret + "\n}",
+			want:  Handler{Event: 42, Keys: []Key{{ID: "k1", Secret: secret}}},
+		},
+		{
+			name: "every subdirective",
+			input: `waitroom {
+				event 42
+				key k2 ` + secret + `-new
+				key k1 {env.WAITROOM_SECRET}
+				store redis://127.0.0.1:6379/0
+				lease 100
+				watermark 5000
+				hard_cap 50000
+				token_ttl 1h
+				user_id {http.request.header.X-User-ID}
+				waiting_status 429
+				sold_out_max_age 1m
+				waiting_template /etc/caddy/waiting.html
+				sold_out_template /etc/caddy/sold_out.html
+				autopilot 100 10s
+			}`,
+			want: Handler{
+				Event:           42,
+				Keys:            []Key{{ID: "k2", Secret: secret + "-new"}, {ID: "k1", Secret: "{env.WAITROOM_SECRET}"}},
+				Store:           "redis://127.0.0.1:6379/0",
+				Lease:           100,
+				Watermark:       5000,
+				HardCap:         50000,
+				TokenTTL:        caddy.Duration(time.Hour),
+				UserID:          "{http.request.header.X-User-ID}",
+				WaitingStatus:   429,
+				SoldOutMaxAge:   caddy.Duration(time.Minute),
+				WaitingTemplate: "/etc/caddy/waiting.html",
+				SoldOutTemplate: "/etc/caddy/sold_out.html",
+				Autopilot:       &Autopilot{Step: 100, Interval: caddy.Duration(10 * time.Second)},
+			},
+		},
+		{name: "memory store", input: "waitroom {\n store memory\n}", want: Handler{Store: "memory"}},
+		{name: "days", input: "waitroom {\n token_ttl 1d\n}", want: Handler{TokenTTL: caddy.Duration(24 * time.Hour)}},
+		{name: "zero watermark", input: "waitroom {\n watermark 0\n}", want: Handler{}},
+		{name: "each waiting status", input: "waitroom {\n waiting_status 202\n waiting_status 503\n waiting_status 200\n}", want: Handler{WaitingStatus: 200}},
+
+		{name: "unknown subdirective", input: "waitroom {\n evnt 42\n}", err: `unrecognized waitroom subdirective "evnt"`},
+		{name: "inline argument", input: "waitroom 42", err: "in a block"},
+		{name: "event missing value", input: "waitroom {\n event\n}", err: "event: want exactly one argument"},
+		{name: "event two values", input: "waitroom {\n event 1 2\n}", err: "event: want exactly one argument, got 2"},
+		{name: "event not a number", input: "waitroom {\n event forty-two\n}", err: `event: "forty-two" is not an integer`},
+		{name: "event zero", input: "waitroom {\n event 0\n}", err: "event: must be at least 1"},
+		{name: "key without secret", input: "waitroom {\n key k1\n}", err: "key: want <kid> <secret>, got 1"},
+		{name: "key three args", input: "waitroom {\n key k1 a b\n}", err: "key: want <kid> <secret>, got 3"},
+		{name: "store without value", input: "waitroom {\n store\n}", err: "store: want exactly one argument"},
+		{name: "lease zero", input: "waitroom {\n lease 0\n}", err: "lease: must be at least 1"},
+		{name: "negative watermark", input: "waitroom {\n watermark -1\n}", err: "watermark: must not be negative"},
+		{name: "watermark not a number", input: "waitroom {\n watermark lots\n}", err: "watermark: \"lots\" is not an integer"},
+		{name: "negative hard cap", input: "waitroom {\n hard_cap -5\n}", err: "hard_cap: must not be negative"},
+		{name: "bad token ttl", input: "waitroom {\n token_ttl soon\n}", err: `token_ttl: "soon" is not a duration`},
+		{name: "tiny token ttl", input: "waitroom {\n token_ttl 10ms\n}", err: "token_ttl: must be at least 1s"},
+		{name: "user id missing", input: "waitroom {\n user_id\n}", err: "user_id: want exactly one argument"},
+		{name: "bad waiting status", input: "waitroom {\n waiting_status 404\n}", err: "waiting_status: must be 200, 202, 429 or 503 (got 404)"},
+		{name: "waiting status not a number", input: "waitroom {\n waiting_status ok\n}", err: "waiting_status: \"ok\" is not an integer"},
+		{name: "bad max age", input: "waitroom {\n sold_out_max_age forever\n}", err: "sold_out_max_age: \"forever\" is not a duration"},
+		{name: "zero max age", input: "waitroom {\n sold_out_max_age 0s\n}", err: "sold_out_max_age: must be positive"},
+		{name: "waiting template missing", input: "waitroom {\n waiting_template\n}", err: "waiting_template: want exactly one argument"},
+		{name: "sold out template missing", input: "waitroom {\n sold_out_template\n}", err: "sold_out_template: want exactly one argument"},
+		{name: "autopilot one arg", input: "waitroom {\n autopilot 100\n}", err: "autopilot: want <step> <interval>, got 1"},
+		{name: "autopilot bad step", input: "waitroom {\n autopilot 0 10s\n}", err: "autopilot: step must be a positive integer"},
+		{name: "autopilot bad interval", input: "waitroom {\n autopilot 10 never\n}", err: "autopilot: interval must be a positive duration"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var h Handler
+			err := h.UnmarshalCaddyfile(caddyfile.NewTestDispenser(c.input))
+			if c.err != "" {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), c.err)
+				assert.Contains(t, err.Error(), "Testfile:", "the error names where it is")
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, c.want, h)
+		})
+	}
+}
+
+// TestAdaptGolden adapts each testdata/*.caddyfiletest (a Caddyfile, a line
+// of dashes, the JSON it must become) and compares. Run with -update to
+// rewrite the JSON halves after a deliberate change.
+func TestAdaptGolden(t *testing.T) {
+	files, err := filepath.Glob("testdata/*.caddyfiletest")
+	require.NoError(t, err)
+	require.NotEmpty(t, files)
+	for _, file := range files {
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			data, err := os.ReadFile(file)
+			require.NoError(t, err)
+			in, want, ok := strings.Cut(string(data), "----------")
+			require.True(t, ok, "a line of dashes separates the Caddyfile from the JSON")
+			in = strings.TrimSpace(in) + "\n"
+			got := adapt(t, in)
+			if *updateGolden {
+				require.NoError(t, os.WriteFile(file, []byte(in+"----------\n"+got+"\n"), 0o644))
+				return
+			}
+			assert.Equal(t, strings.TrimSpace(want), got)
+		})
+	}
+}
+
+func adapt(t *testing.T, caddyfileText string) string {
+	t.Helper()
+	out, warnings, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(caddyfileText), nil)
+	require.NoError(t, err)
+	assert.Empty(t, warnings)
+	var pretty bytes.Buffer
+	require.NoError(t, json.Indent(&pretty, out, "", "\t"))
+	return pretty.String()
+}
+
+func TestAdaptErrorsNameTheProblem(t *testing.T) {
+	_, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(`:8080 {
+	waitroom {
+		event 42
+		key k1 `+testSecret+`
+		colour blue
+	}
+	respond ok
+}`), nil)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `unrecognized waitroom subdirective "colour"`)
+	assert.Contains(t, err.Error(), "Caddyfile:5")
+}
+
+// TestCaddyfileExample checks that the shipped example adapts, passes Caddy's
+// validation (every module provisioned, as `caddy adapt --validate` does)
+// and is already formatted as `caddy fmt` would have it.
+func TestCaddyfileExample(t *testing.T) {
+	t.Setenv("WAITROOM_SECRET", "an-example-secret-of-at-least-32-bytes")
+	text, err := os.ReadFile("../Caddyfile.example")
+	require.NoError(t, err)
+	assert.Equal(t, string(text), string(caddyfile.Format(text)), "caddy fmt would change Caddyfile.example")
+
+	out, warnings, err := caddyconfig.GetAdapter("caddyfile").Adapt(text, map[string]any{"filename": "Caddyfile.example"})
+	require.NoError(t, err)
+	assert.Empty(t, warnings)
+	assert.NotContains(t, string(out), "an-example-secret", "the secret stays out of the JSON config")
+
+	var cfg caddy.Config
+	require.NoError(t, json.Unmarshal(out, &cfg))
+	require.NoError(t, caddy.Validate(&cfg))
+
+	// The waitroom comes before the reverse proxy in the site's route.
+	wr := strings.Index(string(out), `"handler":"waitroom"`)
+	rp := strings.Index(string(out), `"handler":"reverse_proxy"`)
+	require.Positive(t, wr)
+	assert.Less(t, wr, rp)
+
+	t.Setenv("WAITROOM_SECRET", "")
+	require.NoError(t, json.Unmarshal(out, &cfg))
+	err = caddy.Validate(&cfg)
+	require.Error(t, err, "no secret, no config")
+	assert.Contains(t, err.Error(), "secret is 0 bytes")
+}
