@@ -1,0 +1,216 @@
+package payment
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/stripe/stripe-go/v85"
+)
+
+// StripeConfig configures the Stripe adapter.
+type StripeConfig struct {
+	// APIKey is the secret key (sk_…), required.
+	APIKey string
+	// WebhookSecret is the endpoint's signing secret (whsec_…), required.
+	WebhookSecret string
+	// BackendURL replaces Stripe's API address (stripe-mock in tests).
+	BackendURL string
+	// HTTPClient makes the API calls; stripe-go's default when nil.
+	HTTPClient *http.Client
+	// MaxNetworkRetries is how often stripe-go itself retries a call that
+	// failed on the network or with a retryable status, always with the same
+	// idempotency key; stripe-go's default (2) when nil.
+	MaxNetworkRetries *int64
+	// Now is the clock of the webhook tolerance; time.Now when nil.
+	Now func() time.Time
+	// Quiet silences stripe-go's own request logging.
+	Quiet bool
+}
+
+// Stripe is the Provider backed by Stripe's PaymentIntents.
+type Stripe struct {
+	client *stripe.Client
+	secret string
+	now    func() time.Time
+}
+
+var _ Provider = (*Stripe)(nil)
+
+// NewStripe returns the Stripe adapter. It makes no call.
+func NewStripe(cfg StripeConfig) (*Stripe, error) {
+	if cfg.APIKey == "" {
+		return nil, errors.New("stripe: api key is required")
+	}
+	if cfg.WebhookSecret == "" {
+		return nil, errors.New("stripe: webhook secret is required")
+	}
+	bc := &stripe.BackendConfig{HTTPClient: cfg.HTTPClient, MaxNetworkRetries: cfg.MaxNetworkRetries}
+	if cfg.BackendURL != "" {
+		bc.URL = stripe.String(cfg.BackendURL)
+	}
+	if cfg.Quiet {
+		bc.LeveledLogger = &stripe.LeveledLogger{Level: stripe.LevelNull}
+	}
+	s := &Stripe{
+		client: stripe.NewClient(cfg.APIKey, stripe.WithBackends(stripe.NewBackendsWithConfig(bc))),
+		secret: cfg.WebhookSecret,
+		now:    cfg.Now,
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	return s, nil
+}
+
+// Name is "stripe".
+func (s *Stripe) Name() string { return NameStripe }
+
+// CreatePayment creates and confirms a PaymentIntent in one call, under the
+// idempotency key.
+func (s *Stripe) CreatePayment(ctx context.Context, req CreateRequest) (Payment, error) {
+	req, err := req.normalise()
+	if err != nil {
+		return Payment{}, fmt.Errorf("stripe: %w", err)
+	}
+	params := &stripe.PaymentIntentCreateParams{
+		Amount:        stripe.Int64(req.Amount),
+		Currency:      stripe.String(req.Currency),
+		PaymentMethod: stripe.String(req.PaymentMethod),
+		Confirm:       stripe.Bool(true),
+		// There is no buyer's browser to send to a bank's page: a payment
+		// that would need one fails now instead of waiting forever.
+		AutomaticPaymentMethods: &stripe.PaymentIntentCreateAutomaticPaymentMethodsParams{
+			Enabled: stripe.Bool(true), AllowRedirects: stripe.String("never"),
+		},
+		ErrorOnRequiresAction: stripe.Bool(true),
+		Metadata:              req.Metadata,
+	}
+	params.SetIdempotencyKey(req.IdempotencyKey)
+	pi, err := s.client.V1PaymentIntents.Create(ctx, params)
+	if err != nil {
+		p, err := stripeError(err)
+		return p, fmt.Errorf("stripe: create payment for booking %s: %w", req.BookingID, err)
+	}
+	return fromIntent(pi), nil
+}
+
+// GetPayment retrieves a PaymentIntent with its latest charge, for the
+// amount refunded.
+func (s *Stripe) GetPayment(ctx context.Context, paymentID string) (Payment, error) {
+	params := &stripe.PaymentIntentRetrieveParams{}
+	params.AddExpand("latest_charge")
+	pi, err := s.client.V1PaymentIntents.Retrieve(ctx, paymentID, params)
+	if err != nil {
+		_, err := stripeError(err)
+		return Payment{}, fmt.Errorf("stripe: get payment %s: %w", paymentID, err)
+	}
+	return fromIntent(pi), nil
+}
+
+// Refund refunds a PaymentIntent under the idempotency key.
+func (s *Stripe) Refund(ctx context.Context, req RefundRequest) (Refund, error) {
+	req, err := req.normalise()
+	if err != nil {
+		return Refund{}, fmt.Errorf("stripe: %w", err)
+	}
+	params := &stripe.RefundCreateParams{
+		PaymentIntent: stripe.String(req.PaymentID),
+		Metadata:      map[string]string{MetadataBookingID: req.BookingID},
+	}
+	if req.Amount > 0 {
+		params.Amount = stripe.Int64(req.Amount)
+	}
+	params.SetIdempotencyKey(req.IdempotencyKey)
+	r, err := s.client.V1Refunds.Create(ctx, params)
+	if err != nil {
+		_, err := stripeError(err)
+		return Refund{}, fmt.Errorf("stripe: refund payment %s: %w", req.PaymentID, err)
+	}
+	out := Refund{ID: r.ID, PaymentID: req.PaymentID, Amount: r.Amount, Currency: string(r.Currency)}
+	if r.PaymentIntent != nil && r.PaymentIntent.ID != "" {
+		out.PaymentID = r.PaymentIntent.ID
+	}
+	switch r.Status {
+	case stripe.RefundStatusSucceeded:
+		out.Status = RefundSucceeded
+	case stripe.RefundStatusFailed, stripe.RefundStatusCanceled:
+		out.Status = RefundFailed
+	default:
+		out.Status = RefundPending
+	}
+	return out, nil
+}
+
+// ParseWebhook verifies and parses a webhook from Stripe.
+func (s *Stripe) ParseWebhook(body []byte, signature string) (Event, error) {
+	ev, err := VerifyWebhook(body, signature, s.secret, s.now())
+	if err != nil {
+		return ev, fmt.Errorf("stripe: %w", err)
+	}
+	return ev, nil
+}
+
+// Close does nothing: the adapter holds no background work.
+func (s *Stripe) Close() error { return nil }
+
+func fromIntent(pi *stripe.PaymentIntent) Payment {
+	p := Payment{ID: pi.ID, BookingID: pi.Metadata[MetadataBookingID], Amount: pi.Amount,
+		Currency: string(pi.Currency), Created: time.Unix(pi.Created, 0).UTC()}
+	if e := pi.LastPaymentError; e != nil {
+		p.FailureCode, p.FailureMessage = failureCode(e), e.Msg
+	}
+	if pi.LatestCharge != nil {
+		p.AmountRefunded = pi.LatestCharge.AmountRefunded
+	}
+	switch pi.Status {
+	case stripe.PaymentIntentStatusSucceeded:
+		p.Status = StatusSucceeded
+	case stripe.PaymentIntentStatusCanceled:
+		p.Status = StatusCanceled
+	case stripe.PaymentIntentStatusRequiresPaymentMethod:
+		// A confirmed intent is back here only after its attempt failed.
+		p.Status = StatusFailed
+	default:
+		p.Status = StatusPending
+	}
+	return p
+}
+
+// stripeError sorts a stripe-go error into this package's errors, keeping it
+// wrapped for the details. A declined charge also yields the failed payment.
+func stripeError(err error) (Payment, error) {
+	var se *stripe.Error
+	if !errors.As(err, &se) {
+		// Transport errors, timeouts, a cancelled context: the request may
+		// have reached Stripe.
+		return Payment{}, fmt.Errorf("%w: %w", ErrAmbiguous, err)
+	}
+	switch {
+	case se.Type == stripe.ErrorTypeCard:
+		d := &DeclineError{Code: string(se.Code), DeclineCode: string(se.DeclineCode), Message: se.Msg}
+		var p Payment
+		if se.PaymentIntent != nil {
+			p = fromIntent(se.PaymentIntent)
+			p.Status = StatusFailed
+			d.PaymentID = p.ID
+		}
+		return p, fmt.Errorf("%w: %w", d, se)
+	case se.Code == stripe.ErrorCodeIdempotencyKeyInUse:
+		// The first request with this key is still running.
+		return Payment{}, fmt.Errorf("%w: %w", ErrAmbiguous, se)
+	case se.Type == stripe.ErrorTypeIdempotency:
+		return Payment{}, fmt.Errorf("%w: %w", ErrIdempotencyConflict, se)
+	case se.Code == stripe.ErrorCodeChargeAlreadyRefunded:
+		return Payment{}, fmt.Errorf("%w: %w", ErrAlreadyRefunded, se)
+	case se.Code == stripe.ErrorCodeResourceMissing || se.HTTPStatusCode == http.StatusNotFound:
+		return Payment{}, fmt.Errorf("%w: %w", ErrNotFound, se)
+	case se.HTTPStatusCode == http.StatusTooManyRequests || se.HTTPStatusCode >= 500 ||
+		se.Type == stripe.ErrorTypeAPI || se.Type == stripe.ErrorTypeRateLimit || se.HTTPStatusCode == 0:
+		return Payment{}, fmt.Errorf("%w: %w", ErrAmbiguous, se)
+	default:
+		return Payment{}, fmt.Errorf("%w: %w", ErrInvalidRequest, se)
+	}
+}
