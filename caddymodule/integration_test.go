@@ -1,0 +1,537 @@
+package caddymodule
+
+// In-process Caddy runs (caddytest). Caddy is one instance per process, so
+// these tests never run in parallel; each loads its own config, on its own
+// ports, for its own event.
+
+import (
+	"bufio"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2/caddytest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/waitroom/waitroom/internal/testenv"
+)
+
+// adminPort is the admin endpoint of the in-process Caddy, fixed for the
+// life of the test binary: caddytest starts Caddy once, on the first use.
+var adminPort int
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	// Caddy keeps its autosaved config and data under these; keep them out
+	// of the user's home.
+	dir, err := os.MkdirTemp("", "caddymodule-test")
+	if err != nil {
+		panic(err)
+	}
+	os.Setenv("XDG_CONFIG_HOME", dir)
+	os.Setenv("XDG_DATA_HOME", dir)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	adminPort = l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	caddytest.Default.AdminPort = adminPort
+	caddytest.Default.LoadRequestTimeout = 15 * time.Second
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// site is a Caddy config served by the in-process Caddy.
+type site struct {
+	t    *testing.T
+	tc   *caddytest.Tester
+	port int
+	ev   int64
+}
+
+func (s *site) url(path string) string { return fmt.Sprintf("http://localhost:%d%s", s.port, path) }
+
+// siteCaddyfile wraps a site block's body into a whole Caddyfile for port.
+func siteCaddyfile(port int, body string) string {
+	return fmt.Sprintf(`{
+	skip_install_trust
+	admin localhost:%d
+	http_port %d
+	https_port %d
+	grace_period 1ns
+}
+
+http://localhost:%d {
+%s
+}
+`, adminPort, port, port+1, port, body)
+}
+
+// load starts a site; body is the site block's content.
+func load(t *testing.T, port int, body string) *site {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("runs Caddy")
+	}
+	tc := caddytest.NewTester(t)
+	tc.InitServer(siteCaddyfile(port, body), "caddyfile")
+	if t.Failed() {
+		t.FailNow()
+	}
+	return &site{t: t, tc: tc, port: port}
+}
+
+// reload loads a new config into the running Caddy and returns the admin
+// endpoint's status and answer.
+func reload(t *testing.T, text, adapter string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, fmt.Sprintf("http://localhost:%d/load", adminPort), strings.NewReader(text))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "text/"+adapter)
+	if adapter == "json" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	res, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
+	require.NoError(t, err)
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res.StatusCode, string(b)
+}
+
+// visitor is a browser: its own cookie jar.
+type visitor struct {
+	t      *testing.T
+	client *http.Client
+}
+
+func newVisitor(t *testing.T) *visitor {
+	jar, err := cookiejar.New(nil)
+	require.NoError(t, err)
+	return &visitor{t: t, client: &http.Client{Jar: jar, Timeout: 10 * time.Second}}
+}
+
+// response is an answer, read.
+type response struct {
+	*http.Response
+	body string
+}
+
+func (r response) json(t *testing.T) map[string]any {
+	t.Helper()
+	var m map[string]any
+	require.NoError(t, json.Unmarshal([]byte(r.body), &m), r.body)
+	return m
+}
+
+func (v *visitor) get(url string, headers ...string) response {
+	v.t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	require.NoError(v.t, err)
+	req.Header.Set("Accept", "application/json")
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	res, err := v.client.Do(req)
+	require.NoError(v.t, err)
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	require.NoError(v.t, err)
+	return response{Response: res, body: string(b)}
+}
+
+// adminCall calls the waitroom admin API of the Caddy whose admin endpoint
+// is on port.
+func adminCall(t *testing.T, port int, method, path, body string) (int, map[string]any, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, fmt.Sprintf("http://localhost:%d%s", port, path), strings.NewReader(body))
+	require.NoError(t, err)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	res, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+	require.NoError(t, err)
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	var m map[string]any
+	_ = json.Unmarshal(b, &m)
+	return res.StatusCode, m, string(b)
+}
+
+// metric reads one caddy_waitroom_* counter of event from the admin
+// endpoint's /metrics.
+func metric(t *testing.T, name string, event int64) float64 {
+	t.Helper()
+	res, err := http.Get(fmt.Sprintf("http://localhost:%d/metrics", adminPort))
+	require.NoError(t, err)
+	defer res.Body.Close()
+	prefix := fmt.Sprintf(`%s{event="%d"} `, name, event)
+	sc := bufio.NewScanner(res.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), prefix); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			require.NoError(t, err)
+			return f
+		}
+	}
+	require.NoError(t, sc.Err())
+	return 0
+}
+
+// upstream is the site behind the gateway: it answers with the identity
+// headers it was given.
+func upstream(t *testing.T) string {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{
+			"origin":   true,
+			"user":     r.Header.Values(HeaderUser),
+			"position": r.Header.Values(HeaderPosition),
+			"token":    r.Header.Values(HeaderToken),
+		})
+	}))
+	t.Cleanup(srv.Close)
+	return srv.Listener.Addr().String()
+}
+
+func TestWalkThroughMemory(t *testing.T) { walkThrough(t, "memory") }
+
+func TestWalkThroughRedis(t *testing.T) { walkThrough(t, testenv.RedisURL(t)) }
+
+// walkThrough takes visitors through join, wait, admission, and sold out, as
+// API.md section 2 says, with the admin API of section 3 moving the event.
+func walkThrough(t *testing.T, store string) {
+	ev := testenv.EventID()
+	evs := strconv.FormatInt(ev, 10)
+	s := load(t, testenv.FreePort(t), fmt.Sprintf(`
+	header >X-Debug-Waitroom "{http.waitroom.status} {http.waitroom.position} {http.waitroom.event}"
+	waitroom {
+		event %d
+		key k1 %s
+		store %s
+		user_id {http.request.header.X-User-ID}
+	}
+	reverse_proxy %s`, ev, testSecret, store, upstream(t)))
+	cookieName := "waitroom_" + evs
+
+	// Join: the first visitor gets position 1 and the cookie.
+	alice := newVisitor(t)
+	res := alice.get(s.url("/buy"), "X-User-ID", "alice")
+	require.Equal(t, http.StatusOK, res.StatusCode, res.body)
+	assert.Equal(t, "waiting", res.Header.Get(HeaderStatus))
+	assert.Equal(t, "no-store", res.Header.Get("Cache-Control"))
+	assert.NotEmpty(t, res.Header.Get("Retry-After"))
+	assert.Equal(t, "waiting 1 "+evs, res.Header.Get("X-Debug-Waitroom"))
+	body := res.json(t)
+	token := body["token"].(string)
+	assert.Equal(t, map[string]any{
+		"status": "waiting", "event": float64(ev), "position": 1.0, "admitted_through": 0.0,
+		"ahead": 0.0, "estimated_wait_seconds": 0.0, "token": token, "paused": false,
+	}, body)
+	setCookie := res.Header.Get("Set-Cookie")
+	assert.True(t, strings.HasPrefix(setCookie, cookieName+"="+token+";"), setCookie)
+	for _, attr := range []string{"Path=/", "Max-Age=1800", "HttpOnly", "SameSite=Lax"} {
+		assert.Contains(t, setCookie, attr)
+	}
+	assert.NotContains(t, setCookie, "Secure", "plain HTTP")
+
+	// Wait: polling keeps the place; the browser form is the HTML page.
+	res = alice.get(s.url("/buy"))
+	assert.Equal(t, 1.0, res.json(t)["position"])
+	html := alice.get(s.url("/buy"), "Accept", "text/html")
+	assert.Equal(t, "text/html; charset=utf-8", html.Header.Get("Content-Type"))
+	assert.Contains(t, html.body, "You're in the queue")
+
+	// The admin API lets position 1 in.
+	code, state, raw := adminCall(t, adminPort, http.MethodPost, "/waitroom/events/"+evs+"/watermark", `{"set": 1}`)
+	require.Equal(t, http.StatusOK, code, raw)
+	assert.Equal(t, map[string]any{
+		"event": float64(ev), "watermark": 1.0, "last_position": 1.0, "hard_cap": 0.0, "sold_out": false, "paused": false,
+	}, state)
+
+	// Admitted: the upstream sees the verified identity, not the client's.
+	res = alice.get(s.url("/buy"), HeaderUser, "mallory", HeaderPosition, "0", HeaderToken, "forged")
+	require.Equal(t, http.StatusOK, res.StatusCode, res.body)
+	assert.Equal(t, "admitted", res.Header.Get(HeaderStatus))
+	assert.Equal(t, "admitted 1 "+evs, res.Header.Get("X-Debug-Waitroom"))
+	assert.Equal(t, map[string]any{
+		"origin": true, "user": []any{"alice"}, "position": []any{"1"}, "token": []any{token},
+	}, res.json(t))
+
+	// More arrive behind: positions 2 and 3; position 3 has one ahead.
+	bob, carol := newVisitor(t), newVisitor(t)
+	assert.Equal(t, 2.0, bob.get(s.url("/")).json(t)["position"])
+	body = carol.get(s.url("/")).json(t)
+	assert.Equal(t, 3.0, body["position"])
+	assert.Equal(t, 1.0, body["admitted_through"])
+	assert.Equal(t, 1.0, body["ahead"])
+
+	// A bad token is a new arrival, counted as invalid.
+	dave := newVisitor(t)
+	res = dave.get(s.url("/"), HeaderToken, token+"x")
+	assert.Equal(t, "waiting", res.Header.Get(HeaderStatus))
+	assert.Equal(t, 4.0, res.json(t)["position"])
+
+	// Sold out: newcomers and waiting visitors get 410, cacheable, with no
+	// cookie; the admitted buyer still passes.
+	code, state, raw = adminCall(t, adminPort, http.MethodPost, "/waitroom/events/"+evs+"/sold_out", `{"sold_out": true}`)
+	require.Equal(t, http.StatusOK, code, raw)
+	assert.Equal(t, true, state["sold_out"])
+	res = newVisitor(t).get(s.url("/"))
+	assert.Equal(t, http.StatusGone, res.StatusCode)
+	assert.Equal(t, "sold_out", res.Header.Get(HeaderStatus))
+	assert.Equal(t, "public, max-age=10", res.Header.Get("Cache-Control"))
+	assert.Empty(t, res.Header.Get("Set-Cookie"))
+	assert.JSONEq(t, `{"status":"sold_out","event":`+evs+`}`, res.body)
+	assert.Equal(t, "sold_out  "+evs, res.Header.Get("X-Debug-Waitroom"))
+	assert.Equal(t, http.StatusGone, bob.get(s.url("/")).StatusCode)
+	res = alice.get(s.url("/buy"))
+	assert.Equal(t, http.StatusOK, res.StatusCode)
+	assert.Equal(t, "admitted", res.Header.Get(HeaderStatus))
+	res = newVisitor(t).get(s.url("/"), "Accept", "text/html")
+	assert.Equal(t, http.StatusGone, res.StatusCode)
+	assert.Contains(t, res.body, "Sold out")
+
+	// The event as the admin API lists it.
+	code, _, raw = adminCall(t, adminPort, http.MethodGet, "/waitroom/events", "")
+	require.Equal(t, http.StatusOK, code)
+	var list []map[string]any
+	require.NoError(t, json.Unmarshal([]byte(raw), &list))
+	assert.Contains(t, list, map[string]any{
+		"event": float64(ev), "watermark": 1.0, "last_position": 4.0, "hard_cap": 0.0, "sold_out": true, "paused": false,
+	})
+
+	// Metrics, by event.
+	for name, want := range map[string]float64{
+		"caddy_waitroom_arrivals_total":       4,
+		"caddy_waitroom_admitted_total":       2,
+		"caddy_waitroom_waiting_total":        6,
+		"caddy_waitroom_sold_out_total":       3,
+		"caddy_waitroom_invalid_tokens_total": 1,
+	} {
+		assert.Equal(t, want, metric(t, name, ev), name)
+	}
+}
+
+func TestAdminAPIErrors(t *testing.T) {
+	ev := testenv.EventID()
+	evs := strconv.FormatInt(ev, 10)
+	load(t, testenv.FreePort(t), fmt.Sprintf(`
+	waitroom {
+		event %d
+		key k1 %s
+		watermark 3
+		hard_cap 100
+	}
+	respond "the site"`, ev, testSecret))
+	events := "/waitroom/events/" + evs
+
+	code, state, raw := adminCall(t, adminPort, http.MethodGet, events, "")
+	require.Equal(t, http.StatusOK, code, raw)
+	assert.Equal(t, map[string]any{
+		"event": float64(ev), "watermark": 3.0, "last_position": 0.0, "hard_cap": 100.0, "sold_out": false, "paused": false,
+	}, state)
+
+	for _, c := range []struct {
+		method, path, body string
+		status             int
+		code               string
+	}{
+		{http.MethodGet, "/waitroom/events/999999999999999", "", 404, "not_found"},
+		{http.MethodGet, "/waitroom/events/not-a-number", "", 404, "not_found"},
+		{http.MethodPost, "/waitroom/events/999999999999999/watermark", `{"set": 1}`, 404, "not_found"},
+		{http.MethodGet, "/waitroom/nothing", "", 404, "not_found"},
+		{http.MethodGet, events + "/nothing", "", 404, "not_found"},
+		{http.MethodDelete, "/waitroom/events", "", 405, "method_not_allowed"},
+		{http.MethodPost, events, `{}`, 405, "method_not_allowed"},
+		{http.MethodGet, events + "/watermark", "", 405, "method_not_allowed"},
+		{http.MethodPut, events + "/sold_out", `{"sold_out": true}`, 405, "method_not_allowed"},
+		{http.MethodPost, events + "/watermark", ``, 400, "invalid_request"},
+		{http.MethodPost, events + "/watermark", `{"set": `, 400, "invalid_request"},
+		{http.MethodPost, events + "/watermark", `not json`, 400, "invalid_request"},
+		{http.MethodPost, events + "/watermark", `{"set": 5, "colour": "blue"}`, 400, "invalid_request"},
+		{http.MethodPost, events + "/watermark", `{"set": -1}`, 400, "invalid_request"},
+		{http.MethodPost, events + "/watermark", `{"raise_by": -10}`, 400, "invalid_request"},
+		{http.MethodPost, events + "/watermark", `{"set": 1, "raise_by": 1}`, 400, "invalid_request"},
+		{http.MethodPost, events + "/watermark", `{}`, 400, "invalid_request"},
+		{http.MethodPost, events + "/watermark", `{"set": "ten"}`, 400, "invalid_request"},
+		{http.MethodPost, events + "/watermark", `{"set": 1.5}`, 400, "invalid_request"},
+		{http.MethodPost, events + "/watermark", `{"set": 1} {"set": 2}`, 400, "invalid_request"},
+		{http.MethodPost, events + "/watermark", `[1]`, 400, "invalid_request"},
+		{http.MethodPost, events + "/sold_out", `{"sold_out": "yes"}`, 400, "invalid_request"},
+		{http.MethodPost, events + "/sold_out", `{}`, 400, "invalid_request"},
+		{http.MethodPost, events + "/pause", `{"pause": true}`, 400, "invalid_request"},
+		{http.MethodPost, events + "/pause", `{"paused": true, "x": 1}`, 400, "invalid_request"},
+		{http.MethodPost, events + "/pause", `{"paused": "` + strings.Repeat("x", 70<<10) + `"}`, 413, "request_too_large"},
+	} {
+		t.Run(c.method+" "+c.path+" "+truncate(c.body), func(t *testing.T) {
+			code, body, raw := adminCall(t, adminPort, c.method, c.path, c.body)
+			assert.Equal(t, c.status, code, raw)
+			assert.Equal(t, c.code, body["error"], raw)
+			assert.NotEmpty(t, body["message"], raw)
+		})
+	}
+
+	// None of the refused calls changed anything.
+	code, after, _ := adminCall(t, adminPort, http.MethodGet, events, "")
+	require.Equal(t, http.StatusOK, code)
+	assert.Equal(t, state, after)
+
+	// The accepted forms.
+	_, s, _ := adminCall(t, adminPort, http.MethodPost, events+"/watermark", `{"raise_by": 1000}`)
+	assert.Equal(t, 1003.0, s["watermark"])
+	_, s, _ = adminCall(t, adminPort, http.MethodPost, events+"/watermark", `{"set": 6000}`)
+	assert.Equal(t, 6000.0, s["watermark"])
+	_, s, _ = adminCall(t, adminPort, http.MethodPost, events+"/pause", `{"paused": true}`)
+	assert.Equal(t, true, s["paused"])
+	_, s, _ = adminCall(t, adminPort, http.MethodPost, events+"/pause", `{"paused": false}`)
+	assert.Equal(t, false, s["paused"])
+	_, s, _ = adminCall(t, adminPort, http.MethodPost, events+"/sold_out", `{"sold_out": true}`)
+	assert.Equal(t, true, s["sold_out"])
+	_, s, _ = adminCall(t, adminPort, http.MethodPost, events+"/sold_out", `{"sold_out": false}`)
+	assert.Equal(t, false, s["sold_out"])
+}
+
+func truncate(s string) string {
+	if len(s) > 30 {
+		return s[:30] + "…"
+	}
+	return s
+}
+
+func TestReloadKeepsTheQueue(t *testing.T) {
+	ev := testenv.EventID()
+	evs := strconv.FormatInt(ev, 10)
+	port := testenv.FreePort(t)
+	block := func(answer string) string {
+		return fmt.Sprintf(`
+	waitroom {
+		event %d
+		key k1 %s
+	}
+	respond %q`, ev, testSecret, answer)
+	}
+	s := load(t, port, block("v1"))
+
+	alice, bob := newVisitor(t), newVisitor(t)
+	alice.get(s.url("/"))
+	bob.get(s.url("/"))
+	code, _, raw := adminCall(t, adminPort, http.MethodPost, "/waitroom/events/"+evs+"/watermark", `{"set": 1}`)
+	require.Equal(t, http.StatusOK, code, raw)
+	res := alice.get(s.url("/"))
+	require.Equal(t, "v1", res.body)
+
+	// Same event, new config: positions and watermark carry on.
+	load(t, port, block("v2"))
+	res = alice.get(s.url("/"))
+	assert.Equal(t, "admitted", res.Header.Get(HeaderStatus))
+	assert.Equal(t, "v2", res.body)
+	assert.Equal(t, 2.0, bob.get(s.url("/")).json(t)["position"])
+	assert.Equal(t, 3.0, newVisitor(t).get(s.url("/")).json(t)["position"])
+	_, state, _ := adminCall(t, adminPort, http.MethodGet, "/waitroom/events/"+evs, "")
+	assert.Equal(t, 1.0, state["watermark"])
+	assert.Equal(t, 3.0, state["last_position"])
+
+	// The old config let go of the room: one reference, the new config's.
+	key := roomKey{Store: memoryStore, Event: ev}
+	require.Eventually(t, func() bool {
+		refs, ok := rooms.References(key)
+		return ok && refs == 1
+	}, 10*time.Second, 20*time.Millisecond)
+
+	// Bad configs are refused and the running one keeps serving.
+	for name, c := range map[string]struct{ text, adapter, want string }{
+		"short secret": {siteCaddyfile(port, fmt.Sprintf("waitroom {\n event %d\n key k1 short\n}\nrespond v3", ev)), "caddyfile", "at least 32"},
+		"unknown subdirective": {siteCaddyfile(port, fmt.Sprintf("waitroom {\n event %d\n key k1 %s\n colour blue\n}\nrespond v3", ev, testSecret)), "caddyfile",
+			`unrecognized waitroom subdirective \"colour\"`},
+		"missing event": {siteCaddyfile(port, fmt.Sprintf("waitroom {\n key k1 %s\n}\nrespond v3", testSecret)), "caddyfile", "event: a positive event id is required"},
+		"negative watermark": {fmt.Sprintf(`{"admin":{"listen":"localhost:%d"},"apps":{"http":{"servers":{"s":{"listen":[":%d"],"routes":[{"handle":[
+			{"handler":"waitroom","event":%d,"keys":[{"id":"k1","secret":%q}],"watermark":-5},
+			{"handler":"static_response","body":"v3"}]}]}}}}}`, adminPort, port, ev, testSecret), "json", "watermark: must not be negative"},
+		"bad waiting status": {siteCaddyfile(port, fmt.Sprintf("waitroom {\n event %d\n key k1 %s\n waiting_status 418\n}\nrespond v3", ev, testSecret)), "caddyfile", "waiting_status"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			code, msg := reload(t, c.text, c.adapter)
+			assert.NotEqual(t, http.StatusOK, code)
+			assert.Contains(t, msg, c.want)
+			res := alice.get(s.url("/"))
+			assert.Equal(t, "v2", res.body, "the old config still serves")
+			assert.Equal(t, "admitted", res.Header.Get(HeaderStatus))
+		})
+	}
+	refs, _ := rooms.References(key)
+	assert.Equal(t, 1, refs, "failed loads leave no reference behind")
+}
+
+func TestRedisDown(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs Caddy and Redis")
+	}
+	srv := testenv.StartRedis(t)
+	ev := testenv.EventID()
+	evs := strconv.FormatInt(ev, 10)
+	s := load(t, testenv.FreePort(t), fmt.Sprintf(`
+	waitroom {
+		event %d
+		key k1 %s
+		store %s
+	}
+	respond "the site"`, ev, testSecret, srv.URL()))
+
+	alice, bob := newVisitor(t), newVisitor(t)
+	assert.Equal(t, 1.0, alice.get(s.url("/")).json(t)["position"])
+	code, _, raw := adminCall(t, adminPort, http.MethodPost, "/waitroom/events/"+evs+"/watermark", `{"set": 1}`)
+	require.Equal(t, http.StatusOK, code, raw)
+	assert.Equal(t, 2.0, bob.get(s.url("/")).json(t)["position"])
+	require.Equal(t, "admitted", alice.get(s.url("/")).Header.Get(HeaderStatus))
+
+	srv.Stop()
+
+	// Token holders are judged by the last known state.
+	res := alice.get(s.url("/"))
+	assert.Equal(t, "admitted", res.Header.Get(HeaderStatus))
+	assert.Equal(t, "the site", res.body)
+	res = bob.get(s.url("/"))
+	assert.Equal(t, "waiting", res.Header.Get(HeaderStatus))
+	assert.Equal(t, 2.0, res.json(t)["position"])
+
+	// New arrivals are told to come back: 503 with Retry-After, never a
+	// hang (the client's timeout) or a 500.
+	res = newVisitor(t).get(s.url("/"))
+	assert.Equal(t, http.StatusServiceUnavailable, res.StatusCode)
+	assert.Equal(t, "unavailable", res.Header.Get(HeaderStatus))
+	assert.Equal(t, "5", res.Header.Get("Retry-After"))
+	assert.Equal(t, "no-store", res.Header.Get("Cache-Control"))
+	assert.Empty(t, res.Header.Get("Set-Cookie"))
+	assert.Equal(t, "queue_unavailable", res.json(t)["error"])
+	assert.NotEmpty(t, res.json(t)["message"])
+	res = newVisitor(t).get(s.url("/"), "Accept", "text/html")
+	assert.Equal(t, http.StatusServiceUnavailable, res.StatusCode)
+	assert.Contains(t, res.body, `http-equiv="refresh"`)
+
+	// The admin API cannot change what it cannot reach.
+	code, body, _ := adminCall(t, adminPort, http.MethodPost, "/waitroom/events/"+evs+"/watermark", `{"raise_by": 1}`)
+	assert.Equal(t, http.StatusServiceUnavailable, code)
+	assert.Equal(t, "queue_unavailable", body["error"])
+
+	// Redis comes back (empty: this one keeps nothing on disk) and the
+	// gateway takes new arrivals again by itself.
+	srv.Start()
+	require.Eventually(t, func() bool {
+		res := newVisitor(t).get(s.url("/"))
+		return res.StatusCode == http.StatusOK && res.Header.Get(HeaderStatus) == "waiting"
+	}, 30*time.Second, 100*time.Millisecond)
+}
