@@ -248,6 +248,33 @@ func (inv *Inventory) Extend(ctx context.Context, event int64, holdID string, no
 	}
 }
 
+// reclaimBatch is how many expired holds one reclaim call returns at most.
+const reclaimBatch = 1000
+
+// Reclaim returns the seats of every hold whose expiry passed before now and
+// reads the count of seats left; loaded is false when the keys are missing
+// or a rebuild is loading them. Reads that must count lapsed holds as free
+// (the invariant, an event's remaining) use it rather than Remaining.
+func (inv *Inventory) Reclaim(ctx context.Context, event int64, now time.Time) (remaining, seats int64, loaded bool, err error) {
+	for {
+		vals, err := reclaimScript.Run(ctx, inv.rdb, KeysFor(event).all(), ms(now), reclaimBatch).Slice()
+		if err != nil {
+			return 0, seats, false, fmt.Errorf("reclaim expired holds of event %d: %w", event, err)
+		}
+		r, err := parseReply(vals, 4)
+		if err != nil {
+			return 0, seats, false, fmt.Errorf("reclaim expired holds of event %d: %w", event, err)
+		}
+		if o := r.str(0); o != "ok" {
+			return 0, seats, false, r.err
+		}
+		seats += r.int(2)
+		if r.int(3) < reclaimBatch || r.err != nil {
+			return r.int(1), seats, true, r.err
+		}
+	}
+}
+
 // Remaining reads the count of seats left; loaded is false when the keys are
 // missing or a rebuild is loading them.
 func (inv *Inventory) Remaining(ctx context.Context, event int64) (remaining int64, loaded bool, err error) {

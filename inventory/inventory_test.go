@@ -357,3 +357,27 @@ func TestRebuildFence(t *testing.T) {
 	assert.Equal(t, inventory.Released, res.Outcome)
 	assert.Equal(t, int64(5), res.Remaining)
 }
+
+func TestReclaim(t *testing.T) {
+	inv, _, event := loaded(t, 5)
+	ctx := context.Background()
+	a := hold(t, inv, event, "ann", 2, t0)
+	hold(t, inv, event, "bob", 1, t0.Add(time.Second))
+
+	n, seats, ok, err := inv.Reclaim(ctx, event, a.ExpiresAt)
+	require.NoError(t, err)
+	assert.True(t, ok)
+	assert.Equal(t, int64(2), n, "live up to and including expires_at")
+	assert.Equal(t, int64(0), seats)
+
+	n, seats, ok, err = inv.Reclaim(ctx, event, a.ExpiresAt.Add(time.Millisecond))
+	require.NoError(t, err)
+	assert.True(t, ok)
+	assert.Equal(t, int64(4), n, "ann's seats are back, bob's are not")
+	assert.Equal(t, int64(2), seats)
+	assert.Equal(t, inventory.Held, hold(t, inv, event, "ann", 1, a.ExpiresAt.Add(time.Second)).Outcome)
+
+	_, _, ok, err = inv.Reclaim(ctx, testenv.EventID(), t0)
+	require.NoError(t, err)
+	assert.False(t, ok)
+}

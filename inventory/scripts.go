@@ -25,6 +25,10 @@ var (
 	extendSrc    string
 	extendScript = redis.NewScript(extendSrc)
 
+	//go:embed reclaim.lua
+	reclaimSrc    string
+	reclaimScript = redis.NewScript(reclaimSrc)
+
 	//go:embed rebuild_load.lua
 	rebuildLoadSrc    string
 	rebuildLoadScript = redis.NewScript(rebuildLoadSrc)
