@@ -1,0 +1,121 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/waitroom/waitroom/waitroom"
+)
+
+// config is the origin's configuration: environment variables (API.md
+// section 6), each overridable by a flag.
+type config struct {
+	addr              string
+	databaseURL       string
+	redisURL          string
+	keys              *waitroom.KeySet
+	adminToken        string
+	reaperInterval    time.Duration
+	reconcileInterval time.Duration
+	holdWriteTimeout  time.Duration
+	rebuildSettle     time.Duration
+	logFormat         string
+}
+
+// loadConfig reads the environment through getenv, then the flags in args.
+// Every error names the variable (and flag) at fault.
+func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
+	env := func(name, def string) string {
+		if v := getenv(name); v != "" {
+			return v
+		}
+		return def
+	}
+	envDuration := func(name string, def time.Duration) (time.Duration, error) {
+		v := getenv(name)
+		if v == "" {
+			return def, nil
+		}
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return 0, fmt.Errorf("%s: %q is not a positive duration (e.g. 10s)", name, v)
+		}
+		return d, nil
+	}
+
+	var c config
+	var keys string
+	fs := flag.NewFlagSet("origin", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&c.addr, "addr", env("ORIGIN_ADDR", ":8081"), "listen address (ORIGIN_ADDR)")
+	fs.StringVar(&c.databaseURL, "database-url", env("DATABASE_URL", ""), "PostgreSQL URL of the ledger (DATABASE_URL, required)")
+	fs.StringVar(&c.redisURL, "redis-url", env("REDIS_URL", ""), "Redis URL shared with the gateways (REDIS_URL, required)")
+	fs.StringVar(&keys, "keys", env("WAITROOM_KEYS", ""), "queue token keys kid:secret[,kid:secret…], the gateway's (WAITROOM_KEYS, required)")
+	fs.StringVar(&c.adminToken, "admin-token", env("ORIGIN_ADMIN_TOKEN", ""), "bearer token of the admin routes (ORIGIN_ADMIN_TOKEN, required)")
+	fs.StringVar(&c.logFormat, "log-format", env("ORIGIN_LOG_FORMAT", "text"), "log format: text or json (ORIGIN_LOG_FORMAT)")
+	var errs []error
+	for _, d := range []struct {
+		p     *time.Duration
+		flag  string
+		env   string
+		def   time.Duration
+		usage string
+	}{
+		{&c.reaperInterval, "reaper-interval", "ORIGIN_REAPER_INTERVAL", 10 * time.Second, "how often the reaper expires lapsed holds"},
+		{&c.reconcileInterval, "reconcile-interval", "ORIGIN_RECONCILE_INTERVAL", 30 * time.Second, "how often the invariant is checked"},
+		{&c.holdWriteTimeout, "hold-write-timeout", "ORIGIN_HOLD_WRITE_TIMEOUT", 2 * time.Second, "deadline of a hold's ledger write"},
+		{&c.rebuildSettle, "rebuild-settle", "ORIGIN_REBUILD_SETTLE", 2 * time.Second, "wait for other nodes' hold writes during a rebuild"},
+	} {
+		def, err := envDuration(d.env, d.def)
+		errs = append(errs, err)
+		fs.DurationVar(d.p, d.flag, def, d.usage+" ("+d.env+")")
+	}
+	if err := errors.Join(errs...); err != nil {
+		return c, err
+	}
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+
+	required := func(name, flagName, v string) {
+		if v == "" {
+			errs = append(errs, fmt.Errorf("%s is required (or -%s)", name, flagName))
+		}
+	}
+	required("DATABASE_URL", "database-url", c.databaseURL)
+	required("REDIS_URL", "redis-url", c.redisURL)
+	required("WAITROOM_KEYS", "keys", keys)
+	required("ORIGIN_ADMIN_TOKEN", "admin-token", c.adminToken)
+	if c.databaseURL != "" {
+		if _, err := pgxpool.ParseConfig(c.databaseURL); err != nil {
+			errs = append(errs, fmt.Errorf("DATABASE_URL is malformed: %w", err))
+		}
+	}
+	if c.redisURL != "" {
+		if _, err := redis.ParseURL(c.redisURL); err != nil {
+			errs = append(errs, fmt.Errorf("REDIS_URL is malformed: %w", err))
+		}
+	}
+	if keys != "" {
+		parsed, err := waitroom.ParseKeys(keys)
+		if err == nil {
+			c.keys, err = waitroom.NewKeySet(nil, parsed...)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("WAITROOM_KEYS is malformed: %w", err))
+		}
+	}
+	if c.logFormat != "text" && c.logFormat != "json" {
+		errs = append(errs, fmt.Errorf("ORIGIN_LOG_FORMAT must be text or json, not %q", c.logFormat))
+	}
+	return c, errors.Join(errs...)
+}

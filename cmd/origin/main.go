@@ -1,0 +1,110 @@
+// Command origin runs the bundled origin service: seat holds in Redis, the
+// Postgres ledger, the reaper and the reconciler, behind the HTTP API of
+// API.md section 4. Configuration comes from the environment (API.md
+// section 6); flags override it (origin -h lists them).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/waitroom/waitroom/origin"
+	"github.com/waitroom/waitroom/waitroom"
+)
+
+func main() {
+	cfg, err := loadConfig(os.Args[1:], os.Getenv, os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(0)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "origin: configuration: %v\n", err)
+		os.Exit(2)
+	}
+	var handler slog.Handler = slog.NewTextHandler(os.Stderr, nil)
+	if cfg.logFormat == "json" {
+		handler = slog.NewJSONHandler(os.Stderr, nil)
+	}
+	log := slog.New(handler)
+	if err := run(cfg, log); err != nil {
+		log.Error("origin stopped", "error", err)
+		os.Exit(1)
+	}
+}
+
+func run(cfg config, log *slog.Logger) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	startCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	ledger, err := origin.OpenLedger(startCtx, cfg.databaseURL, origin.LedgerOptions{})
+	if err != nil {
+		return fmt.Errorf("DATABASE_URL: %w", err)
+	}
+	defer ledger.Close()
+	rdb, err := waitroom.NewRedisClient(cfg.redisURL)
+	if err != nil {
+		return fmt.Errorf("REDIS_URL: %w", err)
+	}
+	defer rdb.Close()
+	if err := rdb.Ping(startCtx).Err(); err != nil {
+		return fmt.Errorf("REDIS_URL: ping redis: %w", err)
+	}
+
+	srv, err := origin.New(origin.Config{
+		Keys:              cfg.keys,
+		AdminToken:        cfg.adminToken,
+		Logger:            log,
+		ReaperInterval:    cfg.reaperInterval,
+		ReconcileInterval: cfg.reconcileInterval,
+		HoldWriteTimeout:  cfg.holdWriteTimeout,
+		RebuildSettle:     cfg.rebuildSettle,
+	}, ledger, rdb)
+	if err != nil {
+		return err
+	}
+	// Background work stops only after the HTTP server has drained, so a
+	// request in flight still finds its event's admission state.
+	bg, stopBG := context.WithCancel(context.Background())
+	defer stopBG()
+	if err := srv.Start(bg); err != nil {
+		return err
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		srv.Run(bg)
+	}()
+
+	httpSrv := origin.NewHTTPServer(cfg.addr, srv.Handler())
+	errc := make(chan error, 1)
+	go func() { errc <- httpSrv.ListenAndServe() }()
+	log.Info("origin listening", "addr", cfg.addr)
+
+	select {
+	case err := <-errc:
+		stopBG()
+		<-done
+		return fmt.Errorf("listen on %s: %w", cfg.addr, err)
+	case <-ctx.Done():
+	}
+	log.Info("shutting down")
+	shutdownCtx, cancelShutdown := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancelShutdown()
+	err = httpSrv.Shutdown(shutdownCtx)
+	stopBG()
+	<-done
+	if err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,100 @@
+package origin
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/waitroom/waitroom/waitroom"
+)
+
+// TokenHeader carries the queue token of API clients; browsers send the
+// cookie CookieName(event).
+const TokenHeader = "X-Waitroom-Token"
+
+// CookieName is the cookie the gateway sets for event.
+func CookieName(event int64) string { return fmt.Sprintf("waitroom_%d", event) }
+
+func rawToken(r *http.Request, event int64) string {
+	if t := strings.TrimSpace(r.Header.Get(TokenHeader)); t != "" {
+		return t
+	}
+	if c, err := r.Cookie(CookieName(event)); err == nil {
+		return c.Value
+	}
+	return ""
+}
+
+// hasAnyToken reports whether the request carries a queue token at all
+// (header or any waitroom cookie), before the event it is for is known.
+func hasAnyToken(r *http.Request) bool {
+	if strings.TrimSpace(r.Header.Get(TokenHeader)) != "" {
+		return true
+	}
+	for _, c := range r.Cookies() {
+		if strings.HasPrefix(c.Name, "waitroom_") {
+			return true
+		}
+	}
+	return false
+}
+
+var errInvalidToken = errorResponse(http.StatusUnauthorized, "invalid_token", "a valid queue token for this event is required")
+
+// ticket verifies the request's queue token for event.
+func (s *Server) ticket(r *http.Request, event int64) (waitroom.Ticket, *response) {
+	raw := rawToken(r, event)
+	if raw == "" {
+		return waitroom.Ticket{}, &errInvalidToken
+	}
+	t, err := s.cfg.Keys.Verify(raw, event)
+	if err != nil {
+		return waitroom.Ticket{}, &errInvalidToken
+	}
+	return t, nil
+}
+
+// admitted decides from memory, like the gateway; only a "no" is checked
+// against the store, so a watermark raised a moment ago is honoured at once.
+func (s *Server) admitted(ctx context.Context, ev *liveEvent, position int64) bool {
+	if ev.room.State().Admits(position) {
+		return true
+	}
+	v, err, _ := s.flight.Do(fmt.Sprintf("state:%d", ev.ID), func() (any, error) {
+		return ev.room.Refresh(ctx)
+	})
+	if err != nil {
+		return false
+	}
+	return v.(waitroom.State).Admits(position)
+}
+
+// isAdmin checks the admin bearer token, answering 401 when it is wrong.
+func (s *Server) isAdmin(w http.ResponseWriter, r *http.Request) bool {
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if ok && s.cfg.AdminToken != "" &&
+		subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(s.cfg.AdminToken)) == 1 {
+		return true
+	}
+	w.Header().Set("WWW-Authenticate", `Bearer realm="waitroom-origin"`)
+	writeError(w, http.StatusUnauthorized, "unauthorized", "a valid admin bearer token is required")
+	return false
+}
+
+func contextWithTimeout(r *http.Request, d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(r.Context(), d)
+}
+
+// lookupFailed answers a failed event or hold lookup: 404 when it does not
+// exist, 503 when the ledger cannot say.
+func lookupFailed(w http.ResponseWriter, err error, what string) {
+	if errors.Is(err, ErrNotFound) {
+		writeError(w, http.StatusNotFound, "not_found", "no such "+what)
+		return
+	}
+	writeResponse(w, errUnavailable)
+}

@@ -1,0 +1,306 @@
+package origin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/waitroom/waitroom/inventory"
+)
+
+// holdJSON is <hold> of API.md.
+type holdJSON struct {
+	HoldID    string `json:"hold_id"`
+	EventID   int64  `json:"event_id"`
+	UserID    string `json:"user_id"`
+	Quantity  int64  `json:"quantity"`
+	Status    string `json:"status"`
+	ExpiresAt string `json:"expires_at"`
+	Amount    int64  `json:"amount"`
+	Currency  string `json:"currency"`
+}
+
+func rfc3339(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+
+func holdBody(ev Event, id, user string, qty int64, status string, expires time.Time) []byte {
+	b, _ := json.Marshal(holdJSON{
+		HoldID: id, EventID: ev.ID, UserID: user, Quantity: qty, Status: status,
+		ExpiresAt: rfc3339(expires), Amount: ev.Price * qty, Currency: ev.Currency,
+	})
+	return append(b, '\n')
+}
+
+func (h Hold) body(ev Event, now time.Time) []byte {
+	return holdBody(ev, h.ID, h.UserID, h.Quantity, h.StatusAt(now), h.ExpiresAt)
+}
+
+// response is an answer of the API: a status and a JSON body.
+type response struct {
+	status int
+	body   []byte
+	// outcome labels the holds metric.
+	outcome string
+	// retryAfter, in seconds, for 503s.
+	retryAfter int
+}
+
+func errorBody(code, msg string) []byte {
+	b, _ := json.Marshal(apiError{Error: code, Message: msg})
+	return append(b, '\n')
+}
+
+func errorResponse(status int, code, msg string) response {
+	return response{status: status, body: errorBody(code, msg), outcome: code}
+}
+
+func unavailableResponse(msg string) response {
+	r := errorResponse(http.StatusServiceUnavailable, "unavailable", msg)
+	r.retryAfter = 1
+	return r
+}
+
+// holdRequest is a validated POST …/holds.
+type holdRequest struct {
+	user     string
+	quantity int64
+	key      string
+	digest   string
+}
+
+func canonicalHold(qty int64) string { return "quantity=" + strconv.FormatInt(qty, 10) }
+
+// placeHold is the hold flow after the request is authenticated, admitted
+// and validated, and its idempotency key claimed: the Lua hold, then the
+// ledger row at once, or the seats straight back if the row cannot be
+// written.
+func (s *Server) placeHold(ctx context.Context, ev *liveEvent, req holdRequest) response {
+	now := s.now()
+	ir := inventory.HoldRequest{
+		Event:      ev.ID,
+		HoldID:     uuid.Must(uuid.NewV7()).String(),
+		User:       req.user,
+		Quantity:   req.quantity,
+		ExpiresAt:  now.Add(ev.HoldTTL()).Truncate(time.Second),
+		Now:        now,
+		KeyDigest:  KeyDigest(req.user, req.key),
+		BodyDigest: req.digest,
+	}
+	res, err := s.runHold(ctx, ev, ir)
+	defer ev.inflight.Add(-1)
+	if err != nil {
+		s.log.Warn("hold failed in redis", "event", ev.ID, "error", err)
+		return unavailableResponse("seats cannot be held right now; retry shortly")
+	}
+	if res.Reclaimed > 0 {
+		s.metrics.reclaimedSeats.Add(float64(res.Reclaimed))
+		if res.Remaining > 0 && ev.room.State().SoldOut {
+			s.syncSoldOut(ctx, ev)
+		}
+	}
+	switch res.Outcome {
+	case inventory.SoldOut:
+		if res.Remaining == 0 && !ev.room.State().SoldOut {
+			s.syncSoldOut(ctx, ev)
+		}
+		if res.Remaining > 0 {
+			return errorResponse(http.StatusConflict, "sold_out", fmt.Sprintf("only %d seats are left", res.Remaining))
+		}
+		return errorResponse(http.StatusConflict, "sold_out", "the event is sold out")
+	case inventory.AlreadyHeld:
+		return s.existingHold(ctx, ev, req, ir, res)
+	case inventory.Held:
+		return s.recordHold(ctx, ev, req, ir, res)
+	}
+	s.log.Error("hold script answered an unknown outcome", "event", ev.ID, "outcome", res.Outcome)
+	return unavailableResponse("seats cannot be held right now; retry shortly")
+}
+
+// runHold runs the hold script, loading the event into Redis first if its
+// keys are missing, and waiting for a rebuild in progress. It returns with
+// the event's in-flight count raised (the caller lowers it once the ledger
+// write is settled): counted from before the script, so a rebuild that
+// freezes the keys right after the script ran still waits for this write.
+// It is not raised while waiting for a rebuild, which waits for the count.
+func (s *Server) runHold(ctx context.Context, ev *liveEvent, ir inventory.HoldRequest) (inventory.HoldResult, error) {
+	ev.inflight.Add(1)
+	res, err := s.inv.Hold(ctx, ir)
+	if errors.Is(err, inventory.ErrNotLoaded) || errors.Is(err, inventory.ErrFrozen) {
+		ev.inflight.Add(-1)
+		lerr := s.ensureLoaded(ctx, ev)
+		ev.inflight.Add(1)
+		if lerr != nil {
+			return res, errors.Join(err, lerr)
+		}
+		res, err = s.inv.Hold(ctx, ir)
+	}
+	return res, err
+}
+
+// recordHold writes the new hold's ledger row. The 201 body goes into the
+// same INSERT, so a replay of this request survives the loss of Redis.
+func (s *Server) recordHold(ctx context.Context, ev *liveEvent, req holdRequest, ir inventory.HoldRequest, res inventory.HoldResult) response {
+	body := holdBody(ev.Event, ir.HoldID, req.user, req.quantity, StatusPending, ir.ExpiresAt)
+	row := Hold{
+		ID: ir.HoldID, EventID: ev.ID, UserID: req.user, Quantity: req.quantity, Amount: ev.Price * req.quantity,
+		Status: StatusPending, ExpiresAt: ir.ExpiresAt, CreatedAt: ir.Now, UpdatedAt: ir.Now,
+		IdempotencyKey: req.key, RequestDigest: req.digest, Response: body,
+	}
+	// The write gets its own deadline, detached from the client: a client
+	// that hangs up must not leave a seat taken with no row and no
+	// compensation.
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.HoldWriteTimeout)
+	defer cancel()
+	outcome, err := s.ledger.InsertHold(wctx, row, ir.Now)
+	switch {
+	case err == nil:
+		if res.Remaining == 0 {
+			s.syncSoldOut(wctx, ev)
+		}
+		return response{status: http.StatusCreated, body: body, outcome: "held"}
+
+	case errors.Is(err, errDuplicateKey):
+		// This key made a hold before (since released or expired, so Redis
+		// no longer knows it): answer as the first time.
+		s.compensate(wctx, ev, ir.HoldID)
+		first, ferr := s.ledger.HoldByKey(wctx, ev.ID, req.user, req.key)
+		if ferr != nil {
+			return unavailableResponse("the hold could not be recorded; retry shortly")
+		}
+		return replayOf(first, req.digest)
+
+	case errors.Is(err, errLiveHoldExists):
+		// The ledger knows a live hold Redis had lost: the ledger wins.
+		s.compensate(wctx, ev, ir.HoldID)
+		live, lerr := s.ledger.LiveHoldOfUser(wctx, ev.ID, req.user)
+		if lerr != nil {
+			return unavailableResponse("the hold could not be recorded; retry shortly")
+		}
+		if live.IdempotencyKey == req.key {
+			return replayOf(live, req.digest)
+		}
+		s.log.Warn("ledger refused a second live hold that redis allowed", "event", ev.ID, "hold", live.ID)
+		return response{status: http.StatusOK, body: live.body(ev.Event, ir.Now), outcome: "already_held"}
+
+	case outcome == writeUncertain:
+		// The row may still be committed: returning the seats now could
+		// sell them twice. Keep them until the ledger can be asked.
+		s.addUncertain(ev.ID, ir.HoldID, ir.Now)
+		s.log.Warn("hold write outcome unknown; seats kept until the ledger answers", "event", ev.ID, "hold", ir.HoldID, "error", err)
+		return unavailableResponse("the hold could not be recorded; retry shortly")
+
+	default:
+		s.compensate(wctx, ev, ir.HoldID)
+		s.log.Warn("hold write failed; seats returned", "event", ev.ID, "hold", ir.HoldID, "error", err)
+		return unavailableResponse("the hold could not be recorded; retry shortly")
+	}
+}
+
+// replayOf answers a retry of the request that created h.
+func replayOf(h Hold, digest string) response {
+	if h.RequestDigest != digest {
+		return errorResponse(http.StatusUnprocessableEntity, "idempotency_key_reused",
+			"this Idempotency-Key was used with a different request body")
+	}
+	return response{status: http.StatusCreated, body: h.Response, outcome: "replayed"}
+}
+
+// existingHold answers a user who holds seats already.
+func (s *Server) existingHold(ctx context.Context, ev *liveEvent, req holdRequest, ir inventory.HoldRequest, res inventory.HoldResult) response {
+	if res.Record.KeyDigest == ir.KeyDigest {
+		// A retry of the request that made this hold, whose idempotency
+		// record is gone (Redis restarted): the ledger has the answer.
+		h, err := s.ledger.Hold(ctx, res.HoldID)
+		switch {
+		case errors.Is(err, ErrNotFound):
+			// The first attempt's write failed with an unknown outcome;
+			// the seats go back once the ledger is sure.
+			s.addUncertain(ev.ID, res.HoldID, ir.Now)
+			return unavailableResponse("the hold is being verified; retry shortly")
+		case err != nil:
+			return unavailableResponse("the hold cannot be read right now; retry shortly")
+		}
+		return replayOf(h, req.digest)
+	}
+	if res.Record.Confirmed {
+		h, err := s.ledger.Hold(ctx, res.HoldID)
+		if err != nil {
+			return unavailableResponse("the hold cannot be read right now; retry shortly")
+		}
+		return response{status: http.StatusOK, body: h.body(ev.Event, ir.Now), outcome: "already_held"}
+	}
+	// Built from Redis alone: the ledger row may still be being written by
+	// the request that made the hold.
+	return response{
+		status:  http.StatusOK,
+		body:    holdBody(ev.Event, res.HoldID, req.user, res.Record.Quantity, StatusPending, res.ExpiresAt),
+		outcome: "already_held",
+	}
+}
+
+// compensate returns the seats of a hold that has no ledger row.
+func (s *Server) compensate(ctx context.Context, ev *liveEvent, holdID string) {
+	s.metrics.compensations.Inc()
+	s.releaseSeats(ctx, ev, holdID, inventory.PendingOnly)
+}
+
+// releaseSeats returns a hold's seats in Redis after the ledger says it is
+// no longer live. If Redis cannot take it now, the release is kept and
+// retried by the reaper; until then the seats are under-sold, never
+// over-sold.
+func (s *Server) releaseSeats(ctx context.Context, ev *liveEvent, holdID string, mode inventory.ReleaseMode) inventory.ReleaseResult {
+	res, err := s.inv.Release(ctx, ev.ID, holdID, mode)
+	if err != nil {
+		s.log.Warn("seat release deferred: redis unavailable", "event", ev.ID, "hold", holdID, "error", err)
+		s.pendingMu.Lock()
+		s.unreleased[holdID] = ev.ID
+		s.pendingMu.Unlock()
+		return res
+	}
+	if res.Seats > 0 && ev.room.State().SoldOut {
+		s.syncSoldOut(ctx, ev)
+	}
+	return res
+}
+
+// syncSoldOut makes the shared sold-out flag match the inventory: set when
+// remaining is 0, cleared when released seats came back. Every gateway
+// follows the flag within a second.
+func (s *Server) syncSoldOut(ctx context.Context, ev *liveEvent) {
+	ev.soldOutMu.Lock()
+	defer ev.soldOutMu.Unlock()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	n, loaded, err := s.inv.Remaining(ctx, ev.ID)
+	if err != nil || !loaded {
+		return
+	}
+	want := n == 0
+	if ev.room.State().SoldOut == want {
+		return
+	}
+	if _, err := ev.room.Update(ctx, waitroomChange(want)); err != nil {
+		s.log.Warn("could not update the sold-out flag", "event", ev.ID, "sold_out", want, "error", err)
+		return
+	}
+	s.log.Info("sold-out flag updated", "event", ev.ID, "sold_out", want, "remaining", n)
+}
+
+// ReleaseHold gives a buyer's pending hold back: the ledger first (the
+// truth), then the seats in Redis.
+func (s *Server) ReleaseHold(ctx context.Context, h Hold) error {
+	ev, err := s.event(ctx, h.EventID)
+	if err != nil {
+		return err
+	}
+	if _, err := s.ledger.ReleaseHold(ctx, h.ID, s.now()); err != nil {
+		return err
+	}
+	s.releaseSeats(ctx, ev, h.ID, inventory.PendingOnly)
+	return nil
+}

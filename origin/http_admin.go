@@ -1,0 +1,36 @@
+package origin
+
+import "net/http"
+
+func (s *Server) handleInvariant(w http.ResponseWriter, r *http.Request) {
+	if !s.isAdmin(w, r) {
+		return
+	}
+	id, ok := pathID(w, r, "event")
+	if !ok {
+		return
+	}
+	inv, err := s.CheckInvariant(r.Context(), id)
+	if err != nil {
+		lookupFailed(w, err, "event")
+		return
+	}
+	writeJSON(w, http.StatusOK, inv)
+}
+
+func (s *Server) handleRebuild(w http.ResponseWriter, r *http.Request) {
+	if bodyTooLarge(w, r) || !s.isAdmin(w, r) {
+		return
+	}
+	id, ok := pathID(w, r, "event")
+	if !ok {
+		return
+	}
+	inv, err := s.Rebuild(r.Context(), id)
+	if err != nil {
+		s.log.Warn("rebuild failed", "event", id, "error", err)
+		lookupFailed(w, err, "event")
+		return
+	}
+	writeJSON(w, http.StatusOK, inv)
+}

@@ -1,0 +1,82 @@
+package origin
+
+import (
+	"errors"
+	"net/http"
+)
+
+func (s *Server) handleCreateEvent(w http.ResponseWriter, r *http.Request) {
+	if bodyTooLarge(w, r) || !s.isAdmin(w, r) {
+		return
+	}
+	body, bad := readBody(w, r)
+	if bad != nil {
+		writeResponse(w, *bad)
+		return
+	}
+	var req createEventRequest
+	if bad := decodeStrict(body, &req); bad != nil {
+		writeResponse(w, *bad)
+		return
+	}
+	e, err := req.event(s.now())
+	var invalid errInvalid
+	if errors.As(err, &invalid) {
+		writeError(w, http.StatusBadRequest, "invalid_request", invalid.msg)
+		return
+	}
+	created, err := s.CreateEvent(r.Context(), e)
+	switch {
+	case errors.Is(err, ErrEventExists):
+		writeError(w, http.StatusConflict, "event_exists", "an event with this id exists already")
+		return
+	case err != nil:
+		s.log.Warn("create event failed", "error", err)
+		writeResponse(w, errUnavailable)
+		return
+	}
+	remaining, err := s.remaining(r.Context(), s.mustEvent(created))
+	if err != nil {
+		remaining = created.Sellable
+	}
+	writeJSON(w, http.StatusCreated, created.json(remaining))
+}
+
+// mustEvent is the live event of one just created or read on this node.
+func (s *Server) mustEvent(e Event) *liveEvent { return s.addEvent(e) }
+
+func (s *Server) handleListEvents(w http.ResponseWriter, r *http.Request) {
+	events, err := s.loadEvents(r.Context())
+	if err != nil {
+		writeResponse(w, errUnavailable)
+		return
+	}
+	out := make([]eventJSON, 0, len(events))
+	for _, ev := range events {
+		n, err := s.remaining(r.Context(), ev)
+		if err != nil {
+			writeResponse(w, errUnavailable)
+			return
+		}
+		out = append(out, ev.json(n))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) handleGetEvent(w http.ResponseWriter, r *http.Request) {
+	id, ok := pathID(w, r, "event")
+	if !ok {
+		return
+	}
+	ev, err := s.event(r.Context(), id)
+	if err != nil {
+		lookupFailed(w, err, "event")
+		return
+	}
+	n, err := s.remaining(r.Context(), ev)
+	if err != nil {
+		writeResponse(w, errUnavailable)
+		return
+	}
+	writeJSON(w, http.StatusOK, ev.json(n))
+}

@@ -1,0 +1,181 @@
+package origin
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"regexp"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+var integerLiteral = regexp.MustCompile(`^-?(0|[1-9][0-9]*)$`)
+
+// parseQuantity reads {"quantity": n}: a JSON integer from 1 to max.
+// Anything else that is not an integer, or below 1, is a bad request; an
+// integer above max (however large) is over the per-user limit.
+func parseQuantity(body []byte, maxPerUser int64) (int64, *response) {
+	var req struct {
+		Quantity json.RawMessage `json:"quantity"`
+	}
+	if bad := decodeStrict(body, &req); bad != nil {
+		return 0, bad
+	}
+	bad := func(msg string) (int64, *response) {
+		r := errorResponse(http.StatusBadRequest, "invalid_request", msg)
+		return 0, &r
+	}
+	lit := string(bytes.TrimSpace(req.Quantity))
+	switch {
+	case lit == "" || lit == "null":
+		return bad("quantity is required")
+	case !integerLiteral.MatchString(lit):
+		return bad("quantity must be an integer")
+	case lit[0] == '-' || lit == "0":
+		return bad("quantity must be at least 1")
+	}
+	q, err := strconv.ParseInt(lit, 10, 64)
+	if err != nil || q > maxPerUser {
+		r := errorResponse(http.StatusUnprocessableEntity, "exceeds_per_user_limit",
+			fmt.Sprintf("at most %d seats per user", maxPerUser))
+		return 0, &r
+	}
+	return q, nil
+}
+
+func (s *Server) handleCreateHold(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	resp := s.createHold(w, r)
+	if resp.status == 0 {
+		return // answered already
+	}
+	writeResponse(w, resp)
+	s.metrics.holds.WithLabelValues(resp.outcome).Inc()
+	s.metrics.holdLatency.Observe(time.Since(start).Seconds())
+}
+
+func (s *Server) createHold(w http.ResponseWriter, r *http.Request) response {
+	if r.ContentLength > MaxBodyBytes {
+		return errTooLarge
+	}
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil || id <= 0 {
+		return errorResponse(http.StatusNotFound, "not_found", "no such event")
+	}
+	ctx := r.Context()
+	ev, err := s.event(ctx, id)
+	if errors.Is(err, ErrNotFound) {
+		return errorResponse(http.StatusNotFound, "not_found", "no such event")
+	} else if err != nil {
+		return errUnavailable
+	}
+	ticket, bad := s.ticket(r, id)
+	if bad != nil {
+		return *bad
+	}
+	if !s.admitted(ctx, ev, ticket.Position) {
+		return errorResponse(http.StatusForbidden, "not_admitted", "your place in the queue has not been admitted yet")
+	}
+	key := r.Header.Get("Idempotency-Key")
+	if key == "" || len(key) > MaxIdempotencyKeyLen {
+		return errorResponse(http.StatusBadRequest, "missing_idempotency_key",
+			fmt.Sprintf("an Idempotency-Key header of 1 to %d characters is required", MaxIdempotencyKeyLen))
+	}
+	body, bad := readBody(w, r)
+	if bad != nil {
+		return *bad
+	}
+	qty, bad := parseQuantity(body, ev.MaxPerUser)
+	if bad != nil {
+		return *bad
+	}
+	req := holdRequest{user: ticket.Subject, quantity: qty, key: key, digest: RequestDigest(canonicalHold(qty))}
+	scope := IdemScope{Kind: "holds", Event: ev.ID, User: req.user, Key: key}
+	stored, err := s.idem.Begin(ctx, scope, req.digest)
+	switch {
+	case errors.Is(err, ErrKeyReused):
+		return errorResponse(http.StatusUnprocessableEntity, "idempotency_key_reused",
+			"this Idempotency-Key was used with a different request body")
+	case errors.Is(err, ErrRequestInProgress):
+		return errorResponse(http.StatusConflict, "request_in_progress",
+			"a request with this Idempotency-Key is still being processed")
+	case err != nil:
+		s.log.Warn("idempotency store unavailable", "error", err)
+		return errUnavailable
+	case stored != nil:
+		w.Header().Set("Idempotent-Replayed", "true")
+		return response{status: stored.Status, body: stored.Body, outcome: "replayed"}
+	}
+	resp := s.placeHold(ctx, ev, req)
+	if resp.outcome == "replayed" {
+		w.Header().Set("Idempotent-Replayed", "true")
+	}
+	if err := s.idem.Finish(context.WithoutCancel(ctx), scope, req.digest, StoredResponse{Status: resp.status, Body: resp.body}); err != nil {
+		s.log.Warn("idempotency record not kept", "error", err)
+	}
+	return resp
+}
+
+// holdForUser reads hold {id} for the token's owner: 401 without a valid
+// token, 404 when it does not exist or belongs to someone else.
+func (s *Server) holdForUser(w http.ResponseWriter, r *http.Request) (Hold, *liveEvent, bool) {
+	if !hasAnyToken(r) {
+		writeResponse(w, errInvalidToken)
+		return Hold{}, nil, false
+	}
+	id, err := uuid.Parse(r.PathValue("id"))
+	if err != nil {
+		writeError(w, http.StatusNotFound, "not_found", "no such hold")
+		return Hold{}, nil, false
+	}
+	h, err := s.ledger.Hold(r.Context(), id.String())
+	if err != nil {
+		lookupFailed(w, err, "hold")
+		return Hold{}, nil, false
+	}
+	ticket, bad := s.ticket(r, h.EventID)
+	if bad != nil {
+		writeResponse(w, *bad)
+		return Hold{}, nil, false
+	}
+	if ticket.Subject != h.UserID {
+		writeError(w, http.StatusNotFound, "not_found", "no such hold")
+		return Hold{}, nil, false
+	}
+	ev, err := s.event(r.Context(), h.EventID)
+	if err != nil {
+		lookupFailed(w, err, "event")
+		return Hold{}, nil, false
+	}
+	return h, ev, true
+}
+
+func (s *Server) handleGetHold(w http.ResponseWriter, r *http.Request) {
+	h, ev, ok := s.holdForUser(w, r)
+	if !ok {
+		return
+	}
+	writeResponse(w, response{status: http.StatusOK, body: h.body(ev.Event, s.now())})
+}
+
+func (s *Server) handleDeleteHold(w http.ResponseWriter, r *http.Request) {
+	h, _, ok := s.holdForUser(w, r)
+	if !ok {
+		return
+	}
+	err := s.ReleaseHold(r.Context(), h)
+	switch {
+	case errors.Is(err, ErrHoldNotActive):
+		writeError(w, http.StatusConflict, "hold_not_active", "the hold is "+h.StatusAt(s.now())+", not active")
+	case err != nil:
+		writeResponse(w, errUnavailable)
+	default:
+		w.Header().Set("Cache-Control", "no-store")
+		w.WriteHeader(http.StatusNoContent)
+	}
+}

@@ -1,0 +1,157 @@
+package origin
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// MaxIdempotencyKeyLen is the longest Idempotency-Key accepted.
+const MaxIdempotencyKeyLen = 255
+
+// Idempotency keeps the Idempotency-Key records of requests in Redis: a
+// marker while the first request runs, then its response. Keeping them in
+// Redis rather than Postgres keeps a hold at one ledger write; the resource
+// a 201 created carries its own copy of the response in the ledger (see
+// holds.response), which is what a replay falls back on if Redis loses
+// these records.
+//
+// The semantics, for holds and bookings alike: the same user, key and body
+// get the first response again, byte for byte; the same key with another
+// body is refused (422); the same key while the first request still runs is
+// refused (409); a 5xx is not kept, so the client may retry.
+type Idempotency struct {
+	rdb redis.UniversalClient
+	// InFlight is how long the marker of a running request lives: longer
+	// than any request may take, short enough that a crashed node's marker
+	// does not block the key for long.
+	InFlight time.Duration
+	// Keep is how long a response is kept.
+	Keep time.Duration
+}
+
+// NewIdempotency keeps records in rdb for 24 hours.
+func NewIdempotency(rdb redis.UniversalClient) *Idempotency {
+	return &Idempotency{rdb: rdb, InFlight: time.Minute, Keep: 24 * time.Hour}
+}
+
+// IdemScope names one Idempotency-Key of one user for one kind of request.
+type IdemScope struct {
+	// Kind is the kind of request ("holds", "bookings").
+	Kind string
+	// Event is the event the request is about, 0 if none; it places the
+	// record on the event's Redis slot.
+	Event int64
+	User  string
+	Key   string
+}
+
+// KeyDigest identifies (user, key) without storing either in clear.
+func KeyDigest(user, key string) string {
+	h := sha256.Sum256([]byte(user + "\x00" + key))
+	return hex.EncodeToString(h[:16])
+}
+
+// RequestDigest identifies a request body in its canonical form, so the
+// same request written with other spacing or field order is the same.
+func RequestDigest(canonical string) string {
+	h := sha256.Sum256([]byte(canonical))
+	return hex.EncodeToString(h[:16])
+}
+
+func (sc IdemScope) redisKey() string {
+	tag := ""
+	if sc.Event != 0 {
+		tag = "{evt:" + strconv.FormatInt(sc.Event, 10) + "}:"
+	}
+	return "idem:" + tag + sc.Kind + ":" + KeyDigest(sc.User, sc.Key)
+}
+
+// StoredResponse is a response kept for replay.
+type StoredResponse struct {
+	Status int    `json:"status"`
+	Body   []byte `json:"body"`
+}
+
+type idemRecord struct {
+	Running  bool            `json:"running,omitempty"`
+	Digest   string          `json:"digest"`
+	Response *StoredResponse `json:"response,omitempty"`
+}
+
+// Idempotency refusals.
+var (
+	ErrRequestInProgress = errors.New("a request with this idempotency key is still running")
+	ErrKeyReused         = errors.New("idempotency key was used with another request body")
+)
+
+// Begin claims sc for the request with digest. It returns (nil, nil) when
+// the caller should run the request (and then call Finish or Abandon), the
+// stored response to replay, or ErrRequestInProgress / ErrKeyReused.
+func (i *Idempotency) Begin(ctx context.Context, sc IdemScope, digest string) (*StoredResponse, error) {
+	key := sc.redisKey()
+	marker, err := json.Marshal(idemRecord{Running: true, Digest: digest})
+	if err != nil {
+		return nil, fmt.Errorf("idempotency marker: %w", err)
+	}
+	for range 3 {
+		ok, err := i.rdb.SetNX(ctx, key, marker, i.InFlight).Result()
+		if err != nil {
+			return nil, fmt.Errorf("idempotency: claim key: %w", err)
+		}
+		if ok {
+			return nil, nil
+		}
+		raw, err := i.rdb.Get(ctx, key).Bytes()
+		if errors.Is(err, redis.Nil) {
+			continue // expired or abandoned in between: claim again
+		}
+		if err != nil {
+			return nil, fmt.Errorf("idempotency: read key: %w", err)
+		}
+		var rec idemRecord
+		if err := json.Unmarshal(raw, &rec); err != nil {
+			return nil, fmt.Errorf("idempotency: decode record: %w", err)
+		}
+		switch {
+		case rec.Digest != digest:
+			return nil, ErrKeyReused
+		case rec.Running || rec.Response == nil:
+			return nil, ErrRequestInProgress
+		default:
+			return rec.Response, nil
+		}
+	}
+	return nil, ErrRequestInProgress
+}
+
+// Finish keeps the response of the request Begin let run; a 5xx is not
+// kept (Abandon).
+func (i *Idempotency) Finish(ctx context.Context, sc IdemScope, digest string, resp StoredResponse) error {
+	if resp.Status >= 500 {
+		return i.Abandon(ctx, sc)
+	}
+	rec, err := json.Marshal(idemRecord{Digest: digest, Response: &resp})
+	if err != nil {
+		return fmt.Errorf("idempotency record: %w", err)
+	}
+	if err := i.rdb.Set(ctx, sc.redisKey(), rec, i.Keep).Err(); err != nil {
+		return fmt.Errorf("idempotency: keep response: %w", err)
+	}
+	return nil
+}
+
+// Abandon forgets the request Begin let run, so a retry runs it again.
+func (i *Idempotency) Abandon(ctx context.Context, sc IdemScope) error {
+	if err := i.rdb.Del(ctx, sc.redisKey()).Err(); err != nil {
+		return fmt.Errorf("idempotency: abandon key: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,358 @@
+package origin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Ledger errors.
+var (
+	ErrNotFound    = errors.New("not found")
+	ErrEventExists = errors.New("event already exists")
+	// ErrHoldNotActive: the hold is no longer pending (confirmed, expired,
+	// released) or its expiry has passed.
+	ErrHoldNotActive = errors.New("hold is not active")
+	// errLiveHoldExists: the user has a live hold for the event already.
+	errLiveHoldExists = errors.New("user already has a live hold")
+	// errDuplicateKey: a hold was made with this Idempotency-Key already.
+	errDuplicateKey = errors.New("idempotency key already used for a hold")
+)
+
+// Hold statuses.
+const (
+	StatusPending   = "pending"
+	StatusConfirmed = "confirmed"
+	StatusExpired   = "expired"
+	StatusReleased  = "released"
+)
+
+// Hold is a row of the holds table.
+type Hold struct {
+	ID             string    `db:"id"`
+	EventID        int64     `db:"event_id"`
+	UserID         string    `db:"user_id"`
+	Quantity       int64     `db:"quantity"`
+	Amount         int64     `db:"amount"`
+	Status         string    `db:"status"`
+	ExpiresAt      time.Time `db:"expires_at"`
+	CreatedAt      time.Time `db:"created_at"`
+	UpdatedAt      time.Time `db:"updated_at"`
+	IdempotencyKey string    `db:"idempotency_key"`
+	RequestDigest  string    `db:"request_digest"`
+	// Response is the 201 body the hold was created with.
+	Response []byte `db:"response"`
+}
+
+// StatusAt is the status a buyer sees at now: a pending hold past its expiry
+// is expired, whether or not the reaper has marked it yet.
+func (h Hold) StatusAt(now time.Time) string {
+	if h.Status == StatusPending && h.ExpiresAt.Before(now) {
+		return StatusExpired
+	}
+	return h.Status
+}
+
+// SeatCounts are the seats an event's holds take, as the invariant counts
+// them at one instant.
+type SeatCounts struct {
+	Confirmed int64 `db:"confirmed"`
+	// Pending counts pending holds that have not expired.
+	Pending int64 `db:"pending"`
+}
+
+// Active is the seats the invariant subtracts from sellable.
+func (c SeatCounts) Active() int64 { return c.Confirmed + c.Pending }
+
+// liveHold is a hold as a rebuild loads it into Redis.
+type liveHold struct {
+	ID             string    `db:"id"`
+	UserID         string    `db:"user_id"`
+	Quantity       int64     `db:"quantity"`
+	Status         string    `db:"status"`
+	ExpiresAt      time.Time `db:"expires_at"`
+	IdempotencyKey string    `db:"idempotency_key"`
+	RequestDigest  string    `db:"request_digest"`
+}
+
+// Ledger is the Postgres side of the origin.
+type Ledger struct {
+	pool *pgxpool.Pool
+}
+
+// LedgerOptions tunes the connection pool.
+type LedgerOptions struct {
+	// MaxConns is the pool size when the URL sets none (pool_max_conns);
+	// default 32.
+	MaxConns int32
+	// StatementTimeout bounds every statement the origin runs, unless the
+	// URL sets statement_timeout; default 5 s. It also bounds how long a
+	// write the origin gave up on can still commit on the server, which is
+	// what makes resolving an uncertain hold write safe (see uncertain.go).
+	StatementTimeout time.Duration
+}
+
+// OpenLedger connects (checking the server answers), and applies the
+// migrations.
+func OpenLedger(ctx context.Context, url string, opts LedgerOptions) (*Ledger, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("database url: %w", err)
+	}
+	if opts.MaxConns <= 0 {
+		opts.MaxConns = 32
+	}
+	if opts.StatementTimeout <= 0 {
+		opts.StatementTimeout = 5 * time.Second
+	}
+	if !strings.Contains(url, "pool_max_conns") {
+		cfg.MaxConns = opts.MaxConns
+	}
+	if _, ok := cfg.ConnConfig.RuntimeParams["statement_timeout"]; !ok {
+		cfg.ConnConfig.RuntimeParams["statement_timeout"] = fmt.Sprint(opts.StatementTimeout.Milliseconds())
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open postgres pool: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("ping postgres: %w", err)
+	}
+	if err := migrate(ctx, pool); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return &Ledger{pool: pool}, nil
+}
+
+// Pool is the connection pool, for the parts of the origin that keep their
+// own tables (bookings, payments).
+func (l *Ledger) Pool() *pgxpool.Pool { return l.pool }
+
+// Close closes the pool.
+func (l *Ledger) Close() { l.pool.Close() }
+
+// Ping checks the server answers.
+func (l *Ledger) Ping(ctx context.Context) error { return l.pool.Ping(ctx) }
+
+func collectOne[T any](rows pgx.Rows, err error, what string) (T, error) {
+	var zero T
+	if err != nil {
+		return zero, fmt.Errorf("%s: %w", what, err)
+	}
+	v, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[T])
+	if errors.Is(err, pgx.ErrNoRows) {
+		return zero, fmt.Errorf("%s: %w", what, ErrNotFound)
+	}
+	if err != nil {
+		return zero, fmt.Errorf("%s: %w", what, err)
+	}
+	return v, nil
+}
+
+func collectAll[T any](rows pgx.Rows, err error, what string) ([]T, error) {
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	v, err := pgx.CollectRows(rows, pgx.RowToStructByName[T])
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return v, nil
+}
+
+// CreateEvent inserts e; with e.ID 0 it takes the next free id.
+func (l *Ledger) CreateEvent(ctx context.Context, e Event) (Event, error) {
+	insert := func(id int64) (Event, error) {
+		rows, err := l.pool.Query(ctx, sqlInsertEvent, id, e.Name, e.Capacity, e.OverflowPct, e.OverflowReserve,
+			e.Sellable, e.Price, e.Currency, e.HoldTTLSeconds, e.MaxPerUser, e.CreatedAt)
+		return collectOne[Event](rows, err, fmt.Sprintf("insert event %d", id))
+	}
+	if e.ID != 0 {
+		created, err := insert(e.ID)
+		if errors.Is(err, ErrNotFound) {
+			return Event{}, fmt.Errorf("create event %d: %w", e.ID, ErrEventExists)
+		}
+		return created, err
+	}
+	// The sequence may run into ids given explicitly: skip those.
+	for range 1000 {
+		var id int64
+		if err := l.pool.QueryRow(ctx, sqlNextEventID).Scan(&id); err != nil {
+			return Event{}, fmt.Errorf("create event: next id: %w", err)
+		}
+		created, err := insert(id)
+		if !errors.Is(err, ErrNotFound) {
+			return created, err
+		}
+	}
+	return Event{}, errors.New("create event: no free id found")
+}
+
+// Event reads one event.
+func (l *Ledger) Event(ctx context.Context, id int64) (Event, error) {
+	rows, err := l.pool.Query(ctx, sqlEvent, id)
+	return collectOne[Event](rows, err, fmt.Sprintf("read event %d", id))
+}
+
+// Events reads every event.
+func (l *Ledger) Events(ctx context.Context) ([]Event, error) {
+	rows, err := l.pool.Query(ctx, sqlEvents)
+	return collectAll[Event](rows, err, "read events")
+}
+
+// writeOutcome says whether a failed write may have been applied anyway.
+type writeOutcome int
+
+const (
+	writeDone writeOutcome = iota
+	// writeFailed: certainly not applied (refused by the server, or never
+	// sent).
+	writeFailed
+	// writeUncertain: the connection broke after the statement was sent; the
+	// server may still commit it.
+	writeUncertain
+)
+
+// classify tells a write that certainly failed from one that may have been
+// applied: the seat's compensation depends on it.
+func classify(err error) writeOutcome {
+	if err == nil {
+		return writeDone
+	}
+	var pgErr *pgconn.PgError
+	var connectErr *pgconn.ConnectError
+	switch {
+	case errors.As(err, &pgErr), errors.As(err, &connectErr), pgconn.SafeToRetry(err):
+		return writeFailed
+	}
+	return writeUncertain
+}
+
+func constraintError(err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23505" {
+		switch pgErr.ConstraintName {
+		case "holds_one_live_per_user":
+			return errLiveHoldExists
+		case "holds_idempotency_key":
+			return errDuplicateKey
+		}
+	}
+	return nil
+}
+
+// InsertHold writes a new pending hold: one INSERT, no transaction, on the
+// hot path. When the user's previous hold lapsed without the reaper marking
+// it yet, it is marked expired and the insert retried in one transaction.
+// The returned outcome says whether a failed write may still be applied.
+func (l *Ledger) InsertHold(ctx context.Context, h Hold, now time.Time) (writeOutcome, error) {
+	args := []any{h.ID, h.EventID, h.UserID, h.Quantity, h.Amount, h.ExpiresAt, h.CreatedAt,
+		h.IdempotencyKey, h.RequestDigest, h.Response}
+	conn, err := l.pool.Acquire(ctx)
+	if err != nil {
+		return writeFailed, fmt.Errorf("insert hold %s: acquire connection: %w", h.ID, err)
+	}
+	defer conn.Release()
+	_, err = conn.Exec(ctx, sqlInsertHold, args...)
+	if cerr := constraintError(err); cerr == errLiveHoldExists {
+		err = pgx.BeginTxFunc(ctx, conn, pgx.TxOptions{}, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, sqlExpireLapsedHoldOfUser, h.EventID, h.UserID, now); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, sqlInsertHold, args...)
+			return err
+		})
+	}
+	if cerr := constraintError(err); cerr != nil {
+		return writeFailed, fmt.Errorf("insert hold %s: %w", h.ID, cerr)
+	}
+	if err != nil {
+		return classify(err), fmt.Errorf("insert hold %s: %w", h.ID, err)
+	}
+	return writeDone, nil
+}
+
+// Hold reads one hold.
+func (l *Ledger) Hold(ctx context.Context, id string) (Hold, error) {
+	rows, err := l.pool.Query(ctx, sqlHold, id)
+	return collectOne[Hold](rows, err, "read hold "+id)
+}
+
+// HoldByKey reads the hold a user made with an Idempotency-Key.
+func (l *Ledger) HoldByKey(ctx context.Context, event int64, user, key string) (Hold, error) {
+	rows, err := l.pool.Query(ctx, sqlHoldByKey, event, user, key)
+	return collectOne[Hold](rows, err, "read hold by idempotency key")
+}
+
+// LiveHoldOfUser reads the user's pending or confirmed hold (a pending one
+// may have expired since).
+func (l *Ledger) LiveHoldOfUser(ctx context.Context, event int64, user string) (Hold, error) {
+	rows, err := l.pool.Query(ctx, sqlLiveHoldOfUser, event, user)
+	return collectOne[Hold](rows, err, "read live hold of user")
+}
+
+// HoldExists reports whether a hold row was written.
+func (l *Ledger) HoldExists(ctx context.Context, id string) (bool, error) {
+	var ok bool
+	if err := l.pool.QueryRow(ctx, sqlHoldExists, id).Scan(&ok); err != nil {
+		return false, fmt.Errorf("check hold %s: %w", id, err)
+	}
+	return ok, nil
+}
+
+// ReleaseHold marks a pending, unexpired hold released.
+func (l *Ledger) ReleaseHold(ctx context.Context, id string, now time.Time) (Hold, error) {
+	rows, err := l.pool.Query(ctx, sqlReleaseHold, id, now)
+	h, err := collectOne[Hold](rows, err, "release hold "+id)
+	if errors.Is(err, ErrNotFound) {
+		return Hold{}, fmt.Errorf("release hold %s: %w", id, ErrHoldNotActive)
+	}
+	return h, err
+}
+
+// ConfirmHoldTx marks a pending hold confirmed inside tx.
+func ConfirmHoldTx(ctx context.Context, tx pgx.Tx, id string, now time.Time) (Hold, error) {
+	rows, err := tx.Query(ctx, sqlConfirmHold, id, now)
+	h, err := collectOne[Hold](rows, err, "confirm hold "+id)
+	if errors.Is(err, ErrNotFound) {
+		return Hold{}, fmt.Errorf("confirm hold %s: %w", id, ErrHoldNotActive)
+	}
+	return h, err
+}
+
+// ExtendHoldTx moves a pending, unexpired hold's expiry to until (never
+// earlier) inside tx.
+func ExtendHoldTx(ctx context.Context, tx pgx.Tx, id string, now, until time.Time) (Hold, error) {
+	rows, err := tx.Query(ctx, sqlExtendHold, id, now, until)
+	h, err := collectOne[Hold](rows, err, "extend hold "+id)
+	if errors.Is(err, ErrNotFound) {
+		return Hold{}, fmt.Errorf("extend hold %s: %w", id, ErrHoldNotActive)
+	}
+	return h, err
+}
+
+// ExpireDue marks up to limit pending holds past their expiry expired and
+// returns them.
+func (l *Ledger) ExpireDue(ctx context.Context, now time.Time, limit int) ([]Hold, error) {
+	rows, err := l.pool.Query(ctx, sqlExpireDue, now, limit)
+	return collectAll[Hold](rows, err, "expire due holds")
+}
+
+// SeatCounts counts the seats an event's live holds take at now.
+func (l *Ledger) SeatCounts(ctx context.Context, event int64, now time.Time) (SeatCounts, error) {
+	rows, err := l.pool.Query(ctx, sqlSeatCounts, event, now)
+	return collectOne[SeatCounts](rows, err, fmt.Sprintf("count seats of event %d", event))
+}
+
+func (l *Ledger) liveHolds(ctx context.Context, event int64, now time.Time) ([]liveHold, error) {
+	rows, err := l.pool.Query(ctx, sqlLiveHolds, event, now)
+	return collectAll[liveHold](rows, err, fmt.Sprintf("read live holds of event %d", event))
+}

@@ -1,0 +1,77 @@
+package origin
+
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// metrics are the origin's collectors. Labels come from configuration
+// (event ids) and fixed outcome names, never from users or tokens.
+type metrics struct {
+	holds          *prometheus.CounterVec
+	holdLatency    prometheus.Histogram
+	compensations  prometheus.Counter
+	reclaimedSeats prometheus.Counter
+	reaperHolds    prometheus.Counter
+	reaperSeats    prometheus.Counter
+	drift          *prometheus.GaugeVec
+	remaining      *prometheus.GaugeVec
+	rebuilds       *prometheus.CounterVec
+}
+
+func newRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		holds: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "waitroom_origin_holds_total",
+			Help: "Hold requests by outcome: held, already_held, replayed, sold_out, exceeds_per_user_limit, not_admitted, invalid_token, invalid_request, unavailable, …",
+		}, []string{"outcome"}),
+		holdLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "waitroom_origin_hold_duration_seconds",
+			Help:    "Time to answer a hold request, from the request to the response.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
+		}),
+		compensations: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "waitroom_origin_hold_compensations_total",
+			Help: "Holds whose seats were returned because their ledger row could not be written.",
+		}),
+		reclaimedSeats: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "waitroom_origin_reclaimed_seats_total",
+			Help: "Seats of expired holds returned by the hold script before the reaper got to them.",
+		}),
+		reaperHolds: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "waitroom_origin_reaper_expired_holds_total",
+			Help: "Holds the reaper marked expired in the ledger.",
+		}),
+		reaperSeats: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "waitroom_origin_reaper_released_seats_total",
+			Help: "Seats the reaper returned to the inventory (the rest were reclaimed earlier by a hold).",
+		}),
+		drift: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "waitroom_inventory_drift",
+			Help: "remaining (Redis) − (sellable − seats of active holds (Postgres)); 0 when the invariant holds.",
+		}, []string{"event"}),
+		remaining: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "waitroom_inventory_remaining",
+			Help: "Seats left to sell in Redis at the last invariant check.",
+		}, []string{"event"}),
+		rebuilds: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "waitroom_origin_rebuilds_total",
+			Help: "Rebuilds of an event's inventory from the ledger, by reason (admin, missing).",
+		}, []string{"reason"}),
+	}
+	for _, c := range []prometheus.Collector{m.holds, m.holdLatency, m.compensations, m.reclaimedSeats,
+		m.reaperHolds, m.reaperSeats, m.drift, m.remaining, m.rebuilds} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("register origin metrics: %w", err)
+		}
+	}
+	return m, nil
+}

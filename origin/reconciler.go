@@ -1,0 +1,274 @@
+package origin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/waitroom/waitroom/inventory"
+	"github.com/waitroom/waitroom/waitroom"
+)
+
+// Invariant is the check of one event's inventory against the ledger:
+//
+//	remaining == sellable − active_holds
+//
+// where active_holds counts the seats of confirmed holds and of pending
+// holds not yet expired. Drift is remaining − (sellable − active_holds):
+// positive means Redis would sell seats the ledger has given away (the
+// dangerous direction), negative means seats are stuck.
+type Invariant struct {
+	Event           int64 `json:"event"`
+	Capacity        int64 `json:"capacity"`
+	Sellable        int64 `json:"sellable"`
+	OverflowReserve int64 `json:"overflow_reserve"`
+	Remaining       int64 `json:"remaining"`
+	ActiveHolds     int64 `json:"active_holds"`
+	Pending         int64 `json:"pending"`
+	Confirmed       int64 `json:"confirmed"`
+	Drift           int64 `json:"drift"`
+}
+
+// CheckInvariant computes the invariant of an event. Redis is read before
+// and after the ledger and the check repeated if it moved in between, so a
+// sale in progress does not show as drift. Missing keys are loaded first
+// (the ledger wins).
+func (s *Server) CheckInvariant(ctx context.Context, id int64) (Invariant, error) {
+	ev, err := s.event(ctx, id)
+	if err != nil {
+		return Invariant{}, err
+	}
+	var inv Invariant
+	for attempt := 0; ; attempt++ {
+		before, loaded, err := s.reclaim(ctx, ev)
+		if err != nil {
+			return Invariant{}, err
+		}
+		if !loaded {
+			if err := s.ensureLoaded(ctx, ev); err != nil {
+				return Invariant{}, err
+			}
+			continue
+		}
+		counts, err := s.ledger.SeatCounts(ctx, id, s.now())
+		if err != nil {
+			return Invariant{}, err
+		}
+		after, loaded, err := s.reclaim(ctx, ev)
+		if err != nil {
+			return Invariant{}, err
+		}
+		inv = Invariant{
+			Event: id, Capacity: ev.Capacity, Sellable: ev.Sellable, OverflowReserve: ev.OverflowReserve,
+			Remaining: after, ActiveHolds: counts.Active(), Pending: counts.Pending, Confirmed: counts.Confirmed,
+			Drift: after - (ev.Sellable - counts.Active()),
+		}
+		if (loaded && before == after) || attempt >= 4 {
+			break
+		}
+	}
+	s.metrics.drift.WithLabelValues(fmt.Sprint(id)).Set(float64(inv.Drift))
+	s.metrics.remaining.WithLabelValues(fmt.Sprint(id)).Set(float64(inv.Remaining))
+	return inv, nil
+}
+
+// ReconcileOnce checks the invariant of every event (loading any whose keys
+// are missing), exports the drift, logs it when it is not zero, and keeps
+// the sold-out flag in line with the inventory.
+func (s *Server) ReconcileOnce(ctx context.Context) error {
+	if _, err := s.loadEvents(ctx); err != nil {
+		return fmt.Errorf("reconcile: %w", err)
+	}
+	var errs []error
+	for _, ev := range s.liveEvents() {
+		inv, err := s.CheckInvariant(ctx, ev.ID)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("reconcile event %d: %w", ev.ID, err))
+			continue
+		}
+		if inv.Drift != 0 {
+			s.log.Warn("inventory drift: redis and the ledger disagree", "event", ev.ID,
+				"remaining", inv.Remaining, "sellable", inv.Sellable, "active_holds", inv.ActiveHolds, "drift", inv.Drift)
+		}
+		s.syncSoldOut(ctx, ev)
+	}
+	return errors.Join(errs...)
+}
+
+// Rebuild reloads an event's inventory from the ledger and returns the
+// invariant after it.
+func (s *Server) Rebuild(ctx context.Context, id int64) (Invariant, error) {
+	ev, err := s.event(ctx, id)
+	if err != nil {
+		return Invariant{}, err
+	}
+	if err := s.rebuild(ctx, ev, reasonAdmin); err != nil {
+		return Invariant{}, err
+	}
+	return s.CheckInvariant(ctx, id)
+}
+
+// ensureLoaded rebuilds an event whose keys are missing, or waits for the
+// rebuild another node is running.
+func (s *Server) ensureLoaded(ctx context.Context, ev *liveEvent) error {
+	for {
+		_, loaded, err := s.inv.Remaining(ctx, ev.ID)
+		if err != nil {
+			return err
+		}
+		if loaded {
+			return nil
+		}
+		frozen, err := s.inv.Frozen(ctx, ev.ID)
+		if err != nil {
+			return err
+		}
+		if !frozen {
+			err := s.rebuild(ctx, ev, reasonMissing)
+			if err == nil || !errors.Is(err, inventory.ErrRebuilding) {
+				return err
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("wait for the rebuild of event %d: %w", ev.ID, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// Why a rebuild runs.
+const (
+	reasonAdmin   = "admin"
+	reasonMissing = "missing"
+	// reasonCreated: a new event, which cannot have holds yet, so there is
+	// nothing to pause or wait for.
+	reasonCreated = "created"
+)
+
+// rebuild is the recovery procedure: pause admission, freeze the inventory,
+// let the hold writes already under way finish, count the ledger, load
+// Redis, restore admission as it was. Concurrent calls on this node share
+// one run.
+func (s *Server) rebuild(ctx context.Context, ev *liveEvent, reason string) error {
+	_, err, _ := s.flight.Do(fmt.Sprintf("rebuild:%d", ev.ID), func() (any, error) {
+		// Detached: callers may give up waiting, the rebuild must not stop
+		// half way (it would only leave the event unloaded, but needlessly).
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), inventory.FenceTTL)
+		defer cancel()
+		if reason != reasonCreated {
+			restore := s.pauseAdmission(ctx, ev)
+			defer restore()
+		}
+		start := time.Now()
+		err := s.inv.Rebuild(ctx, ev.ID, func(ctx context.Context) (inventory.Snapshot, error) {
+			if reason != reasonCreated {
+				if err := s.settle(ctx, ev); err != nil {
+					return inventory.Snapshot{}, err
+				}
+			}
+			return s.snapshot(ctx, ev)
+		})
+		if err != nil {
+			return nil, err
+		}
+		s.metrics.rebuilds.WithLabelValues(reason).Inc()
+		s.log.Info("inventory rebuilt from the ledger", "event", ev.ID, "reason", reason, "took", time.Since(start))
+		return nil, nil
+	})
+	return err
+}
+
+// pauseAdmission pauses the event in the shared store so gateways stop
+// admitting while Redis is rebuilt; the returned func restores the flag as
+// it was. A store failure is logged, not fatal: the freeze is what keeps the
+// rebuild exact.
+func (s *Server) pauseAdmission(ctx context.Context, ev *liveEvent) func() {
+	st, err := ev.room.Refresh(ctx)
+	if err != nil {
+		s.log.Warn("rebuild: could not read admission state", "event", ev.ID, "error", err)
+		return func() {}
+	}
+	if st.Paused {
+		return func() {}
+	}
+	paused := true
+	if _, err := ev.room.Update(ctx, waitroom.Change{Paused: &paused}); err != nil {
+		s.log.Warn("rebuild: could not pause admission", "event", ev.ID, "error", err)
+		return func() {}
+	}
+	return func() {
+		resume := false
+		if _, err := ev.room.Update(context.WithoutCancel(ctx), waitroom.Change{Paused: &resume}); err != nil {
+			s.log.Error("rebuild: could not resume admission", "event", ev.ID, "error", err)
+		}
+	}
+}
+
+// settle waits, once the inventory is frozen, for the hold writes that ran
+// the hold script before the freeze: exactly for this node's, and
+// RebuildSettle for other nodes'.
+func (s *Server) settle(ctx context.Context, ev *liveEvent) error {
+	var wait <-chan time.Time
+	if s.cfg.RebuildSettle > 0 {
+		t := time.NewTimer(s.cfg.RebuildSettle)
+		defer t.Stop()
+		wait = t.C
+	}
+	for ev.inflight.Load() > 0 {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	if wait != nil {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-wait:
+		}
+	}
+	return nil
+}
+
+// snapshot is the state the ledger says Redis should hold.
+func (s *Server) snapshot(ctx context.Context, ev *liveEvent) (inventory.Snapshot, error) {
+	rows, err := s.ledger.liveHolds(ctx, ev.ID, s.now())
+	if err != nil {
+		return inventory.Snapshot{}, err
+	}
+	snap := inventory.Snapshot{Holds: make([]inventory.LiveHold, 0, len(rows))}
+	var active int64
+	for _, h := range rows {
+		active += h.Quantity
+		snap.Holds = append(snap.Holds, inventory.LiveHold{
+			ID: h.ID, User: h.UserID, Quantity: h.Quantity, ExpiresAt: h.ExpiresAt,
+			Confirmed:  h.Status == StatusConfirmed,
+			KeyDigest:  KeyDigest(h.UserID, h.IdempotencyKey),
+			BodyDigest: h.RequestDigest,
+		})
+	}
+	snap.Remaining = ev.Sellable - active
+	if snap.Remaining < 0 {
+		s.log.Error("ledger holds exceed the sellable pool", "event", ev.ID, "sellable", ev.Sellable, "active", active)
+		snap.Remaining = 0
+	}
+	return snap, nil
+}
+
+func waitroomChange(soldOut bool) waitroom.Change { return waitroom.Change{SoldOut: &soldOut} }
+
+// reclaim returns lapsed holds' seats in Redis and reads remaining, so the
+// count treats expired holds as free, as the ledger does.
+func (s *Server) reclaim(ctx context.Context, ev *liveEvent) (int64, bool, error) {
+	n, seats, loaded, err := s.inv.Reclaim(ctx, ev.ID, s.now())
+	if seats > 0 {
+		s.metrics.reclaimedSeats.Add(float64(seats))
+		if ev.room.State().SoldOut {
+			s.syncSoldOut(ctx, ev)
+		}
+	}
+	return n, loaded, err
+}

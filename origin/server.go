@@ -1,0 +1,211 @@
+package origin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/singleflight"
+
+	"github.com/waitroom/waitroom/inventory"
+	"github.com/waitroom/waitroom/waitroom"
+)
+
+// Config configures a Server. Zero values take the defaults named.
+type Config struct {
+	// Keys verifies queue tokens: the gateway's key set. Required.
+	Keys *waitroom.KeySet
+	// AdminToken is the bearer token of the admin routes; with none set the
+	// admin routes always answer 401.
+	AdminToken string
+	// Clock is the time every expiry is judged by; default time.Now.
+	Clock func() time.Time
+	// Logger; default discards.
+	Logger *slog.Logger
+	// Registry receives the origin's metrics; default a new one (with the Go
+	// and process collectors).
+	Registry *prometheus.Registry
+
+	// ReaperInterval is how often the reaper runs; default 10 s.
+	ReaperInterval time.Duration
+	// ReaperBatch is how many holds one reaper statement expires; default 100.
+	ReaperBatch int
+	// ReconcileInterval is how often the invariant is checked; default 30 s.
+	ReconcileInterval time.Duration
+	// HoldWriteTimeout bounds the ledger write of a hold; default 2 s.
+	HoldWriteTimeout time.Duration
+	// UncertainGrace is how long after a hold write whose outcome is unknown
+	// (connection lost after sending) the origin checks the row and returns
+	// the seats if it is not there. It must exceed the statement timeout, so
+	// the server can no longer commit the write by then; default 10 s.
+	UncertainGrace time.Duration
+	// RebuildSettle is how long a rebuild waits, after freezing the
+	// inventory, for hold writes still running on other origin nodes;
+	// default HoldWriteTimeout. A single node can set it to a negative value
+	// (no wait): it waits for its own writes exactly.
+	RebuildSettle time.Duration
+	// RoomPollInterval is how often the admission state is re-read besides
+	// change notices; default waitroom.DefaultPollInterval.
+	RoomPollInterval time.Duration
+}
+
+func (c *Config) defaults() error {
+	if c.Keys == nil {
+		return errors.New("origin config: no queue token key set")
+	}
+	if c.Clock == nil {
+		c.Clock = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.ReaperInterval <= 0 {
+		c.ReaperInterval = 10 * time.Second
+	}
+	if c.ReaperBatch <= 0 {
+		c.ReaperBatch = 100
+	}
+	if c.ReconcileInterval <= 0 {
+		c.ReconcileInterval = 30 * time.Second
+	}
+	if c.HoldWriteTimeout <= 0 {
+		c.HoldWriteTimeout = 2 * time.Second
+	}
+	if c.UncertainGrace <= 0 {
+		c.UncertainGrace = 10 * time.Second
+	}
+	if c.RebuildSettle == 0 {
+		c.RebuildSettle = c.HoldWriteTimeout
+	}
+	return nil
+}
+
+// Server is the origin: the HTTP API, the reaper and the reconciler over one
+// ledger and one Redis.
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	ledger  *Ledger
+	rdb     redis.UniversalClient
+	inv     *inventory.Inventory
+	store   waitroom.Store
+	idem    *Idempotency
+	metrics *metrics
+	flight  singleflight.Group
+
+	// bg is the context background work (admission rooms) runs under.
+	bg context.Context
+
+	mu     sync.RWMutex
+	events map[int64]*liveEvent
+
+	// uncertain holds wait to be checked against the ledger (uncertain.go);
+	// unreleased holds wait for Redis to take their release (reaper.go).
+	pendingMu  sync.Mutex
+	uncertain  map[string]uncertainHold
+	unreleased map[string]int64
+}
+
+// New returns a server over ledger and rdb (both the caller's to close). It
+// does no I/O; Start loads the events.
+func New(cfg Config, ledger *Ledger, rdb redis.UniversalClient) (*Server, error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	reg := cfg.Registry
+	if reg == nil {
+		reg = newRegistry()
+		cfg.Registry = reg
+	}
+	m, err := newMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	return &Server{
+		cfg:        cfg,
+		log:        cfg.Logger,
+		ledger:     ledger,
+		rdb:        rdb,
+		inv:        inventory.New(rdb),
+		store:      waitroom.NewRedisStore(rdb, waitroom.RedisOptions{}),
+		idem:       NewIdempotency(rdb),
+		metrics:    m,
+		bg:         context.Background(),
+		events:     make(map[int64]*liveEvent),
+		uncertain:  make(map[string]uncertainHold),
+		unreleased: make(map[string]int64),
+	}, nil
+}
+
+// now is the server's clock at millisecond precision, the precision Redis
+// keeps expiries in, so Redis and Postgres judge an expiry alike.
+func (s *Server) now() time.Time { return s.cfg.Clock().UTC().Truncate(time.Millisecond) }
+
+// Ledger is the server's ledger.
+func (s *Server) Ledger() *Ledger { return s.ledger }
+
+// Inventory is the server's Redis inventory.
+func (s *Server) Inventory() *inventory.Inventory { return s.inv }
+
+// Idempotency is the server's Idempotency-Key store.
+func (s *Server) Idempotency() *Idempotency { return s.idem }
+
+// Start serves every event of the ledger: it follows their admission state
+// until ctx ends and loads into Redis the ones whose keys are missing (a
+// new or flushed Redis).
+func (s *Server) Start(ctx context.Context) error {
+	s.bg = ctx
+	events, err := s.loadEvents(ctx)
+	if err != nil {
+		return fmt.Errorf("start: %w", err)
+	}
+	for _, ev := range events {
+		if err := s.ensureLoaded(ctx, ev); err != nil {
+			return fmt.Errorf("start: %w", err)
+		}
+	}
+	return nil
+}
+
+// Run runs the reaper, the reconciler and the resolution of uncertain
+// writes until ctx ends.
+func (s *Server) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	every := func(d time.Duration, name string, f func(context.Context) error) {
+		wg.Go(func() {
+			t := time.NewTicker(d)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+					if err := f(ctx); err != nil && ctx.Err() == nil {
+						s.log.Warn(name+" failed", "error", err)
+					}
+				}
+			}
+		})
+	}
+	every(s.cfg.ReaperInterval, "reaper", func(ctx context.Context) error { _, err := s.ReapOnce(ctx); return err })
+	every(s.cfg.ReconcileInterval, "reconciler", s.ReconcileOnce)
+	every(time.Second, "uncertain hold check", func(ctx context.Context) error { _, err := s.ResolveUncertain(ctx); return err })
+	wg.Wait()
+}
+
+// Ready reports whether Redis and Postgres both answer.
+func (s *Server) Ready(ctx context.Context) error {
+	var errs []error
+	if err := s.rdb.Ping(ctx).Err(); err != nil {
+		errs = append(errs, fmt.Errorf("redis: %w", err))
+	}
+	if err := s.ledger.Ping(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("postgres: %w", err))
+	}
+	return errors.Join(errs...)
+}
