@@ -1,0 +1,335 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+
+	"github.com/waitroom/waitroom/loadtest/api"
+	"github.com/waitroom/waitroom/loadtest/report"
+	"github.com/waitroom/waitroom/loadtest/sale"
+	"github.com/waitroom/waitroom/loadtest/stack"
+)
+
+// faultNames are the faults --faults accepts.
+var faultNames = []string{"redis-restart", "pg-pause", "webhooks"}
+
+// saleFlags is the flash sale's command line.
+type saleFlags struct {
+	srv                 servers
+	cfg                 sale.Config
+	seats               int64
+	holdTTL             time.Duration
+	overflowPct         int64
+	caddyBin, originBin string
+	faults              string
+	pgPause             time.Duration
+	reaper              time.Duration
+	payLatency          time.Duration
+	jsonPath, chartPath string
+	quiet, keep         bool
+}
+
+func (f *saleFlags) register(fs *flagSet) {
+	d := sale.Defaults()
+	f.cfg = d
+	f.srv.register(fs)
+	fs.IntVar(&f.cfg.Users, "users", d.Users, "virtual users")
+	fs.DurationVar(&f.cfg.Window, "window", d.Window, "time over which the users arrive")
+	fs.Float64Var(&f.cfg.Refresh, "refresh", d.Refresh, "requests per user while arriving, 1–2 (browsers refresh and retry)")
+	fs.Int64Var(&f.seats, "seats", 500, "seats (capacity; the overflow reserve is kept back from it)")
+	fs.Int64Var(&f.overflowPct, "overflow-pct", 2, "overflow reserve, percent of the capacity")
+	fs.Int64Var(&f.cfg.Quantity, "quantity", d.Quantity, "seats per buyer")
+	fs.DurationVar(&f.holdTTL, "hold-ttl", 15*time.Second, "how long a hold lasts (whole seconds)")
+	fs.Float64Var(&f.cfg.Abandon, "abandon", d.Abandon, "fraction of holders who never pay")
+	fs.Float64Var(&f.cfg.Decline, "decline", d.Decline, "fraction of payments declined (the buyer retries once with a good card)")
+	fs.Float64Var(&f.cfg.Late, "late", d.Late, "fraction of payments whose webhook arrives after the hold expired")
+	fs.Float64Var(&f.cfg.DoubleClick, "double-click", d.DoubleClick, "fraction of bookings sent twice at once with the same Idempotency-Key")
+	fs.Float64Var(&f.cfg.Persist, "persist", d.Persist, "fraction of admitted users told sold out who keep trying for --patience")
+	fs.DurationVar(&f.cfg.Patience, "patience", d.Patience, "how long the persistent keep trying")
+	fs.DurationVar(&f.cfg.Think, "think", d.Think, "longest pause of a buyer between two steps")
+	fs.Int64Var(&f.cfg.AdmitFactor, "admit-factor", d.AdmitFactor, "users the autopilot admits per seat left")
+	fs.DurationVar(&f.cfg.PilotEvery, "pilot-every", d.PilotEvery, "least time between two raises of the watermark")
+	fs.DurationVar(&f.cfg.Timeout, "timeout", d.Timeout, "bound on the whole sale")
+	fs.DurationVar(&f.cfg.Settle, "settle", d.Settle, "bound on the wait for the invariant to settle afterwards")
+	fs.IntVar(&f.cfg.Conns, "conns", d.Conns, "most connections the crowd opens to the gateway")
+	fs.Uint64Var(&f.cfg.Seed, "seed", 0, "seed of the crowd's choices (0: random)")
+	fs.StringVar(&f.faults, "faults", "", "faults to inject, comma-separated: "+strings.Join(faultNames, ", ")+", or all")
+	fs.DurationVar(&f.pgPause, "pg-pause", 3*time.Second, "how long PostgreSQL is paused (fault pg-pause)")
+	fs.DurationVar(&f.reaper, "reaper", time.Second, "the origin's reaper and reconciler interval")
+	fs.DurationVar(&f.payLatency, "pay-latency", 50*time.Millisecond, "latency of each call to the simulated payment provider")
+	fs.StringVar(&f.caddyBin, "caddy", "bin/caddy", "Caddy with the waitroom module (make build)")
+	fs.StringVar(&f.originBin, "origin", "bin/origin", "the origin (go build -o bin/origin ./cmd/origin)")
+	fs.StringVar(&f.jsonPath, "json", "", "also write the report to this JSON file")
+	fs.StringVar(&f.chartPath, "chart", "out/flashsale.svg", "chart of the sale over time (.svg or .png; empty: none)")
+	fs.BoolVar(&f.quiet, "quiet", false, "no progress bar")
+	fs.BoolVar(&f.keep, "keep", false, "keep the run's folder (configs, server logs)")
+}
+
+func (f *saleFlags) check() ([]string, error) {
+	if err := f.cfg.Validate(); err != nil {
+		return nil, usagef("%v", err)
+	}
+	if f.seats <= 0 {
+		return nil, usagef("--seats must be positive")
+	}
+	if f.overflowPct < 0 || f.overflowPct > 100 {
+		return nil, usagef("--overflow-pct must be from 0 to 100")
+	}
+	if f.holdTTL < time.Second || f.holdTTL%time.Second != 0 {
+		return nil, usagef("--hold-ttl must be whole seconds, at least 1s (got %s)", f.holdTTL)
+	}
+	if f.cfg.Quantity > f.seats {
+		return nil, usagef("--quantity %d exceeds --seats %d", f.cfg.Quantity, f.seats)
+	}
+	if f.reaper <= 0 || f.pgPause <= 0 || f.payLatency < 0 {
+		return nil, usagef("--reaper and --pg-pause must be positive, --pay-latency not negative")
+	}
+	if f.chartPath != "" {
+		if ext := strings.ToLower(filepath.Ext(f.chartPath)); ext != ".svg" && ext != ".png" {
+			return nil, usagef("--chart must name a .svg or .png file (got %q)", f.chartPath)
+		}
+	}
+	var faults []string
+	for _, name := range strings.Split(f.faults, ",") {
+		name = strings.TrimSpace(name)
+		switch {
+		case name == "":
+		case name == "all":
+			faults = append(faults, faultNames...)
+		case slices.Contains(faultNames, name):
+			faults = append(faults, name)
+		default:
+			return nil, usagef("--faults: unknown fault %q (want %s or all)", name, strings.Join(faultNames, ", "))
+		}
+	}
+	slices.Sort(faults)
+	faults = slices.Compact(faults)
+	if err := f.srv.check(!slices.Contains(faults, "redis-restart"), true); err != nil {
+		return nil, err
+	}
+	if err := needBinary(f.caddyBin, "make build"); err != nil {
+		return nil, err
+	}
+	if err := needBinary(f.originBin, "go build -o bin/origin ./cmd/origin"); err != nil {
+		return nil, err
+	}
+	return faults, nil
+}
+
+func runFlashSale(ctx context.Context, args []string, out, errOut io.Writer) error {
+	fs := newFlags("flashsale", "A whole flash sale on this machine: starts the origin and Caddy with the\nwaiting room (over $REDIS_URL and $DATABASE_URL), creates the event, sends the\ncrowd through the gateway, prints the report and stops what it started.", errOut)
+	var f saleFlags
+	f.register(fs)
+	if err := fs.parse(args); err != nil {
+		return err
+	}
+	faults, err := f.check()
+	if err != nil {
+		return err
+	}
+	res, err := flashSale(ctx, f, faults, out, errOut)
+	if err != nil {
+		return err
+	}
+	if res.Broken() {
+		return fmt.Errorf("%w: oversold %d, drift %d%s", errBroken, res.Oversold, res.Invariant.Drift, invErr(res))
+	}
+	return nil
+}
+
+func invErr(r *sale.Result) string {
+	if r.InvariantError != "" {
+		return " (invariant unreadable: " + r.InvariantError + ")"
+	}
+	return ""
+}
+
+// flashSale brings the system up, runs the sale, reports, and brings the
+// system down again whatever happens.
+func flashSale(ctx context.Context, f saleFlags, faults []string, out, errOut io.Writer) (*sale.Result, error) {
+	dir, cleanup, err := workDir("flashsale", f.keep, errOut)
+	if err != nil {
+		return nil, err
+	}
+	defer cleanup()
+	has := func(name string) bool { return slices.Contains(faults, name) }
+	ttl := int64(f.holdTTL / time.Second)
+	env := []string{
+		"ORIGIN_REAPER_INTERVAL=" + f.reaper.String(),
+		"ORIGIN_RECONCILE_INTERVAL=" + f.reaper.String(),
+		"ORIGIN_LOG_FORMAT=json",
+		"FAKEPAY_LATENCY=" + f.payLatency.String(),
+		"FAKEPAY_LATENCY_JITTER=" + f.payLatency.String(),
+	}
+	if has("webhooks") {
+		// Every webhook five times, each copy delayed at random: duplicates
+		// and events out of order.
+		env = append(env, "FAKEPAY_MIN_COPIES=5", "FAKEPAY_MAX_COPIES=5", "FAKEPAY_MAX_DELAY=2s")
+		f.cfg.LateCopies = 5
+	}
+	fmt.Fprintf(errOut, "starting the origin and Caddy (run folder %s)…\n", dir)
+	sys, err := stack.Up(ctx, stack.SystemConfig{
+		CaddyBin: f.caddyBin, OriginBin: f.originBin, Dir: dir,
+		RedisURL: f.srv.redisURL, DatabaseURL: f.srv.databaseURL,
+		OwnRedis: has("redis-restart"), PausablePostgres: has("pg-pause"),
+		OriginEnv: env,
+		Event: api.NewEvent{Name: "Flash sale", Capacity: f.seats, Price: 90000, Currency: "inr",
+			HoldTTLSeconds: ttl, MaxPerUser: max(f.cfg.Quantity, 1), OverflowPct: &f.overflowPct},
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		for _, e := range sys.Down(context.WithoutCancel(ctx)) {
+			fmt.Fprintf(errOut, "stopping: %v\n", e)
+		}
+	}()
+	// A server that dies mid-sale ends the run at once.
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	go watchSystem(ctx, sys, cancel)
+
+	target := saleTarget(sys)
+	var inject []sale.Fault
+	if has("pg-pause") {
+		inject = append(inject, sale.Fault{Name: "PostgreSQL paused", At: f.cfg.Window / 2, Do: func(ctx context.Context) (string, error) {
+			sys.Proxy.Pause()
+			sleepCtx(ctx, f.pgPause)
+			sys.Proxy.Resume()
+			return fmt.Sprintf("every byte between the origin and PostgreSQL held for %s", f.pgPause), nil
+		}})
+	}
+	if has("redis-restart") {
+		inject = append(inject, sale.Fault{Name: "Redis restarted", At: f.cfg.Window + 2*time.Second, Do: func(ctx context.Context) (string, error) {
+			return restartRedis(ctx, sys)
+		}})
+	}
+
+	fmt.Fprintf(errOut, "event %d: %d seats, %d sellable; %s users arriving over %s through %s\n",
+		sys.Event.ID, sys.Event.Capacity, sys.Event.Sellable, report.Count(f.cfg.Users), f.cfg.Window, sys.Gateway)
+	bar := newBar(f.cfg.Users, f.quiet, errOut)
+	res, err := sale.Run(ctx, f.cfg, target, inject, func(done, _ int64, s sale.Sample) {
+		if bar == nil {
+			return
+		}
+		bar.Describe(fmt.Sprintf("queue %s · admitted %s · held %d · sold %d/%d", report.Count(s.Queue), report.Count(s.Admitted), s.Holds, s.Sold, sys.Event.Sellable))
+		_ = bar.Set64(done)
+	})
+	if bar != nil {
+		_ = bar.Finish()
+		fmt.Fprintln(errOut)
+	}
+	if cause := context.Cause(ctx); err != nil && cause != nil && cause != context.Canceled {
+		return nil, cause
+	}
+	if err != nil {
+		return nil, err
+	}
+	report.PrintSale(out, res)
+	if f.jsonPath != "" {
+		if err := report.WriteJSON(f.jsonPath, res); err != nil {
+			return res, err
+		}
+		fmt.Fprintf(out, "\nreport written to %s\n", f.jsonPath)
+	}
+	if f.chartPath != "" {
+		if err := os.MkdirAll(filepath.Dir(f.chartPath), 0o755); err != nil {
+			return res, err
+		}
+		if err := report.SaleChart(f.chartPath, res); err != nil {
+			return res, err
+		}
+		fmt.Fprintf(out, "chart written to %s\n", f.chartPath)
+	}
+	return res, nil
+}
+
+// saleTarget is how the crowd and the report reach the system.
+func saleTarget(sys *stack.System) sale.Target {
+	return sale.Target{
+		Gateway: sys.Gateway, GatewayAdmin: sys.Caddy.AdminURL, Origin: sys.Origin.URL,
+		AdminToken: sys.AdminToken, WebhookSecret: sys.WebhookSecret, Event: sys.Event.ID,
+		Writes: func(ctx context.Context) (int64, int64, error) {
+			w, err := sys.DB.SettledWrites(ctx, 15*time.Second)
+			return w.Rows(), w.Commits, err
+		},
+		Commands: func(ctx context.Context) (int64, error) {
+			return stack.RedisCommands(ctx, sys.RedisURL)
+		},
+	}
+}
+
+// restartRedis kills the Redis under the origin and the gateway and starts
+// it again empty. The origin must rebuild the inventory from its ledger;
+// if it has not done so by itself within a few seconds, the operator's
+// rebuild call is made (and the note says which happened).
+func restartRedis(ctx context.Context, sys *stack.System) (string, error) {
+	if err := sys.Redis.Restart(ctx); err != nil {
+		return "", err
+	}
+	admin := api.OriginAdmin{Client: api.Client{HTTP: api.NewHTTPClient(0, 10*time.Second), Base: sys.Origin.URL}, Token: sys.AdminToken}
+	loaded := func() bool {
+		n, err := stack.RedisKeyExists(ctx, sys.RedisURL, sys.Event.ID)
+		return err == nil && n
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		if loaded() {
+			return "killed and restarted empty; the origin reloaded the inventory from PostgreSQL by itself", nil
+		}
+		sleepCtx(ctx, 100*time.Millisecond)
+	}
+	inv, err := admin.Rebuild(ctx, sys.Event.ID)
+	if err != nil {
+		return "killed and restarted empty; the origin had not reloaded after 5s and the rebuild call failed", err
+	}
+	return fmt.Sprintf("killed and restarted empty; rebuilt through the admin API after 5s (remaining %d, drift %d)", inv.Remaining, inv.Drift), nil
+}
+
+func watchSystem(ctx context.Context, sys *stack.System, cancel context.CancelCauseFunc) {
+	t := time.NewTicker(200 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := sys.Failed(); err != nil {
+				cancel(err)
+				return
+			}
+		}
+	}
+}
+
+func newBar(users int, quiet bool, w io.Writer) *progressbar.ProgressBar {
+	if quiet {
+		return nil
+	}
+	return progressbar.NewOptions64(int64(users),
+		progressbar.OptionSetWriter(w),
+		progressbar.OptionSetDescription("starting"),
+		progressbar.OptionShowCount(),
+		progressbar.OptionSetWidth(24),
+		progressbar.OptionThrottle(200*time.Millisecond),
+		progressbar.OptionSetElapsedTime(true),
+		progressbar.OptionSetPredictTime(false),
+	)
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}

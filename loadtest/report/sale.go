@@ -1,0 +1,127 @@
+package report
+
+import (
+	"fmt"
+	"io"
+	"sort"
+
+	"github.com/waitroom/waitroom/loadtest/sale"
+)
+
+// PrintSale writes the sale's report.
+func PrintSale(w io.Writer, r *sale.Result) {
+	ev := r.Event
+	fmt.Fprintf(w, "\nFlash sale: %s users over %s for %s seats (%s sellable + %s overflow reserve), event %d\n",
+		Count(r.Users), r.Config.Window, Count(ev.Capacity), Count(ev.Sellable), Count(ev.Capacity-ev.Sellable), ev.ID)
+	if r.TimedOut {
+		fmt.Fprintf(w, "!! the sale was cut off by --timeout %s\n", r.Config.Timeout)
+	}
+	fmt.Fprintln(w)
+
+	t := Table{Header: []string{"", "", ""}}
+	perUser := 0.0
+	if r.Users > 0 {
+		perUser = float64(r.Requests.Gateway) / float64(r.Users)
+	}
+	t.Add("users", Count(r.Users), "")
+	t.Add("requests to the gateway", Count(r.Requests.Gateway), fmt.Sprintf("%.2f per user", perUser))
+	t.Add("answered at the edge (never reached the origin)", Count(r.Requests.Edge), Percent(r.Requests.Edge, r.Requests.Gateway))
+	t.Add("passed to the origin (admitted)", Count(r.Requests.Origin), Percent(r.Requests.Origin, r.Requests.Gateway))
+	t.Add("users admitted", Count(r.Admitted), fmt.Sprintf("autopilot: %d raise(s), %s positions", r.Pilot.Raises, Count(r.Pilot.Admitted)))
+	t.Add("holds made", Count(r.Holds), fmt.Sprintf("%s refused sold out", Count(r.HoldSoldOut)))
+	t.Add("bookings confirmed / seats sold", fmt.Sprintf("%s / %s", Count(r.Confirmed), Count(r.SeatsSold)), fmt.Sprintf("ledger: %s confirmed", Count(r.Invariant.Confirmed)))
+	t.Add("holds expired unpaid / seats re-sold", fmt.Sprintf("%s / %s", Count(r.Expired), Count(r.Resold)), "")
+	t.Add("payments declined (then retried)", Count(r.Declined), "")
+	t.Add("late payments absorbed / refunded", fmt.Sprintf("%s / %s", Count(r.LateAbsorbed), Count(r.LateRefunded)),
+		fmt.Sprintf("%s late webhooks sent, %s settled before", Count(r.LateSent), Count(r.LateEarly)))
+	t.Add("double clicks on pay / double bookings", fmt.Sprintf("%s / %s", Count(r.DoubleClicks), Count(r.DoubleBooked)), "")
+	t.Add("OVERSOLD", Count(r.Oversold), verdict(r.Oversold == 0))
+	drift := Count(r.Invariant.Drift)
+	if r.InvariantError != "" {
+		drift = "unknown"
+	}
+	t.Add("invariant drift at the end", drift, verdict(r.InvariantError == "" && r.Invariant.Drift == 0)+
+		fmt.Sprintf(" (remaining %d, active %d, sellable %d)", r.Invariant.Remaining, r.Invariant.ActiveHolds, r.Invariant.Sellable))
+	t.Add("Postgres rows written per seat sold", fmt.Sprintf("%.1f", r.WritesPerSeat),
+		fmt.Sprintf("%s rows, %s commits", Count(r.PostgresRows), Count(r.PostgresCommits)))
+	t.Add("time to sell out (first hold refused)", orDash(r.SoldOutAfter > 0, Seconds(r.SoldOutAfter)), "")
+	t.Add("last seat confirmed", orDash(r.LastSaleAfter > 0, Seconds(r.LastSaleAfter)), fmt.Sprintf("sale lasted %s", Seconds(r.Duration)))
+	printPlain(w, t)
+
+	fmt.Fprintln(w)
+	lt := Table{Header: []string{"step", "count", "p50", "p95", "p99"}}
+	for _, st := range sale.Steps() {
+		s, ok := r.Latency[st]
+		if !ok {
+			continue
+		}
+		lt.Add(st, Count(s.Count), Millis(s.P50), Millis(s.P95), Millis(s.P99))
+	}
+	lt.Write(w)
+
+	fmt.Fprintln(w)
+	rt := Table{Header: []string{"layer", "per second", "what"}}
+	rt.Add("gateway (Caddy + waitroom)", Rate(r.Rates["gateway"]), "requests from the crowd")
+	rt.Add("origin", Rate(r.Rates["origin"]), "requests admitted by the gateway, plus webhooks")
+	rt.Add("Redis", Rate(r.Rates["redis"]), "commands (queue, inventory, idempotency)")
+	rt.Add("PostgreSQL", Rate(r.Rates["postgres"]), "transactions committed")
+	rt.Write(w)
+
+	fmt.Fprintln(w)
+	ot := Table{Header: []string{"how visits ended", "users"}}
+	names := make([]string, 0, len(r.Outcomes))
+	for k := range r.Outcomes {
+		names = append(names, k)
+	}
+	sort.Slice(names, func(i, j int) bool { return r.Outcomes[names[i]] > r.Outcomes[names[j]] })
+	for _, k := range names {
+		ot.Add(k, Count(r.Outcomes[k]))
+	}
+	ot.Write(w)
+
+	if len(r.Faults) > 0 {
+		fmt.Fprintln(w)
+		ft := Table{Header: []string{"fault", "at", "took", "what happened"}}
+		for _, f := range r.Faults {
+			note := f.Note
+			if f.Error != "" {
+				note += " ERROR: " + f.Error
+			}
+			ft.Add(f.Name, Seconds(f.At), Seconds(f.Took), note)
+		}
+		ft.Write(w)
+	}
+	if len(r.Errors) > 0 {
+		fmt.Fprintf(w, "\n%d unexpected answers or errors; the first distinct ones:\n", r.ErrCount)
+		for _, e := range r.Errors {
+			fmt.Fprintf(w, "  - %s\n", e)
+		}
+	}
+}
+
+// printPlain writes a table without its header and rule.
+func printPlain(w io.Writer, t Table) {
+	widths := make([]int, 3)
+	for _, r := range t.Rows {
+		for i, c := range r {
+			widths[i] = max(widths[i], len([]rune(c)))
+		}
+	}
+	for _, r := range t.Rows {
+		fmt.Fprintf(w, "  %-*s  %*s   %s\n", widths[0], r[0], widths[1], r[1], r[2])
+	}
+}
+
+func verdict(ok bool) string {
+	if ok {
+		return "ok"
+	}
+	return "FAILED"
+}
+
+func orDash(ok bool, s string) string {
+	if ok {
+		return s
+	}
+	return "–"
+}

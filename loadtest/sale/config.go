@@ -1,0 +1,138 @@
+// Package sale simulates a flash sale end to end: virtual users arrive in a
+// burst, wait in the gateway's queue, hold a seat at the origin when
+// admitted, and pay with the simulated provider, while an autopilot admits
+// more of the queue as long as seats remain. It reports what each layer did
+// and whether the inventory stayed true (never oversold, no drift).
+package sale
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Config is how the crowd behaves.
+type Config struct {
+	// Users arrive uniformly over Window.
+	Users  int
+	Window time.Duration
+	// Refresh is the requests a user sends while arriving, counting the
+	// first: browsers refresh and retry, 1.5–2x. The part above 1 is the
+	// chance of one extra refresh while queued.
+	Refresh float64
+	// Quantity is the seats each buyer asks for.
+	Quantity int64
+
+	// Abandon is the fraction of holders who never pay (their hold expires
+	// and the seat is sold again).
+	Abandon float64
+	// Decline is the fraction of payments made with a declined card; such a
+	// buyer retries once with a good one.
+	Decline float64
+	// Late is the fraction of payments that succeed at the provider but
+	// whose webhook arrives only after the hold expired (pm_fakepay_silent,
+	// then delivered by the simulation).
+	Late float64
+	// LateCopies is how many times each late webhook is delivered.
+	LateCopies int
+	// DoubleClick is the fraction of bookings sent twice at once with the
+	// same Idempotency-Key.
+	DoubleClick float64
+	// Persist is the fraction of admitted users told "sold out" who keep
+	// trying for Patience, to buy seats that come back.
+	Persist  float64
+	Patience time.Duration
+	// Think is the longest pause a buyer takes between two steps.
+	Think time.Duration
+
+	// AdmitFactor is how many users the autopilot admits per seat left,
+	// at most once per PilotEvery.
+	AdmitFactor int64
+	PilotEvery  time.Duration
+
+	// Timeout bounds the whole sale; Settle bounds the wait for the
+	// invariant to settle afterwards.
+	Timeout time.Duration
+	Settle  time.Duration
+	// Conns is the most connections the crowd opens to the gateway.
+	Conns int
+	// Seed makes the crowd's choices repeatable; 0 picks one.
+	Seed uint64
+}
+
+// Defaults is the default crowd: 50,000 users over 5 s.
+func Defaults() Config {
+	return Config{
+		Users: 50_000, Window: 5 * time.Second, Refresh: 1.75, Quantity: 1,
+		Abandon: 0.10, Decline: 0.05, Late: 0.03, LateCopies: 1, DoubleClick: 0.05,
+		Persist: 0.5, Patience: 30 * time.Second, Think: 500 * time.Millisecond,
+		AdmitFactor: 10, PilotEvery: 3 * time.Second,
+		Timeout: 3 * time.Minute, Settle: 45 * time.Second, Conns: 512,
+	}
+}
+
+// Validate names the first value out of range.
+func (c Config) Validate() error {
+	var errs []error
+	pos := func(name string, ok bool) {
+		if !ok {
+			errs = append(errs, fmt.Errorf("%s must be positive", name))
+		}
+	}
+	frac := func(name string, v float64) {
+		if v < 0 || v > 1 {
+			errs = append(errs, fmt.Errorf("%s must be between 0 and 1 (got %v)", name, v))
+		}
+	}
+	pos("users", c.Users > 0)
+	pos("window", c.Window > 0)
+	pos("quantity", c.Quantity > 0)
+	pos("admit-factor", c.AdmitFactor > 0)
+	pos("pilot-every", c.PilotEvery > 0)
+	pos("timeout", c.Timeout > 0)
+	pos("conns", c.Conns > 0)
+	pos("late-copies", c.LateCopies > 0)
+	if c.Refresh < 1 || c.Refresh > 2 {
+		errs = append(errs, fmt.Errorf("refresh must be between 1 and 2 (got %v)", c.Refresh))
+	}
+	frac("abandon", c.Abandon)
+	frac("decline", c.Decline)
+	frac("late", c.Late)
+	frac("double-click", c.DoubleClick)
+	frac("persist", c.Persist)
+	if c.Abandon+c.Decline+c.Late > 1 {
+		errs = append(errs, errors.New("abandon + decline + late must not exceed 1"))
+	}
+	if c.Patience < 0 || c.Think < 0 || c.Settle < 0 {
+		errs = append(errs, errors.New("patience, think and settle must not be negative"))
+	}
+	return errors.Join(errs...)
+}
+
+// Target is the running system the crowd is sent to.
+type Target struct {
+	// Gateway is the site guarded by the waiting room (in front of the
+	// origin); GatewayAdmin is Caddy's admin endpoint.
+	Gateway, GatewayAdmin string
+	// Origin is reached directly only by the provider's webhooks and the
+	// operator (admin API), never by the crowd.
+	Origin        string
+	AdminToken    string
+	WebhookSecret string
+	Event         int64
+	// Writes reads the Postgres write counters of the origin's database;
+	// Commands reads Redis's command counter. Either may be nil.
+	Writes   func(ctx context.Context) (rows, commits int64, err error)
+	Commands func(ctx context.Context) (int64, error)
+}
+
+// Fault is something done to the system mid-sale.
+type Fault struct {
+	Name string
+	// At is when, from the first arrival.
+	At time.Duration
+	// Do injects the fault (and waits out its length); the note says what
+	// happened.
+	Do func(ctx context.Context) (note string, err error)
+}

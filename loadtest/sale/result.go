@@ -1,0 +1,197 @@
+package sale
+
+import (
+	"context"
+	"time"
+
+	"github.com/waitroom/waitroom/loadtest/api"
+	"github.com/waitroom/waitroom/loadtest/latency"
+)
+
+// Result is the report of a sale.
+type Result struct {
+	Config   Config        `json:"config"`
+	Event    api.Event     `json:"event"`
+	Started  time.Time     `json:"started"`
+	Duration time.Duration `json:"duration_ns"`
+	// TimedOut is set when the sale was cut off by Config.Timeout.
+	TimedOut bool `json:"timed_out"`
+
+	Users    int64            `json:"users"`
+	Outcomes map[string]int64 `json:"outcomes"`
+
+	Requests struct {
+		Gateway int64 `json:"gateway"`
+		// Origin is the requests the gateway passed on (admitted); Edge the
+		// ones it answered itself.
+		Origin      int64   `json:"origin"`
+		Edge        int64   `json:"edge"`
+		EdgePercent float64 `json:"edge_percent"`
+		Webhooks    int64   `json:"webhooks"`
+		Unavailable int64   `json:"unavailable"`
+		NoAnswer    int64   `json:"no_answer"`
+	} `json:"requests"`
+
+	Admitted    int64 `json:"admitted"`
+	Holds       int64 `json:"holds"`
+	HoldSoldOut int64 `json:"hold_sold_out_answers"`
+	HoldRetries int64 `json:"hold_retries"`
+	Bookings    int64 `json:"bookings"`
+	Confirmed   int64 `json:"confirmed_bookings"`
+	// SeatsSold is the tickets the buyers received.
+	SeatsSold int64 `json:"seats_sold"`
+	// Expired is holds never paid for, left to expire; Resold holds made
+	// after the first sell-out with seats that came back.
+	Expired int64 `json:"expired"`
+	Resold  int64 `json:"resold"`
+	// Declined counts failed payments (each such buyer retried once).
+	Declined     int64 `json:"declined"`
+	DoubleClicks int64 `json:"double_clicks"`
+	// DoubleBooked counts double clicks answered with two bookings.
+	DoubleBooked int64 `json:"double_booked"`
+	LateSent     int64 `json:"late_webhooks_sent"`
+	LateEarly    int64 `json:"late_settled_before_webhook"`
+	LateAbsorbed int64 `json:"late_absorbed"`
+	LateRefunded int64 `json:"late_refunded"`
+
+	// Oversold is seats sold beyond the capacity plus seats sold twice.
+	Oversold       int64         `json:"oversold"`
+	DuplicateSeats int64         `json:"duplicate_seats"`
+	Invariant      api.Invariant `json:"invariant"`
+	InvariantError string        `json:"invariant_error,omitempty"`
+	SettledIn      time.Duration `json:"settled_in_ns"`
+
+	PostgresRows    int64   `json:"postgres_rows_written"`
+	PostgresCommits int64   `json:"postgres_commits"`
+	WritesPerSeat   float64 `json:"postgres_rows_per_seat_sold"`
+	RedisCommands   int64   `json:"redis_commands"`
+
+	// SoldOutAfter is when a hold was first refused for lack of seats;
+	// LastSaleAfter when the last booking was confirmed.
+	SoldOutAfter  time.Duration `json:"sold_out_after_ns"`
+	LastSaleAfter time.Duration `json:"last_sale_after_ns"`
+
+	Latency map[string]latency.Summary `json:"latency"`
+	// Rates are requests (or commands, rows) per second per layer over the
+	// sale.
+	Rates map[string]float64 `json:"rates"`
+
+	Pilot    pilotStats    `json:"autopilot"`
+	Faults   []FaultRecord `json:"faults"`
+	Errors   []string      `json:"errors"`
+	ErrCount int64         `json:"error_count"`
+	Timeline []Sample      `json:"timeline"`
+}
+
+// Broken reports whether the sale broke the inventory: any seat oversold,
+// drift left at the end, or the invariant unreadable.
+func (r *Result) Broken() bool {
+	return r.Oversold != 0 || r.Invariant.Drift != 0 || r.InvariantError != "" || r.DoubleBooked != 0
+}
+
+func (s *sim) result(ctx context.Context, end time.Time, before outside, timedOut bool) *Result {
+	c := s.c
+	r := &Result{Config: s.cfg, Event: s.event, Started: s.start, Duration: end.Sub(s.start), TimedOut: timedOut}
+	r.Users = int64(s.cfg.Users)
+	r.Outcomes = map[string]int64{}
+	for o := range numOutcomes {
+		if n := c.outcomes[o].Load(); n > 0 {
+			r.Outcomes[o.String()] = n
+		}
+	}
+	r.Requests.Gateway = c.gateway.Load()
+	r.Requests.Origin = c.reached.Load()
+	r.Requests.Edge = r.Requests.Gateway - r.Requests.Origin - c.transport.Load()
+	if r.Requests.Gateway > 0 {
+		r.Requests.EdgePercent = 100 * float64(r.Requests.Edge) / float64(r.Requests.Gateway)
+	}
+	r.Requests.Webhooks = c.webhooks.Load()
+	r.Requests.Unavailable = c.unavailable.Load()
+	r.Requests.NoAnswer = c.transport.Load()
+
+	r.Admitted = c.admitted.Load()
+	r.Holds = c.holds.Load()
+	r.HoldSoldOut = c.holdSoldOut.Load()
+	r.HoldRetries = c.holdRetries.Load()
+	r.Bookings = c.bookings.Load()
+	r.Confirmed = c.confirmed.Load()
+	r.SeatsSold = c.seats.Load()
+	r.Expired = c.expired.Load()
+	r.Resold = c.resold.Load()
+	r.Declined = c.declined.Load()
+	r.DoubleClicks = c.doubles.Load()
+	r.DoubleBooked = c.doubleDiff.Load()
+	r.LateSent = c.lateSent.Load()
+	r.LateEarly = c.lateEarly.Load()
+	r.LateAbsorbed = c.outcomes[LateAbsorbed].Load()
+	r.LateRefunded = c.outcomes[LateRefunded].Load()
+
+	// The invariant is read once the system is quiet: the reaper and the
+	// reconciler get up to Settle to finish what the sale left in flight.
+	settleStart := time.Now()
+	deadline := settleStart.Add(s.cfg.Settle)
+	for {
+		inv, err := s.invariant(ctx)
+		if err == nil {
+			r.Invariant, r.InvariantError = inv, ""
+			if inv.Drift == 0 {
+				break
+			}
+		} else {
+			r.InvariantError = err.Error()
+		}
+		if time.Now().After(deadline) || !sleep(ctx, 500*time.Millisecond) {
+			break
+		}
+	}
+	r.SettledIn = time.Since(settleStart)
+
+	c.mu.Lock()
+	r.DuplicateSeats = c.dupSeats
+	r.Errors = append([]string(nil), c.errs...)
+	r.ErrCount = c.errCount
+	if !c.firstOut.IsZero() {
+		r.SoldOutAfter = c.firstOut.Sub(s.start)
+	}
+	if !c.lastSale.IsZero() {
+		r.LastSaleAfter = c.lastSale.Sub(s.start)
+	}
+	c.mu.Unlock()
+	sold := max(r.SeatsSold, r.Invariant.Confirmed)
+	r.Oversold = max(0, sold-s.event.Capacity) + r.DuplicateSeats
+
+	after, err := s.counters(ctx)
+	if err == nil && after.haveDB && before.haveDB {
+		r.PostgresRows = after.rows - before.rows
+		r.PostgresCommits = after.commits - before.commits
+		if r.SeatsSold > 0 {
+			r.WritesPerSeat = float64(r.PostgresRows) / float64(r.SeatsSold)
+		}
+	}
+	if err == nil && after.haveRedis && before.haveRedis && after.commands >= before.commands {
+		r.RedisCommands = after.commands - before.commands
+	}
+
+	r.Latency = map[string]latency.Summary{}
+	for _, st := range steps {
+		if sm := c.lat[st].Summary(); sm.Count > 0 {
+			r.Latency[st] = sm
+		}
+	}
+	secs := r.Duration.Seconds()
+	r.Rates = map[string]float64{
+		"gateway":  float64(r.Requests.Gateway) / secs,
+		"origin":   float64(r.Requests.Origin+r.Requests.Webhooks) / secs,
+		"postgres": float64(r.PostgresCommits) / secs,
+		"redis":    float64(r.RedisCommands) / secs,
+	}
+	s.mu.Lock()
+	r.Pilot = s.pilot
+	r.Faults = append([]FaultRecord(nil), s.faults...)
+	r.Timeline = append([]Sample(nil), s.timeline...)
+	s.mu.Unlock()
+	return r
+}
+
+// Steps lists the steps whose latency a Result holds, in report order.
+func Steps() []string { return append([]string(nil), steps...) }

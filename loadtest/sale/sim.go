@@ -1,0 +1,205 @@
+package sale
+
+import (
+	"context"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/waitroom/waitroom/loadtest/api"
+)
+
+// sim is one run of the sale.
+type sim struct {
+	cfg       Config
+	target    Target
+	eventPath string
+
+	gateway  api.Client
+	gwAdmin  api.GatewayAdmin
+	admin    api.OriginAdmin
+	webhooks api.Webhooks
+
+	c *counters
+	// closed is set once no seat can come back: everything sold and
+	// settled, so the persistent stop waiting.
+	closed atomic.Bool
+	start  time.Time
+
+	// followFor bounds how long a buyer follows a booking; lateBy is how
+	// long after a hold's expiry a late webhook is sent.
+	followFor time.Duration
+	lateBy    time.Duration
+
+	event api.Event
+	pilot pilotStats
+
+	mu       sync.Mutex
+	timeline []Sample
+	faults   []FaultRecord
+}
+
+// Progress is told how the sale is going a few times a second.
+type Progress func(done, users int64, s Sample)
+
+// Run sends the crowd at target and reports what happened. faults are
+// injected at their times.
+func Run(ctx context.Context, cfg Config, target Target, faults []Fault, progress Progress) (*Result, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Seed == 0 {
+		cfg.Seed = rand.Uint64()
+	}
+	httpc := api.NewHTTPClient(cfg.Conns, 15*time.Second)
+	direct := api.NewHTTPClient(0, 15*time.Second)
+	s := &sim{
+		cfg: cfg, target: target,
+		eventPath: "/v1/events/" + strconv.FormatInt(target.Event, 10),
+		gateway:   api.Client{HTTP: httpc, Base: target.Gateway},
+		gwAdmin:   api.GatewayAdmin{Client: api.Client{HTTP: direct, Base: target.GatewayAdmin}},
+		admin:     api.OriginAdmin{Client: api.Client{HTTP: direct, Base: target.Origin}, Token: target.AdminToken},
+		webhooks:  api.Webhooks{Client: api.Client{HTTP: direct, Base: target.Origin}, Provider: "fakepay", Secret: target.WebhookSecret},
+		c:         newCounters(),
+		lateBy:    2 * time.Second,
+	}
+	ev, err := s.admin.Event(ctx, target.Event)
+	if err != nil {
+		return nil, err
+	}
+	s.event = ev
+	s.followFor = time.Duration(ev.HoldTTLSeconds)*time.Second*3 + time.Minute
+
+	before, err := s.counters(ctx)
+	if err != nil {
+		return nil, err
+	}
+
+	saleCtx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+	defer cancel()
+	users := s.crowd()
+	s.start = time.Now()
+	var wg sync.WaitGroup
+	for _, u := range users {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			o := s.visit(saleCtx, u)
+			s.c.outcomes[o].Add(1)
+			s.c.finished.Add(1)
+		}()
+	}
+	bg, stopBG := context.WithCancel(saleCtx)
+	var bgWG sync.WaitGroup
+	bgWG.Add(3)
+	go func() { defer bgWG.Done(); s.autopilot(bg) }()
+	go func() { defer bgWG.Done(); s.monitor(bg, progress) }()
+	go func() { defer bgWG.Done(); s.inject(bg, faults) }()
+	wg.Wait()
+	end := time.Now()
+	stopBG()
+	bgWG.Wait()
+	timedOut := saleCtx.Err() != nil && ctx.Err() == nil
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+
+	res := s.result(ctx, end, before, timedOut)
+	return res, nil
+}
+
+// crowd draws every user's arrival and behaviour.
+func (s *sim) crowd() []*user {
+	cfg := s.cfg
+	seed := rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))
+	users := make([]*user, cfg.Users)
+	for i := range users {
+		rng := rand.New(rand.NewPCG(seed.Uint64(), seed.Uint64()))
+		u := &user{n: i, rng: rng}
+		u.arrival = time.Duration(rng.Int64N(int64(cfg.Window)))
+		u.refresh = rng.Float64() < cfg.Refresh-1
+		u.persist = rng.Float64() < cfg.Persist
+		u.double = rng.Float64() < cfg.DoubleClick
+		switch p := rng.Float64(); {
+		case p < cfg.Abandon:
+			u.plan = abandon
+		case p < cfg.Abandon+cfg.Decline:
+			u.plan = payDeclined
+		case p < cfg.Abandon+cfg.Decline+cfg.Late:
+			u.plan = payLate
+		}
+		users[i] = u
+	}
+	return users
+}
+
+// snapshot of the counters that move outside the crowd.
+type outside struct {
+	rows, commits, commands int64
+	haveDB, haveRedis       bool
+}
+
+func (s *sim) counters(ctx context.Context) (outside, error) {
+	var o outside
+	if s.target.Writes != nil {
+		rows, commits, err := s.target.Writes(ctx)
+		if err != nil {
+			return o, err
+		}
+		o.rows, o.commits, o.haveDB = rows, commits, true
+	}
+	if s.target.Commands != nil {
+		if n, err := s.target.Commands(ctx); err == nil {
+			o.commands, o.haveRedis = n, true
+		}
+	}
+	return o, nil
+}
+
+// inject runs each fault at its time.
+func (s *sim) inject(ctx context.Context, faults []Fault) {
+	var wg sync.WaitGroup
+	for _, f := range faults {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if !sleep(ctx, time.Until(s.start.Add(f.At))) {
+				return
+			}
+			rec := FaultRecord{Name: f.Name, At: time.Since(s.start)}
+			note, err := f.Do(ctx)
+			rec.Took = time.Since(s.start) - rec.At
+			rec.Note = note
+			if err != nil {
+				rec.Error = err.Error()
+			}
+			s.mu.Lock()
+			s.faults = append(s.faults, rec)
+			s.mu.Unlock()
+		}()
+	}
+	wg.Wait()
+}
+
+// FaultRecord is a fault as it happened.
+type FaultRecord struct {
+	Name  string        `json:"name"`
+	At    time.Duration `json:"at_ns"`
+	Took  time.Duration `json:"took_ns"`
+	Note  string        `json:"note,omitempty"`
+	Error string        `json:"error,omitempty"`
+}
+
+func (s *sim) invariant(ctx context.Context) (api.Invariant, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	return s.admin.Invariant(ctx, s.target.Event)
+}
+
+func (s *sim) gatewayState(ctx context.Context) (api.GatewayState, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	return s.gwAdmin.State(ctx, s.target.Event)
+}

@@ -1,0 +1,148 @@
+package stack
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/template"
+	"time"
+)
+
+// Site is one site of a generated Caddyfile, on its own loopback port.
+type Site struct {
+	Port int
+	// Waitroom guards the site when set.
+	Waitroom *Waitroom
+	// Upstream is the reverse_proxy target; without one the site answers
+	// Respond itself.
+	Upstream string
+	Respond  string
+}
+
+// URL is the site's base URL.
+func (s Site) URL() string { return fmt.Sprintf("http://127.0.0.1:%d", s.Port) }
+
+// Waitroom is the waitroom directive of a Site.
+type Waitroom struct {
+	Event     int64
+	Store     string // "memory" or a redis:// URL
+	Watermark int64
+	HardCap   int64
+	Lease     int64
+}
+
+// CaddyConfig is a Caddy to start from a generated Caddyfile.
+type CaddyConfig struct {
+	Bin   string
+	Dir   string
+	KeyID string
+	// Secret signs queue tokens; passed in the environment, never written
+	// to the Caddyfile.
+	Secret string
+	Sites  []Site
+}
+
+// Caddy is a running Caddy.
+type Caddy struct {
+	*Proc
+	// AdminURL is Caddy's admin endpoint.
+	AdminURL string
+	Sites    []Site
+}
+
+var caddyfileTemplate = template.Must(template.New("Caddyfile").Parse(`{
+	admin 127.0.0.1:{{.AdminPort}}
+	auto_https off
+	persist_config off
+	grace_period 2s
+}
+{{range .Sites}}
+http://127.0.0.1:{{.Port}} {
+	bind 127.0.0.1
+{{- with .Waitroom}}
+	waitroom {
+		event {{.Event}}
+		key {{$.KeyID}} {env.WAITROOM_SECRET}
+		store {{.Store}}
+		watermark {{.Watermark}}
+{{- if .HardCap}}
+		hard_cap {{.HardCap}}
+{{- end}}
+{{- if .Lease}}
+		lease {{.Lease}}
+{{- end}}
+	}
+{{- end}}
+{{- if .Upstream}}
+	reverse_proxy {{.Upstream}}
+{{- else}}
+	respond ` + "`{{.Respond}}`" + ` 200
+{{- end}}
+}
+{{end}}`))
+
+// WriteCaddyfile renders cfg's Caddyfile to path.
+func WriteCaddyfile(path string, cfg CaddyConfig, adminPort int) error {
+	var b strings.Builder
+	err := caddyfileTemplate.Execute(&b, struct {
+		CaddyConfig
+		AdminPort int
+	}{cfg, adminPort})
+	if err != nil {
+		return fmt.Errorf("render Caddyfile: %w", err)
+	}
+	return os.WriteFile(path, []byte(b.String()), 0o644)
+}
+
+// StartCaddy writes the Caddyfile into cfg.Dir, runs Caddy on it and waits
+// until the admin endpoint and every site answer.
+func StartCaddy(ctx context.Context, cfg CaddyConfig) (*Caddy, error) {
+	adminPort, err := FreePort()
+	if err != nil {
+		return nil, err
+	}
+	path := filepath.Join(cfg.Dir, "Caddyfile")
+	if err := WriteCaddyfile(path, cfg, adminPort); err != nil {
+		return nil, err
+	}
+	p, err := StartProc("caddy", cfg.Bin, []string{"run", "--config", path, "--adapter", "caddyfile"},
+		[]string{
+			"WAITROOM_SECRET=" + cfg.Secret,
+			// Caddy's state (autosave, certificates) stays in the run's folder.
+			"XDG_DATA_HOME=" + filepath.Join(cfg.Dir, "caddy-data"),
+			"XDG_CONFIG_HOME=" + filepath.Join(cfg.Dir, "caddy-config"),
+		}, filepath.Join(cfg.Dir, "caddy.log"))
+	if err != nil {
+		return nil, err
+	}
+	c := &Caddy{Proc: p, AdminURL: fmt.Sprintf("http://127.0.0.1:%d", adminPort), Sites: cfg.Sites}
+	client := &http.Client{Timeout: time.Second}
+	err = waitUntil(ctx, p, 30*time.Second, func(ctx context.Context) error {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, c.AdminURL+"/config/", nil)
+		resp, err := client.Do(req)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("admin endpoint answered %d", resp.StatusCode)
+		}
+		for _, s := range cfg.Sites {
+			conn, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", s.Port), time.Second)
+			if err != nil {
+				return err
+			}
+			conn.Close()
+		}
+		return nil
+	})
+	if err != nil {
+		_ = p.Stop(5 * time.Second)
+		return nil, fmt.Errorf("caddy: %w", err)
+	}
+	return c, nil
+}

@@ -1,0 +1,206 @@
+package stack
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math/big"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/waitroom/waitroom/loadtest/api"
+	"github.com/waitroom/waitroom/waitroom"
+)
+
+// SystemConfig is the whole product on loopback: the origin, and Caddy with
+// the waiting room in front of it, over the given Redis and PostgreSQL.
+type SystemConfig struct {
+	CaddyBin, OriginBin string
+	// Dir receives the generated configs and the servers' logs.
+	Dir string
+	// RedisURL and DatabaseURL name the servers to use. The run gets a
+	// database of its own on the PostgreSQL server.
+	RedisURL, DatabaseURL string
+	// OwnRedis starts a redis-server of our own instead of using RedisURL,
+	// so it may be restarted mid-run.
+	OwnRedis bool
+	// PausablePostgres puts a Proxy between the origin and PostgreSQL.
+	PausablePostgres bool
+	// OriginEnv is added to the origin's environment.
+	OriginEnv []string
+	// Event is created on the origin (its ID is chosen when zero).
+	Event api.NewEvent
+	// NoGateway leaves Caddy out (the origin alone).
+	NoGateway bool
+	// Upstream, when set, is what the gateway proxies to instead of the
+	// origin (e.g. a counting proxy in front of it).
+	Upstream func(originURL string) (string, error)
+}
+
+// System is a running product.
+type System struct {
+	DB     *Database
+	Redis  *Redis // nil unless OwnRedis
+	Proxy  *Proxy // nil unless PausablePostgres
+	Origin *Origin
+	Caddy  *Caddy // nil with NoGateway
+
+	RedisURL      string
+	KeyID, Secret string
+	AdminToken    string
+	WebhookSecret string
+	Event         api.Event
+	// Gateway is the guarded site's URL.
+	Gateway string
+
+	sharedRedis bool
+}
+
+// Up starts the system. On failure it stops whatever it had started.
+func Up(ctx context.Context, cfg SystemConfig) (s *System, err error) {
+	s = &System{KeyID: "k1", Secret: randomHex(32), AdminToken: randomHex(16), WebhookSecret: "whsec_" + randomHex(16)}
+	defer func() {
+		if err != nil {
+			s.Down(context.WithoutCancel(ctx))
+			s = nil
+		}
+	}()
+	if s.DB, err = CreateDatabase(ctx, cfg.DatabaseURL, "waitroom_loadtest"); err != nil {
+		return s, err
+	}
+	originDB := s.DB.URL
+	if cfg.PausablePostgres {
+		if s.Proxy, err = StartProxy(s.DB.Host()); err != nil {
+			return s, err
+		}
+		originDB = s.DB.WithHost(s.Proxy.Addr())
+	}
+	s.RedisURL = cfg.RedisURL
+	if cfg.OwnRedis {
+		if s.Redis, err = StartRedis(ctx, cfg.Dir); err != nil {
+			return s, err
+		}
+		s.RedisURL = s.Redis.URL()
+	} else {
+		if s.RedisURL == "" {
+			return s, errors.New("REDIS_URL is not set (scripts/services.sh starts a private Redis and sets it)")
+		}
+		s.sharedRedis = true
+	}
+	if s.Origin, err = StartOrigin(ctx, OriginConfig{
+		Bin: cfg.OriginBin, Dir: cfg.Dir, DatabaseURL: originDB, RedisURL: s.RedisURL,
+		Keys: s.KeyID + ":" + s.Secret, AdminToken: s.AdminToken, WebhookSecret: s.WebhookSecret,
+		TicketKey: randomHex(32), Env: cfg.OriginEnv,
+	}); err != nil {
+		return s, err
+	}
+	ne := cfg.Event
+	if ne.ID == 0 {
+		n, _ := rand.Int(rand.Reader, big.NewInt(1_000_000_000))
+		ne.ID = 7_000_000_000 + n.Int64()
+	}
+	admin := api.OriginAdmin{Client: api.Client{HTTP: api.NewHTTPClient(0, 30*time.Second), Base: s.Origin.URL}, Token: s.AdminToken}
+	if s.Event, err = admin.CreateEvent(ctx, ne); err != nil {
+		return s, err
+	}
+	if cfg.NoGateway {
+		return s, nil
+	}
+	upstream := s.Origin.URL
+	if cfg.Upstream != nil {
+		if upstream, err = cfg.Upstream(s.Origin.URL); err != nil {
+			return s, err
+		}
+	}
+	port, err := FreePort()
+	if err != nil {
+		return s, err
+	}
+	site := Site{Port: port, Upstream: upstream,
+		Waitroom: &Waitroom{Event: s.Event.ID, Store: s.RedisURL, Watermark: 0}}
+	if s.Caddy, err = StartCaddy(ctx, CaddyConfig{Bin: cfg.CaddyBin, Dir: cfg.Dir, KeyID: s.KeyID, Secret: s.Secret, Sites: []Site{site}}); err != nil {
+		return s, err
+	}
+	s.Gateway = site.URL()
+	return s, nil
+}
+
+// Down stops everything Up started, in reverse order, and drops the run's
+// database. It is safe on a partly started system.
+func (s *System) Down(ctx context.Context) []error {
+	var errs []error
+	if s.Caddy != nil {
+		errs = append(errs, s.Caddy.Stop(10*time.Second))
+	}
+	if s.Origin != nil {
+		errs = append(errs, s.Origin.Stop(15*time.Second))
+	}
+	if s.Proxy != nil {
+		errs = append(errs, s.Proxy.Close())
+	}
+	if s.Redis != nil {
+		errs = append(errs, s.Redis.Stop())
+	}
+	if s.sharedRedis && s.Event.ID != 0 {
+		errs = append(errs, RemoveEventKeys(ctx, s.RedisURL, s.Event.ID))
+	}
+	if s.DB != nil {
+		errs = append(errs, s.DB.Drop(ctx))
+	}
+	var out []error
+	for _, e := range errs {
+		if e != nil {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// Failed reports a server that exited by itself.
+func (s *System) Failed() error {
+	if s.Origin != nil {
+		if err := s.Origin.failed(); err != nil {
+			return err
+		}
+	}
+	if s.Caddy != nil {
+		return s.Caddy.failed()
+	}
+	return nil
+}
+
+// RemoveEventKeys deletes every key of an event (queue state, inventory)
+// from a Redis that outlives the run.
+func RemoveEventKeys(ctx context.Context, url string, events ...int64) error {
+	opts, err := redis.ParseURL(url)
+	if err != nil {
+		return err
+	}
+	rdb := redis.NewClient(opts)
+	defer rdb.Close()
+	for _, e := range events {
+		iter := rdb.Scan(ctx, 0, "*"+waitroom.EventTag(e)+"*", 1000).Iterator()
+		var keys []string
+		for iter.Next(ctx) {
+			keys = append(keys, iter.Val())
+		}
+		if err := iter.Err(); err != nil {
+			return fmt.Errorf("remove keys of event %d: %w", e, err)
+		}
+		if len(keys) > 0 {
+			if err := rdb.Del(ctx, keys...).Err(); err != nil {
+				return fmt.Errorf("remove keys of event %d: %w", e, err)
+			}
+		}
+	}
+	return nil
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
