@@ -126,19 +126,19 @@ type Fakepay struct {
 		charges, declines, refunds, failures, timeouts, sent, attempts, failed atomic.Int64
 	}
 
-	mu            sync.Mutex
-	closed        bool
-	rng           *mrand.Rand
-	url           string
-	failureRate   float64
-	timeoutRate   float64
-	paused        chan struct{} // non-nil while paused; closed by Resume
-	inflight      int
-	idle          chan struct{} // closed when inflight drops to 0
-	payments      map[string]*fakePayment
-	byBooking     map[string][]string
-	paymentKeys   map[string]*idemRecord
-	refundKeys    map[string]*idemRecord
+	mu          sync.Mutex
+	closed      bool
+	rng         *mrand.Rand
+	url         string
+	failureRate float64
+	timeoutRate float64
+	paused      chan struct{} // non-nil while paused; closed by Resume
+	inflight    int
+	idle        chan struct{} // closed when inflight drops to 0
+	payments    map[string]*fakePayment
+	byBooking   map[string][]string
+	paymentKeys map[string]*idemRecord
+	refundKeys  map[string]*idemRecord
 }
 
 type fakePayment struct {
