@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -320,4 +321,18 @@ func Contend(ctx context.Context, s Strategy, capacity int64, buyers int) (Round
 		return r, fmt.Errorf("%s: %d of %d buys failed, first: %w", s.Name(), failed, buyers, firstErr)
 	}
 	return r, nil
+}
+
+// HoldScriptSource is the hold script's text, for a benchmark that runs it
+// bare (redis-benchmark's EVALSHA) beside the origin that wraps it.
+func HoldScriptSource() string { return holdSrc }
+
+// HoldScriptArgs are the KEYS and ARGV of one hold call, in the order the
+// script takes them, for running it outside this package.
+func HoldScriptArgs(req HoldRequest, reclaimLimit int) (keys []string, argv []any, err error) {
+	rec, err := json.Marshal(Record{User: req.User, Quantity: req.Quantity, KeyDigest: req.KeyDigest, BodyDigest: req.BodyDigest})
+	if err != nil {
+		return nil, nil, err
+	}
+	return KeysFor(req.Event).all(), []any{req.User, req.HoldID, req.Quantity, ms(req.ExpiresAt), ms(req.Now), string(rec), reclaimLimit}, nil
 }

@@ -1,0 +1,248 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/waitroom/waitroom/inventory"
+	"github.com/waitroom/waitroom/loadtest/api"
+	"github.com/waitroom/waitroom/loadtest/pound"
+	"github.com/waitroom/waitroom/loadtest/report"
+	"github.com/waitroom/waitroom/loadtest/stack"
+	"github.com/waitroom/waitroom/waitroom"
+)
+
+func runHolds(ctx context.Context, args []string, out, errOut io.Writer) error {
+	fs := newFlags("holds", "Durable holds per second through the origin's HTTP API (token check, Lua hold,\nPostgreSQL row) at many concurrent clients, each a distinct user, on an event\nlarge enough never to sell out; then redis-benchmark runs the same hold script\n(EVALSHA) on the same Redis, and the ratio of the two is reported.", errOut)
+	var srv servers
+	srv.register(fs)
+	originBin := fs.String("origin", "bin/origin", "the origin (go build -o bin/origin ./cmd/origin)")
+	clients := fs.Int("clients", 1000, "concurrent clients")
+	duration := fs.Duration("duration", 10*time.Second, "length of the measurement")
+	warmup := fs.Duration("warmup", 2*time.Second, "unmeasured load before it")
+	capacity := fs.Int64("capacity", 10_000_000, "seats of the event (never sold out)")
+	benchN := fs.Int("bench-requests", 200_000, "redis-benchmark requests")
+	benchC := fs.Int("bench-clients", 50, "redis-benchmark connections")
+	jsonPath := fs.String("json", "", "also write the figures to this JSON file")
+	keep := fs.Bool("keep", false, "keep the run's folder (server logs)")
+	if err := fs.parse(args); err != nil {
+		return err
+	}
+	if err := positive(map[string]float64{"clients": float64(*clients), "duration": duration.Seconds(), "capacity": float64(*capacity), "bench-requests": float64(*benchN), "bench-clients": float64(*benchC)}); err != nil {
+		return err
+	}
+	if *warmup < 0 {
+		return usagef("--warmup must not be negative")
+	}
+	if err := srv.check(true, true); err != nil {
+		return err
+	}
+	if err := needBinary(*originBin, "go build -o bin/origin ./cmd/origin"); err != nil {
+		return err
+	}
+	benchBin, err := exec.LookPath("redis-benchmark")
+	if err != nil {
+		return fmt.Errorf("redis-benchmark is not installed (Debian package redis-tools): %w", err)
+	}
+	dir, cleanup, err := workDir("holds", *keep, errOut)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+
+	fmt.Fprintln(errOut, "starting the origin…")
+	sys, err := stack.Up(ctx, stack.SystemConfig{
+		OriginBin: *originBin, Dir: dir, RedisURL: srv.redisURL, DatabaseURL: srv.databaseURL, NoGateway: true,
+		OriginEnv: []string{"ORIGIN_LOG_FORMAT=json"},
+		Event:     api.NewEvent{Name: "Holds benchmark", Capacity: *capacity, Price: 90000, Currency: "inr", HoldTTLSeconds: 3600, MaxPerUser: 1},
+	})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		for _, e := range sys.Down(context.WithoutCancel(ctx)) {
+			fmt.Fprintf(errOut, "stopping: %v\n", e)
+		}
+	}()
+	rdb, err := redisClient(sys.RedisURL)
+	if err != nil {
+		return err
+	}
+	defer rdb.Close()
+	keys, err := signedUsers(ctx, rdb, sys, sys.Event.ID)
+	if err != nil {
+		return err
+	}
+
+	client := api.NewHTTPClient(0, 30*time.Second)
+	base := sys.Origin.URL + "/v1/events/" + strconv.FormatInt(sys.Event.ID, 10) + "/holds"
+	body := []byte(`{"quantity":1}`)
+	var users atomic.Int64
+	load := func(d time.Duration) pound.Result {
+		return pound.Run(ctx, pound.Load{
+			Client: client, Workers: *clients, Duration: d,
+			Request: func(int, int64) *http.Request {
+				n := users.Add(1)
+				tok, _ := keys.Issue(fmt.Sprintf("bench-%d", n), sys.Event.ID, n, time.Hour)
+				req, _ := http.NewRequest(http.MethodPost, base, bytes.NewReader(body))
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set(api.HeaderToken, tok.Raw)
+				req.Header.Set(api.HeaderIdempotencyKey, api.NewKey())
+				return req
+			},
+			Check: func(resp *http.Response, b []byte) error {
+				if resp.StatusCode != http.StatusCreated {
+					return fmt.Errorf("hold: %d %.200s", resp.StatusCode, b)
+				}
+				return nil
+			},
+		})
+	}
+	fmt.Fprintf(errOut, "%d clients: %s warm-up, then %s measured…\n", *clients, *warmup, *duration)
+	if *warmup > 0 {
+		load(*warmup)
+	}
+	before, err := sys.DB.SettledWrites(ctx, 15*time.Second)
+	if err != nil {
+		return err
+	}
+	http1 := load(*duration)
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	after, err := sys.DB.SettledWrites(ctx, 15*time.Second)
+	if err != nil {
+		return err
+	}
+	writes := after.Sub(before)
+	held := http1.Requests - http1.Failed
+	if http1.Failed > 0 {
+		fmt.Fprintf(errOut, "%d of %d holds failed, first: %s\n", http1.Failed, http1.Requests, http1.FirstErr)
+	}
+
+	fmt.Fprintf(errOut, "redis-benchmark: %d EVALSHA of the hold script, %d connections…\n", *benchN, *benchC)
+	raw, cmdline, err := benchHoldScript(ctx, rdb, benchBin, sys.RedisURL, *benchN, *benchC)
+	if err != nil {
+		return err
+	}
+
+	perSecond := http1.PerSecond()
+	t := report.Table{Header: []string{"path", "holds/s", "p50", "p99", "held"}}
+	t.Add(fmt.Sprintf("origin HTTP API, %d clients (durable)", *clients), report.Rate(perSecond), report.Millis(http1.Latency.P50), report.Millis(http1.Latency.P99), report.Count(held))
+	t.Add(fmt.Sprintf("hold script alone, redis-benchmark -c %d", *benchC), report.Rate(raw), "", "", report.Count(*benchN))
+	t.Write(out)
+	ratio := perSecond / raw
+	perHold := func(n int64) float64 { return float64(n) / float64(max(held, 1)) }
+	fmt.Fprintf(out, "\norigin / bare script: %.2f (goal: ≥ 5,000 durable holds/s: %s)\n", ratio, met(perSecond >= 5000))
+	fmt.Fprintf(out, "PostgreSQL per hold: %.2f rows written (%d inserted, %d updated, %d deleted), %.2f commits (goal ≤ 2 writes: %s)\n",
+		perHold(writes.Rows()), writes.Inserted, writes.Updated, writes.Deleted, perHold(writes.Commits), met(perHold(writes.Rows()) <= 2))
+	fmt.Fprintf(out, "redis-benchmark command: %s\n", cmdline)
+	if *jsonPath != "" {
+		return report.WriteJSON(*jsonPath, map[string]any{
+			"clients": *clients, "origin": http1, "holds_per_second": perSecond,
+			"script_per_second": raw, "ratio": ratio, "postgres": writes,
+			"rows_per_hold": perHold(writes.Rows()), "commits_per_hold": perHold(writes.Commits),
+			"redis_benchmark": cmdline,
+		})
+	}
+	return nil
+}
+
+// signedUsers admits every position of event in the shared queue state (no
+// gateway in this run) and returns the key set the origin verifies with.
+func signedUsers(ctx context.Context, rdb *redis.Client, sys *stack.System, event int64) (*waitroom.KeySet, error) {
+	keys, err := waitroom.NewKeySet(nil, waitroom.Key{ID: sys.KeyID, Secret: []byte(sys.Secret)})
+	if err != nil {
+		return nil, err
+	}
+	wm := int64(1) << 40
+	store := waitroom.NewRedisStore(rdb, waitroom.RedisOptions{})
+	if _, err := store.Update(ctx, event, waitroom.Change{SetWatermark: &wm}); err != nil {
+		return nil, fmt.Errorf("admit everyone: %w", err)
+	}
+	// The origin follows the store within its poll interval.
+	time.Sleep(1500 * time.Millisecond)
+	return keys, nil
+}
+
+// benchHoldScript loads the hold script on a fresh event with more seats
+// than redis-benchmark will take, runs redis-benchmark's EVALSHA on it with
+// a random user and hold id per call, and returns calls per second.
+func benchHoldScript(ctx context.Context, rdb *redis.Client, bin, redisURL string, n, conns int) (float64, string, error) {
+	event := 6_000_000_000 + rand.Int64N(1_000_000_000)
+	inv := inventory.New(rdb)
+	defer func() { _ = stack.RemoveEventKeys(context.WithoutCancel(ctx), redisURL, event) }()
+	if err := inv.Rebuild(ctx, event, func(context.Context) (inventory.Snapshot, error) {
+		return inventory.Snapshot{Remaining: int64(n) * 10}, nil
+	}); err != nil {
+		return 0, "", err
+	}
+	sha, err := rdb.ScriptLoad(ctx, inventory.HoldScriptSource()).Result()
+	if err != nil {
+		return 0, "", fmt.Errorf("load the hold script: %w", err)
+	}
+	now := time.Now()
+	keys, argv, err := inventory.HoldScriptArgs(inventory.HoldRequest{
+		Event: event, HoldID: "hold:__rand_int__", User: "user:__rand_int__", Quantity: 1,
+		ExpiresAt: now.Add(time.Hour), Now: now,
+	}, inventory.DefaultReclaimLimit)
+	if err != nil {
+		return 0, "", err
+	}
+	u, err := url.Parse(redisURL)
+	if err != nil {
+		return 0, "", err
+	}
+	args := []string{"-h", u.Hostname(), "-p", u.Port(), "-c", strconv.Itoa(conns), "-n", strconv.Itoa(n), "-r", "1000000000", "--csv",
+		"EVALSHA", sha, strconv.Itoa(len(keys))}
+	args = append(args, keys...)
+	for _, a := range argv {
+		args = append(args, fmt.Sprint(a))
+	}
+	cmd := exec.CommandContext(ctx, bin, args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmdline := "redis-benchmark " + strings.Join(args, " ")
+	if err := cmd.Run(); err != nil {
+		return 0, cmdline, fmt.Errorf("redis-benchmark: %w: %s", err, stderr.String())
+	}
+	rps, err := benchmarkRate(stdout.String())
+	if err != nil {
+		return 0, cmdline, err
+	}
+	// The script must have held, not refused: check the seats went.
+	left, _, err := inv.Remaining(ctx, event)
+	if err == nil && left > int64(n)*10-int64(n)*9/10 {
+		return 0, cmdline, fmt.Errorf("redis-benchmark: the script took only %d seats in %d calls", int64(n)*10-left, n)
+	}
+	return rps, cmdline, nil
+}
+
+// benchmarkRate reads requests per second from redis-benchmark's --csv
+// output. The test name column holds the command unescaped (quotes and
+// all), so the figures are taken from the end of the line.
+func benchmarkRate(out string) (float64, error) {
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	last := strings.Trim(strings.TrimSpace(lines[len(lines)-1]), `"`)
+	fields := strings.Split(last, `","`)
+	if len(lines) < 2 || len(fields) < 8 {
+		return 0, fmt.Errorf("redis-benchmark: unreadable output %q", out)
+	}
+	rps, err := strconv.ParseFloat(fields[len(fields)-7], 64)
+	if err != nil {
+		return 0, fmt.Errorf("redis-benchmark: requests per second in %q: %w", out, err)
+	}
+	return rps, nil
+}
