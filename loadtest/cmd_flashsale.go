@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -197,7 +198,8 @@ func flashSale(ctx context.Context, f saleFlags, faults []string, out, errOut io
 	defer cancel(nil)
 	go watchSystem(ctx, sys, cancel)
 
-	target := saleTarget(sys)
+	var cmds redisCounter
+	target := saleTarget(sys, &cmds)
 	var inject []sale.Fault
 	if has("pg-pause") {
 		inject = append(inject, sale.Fault{Name: "PostgreSQL paused", At: f.cfg.Window / 2, Do: func(ctx context.Context) (string, error) {
@@ -209,7 +211,7 @@ func flashSale(ctx context.Context, f saleFlags, faults []string, out, errOut io
 	}
 	if has("redis-restart") {
 		inject = append(inject, sale.Fault{Name: "Redis restarted", At: f.cfg.Window + 2*time.Second, Do: func(ctx context.Context) (string, error) {
-			return restartRedis(ctx, sys)
+			return restartRedis(ctx, sys, &cmds)
 		}})
 	}
 
@@ -252,8 +254,17 @@ func flashSale(ctx context.Context, f saleFlags, faults []string, out, errOut io
 	return res, nil
 }
 
+// redisCounter adds up Redis's command counter across restarts, which
+// reset it.
+type redisCounter struct{ before atomic.Int64 }
+
+func (c *redisCounter) read(ctx context.Context, url string) (int64, error) {
+	n, err := stack.RedisCommands(ctx, url)
+	return c.before.Load() + n, err
+}
+
 // saleTarget is how the crowd and the report reach the system.
-func saleTarget(sys *stack.System) sale.Target {
+func saleTarget(sys *stack.System, cmds *redisCounter) sale.Target {
 	return sale.Target{
 		Gateway: sys.Gateway, GatewayAdmin: sys.Caddy.AdminURL, Origin: sys.Origin.URL,
 		AdminToken: sys.AdminToken, WebhookSecret: sys.WebhookSecret, Event: sys.Event.ID,
@@ -262,7 +273,7 @@ func saleTarget(sys *stack.System) sale.Target {
 			return w.Rows(), w.Commits, err
 		},
 		Commands: func(ctx context.Context) (int64, error) {
-			return stack.RedisCommands(ctx, sys.RedisURL)
+			return cmds.read(ctx, sys.RedisURL)
 		},
 	}
 }
@@ -271,7 +282,10 @@ func saleTarget(sys *stack.System) sale.Target {
 // it again empty. The origin must rebuild the inventory from its ledger;
 // if it has not done so by itself within a few seconds, the operator's
 // rebuild call is made (and the note says which happened).
-func restartRedis(ctx context.Context, sys *stack.System) (string, error) {
+func restartRedis(ctx context.Context, sys *stack.System, cmds *redisCounter) (string, error) {
+	if n, err := stack.RedisCommands(ctx, sys.RedisURL); err == nil {
+		cmds.before.Add(n)
+	}
 	if err := sys.Redis.Restart(ctx); err != nil {
 		return "", err
 	}

@@ -1,0 +1,111 @@
+package main
+
+import (
+	"context"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/waitroom/waitroom/internal/testenv"
+	"github.com/waitroom/waitroom/loadtest/sale"
+)
+
+// buildServers builds Caddy with the module and the origin for the test.
+// The packages are compiled by the rest of the suite already, so this is
+// mostly linking.
+func buildServers(t *testing.T) (caddy, origin string) {
+	t.Helper()
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", dir+string(filepath.Separator), "./cmd/caddy", "./cmd/origin")
+	cmd.Dir = ".."
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "go build: %s", out)
+	return filepath.Join(dir, "caddy"), filepath.Join(dir, "origin")
+}
+
+// A short flash sale through the real gateway and origin, on real Redis
+// and PostgreSQL, must never oversell and must leave no drift, with and
+// without faults. Timings are reported, never asserted.
+func TestFlashSale(t *testing.T) {
+	redisURL := testenv.RedisURL(t)
+	databaseURL := testenv.Postgres(t)
+	caddyBin, originBin := buildServers(t)
+
+	tests := []struct {
+		name   string
+		users  int
+		seats  int64
+		faults []string
+	}{
+		{"plain", 3000, 60, nil},
+		{"with every fault", 2000, 40, faultNames},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var f saleFlags
+			fs := newFlags("flashsale", "", io.Discard)
+			f.register(fs)
+			require.NoError(t, fs.parse(nil))
+			f.srv = servers{redisURL: redisURL, databaseURL: databaseURL}
+			f.caddyBin, f.originBin = caddyBin, originBin
+			f.cfg.Users = tc.users
+			f.cfg.Window = 2 * time.Second
+			f.seats = tc.seats
+			f.holdTTL = 4 * time.Second
+			f.cfg.Patience = 10 * time.Second
+			f.cfg.Late = 0.05
+			f.cfg.Conns = 128
+			f.cfg.Timeout = 2 * time.Minute
+			f.pgPause = 2 * time.Second
+			f.quiet = true
+			f.chartPath = filepath.Join(t.TempDir(), "sale.png")
+			f.jsonPath = filepath.Join(t.TempDir(), "sale.json")
+			faults, err := f.check()
+			require.NoError(t, err)
+			assert.Equal(t, len(tc.faults), len(faults))
+
+			var report strings.Builder
+			res, err := flashSale(context.Background(), f, faults, &report, testWriter{t})
+			require.NoError(t, err)
+			t.Log(report.String())
+
+			assert.False(t, res.TimedOut, "the sale did not finish within its timeout")
+			assert.Zero(t, res.Oversold, "oversold")
+			assert.Empty(t, res.InvariantError)
+			assert.Zero(t, res.Invariant.Drift, "invariant drift at the end")
+			assert.Zero(t, res.DuplicateSeats, "seats sold twice")
+			assert.Zero(t, res.DoubleBooked, "double clicks that made two bookings")
+			assert.False(t, res.Broken())
+			assert.Positive(t, res.SeatsSold)
+			assert.LessOrEqual(t, res.SeatsSold, res.Event.Capacity)
+			assert.Equal(t, res.Invariant.Confirmed, res.SeatsSold, "tickets received vs seats the ledger confirmed")
+			assert.Zero(t, res.Outcomes[sale.TimedOut.String()])
+			assert.Positive(t, res.Requests.Edge, "nothing was answered at the edge")
+			for _, p := range []string{f.chartPath, f.jsonPath} {
+				st, err := os.Stat(p)
+				require.NoError(t, err)
+				assert.Positive(t, st.Size())
+			}
+			for _, fr := range res.Faults {
+				assert.Empty(t, fr.Error, fr.Name)
+			}
+		})
+	}
+}
+
+// testWriter sends progress lines to the test log.
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
