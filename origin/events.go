@@ -43,6 +43,7 @@ const (
 	maxCapacity           = 10_000_000
 	maxHoldTTLSeconds     = 7 * 24 * 3600
 	maxNameLen            = 200
+	maxPerUserLimit       = 10_000
 )
 
 // overflowReserve is pct of capacity rounded up, so any pct > 0 keeps at
@@ -113,8 +114,8 @@ func (r createEventRequest) event(now time.Time) (Event, error) {
 		e.HoldTTLSeconds = *r.HoldTTLSeconds
 	}
 	if r.MaxPerUser != nil {
-		if *r.MaxPerUser < 1 || *r.MaxPerUser > e.Capacity {
-			return e, invalidf("max_per_user must be from 1 to the capacity")
+		if *r.MaxPerUser < 1 || *r.MaxPerUser > maxPerUserLimit {
+			return e, invalidf("max_per_user must be from 1 to %d", maxPerUserLimit)
 		}
 		e.MaxPerUser = *r.MaxPerUser
 	}

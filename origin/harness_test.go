@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -98,6 +99,41 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 	return h
 }
 
+// with is h reporting to t (a subtest).
+func (h *harness) with(t *testing.T) *harness {
+	c := *h
+	c.t = t
+	return &c
+}
+
+// testLogger shows the origin's warnings in the test's output.
+func testLogger(t *testing.T) *slog.Logger {
+	w := &testWriter{t: t}
+	t.Cleanup(func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		w.done = true
+	})
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+// testWriter stops logging when the test ends: background goroutines may
+// outlive it by a moment.
+type testWriter struct {
+	t    *testing.T
+	mu   sync.Mutex
+	done bool
+}
+
+func (w *testWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.done {
+		w.t.Log(strings.TrimSpace(string(p)))
+	}
+	return len(p), nil
+}
+
 // newServer starts another origin node over the same ledger and Redis.
 func (h *harness) newServer(c *clock, configure func(*origin.Config)) *origin.Server {
 	h.t.Helper()
@@ -106,6 +142,10 @@ func (h *harness) newServer(c *clock, configure func(*origin.Config)) *origin.Se
 		AdminToken:    adminToken,
 		Clock:         c.Now,
 		RebuildSettle: -1, // one node: it waits for its own writes exactly
+		// Generous: the race detector on a small machine is slow, and a
+		// write given up on mid-way keeps its seat until resolved.
+		HoldWriteTimeout: 20 * time.Second,
+		Logger:           testLogger(h.t),
 	}
 	if configure != nil {
 		configure(&cfg)

@@ -55,7 +55,11 @@ func (s *Server) handleCreateHold(w http.ResponseWriter, r *http.Request) {
 		return // answered already
 	}
 	writeResponse(w, resp)
-	s.metrics.holds.WithLabelValues(resp.outcome).Inc()
+	outcome := resp.outcome
+	if outcome == "exceeds_per_user_limit" {
+		outcome = "per_user_limit"
+	}
+	s.metrics.holds.WithLabelValues(outcome).Inc()
 	s.metrics.holdLatency.Observe(time.Since(start).Seconds())
 }
 

@@ -19,9 +19,10 @@ func TestConcurrentBuyersNeverOversell(t *testing.T) {
 		{"500 buyers, 100 seats, one each", 100, func(int) int { return 1 }},
 		{"500 buyers, 101 seats, one to four each", 101, func(i int) int { return i%4 + 1 }},
 	}
-	h := newHarness(t, harnessOptions{})
+	hp := newHarness(t, harnessOptions{})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			h := hp.with(t)
 			ev := h.createEvent(map[string]any{"capacity": tt.capacity})
 			require.Equal(t, tt.capacity, ev.Sellable, "overflow_pct 0 keeps no reserve")
 
@@ -69,7 +70,7 @@ func keys(m map[int]int) []int {
 }
 
 func TestOneUserManyRequestsGetsOneHold(t *testing.T) {
-	h := newHarness(t, harnessOptions{})
+	hp := newHarness(t, harnessOptions{})
 	tests := []struct {
 		name    string
 		sameKey bool
@@ -79,6 +80,7 @@ func TestOneUserManyRequestsGetsOneHold(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			h := hp.with(t)
 			ev := h.createEvent(map[string]any{"capacity": 10})
 			var mu sync.Mutex
 			ids := map[string]int{}

@@ -13,11 +13,13 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/waitroom/waitroom/origin"
-	"github.com/waitroom/waitroom/waitroom"
 )
 
 func main() {
@@ -51,7 +53,7 @@ func run(cfg config, log *slog.Logger) error {
 		return fmt.Errorf("DATABASE_URL: %w", err)
 	}
 	defer ledger.Close()
-	rdb, err := waitroom.NewRedisClient(cfg.redisURL)
+	rdb, err := newRedisClient(cfg.redisURL)
 	if err != nil {
 		return fmt.Errorf("REDIS_URL: %w", err)
 	}
@@ -107,4 +109,29 @@ func run(cfg config, log *slog.Logger) error {
 		return fmt.Errorf("shutdown: %w", err)
 	}
 	return nil
+}
+
+// newRedisClient is the gateway's client (short timeouts: a dead Redis costs
+// a request about a second, never a hang) with a pool sized for the
+// origin, where every admitted buyer's hold is a Redis round trip, unless
+// the URL sets pool_size.
+func newRedisClient(url string) (*redis.Client, error) {
+	opts, err := redis.ParseURL(url)
+	if err != nil {
+		return nil, err
+	}
+	if !strings.Contains(url, "pool_size=") {
+		opts.PoolSize = 256
+	}
+	if !strings.Contains(url, "dial_timeout=") {
+		opts.DialTimeout = time.Second
+	}
+	if !strings.Contains(url, "read_timeout=") {
+		opts.ReadTimeout = time.Second
+	}
+	if !strings.Contains(url, "write_timeout=") {
+		opts.WriteTimeout = time.Second
+	}
+	opts.PoolTimeout = 2 * time.Second
+	return redis.NewClient(opts), nil
 }
