@@ -54,3 +54,5 @@ bench-gateway: build loadtest-bin ## gateway throughput ratios, side by side in 
 
 bench-holds: loadtest-origin loadtest-bin ## durable holds per second through the origin vs the bare hold script
 	scripts/services.sh $(BIN)/loadtest holds $(ARGS)
+
+include xcaddy.mk
