@@ -41,7 +41,7 @@ type saleFlags struct {
 func (f *saleFlags) register(fs *flagSet) {
 	d := sale.Defaults()
 	f.cfg = d
-	f.srv.register(fs)
+	f.srv.register(fs, true)
 	fs.IntVar(&f.cfg.Users, "users", d.Users, "virtual users")
 	fs.DurationVar(&f.cfg.Window, "window", d.Window, "time over which the users arrive")
 	fs.Float64Var(&f.cfg.Refresh, "refresh", d.Refresh, "requests per user while arriving, 1–2 (browsers refresh and retry)")

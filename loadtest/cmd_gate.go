@@ -30,7 +30,7 @@ type gateRun struct {
 func runGate(ctx context.Context, args []string, out, errOut io.Writer) error {
 	fs := newFlags("gate", "The waiting room as admission control: arrivals all try to hold a ticket at\nonce, first straight at the origin, then through the gateway admitting at most\n--gate of them at a time (the watermark is raised as admitted requests\nfinish). A proxy in front of the origin counts the holds in flight.", errOut)
 	var srv servers
-	srv.register(fs)
+	srv.register(fs, true)
 	caddyBin := fs.String("caddy", "bin/caddy", "Caddy with the waitroom module (make build)")
 	originBin := fs.String("origin", "bin/origin", "the origin (go build -o bin/origin ./cmd/origin)")
 	arrivals := fs.Int("arrivals", 800, "buyers arriving at once, distinct users")

@@ -32,7 +32,7 @@ type gatewaySites struct {
 func runGateway(ctx context.Context, args []string, out, errOut io.Writer) error {
 	fs := newFlags("gateway", "The gateway's cost, as ratios measured side by side in one run with one Caddy,\none upstream and one client:\n  (a) plain reverse_proxy vs the waiting room admitting the same traffic (goal ≥ 0.95)\n  (b) respond vs the waiting response to a queued token (goal ≥ 0.8)\n  (c) new arrivals per second with the Redis store vs respond (goals ≥ 20,000/s, ≥ 0.4)", errOut)
 	var srv servers
-	srv.register(fs)
+	srv.register(fs, false)
 	caddyBin := fs.String("caddy", "bin/caddy", "Caddy with the waitroom module (make build)")
 	workers := fs.Int("workers", 64, "concurrent client connections per measurement")
 	each := fs.Duration("each", time.Second, "length of one measurement")

@@ -27,7 +27,7 @@ import (
 func runHolds(ctx context.Context, args []string, out, errOut io.Writer) error {
 	fs := newFlags("holds", "Durable holds per second through the origin's HTTP API (token check, Lua hold,\nPostgreSQL row) at many concurrent clients, each a distinct user, on an event\nlarge enough never to sell out; then redis-benchmark runs the same hold script\n(EVALSHA) on the same Redis, and the ratio of the two is reported.", errOut)
 	var srv servers
-	srv.register(fs)
+	srv.register(fs, true)
 	originBin := fs.String("origin", "bin/origin", "the origin (go build -o bin/origin ./cmd/origin)")
 	clients := fs.Int("clients", 1000, "concurrent clients")
 	duration := fs.Duration("duration", 10*time.Second, "length of the measurement")

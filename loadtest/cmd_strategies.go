@@ -20,7 +20,7 @@ import (
 func runStrategies(ctx context.Context, args []string, out, errOut io.Writer) error {
 	fs := newFlags("strategies", "Four ways to sell the last ticket, side by side against the real Redis and\nPostgreSQL: every buyer tries once, all released at the same instant.", errOut)
 	var srv servers
-	srv.register(fs)
+	srv.register(fs, true)
 	buyers := fs.Int("buyers", 500, "concurrent buyers, distinct users")
 	capacity := fs.Int64("capacity", 100, "tickets")
 	rounds := fs.Int("rounds", 3, "rounds per strategy (interleaved); the table shows each strategy's median round by time")

@@ -50,9 +50,11 @@ type servers struct {
 	redisURL, databaseURL string
 }
 
-func (s *servers) register(fs *flagSet) {
+func (s *servers) register(fs *flagSet, database bool) {
 	fs.StringVar(&s.redisURL, "redis-url", os.Getenv("REDIS_URL"), "Redis to use (default $REDIS_URL)")
-	fs.StringVar(&s.databaseURL, "database-url", os.Getenv("DATABASE_URL"), "PostgreSQL server to create the run's database on (default $DATABASE_URL)")
+	if database {
+		fs.StringVar(&s.databaseURL, "database-url", os.Getenv("DATABASE_URL"), "PostgreSQL server to create the run's database on (default $DATABASE_URL)")
+	}
 }
 
 func (s *servers) check(needRedis, needDB bool) error {

@@ -27,6 +27,9 @@ func PrintSale(w io.Writer, r *sale.Result) {
 	t.Add("requests to the gateway", Count(r.Requests.Gateway), fmt.Sprintf("%.2f per user", perUser))
 	t.Add("answered at the edge (never reached the origin)", Count(r.Requests.Edge), Percent(r.Requests.Edge, r.Requests.Gateway))
 	t.Add("passed to the origin (admitted)", Count(r.Requests.Origin), Percent(r.Requests.Origin, r.Requests.Gateway))
+	if r.Requests.Unavailable > 0 || r.Requests.NoAnswer > 0 {
+		t.Add("503 answers / requests with no answer", fmt.Sprintf("%s / %s", Count(r.Requests.Unavailable), Count(r.Requests.NoAnswer)), "retried")
+	}
 	t.Add("users admitted", Count(r.Admitted), fmt.Sprintf("autopilot: %d raise(s), %s positions", r.Pilot.Raises, Count(r.Pilot.Admitted)))
 	t.Add("holds made", Count(r.Holds), fmt.Sprintf("%s refused sold out", Count(r.HoldSoldOut)))
 	t.Add("bookings confirmed / seats sold", fmt.Sprintf("%s / %s", Count(r.Confirmed), Count(r.SeatsSold)), fmt.Sprintf("ledger: %s confirmed", Count(r.Invariant.Confirmed)))
