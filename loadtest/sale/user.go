@@ -93,9 +93,15 @@ func (s *sim) queue(ctx context.Context, u *user) (Outcome, bool) {
 	if u.token != "" {
 		step = "poll"
 	}
+	// Answers that are neither waiting, admitted nor sold out are retried,
+	// but not forever: a gateway or origin that keeps failing ends the visit.
+	failures := 0
 	for {
 		if ctx.Err() != nil {
 			return TimedOut, false
+		}
+		if failures > 20 {
+			return Errored, false
 		}
 		resp, err := s.gw(ctx, u, step, api.Request{Method: http.MethodGet, Path: s.eventPath})
 		if err != nil {
@@ -115,6 +121,10 @@ func (s *sim) queue(ctx context.Context, u *user) (Outcome, bool) {
 				return Bought, true
 			}
 			// Admitted, but the origin could not answer: try the page again.
+			failures++
+			if resp.Status < 500 {
+				s.c.note(resp.Unexpected("event page"))
+			}
 			step = "event page"
 			if !sleep(ctx, resp.RetryAfter(time.Second)) {
 				return TimedOut, false
@@ -140,6 +150,7 @@ func (s *sim) queue(ctx context.Context, u *user) (Outcome, bool) {
 			return SoldOutAtEdge, false
 		default:
 			if resp.Status != http.StatusServiceUnavailable {
+				failures++
 				s.c.note(resp.Unexpected("queue"))
 			}
 			if !sleep(ctx, jitter(u.rng, resp.RetryAfter(time.Second))) {

@@ -1,0 +1,84 @@
+package sale
+
+import (
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestValidate(t *testing.T) {
+	require.NoError(t, Defaults().Validate())
+	tests := []struct {
+		name   string
+		change func(*Config)
+		want   string
+	}{
+		{"no users", func(c *Config) { c.Users = 0 }, "users must be positive"},
+		{"no window", func(c *Config) { c.Window = 0 }, "window must be positive"},
+		{"refresh below 1", func(c *Config) { c.Refresh = 0.5 }, "refresh must be between 1 and 2"},
+		{"abandon above 1", func(c *Config) { c.Abandon = 2 }, "abandon must be between 0 and 1"},
+		{"negative late", func(c *Config) { c.Late = -0.1 }, "late must be between 0 and 1"},
+		{"plans past 1", func(c *Config) { c.Abandon, c.Decline, c.Late = 0.5, 0.3, 0.3 }, "must not exceed 1"},
+		{"negative patience", func(c *Config) { c.Patience = -time.Second }, "must not be negative"},
+		{"no admit factor", func(c *Config) { c.AdmitFactor = 0 }, "admit-factor must be positive"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := Defaults()
+			tc.change(&c)
+			err := c.Validate()
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
+		})
+	}
+}
+
+// The crowd is drawn from the seed: the same seed gives the same crowd,
+// and its make-up follows the configured fractions.
+func TestCrowd(t *testing.T) {
+	cfg := Defaults()
+	cfg.Users, cfg.Seed = 20000, 42
+	s := &sim{cfg: cfg}
+	a, b := s.crowd(), s.crowd()
+	require.Len(t, a, cfg.Users)
+	counts := map[plan]int{}
+	refresh, persist, double := 0, 0, 0
+	for i, u := range a {
+		assert.Equal(t, u.arrival, b[i].arrival)
+		assert.Equal(t, u.plan, b[i].plan)
+		assert.GreaterOrEqual(t, u.arrival, time.Duration(0))
+		assert.Less(t, u.arrival, cfg.Window)
+		counts[u.plan]++
+		if u.refresh {
+			refresh++
+		}
+		if u.persist {
+			persist++
+		}
+		if u.double {
+			double++
+		}
+	}
+	near := func(name string, got int, want float64) {
+		assert.InDelta(t, want, float64(got)/float64(cfg.Users), 0.02, name)
+	}
+	near("abandon", counts[abandon], cfg.Abandon)
+	near("decline", counts[payDeclined], cfg.Decline)
+	near("late", counts[payLate], cfg.Late)
+	near("refresh", refresh, cfg.Refresh-1)
+	near("persist", persist, cfg.Persist)
+	near("double click", double, cfg.DoubleClick)
+}
+
+func TestJitter(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 1000 {
+		d := jitter(rng, 10*time.Second)
+		assert.GreaterOrEqual(t, d, 9*time.Second)
+		assert.LessOrEqual(t, d, 12*time.Second)
+	}
+	assert.Zero(t, think(rng, 0))
+}
