@@ -7,7 +7,7 @@
 //	go run ./loadtest <subcommand> [flags]
 //
 // Exit status: 0 done, 1 the run failed or broke an invariant (oversold or
-// drift not zero), 2 bad usage.
+// drift not zero), 2 bad usage, 130 interrupted.
 package main
 
 import (
@@ -76,6 +76,9 @@ func run(ctx context.Context, args []string, out, errOut io.Writer) int {
 		case errors.As(err, &ue):
 			fmt.Fprintf(errOut, "loadtest %s: %s\nRun 'go run ./loadtest %s -h' for its flags.\n", c.name, ue.msg, c.name)
 			return 2
+		case ctx.Err() != nil:
+			fmt.Fprintf(errOut, "loadtest %s: interrupted; everything it started is stopped\n", c.name)
+			return 130
 		case errors.Is(err, errBroken):
 			fmt.Fprintf(errOut, "loadtest %s: %v\n", c.name, err)
 			return 1
