@@ -56,21 +56,28 @@ func (m *MemoryStore) NextPosition(_ context.Context, event int64) (int64, error
 func (m *MemoryStore) State(_ context.Context, event int64) (State, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.event(event).state, nil
+	e := m.event(event)
+	if !e.hasWatermark {
+		return e.state, ErrNoState
+	}
+	return e.state, nil
 }
 
 // Ensure implements Store.
 func (m *MemoryStore) Ensure(_ context.Context, event int64, d Defaults) (State, error) {
-	if d.Watermark < 0 || d.HardCap < 0 {
-		return State{}, ErrNegative
+	if err := d.validate(); err != nil {
+		return State{}, err
 	}
 	m.mu.Lock()
 	e := m.event(event)
 	if !e.hasWatermark {
 		e.state.Watermark = d.Watermark
+		e.state.SoldOut = e.state.SoldOut || d.SoldOut
+		e.state.Paused = e.state.Paused || d.Paused
 		e.hasWatermark = true
 	}
 	e.state.HardCap = d.HardCap
+	e.state.LastPosition = max(e.state.LastPosition, d.LastPosition)
 	s := e.state
 	m.mu.Unlock()
 	m.notify(event)

@@ -2,6 +2,7 @@ package waitroom
 
 import (
 	"context"
+	_ "embed"
 	"errors"
 	"fmt"
 	"strconv"
@@ -82,6 +83,11 @@ func leaseKey(event int64, name string) string {
 	return "waitroom:" + EventTag(event) + ":lease:" + name
 }
 
+//go:embed ensure.lua
+var ensureLua string
+
+var ensureScript = redis.NewScript(ensureLua)
+
 const (
 	fieldWatermark = "watermark"
 	fieldHardCap   = "hard_cap"
@@ -147,6 +153,11 @@ func decodeState(event int64, fields *redis.SliceCmd, last *redis.StringCmd) (St
 	if errors.Is(err, redis.Nil) {
 		err = nil
 	}
+	if err == nil && vals[0] == nil {
+		// Ensure always writes the watermark: without it the state is
+		// missing or was lost.
+		err = ErrNoState
+	}
 	return s, err
 }
 
@@ -158,6 +169,9 @@ func (r *RedisStore) State(ctx context.Context, event int64) (State, error) {
 		return State{}, unavailable("read state", err)
 	}
 	s, err := decodeState(event, fields, last)
+	if errors.Is(err, ErrNoState) {
+		return s, err
+	}
 	if err != nil {
 		return State{}, unavailable("read state", err)
 	}
@@ -166,12 +180,14 @@ func (r *RedisStore) State(ctx context.Context, event int64) (State, error) {
 
 // Ensure implements Store.
 func (r *RedisStore) Ensure(ctx context.Context, event int64, d Defaults) (State, error) {
-	if d.Watermark < 0 || d.HardCap < 0 {
-		return State{}, ErrNegative
+	if err := d.validate(); err != nil {
+		return State{}, err
 	}
 	return r.apply(ctx, event, "ensure state", func(p redis.Pipeliner) {
-		p.HSetNX(ctx, stateKey(event), fieldWatermark, d.Watermark)
-		p.HSet(ctx, stateKey(event), fieldHardCap, d.HardCap)
+		// EVAL rather than EVALSHA: inside MULTI a missing script can't be
+		// retried, and Ensure is rare.
+		ensureScript.Eval(ctx, p, []string{stateKey(event), positionsKey(event)},
+			d.Watermark, d.HardCap, boolInt(d.SoldOut), boolInt(d.Paused), d.LastPosition)
 	})
 }
 
@@ -215,6 +231,11 @@ func (r *RedisStore) apply(ctx context.Context, event int64, op string, writes f
 		return State{}, unavailable(op, err)
 	}
 	s, err := decodeState(event, fields, last)
+	if errors.Is(err, ErrNoState) {
+		// Changes that don't set the watermark (sold out from the origin)
+		// can come before any gateway set the event up.
+		return s, nil
+	}
 	if err != nil {
 		return State{}, unavailable(op, err)
 	}

@@ -79,21 +79,38 @@ func (r *Room) observe(s State) {
 	r.rate.observe(s.Watermark)
 }
 
-// Refresh reads the state from the store now.
+// Refresh reads the state from the store now. A room that owns its event
+// (not Follow) sets the state up the first time, and sets it up again from
+// what it remembers if the store lost it.
 func (r *Room) Refresh(ctx context.Context) (State, error) {
 	if !r.opts.Follow && !r.synced.Load() {
-		s, err := r.store.Ensure(ctx, r.event, r.opts.Defaults)
-		if err != nil {
-			return r.State(), err
-		}
-		r.synced.Store(true)
-		r.observe(s)
-		return s, nil
+		return r.ensure(ctx)
 	}
 	s, err := r.store.State(ctx, r.event)
-	if err != nil {
+	switch {
+	case errors.Is(err, ErrNoState) && r.opts.Follow:
+		// Nobody set the event up yet: nothing is admitted.
+	case errors.Is(err, ErrNoState):
+		r.opts.Logger.Warn("queue state missing from the store; restoring it from memory", "event", r.event)
+		return r.ensure(ctx)
+	case err != nil:
 		return r.State(), err
 	}
+	r.observe(s)
+	return s, nil
+}
+
+func (r *Room) ensure(ctx context.Context) (State, error) {
+	cur, d := r.State(), r.opts.Defaults
+	d.Watermark = max(d.Watermark, cur.Watermark)
+	d.LastPosition = max(d.LastPosition, cur.LastPosition)
+	d.SoldOut = d.SoldOut || cur.SoldOut
+	d.Paused = d.Paused || cur.Paused
+	s, err := r.store.Ensure(ctx, r.event, d)
+	if err != nil {
+		return cur, err
+	}
+	r.synced.Store(true)
 	r.observe(s)
 	return s, nil
 }

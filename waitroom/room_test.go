@@ -158,3 +158,39 @@ func TestRateMeterForgetsOldPace(t *testing.T) {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+func TestRoomRestoresStateTheStoreLost(t *testing.T) {
+	srv := testenvRedis(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	rdb, err := NewRedisClient(srv.URL())
+	require.NoError(t, err)
+	defer rdb.Close()
+	store := NewRedisStore(rdb, RedisOptions{})
+	r := NewRoom(store, 9, RoomOptions{Defaults: Defaults{Watermark: 10, HardCap: 1000}})
+	follower := NewRoom(store, 9, RoomOptions{Follow: true})
+
+	_, err = r.Refresh(ctx)
+	require.NoError(t, err)
+	for range 50 {
+		_, err := r.Join(ctx)
+		require.NoError(t, err)
+	}
+	_, err = r.Update(ctx, Change{RaiseBy: 30, SoldOut: ptrTo(true)})
+	require.NoError(t, err)
+
+	// Redis restarts empty.
+	srv.Stop()
+	srv.Start()
+	st, err := follower.Refresh(ctx)
+	require.NoError(t, err, "a follower reads a missing state as nothing admitted, not as an outage")
+	assert.Equal(t, State{Event: 9}, st)
+
+	require.Eventually(t, func() bool { _, err := r.Refresh(ctx); return err == nil }, 10*time.Second, 50*time.Millisecond)
+	st, err = store.State(ctx, 9)
+	require.NoError(t, err)
+	assert.Equal(t, State{Event: 9, Watermark: 40, LastPosition: 50, HardCap: 1000, SoldOut: true}, st)
+	pos, err := r.Join(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, int64(51), pos, "no position is handed out twice")
+}

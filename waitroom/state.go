@@ -63,26 +63,46 @@ func (c Change) validate() error {
 	return nil
 }
 
-// Defaults are the values an event starts with when its store has none.
+// Defaults are the values an event starts with when its store has none. A
+// node whose store lost the state (a Redis restart) passes what it still
+// remembers, so the queue carries on where it was.
 type Defaults struct {
 	Watermark int64
 	// HardCap is configuration rather than state: Ensure always writes it.
 	HardCap int64
+	// LastPosition raises the position counter to at least this value, so
+	// positions already handed out are never handed out again.
+	LastPosition int64
+	SoldOut      bool
+	Paused       bool
+}
+
+func (d Defaults) validate() error {
+	if d.Watermark < 0 || d.HardCap < 0 || d.LastPosition < 0 {
+		return ErrNegative
+	}
+	return nil
 }
 
 // ErrUnavailable wraps store failures (Redis down, timeouts) so callers can
 // answer "try again" instead of failing hard.
 var ErrUnavailable = errors.New("queue store unavailable")
 
+// ErrNoState is returned by Store.State when the store holds no state for
+// the event: never set up, or lost with a Redis restart.
+var ErrNoState = errors.New("no queue state stored for event")
+
 // Store keeps positions and admission state. MemoryStore serves one node;
 // RedisStore lets many gateway nodes and the origin share one queue.
 type Store interface {
 	// NextPosition hands out the next queue position of event (1-based).
 	NextPosition(ctx context.Context, event int64) (int64, error)
-	// State reads event's current state.
+	// State reads event's current state; ErrNoState (with whatever partial
+	// state there is) when the store has none.
 	State(ctx context.Context, event int64) (State, error)
 	// Ensure writes d for the fields event has no value for yet (the hard
-	// cap always) and returns the resulting state.
+	// cap always; the position counter is raised to d.LastPosition) and
+	// returns the resulting state.
 	Ensure(ctx context.Context, event int64, d Defaults) (State, error)
 	// Update applies c atomically, tells every watcher, and returns the new
 	// state.

@@ -28,6 +28,10 @@ func TestStorePositionsAreUniqueAndDense(t *testing.T) {
 	stores(t, func(t *testing.T, s waitroom.Store) {
 		ctx := context.Background()
 		evt := testenv.EventID()
+		_, err := s.State(ctx, evt)
+		require.ErrorIs(t, err, waitroom.ErrNoState, "nothing set up yet")
+		_, err = s.Ensure(ctx, evt, waitroom.Defaults{})
+		require.NoError(t, err)
 		const n = 400
 		var mu sync.Mutex
 		seen := make(map[int64]bool)
@@ -71,6 +75,17 @@ func TestStoreEnsureKeepsAnExistingWatermark(t *testing.T) {
 
 		_, err = s.Ensure(ctx, evt, waitroom.Defaults{Watermark: -1})
 		assert.ErrorIs(t, err, waitroom.ErrNegative)
+
+		// The position counter only ever moves forward.
+		st, err = s.Ensure(ctx, evt, waitroom.Defaults{HardCap: 6000, LastPosition: 70})
+		require.NoError(t, err)
+		assert.Equal(t, int64(70), st.LastPosition)
+		st, err = s.Ensure(ctx, evt, waitroom.Defaults{HardCap: 6000, LastPosition: 20})
+		require.NoError(t, err)
+		assert.Equal(t, int64(70), st.LastPosition)
+		pos, err := s.NextPosition(ctx, evt)
+		require.NoError(t, err)
+		assert.Equal(t, int64(71), pos)
 	})
 }
 
@@ -207,14 +222,17 @@ func TestRedisStoreLeasesBlocks(t *testing.T) {
 	evt := testenv.EventID()
 	a := waitroom.NewRedisStore(rdb, waitroom.RedisOptions{Lease: 10})
 	b := waitroom.NewRedisStore(rdb, waitroom.RedisOptions{Lease: 10})
+	_, err := a.Ensure(ctx, evt, waitroom.Defaults{})
+	require.NoError(t, err)
 
 	var got []int64
+	var p int64
 	for range 3 {
 		p, err := a.NextPosition(ctx, evt)
 		require.NoError(t, err)
 		got = append(got, p)
 	}
-	p, err := b.NextPosition(ctx, evt)
+	p, err = b.NextPosition(ctx, evt)
 	require.NoError(t, err)
 	got = append(got, p)
 	assert.Equal(t, []int64{1, 2, 3, 11}, got, "each node hands out its own block")
