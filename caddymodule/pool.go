@@ -131,8 +131,9 @@ func (e *roomEntry) Destruct() error {
 // steps) to Caddy's default logger: a room lives across configs, so it must
 // not hold on to the logger of the config that happened to create it.
 func roomLogger() *slog.Logger {
-	core := caddy.Log().Named("http.handlers.waitroom").Core()
-	return slog.New(zapslog.NewHandler(core, zapslog.AddStacktraceAt(slog.Level(127))))
+	return slog.New(zapslog.NewHandler(caddy.Log().Core(),
+		zapslog.WithName("http.handlers.waitroom"),
+		zapslog.AddStacktraceAt(slog.Level(127))))
 }
 
 // acquireRoom returns the pooled room for key, creating it (and starting the
