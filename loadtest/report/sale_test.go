@@ -1,0 +1,64 @@
+package report
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/waitroom/waitroom/loadtest/api"
+	"github.com/waitroom/waitroom/loadtest/latency"
+	"github.com/waitroom/waitroom/loadtest/sale"
+)
+
+func sampleResult() *sale.Result {
+	r := &sale.Result{Config: sale.Defaults(), Users: 50000, Duration: 40 * time.Second}
+	r.Event = api.Event{ID: 42, Capacity: 500, Sellable: 490}
+	r.Requests.Gateway, r.Requests.Origin, r.Requests.Edge = 90000, 9000, 81000
+	r.Admitted, r.Holds, r.Confirmed, r.SeatsSold = 5000, 560, 495, 495
+	r.Invariant = api.Invariant{Event: 42, Capacity: 500, Sellable: 490, ActiveHolds: 490, Confirmed: 495}
+	r.Outcomes = map[string]int64{"bought": 480, "told sold out by the gateway": 44000}
+	r.Latency = map[string]latency.Summary{"join": {Count: 50000, P50: time.Millisecond, P95: 5 * time.Millisecond, P99: 9 * time.Millisecond}}
+	r.Rates = map[string]float64{"gateway": 2250, "origin": 225}
+	r.Faults = []sale.FaultRecord{{Name: "Redis restarted", At: 7 * time.Second, Took: 2 * time.Second, Note: "reloaded"}}
+	for i := range 100 {
+		r.Timeline = append(r.Timeline, sale.Sample{T: time.Duration(i) * 250 * time.Millisecond,
+			Queue: int64(40000 - 400*i), Admitted: int64(50 * i), Holds: int64(i % 30), Sold: int64(5 * i), Remaining: int64(max(0, 490-5*i))})
+	}
+	return r
+}
+
+func TestPrintSale(t *testing.T) {
+	var b bytes.Buffer
+	PrintSale(&b, sampleResult())
+	out := b.String()
+	for _, want := range []string{
+		"Flash sale: 50,000 users over 5s for 500 seats (490 sellable + 10 overflow reserve), event 42",
+		"answered at the edge (never reached the origin)", "90.0%",
+		"OVERSOLD", "invariant drift at the end", "join", "Redis restarted", "told sold out by the gateway",
+	} {
+		assert.Contains(t, out, want)
+	}
+	assert.NotContains(t, out, "FAILED")
+	r := sampleResult()
+	r.Oversold = 3
+	b.Reset()
+	PrintSale(&b, r)
+	assert.Contains(t, b.String(), "FAILED")
+}
+
+func TestSaleChart(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"sale.svg", "sale.png"} {
+		path := filepath.Join(dir, name)
+		require.NoError(t, SaleChart(path, sampleResult()))
+		st, err := os.Stat(path)
+		require.NoError(t, err)
+		assert.Greater(t, st.Size(), int64(1000))
+	}
+	require.Error(t, SaleChart(filepath.Join(dir, "sale.gif"), sampleResult()))
+}
