@@ -527,11 +527,17 @@ func TestRedisDown(t *testing.T) {
 	assert.Equal(t, http.StatusServiceUnavailable, code)
 	assert.Equal(t, "queue_unavailable", body["error"])
 
-	// Redis comes back (empty: this one keeps nothing on disk) and the
-	// gateway takes new arrivals again by itself.
+	// Redis comes back empty (this one keeps nothing on disk): the gateway
+	// reconnects by itself and puts back the queue it remembers, so the
+	// watermark holds and positions carry on instead of restarting at 1.
 	srv.Start()
 	require.Eventually(t, func() bool {
-		res := newVisitor(t).get(s.url("/"))
-		return res.StatusCode == http.StatusOK && res.Header.Get(HeaderStatus) == "waiting"
+		code, state, _ := adminCall(t, adminPort, http.MethodPost, "/waitroom/events/"+evs+"/watermark", `{"raise_by": 0}`)
+		return code == http.StatusOK && state["watermark"] == 1.0 && state["last_position"] == 2.0
 	}, 30*time.Second, 100*time.Millisecond)
+	res = newVisitor(t).get(s.url("/"))
+	require.Equal(t, http.StatusOK, res.StatusCode, res.body)
+	assert.Equal(t, "waiting", res.Header.Get(HeaderStatus))
+	assert.Equal(t, 3.0, res.json(t)["position"])
+	assert.Equal(t, "admitted", alice.get(s.url("/")).Header.Get(HeaderStatus))
 }

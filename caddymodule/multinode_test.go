@@ -35,7 +35,9 @@ type gateway struct {
 	httpPort  int
 }
 
-func (g gateway) url(path string) string { return fmt.Sprintf("http://localhost:%d%s", g.httpPort, path) }
+func (g gateway) url(path string) string {
+	return fmt.Sprintf("http://localhost:%d%s", g.httpPort, path)
+}
 
 // startGateway runs bin with a one-site config in front of the event's
 // store; it is stopped when the test ends.
