@@ -76,6 +76,8 @@ type Writes struct {
 	Updated  int64 `json:"updated"`
 	Deleted  int64 `json:"deleted"`
 	Commits  int64 `json:"commits"`
+	// Tables is the rows written per table.
+	Tables map[string]int64 `json:"tables"`
 }
 
 // Rows is every row written.
@@ -83,7 +85,13 @@ func (w Writes) Rows() int64 { return w.Inserted + w.Updated + w.Deleted }
 
 // Sub is w − o.
 func (w Writes) Sub(o Writes) Writes {
-	return Writes{w.Inserted - o.Inserted, w.Updated - o.Updated, w.Deleted - o.Deleted, w.Commits - o.Commits}
+	d := Writes{w.Inserted - o.Inserted, w.Updated - o.Updated, w.Deleted - o.Deleted, w.Commits - o.Commits, map[string]int64{}}
+	for t, n := range w.Tables {
+		if n != o.Tables[t] {
+			d.Tables[t] = n - o.Tables[t]
+		}
+	}
+	return d
 }
 
 // ReadWrites reads the statistics views. They lag: each server process
@@ -95,15 +103,27 @@ func (d *Database) ReadWrites(ctx context.Context) (Writes, error) {
 		return Writes{}, fmt.Errorf("read write statistics: %w", err)
 	}
 	defer conn.Close(ctx)
-	var w Writes
-	err = conn.QueryRow(ctx, `
-		SELECT coalesce(sum(n_tup_ins), 0)::bigint, coalesce(sum(n_tup_upd), 0)::bigint, coalesce(sum(n_tup_del), 0)::bigint,
-		       (SELECT xact_commit FROM pg_stat_database WHERE datname = current_database())
-		FROM pg_stat_user_tables`).Scan(&w.Inserted, &w.Updated, &w.Deleted, &w.Commits)
+	w := Writes{Tables: map[string]int64{}}
+	if err := conn.QueryRow(ctx, `SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()`).Scan(&w.Commits); err != nil {
+		return Writes{}, fmt.Errorf("read write statistics: %w", err)
+	}
+	rows, err := conn.Query(ctx, `SELECT relname, n_tup_ins, n_tup_upd, n_tup_del FROM pg_stat_user_tables`)
 	if err != nil {
 		return Writes{}, fmt.Errorf("read write statistics: %w", err)
 	}
-	return w, nil
+	defer rows.Close()
+	for rows.Next() {
+		var name string
+		var ins, upd, del int64
+		if err := rows.Scan(&name, &ins, &upd, &del); err != nil {
+			return Writes{}, fmt.Errorf("read write statistics: %w", err)
+		}
+		w.Inserted += ins
+		w.Updated += upd
+		w.Deleted += del
+		w.Tables[name] = ins + upd + del
+	}
+	return w, rows.Err()
 }
 
 // SettledWrites reads the statistics until two readings a second and a half
