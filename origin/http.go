@@ -22,7 +22,7 @@ type apiError struct {
 	Message string `json:"message"`
 }
 
-// Handler serves the origin's HTTP API (API.md section 4).
+// Handler serves the origin's HTTP API (API.md sections 4 and 5).
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/events", s.handleCreateEvent)
@@ -31,6 +31,11 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/events/{id}/holds", s.handleCreateHold)
 	mux.HandleFunc("GET /v1/holds/{id}", s.handleGetHold)
 	mux.HandleFunc("DELETE /v1/holds/{id}", s.handleDeleteHold)
+	mux.HandleFunc("POST /v1/bookings", s.handleCreateBooking)
+	mux.HandleFunc("GET /v1/bookings/{id}", s.handleGetBooking)
+	mux.HandleFunc("POST /v1/bookings/{id}/cancellation", s.handleCancelBooking)
+	mux.HandleFunc("POST /v1/webhooks/{provider}", s.handleWebhook)
+	mux.HandleFunc("GET /v1/tickets/{file}", s.handleTicketPNG)
 	mux.HandleFunc("GET /v1/admin/events/{id}/invariant", s.handleInvariant)
 	mux.HandleFunc("POST /v1/admin/events/{id}/rebuild", s.handleRebuild)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{Registry: s.cfg.Registry}))

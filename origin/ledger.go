@@ -65,6 +65,11 @@ type SeatCounts struct {
 	Confirmed int64 `db:"confirmed"`
 	// Pending counts pending holds that have not expired.
 	Pending int64 `db:"pending"`
+	// OverflowUsed counts the seats confirmed from the overflow reserve
+	// (late payments); they take no seat of the sellable pool.
+	OverflowUsed int64 `db:"overflow_used"`
+	// Tickets counts the valid tickets (one per seat sold).
+	Tickets int64 `db:"tickets"`
 }
 
 // Active is the seats the invariant subtracts from sellable.

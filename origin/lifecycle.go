@@ -30,9 +30,10 @@ var ErrHoldExpired = errors.New("hold expired")
 // ErrHoldExpired: the hold was past its expiry; nothing changed (the late
 // payment path decides). ErrHoldNotActive: the ledger no longer has it
 // pending (released, or the reaper expired it first); its seats are
-// returned. Any other error leaves the hold confirmed in Redis and pending
-// in the ledger: the caller retries (a webhook is redelivered) and the
-// retry completes it.
+// returned. A hold already confirmed (by an earlier or concurrent call)
+// is returned without running inTx. Any other error leaves the hold
+// confirmed in Redis and pending in the ledger: the caller retries (a
+// webhook is redelivered) and the retry completes it.
 func (s *Server) ConfirmHold(ctx context.Context, holdID string, inTx func(pgx.Tx, Hold) error) (Hold, error) {
 	h, err := s.ledger.Hold(ctx, holdID)
 	if err != nil {
@@ -72,8 +73,18 @@ func (s *Server) ConfirmHold(ctx context.Context, holdID string, inTx func(pgx.T
 		return nil
 	})
 	if errors.Is(err, ErrHoldNotActive) {
-		// The reaper (or the buyer) ended the hold in the ledger between
-		// the two steps; its release left the confirmed Redis hold alone.
+		// Either a concurrent confirmation of the same hold (a duplicate
+		// webhook) committed first, or the reaper (or the buyer) ended the
+		// hold in the ledger between the two steps. Only in the second case
+		// are the seats to be returned: the reaper's release left the
+		// confirmed Redis hold alone.
+		now, rerr := s.ledger.Hold(ctx, holdID)
+		if rerr != nil {
+			return h, fmt.Errorf("confirm hold %s: %w", holdID, rerr)
+		}
+		if now.Status == StatusConfirmed {
+			return now, nil
+		}
 		s.releaseSeats(ctx, ev, holdID, inventory.AnyHold)
 		return h, err
 	}

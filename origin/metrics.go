@@ -19,6 +19,14 @@ type metrics struct {
 	drift          *prometheus.GaugeVec
 	remaining      *prometheus.GaugeVec
 	rebuilds       *prometheus.CounterVec
+
+	bookingRequests  *prometheus.CounterVec
+	bookingLatency   prometheus.Histogram
+	bookings         *prometheus.CounterVec
+	webhooksReceived prometheus.Counter
+	webhooks         *prometheus.CounterVec
+	latePayments     *prometheus.CounterVec
+	paymentChecks    *prometheus.CounterVec
 }
 
 func newRegistry() *prometheus.Registry {
@@ -66,9 +74,39 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "waitroom_origin_rebuilds_total",
 			Help: "Rebuilds of an event's inventory from the ledger, by reason (admin, missing).",
 		}, []string{"reason"}),
+		bookingRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "waitroom_origin_booking_requests_total",
+			Help: "POST /v1/bookings by outcome: created, declined, existing, replayed, hold_expired, hold_not_active, not_found, invalid_token, invalid_request, unavailable, …",
+		}, []string{"outcome"}),
+		bookingLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "waitroom_origin_booking_duration_seconds",
+			Help:    "Time to answer a booking request, the provider's charge included.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+		}),
+		bookings: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "waitroom_origin_bookings_total",
+			Help: "Bookings by outcome: created, then confirmed, failed, cancelled or refunded.",
+		}, []string{"outcome"}),
+		webhooksReceived: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "waitroom_origin_webhooks_received_total",
+			Help: "Payment webhooks whose signature verified.",
+		}),
+		webhooks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "waitroom_origin_webhooks_total",
+			Help: "Payment webhooks by outcome: processed, duplicate, ignored (unknown type or payment), invalid (signature or body), error (answered 503, to be redelivered).",
+		}, []string{"outcome"}),
+		latePayments: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "waitroom_origin_late_payments_total",
+			Help: "Payments that landed after their hold expired: absorbed (confirmed from the overflow reserve) or refunded.",
+		}, []string{"outcome"}),
+		paymentChecks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "waitroom_origin_payment_checks_total",
+			Help: "Bookings the payment reconciliation asked the provider about, by what it said: succeeded, failed, pending, not_found, error.",
+		}, []string{"outcome"}),
 	}
 	for _, c := range []prometheus.Collector{m.holds, m.holdLatency, m.compensations, m.reclaimedSeats,
-		m.reaperHolds, m.reaperSeats, m.drift, m.remaining, m.rebuilds} {
+		m.reaperHolds, m.reaperSeats, m.drift, m.remaining, m.rebuilds,
+		m.bookingRequests, m.bookingLatency, m.bookings, m.webhooksReceived, m.webhooks, m.latePayments, m.paymentChecks} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register origin metrics: %w", err)
 		}

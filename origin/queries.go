@@ -54,9 +54,12 @@ const (
 		WHERE event_id = $1 AND user_id = $2 AND status IN ('pending', 'confirmed')`
 	sqlHoldExists = `SELECT EXISTS (SELECT 1 FROM holds WHERE id = $1)`
 
-	// A buyer gives a hold back: only a pending hold that has not expired.
+	// A buyer gives a hold back: only a pending hold that has not expired,
+	// and not while a payment for it is under way (it would land on a
+	// released hold).
 	sqlReleaseHold = `UPDATE holds SET status = 'released', updated_at = $2
 		WHERE id = $1 AND status = 'pending' AND expires_at >= $2
+			AND NOT EXISTS (SELECT 1 FROM bookings b WHERE b.hold_id = holds.id AND b.status = 'payment_pending')
 		RETURNING ` + holdColumns
 
 	// The expiry is not checked here: ConfirmHold has already taken the hold
@@ -86,13 +89,129 @@ const (
 // The invariant and the rebuild. A pending hold past expires_at is free
 // everywhere, so it is not counted even before the reaper marks it.
 const (
+	//
+	// Late payments confirmed from the overflow reserve leave their hold
+	// expired (its seats went back to the sellable pool): they are counted
+	// by events.overflow_used, never among the holds.
 	sqlSeatCounts = `SELECT
 			coalesce(sum(quantity) FILTER (WHERE status = 'confirmed'), 0) AS confirmed,
-			coalesce(sum(quantity) FILTER (WHERE status = 'pending' AND expires_at >= $2), 0) AS pending
+			coalesce(sum(quantity) FILTER (WHERE status = 'pending' AND expires_at >= $2), 0) AS pending,
+			coalesce((SELECT overflow_used FROM events WHERE id = $1), 0)::bigint AS overflow_used,
+			(SELECT count(*) FROM tickets WHERE event_id = $1 AND valid) AS tickets
 		FROM holds
 		WHERE event_id = $1 AND status IN ('pending', 'confirmed')`
 
 	sqlLiveHolds = `SELECT id::text AS id, user_id, quantity, status, expires_at, idempotency_key, request_digest
 		FROM holds
 		WHERE event_id = $1 AND (status = 'confirmed' OR (status = 'pending' AND expires_at >= $2))`
+)
+
+// Bookings. Every change of a booking's status is conditional on the status
+// it leaves, so concurrent webhooks, reconciliations and cancellations of
+// one booking settle it once.
+const (
+	bookingColumns = `id::text AS id, hold_id::text AS hold_id, event_id, user_id, quantity, amount, currency,
+		status, status_reason, provider, payment_method, coalesce(payment_id, '') AS payment_id, overflow,
+		refund_status, coalesce(refund_id, '') AS refund_id, idempotency_key, request_digest, response,
+		created_at, updated_at, confirmed_at, checked_at`
+
+	sqlInsertBooking = `INSERT INTO bookings (id, hold_id, event_id, user_id, quantity, amount, currency, status,
+			provider, payment_method, idempotency_key, request_digest, created_at, updated_at, checked_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, 'payment_pending', $8, $9, $10, $11, $12, $12, $12)
+		RETURNING ` + bookingColumns
+
+	sqlBooking           = `SELECT ` + bookingColumns + ` FROM bookings WHERE id = $1`
+	sqlLockBooking       = `SELECT ` + bookingColumns + ` FROM bookings WHERE id = $1 FOR UPDATE`
+	sqlBookingByKey      = `SELECT ` + bookingColumns + ` FROM bookings WHERE user_id = $1 AND idempotency_key = $2`
+	sqlLiveBookingOfHold = `SELECT ` + bookingColumns + ` FROM bookings WHERE hold_id = $1 AND status <> 'failed'`
+	sqlBookingByPayment  = `SELECT ` + bookingColumns + ` FROM bookings WHERE provider = $1 AND payment_id = $2`
+	sqlBookingAnswered   = `UPDATE bookings SET payment_id = coalesce(payment_id, nullif($2, '')), response = $3, updated_at = $4
+		WHERE id = $1`
+
+	sqlConfirmBooking = `UPDATE bookings SET status = 'confirmed', status_reason = $2, overflow = $3,
+			payment_id = coalesce(payment_id, nullif($4, '')), confirmed_at = $5, updated_at = $5
+		WHERE id = $1 AND status = 'payment_pending'
+		RETURNING ` + bookingColumns
+
+	sqlFailBooking = `UPDATE bookings SET status = 'failed', status_reason = $2,
+			payment_id = coalesce(payment_id, nullif($3, '')), updated_at = $4
+		WHERE id = $1 AND status = 'payment_pending'
+		RETURNING ` + bookingColumns
+
+	// Money came in that no seat can answer: the refund is decided here,
+	// made at the provider after the commit.
+	sqlRefundPayment = `UPDATE bookings SET status = 'cancelled', status_reason = $2, refund_status = 'pending',
+			payment_id = coalesce(payment_id, nullif($3, '')), updated_at = $4
+		WHERE id = $1 AND status IN ('payment_pending', 'failed')
+		RETURNING ` + bookingColumns
+
+	sqlCancelBooking = `UPDATE bookings SET status = 'cancelled', status_reason = $2, refund_status = $3, updated_at = $4
+		WHERE id = $1 AND status = 'confirmed'
+		RETURNING ` + bookingColumns
+
+	sqlRefundDone = `UPDATE bookings SET status = 'refunded', refund_status = 'succeeded',
+			refund_id = coalesce(refund_id, nullif($2, '')), updated_at = $3
+		WHERE id = $1 AND refund_status = 'pending'
+		RETURNING ` + bookingColumns
+
+	// The payment reconciliation takes the unsettled bookings not looked at
+	// since $2, and leases them until the next look.
+	sqlClaimUnsettled = `UPDATE bookings SET checked_at = $1
+		WHERE id IN (
+			SELECT id FROM bookings
+			WHERE (status = 'payment_pending' OR refund_status = 'pending') AND checked_at < $2
+			ORDER BY checked_at
+			LIMIT $3
+			FOR UPDATE SKIP LOCKED)
+		RETURNING ` + bookingColumns
+)
+
+// The holds of bookings.
+const (
+	sqlLockHold = `SELECT ` + holdColumns + ` FROM holds WHERE id = $1 FOR UPDATE`
+
+	// A late payment's hold, pending but past its expiry: its seats go
+	// back to the pool (the payment is served from the overflow reserve,
+	// or refunded).
+	sqlExpireHold = `UPDATE holds SET status = 'expired', updated_at = $2
+		WHERE id = $1 AND status = 'pending' AND expires_at < $2`
+
+	// A cancelled sale gives its seats back.
+	sqlReleaseConfirmedHold = `UPDATE holds SET status = 'released', updated_at = $2
+		WHERE id = $1 AND status = 'confirmed'`
+)
+
+// The overflow reserve and seat numbers, on the event's row: the row lock
+// orders the confirmations of one event.
+const (
+	sqlTakeOverflow = `UPDATE events SET overflow_used = overflow_used + $2
+		WHERE id = $1 AND overflow_used + $2 <= overflow_reserve
+		RETURNING overflow_used`
+	sqlGiveOverflow = `UPDATE events SET overflow_used = overflow_used - $2
+		WHERE id = $1 AND overflow_used >= $2`
+
+	sqlLockEventSeats = `SELECT next_seat FROM events WHERE id = $1 FOR UPDATE`
+	sqlTakeFreeSeats  = `DELETE FROM free_seats
+		WHERE event_id = $1 AND seat IN (SELECT seat FROM free_seats WHERE event_id = $1 ORDER BY seat LIMIT $2)
+		RETURNING seat`
+	sqlTakeNewSeats = `UPDATE events SET next_seat = next_seat + $2 WHERE id = $1 RETURNING next_seat - $2`
+	sqlFreeSeats    = `INSERT INTO free_seats (event_id, seat) SELECT $1, unnest($2::int[]) ON CONFLICT DO NOTHING`
+)
+
+// Tickets.
+const (
+	sqlInsertTickets = `INSERT INTO tickets (code, booking_id, event_id, seat, issued_at)
+		SELECT unnest($1::text[]), $2, $3, unnest($4::int[]), $5`
+	sqlTicketsOfBooking = `SELECT code, event_id, seat::bigint AS seat FROM tickets
+		WHERE booking_id = $1 AND valid ORDER BY seat`
+	sqlVoidTickets   = `UPDATE tickets SET valid = false WHERE booking_id = $1 AND valid RETURNING seat`
+	sqlTicketIsValid = `SELECT EXISTS (SELECT 1 FROM tickets WHERE code = $1 AND valid)`
+)
+
+// Webhook events, acted on once.
+const (
+	sqlPaymentEventSeen   = `SELECT EXISTS (SELECT 1 FROM payment_events WHERE provider = $1 AND event_id = $2)`
+	sqlRecordPaymentEvent = `INSERT INTO payment_events (provider, event_id, type, payment_id, booking_id, received_at)
+		VALUES ($1, $2, $3, $4, $5, $6)
+		ON CONFLICT DO NOTHING`
 )

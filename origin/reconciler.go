@@ -13,11 +13,15 @@ import (
 // Invariant is the check of one event's inventory against the ledger:
 //
 //	remaining == sellable − active_holds
+//	overflow_used <= overflow_reserve
 //
 // where active_holds counts the seats of confirmed holds and of pending
-// holds not yet expired. Drift is remaining − (sellable − active_holds):
-// positive means Redis would sell seats the ledger has given away (the
-// dangerous direction), negative means seats are stuck.
+// holds not yet expired, and overflow_used the seats of late payments
+// confirmed from the overflow reserve (their holds expired: they take no
+// seat of the sellable pool). Confirmed counts every seat sold, from either.
+// Drift is remaining − (sellable − active_holds): positive means Redis
+// would sell seats the ledger has given away (the dangerous direction),
+// negative means seats are stuck.
 type Invariant struct {
 	Event           int64 `json:"event"`
 	Capacity        int64 `json:"capacity"`
@@ -27,7 +31,10 @@ type Invariant struct {
 	ActiveHolds     int64 `json:"active_holds"`
 	Pending         int64 `json:"pending"`
 	Confirmed       int64 `json:"confirmed"`
-	Drift           int64 `json:"drift"`
+	OverflowUsed    int64 `json:"overflow_used"`
+	// Tickets counts valid tickets: one per seat confirmed.
+	Tickets int64 `json:"tickets"`
+	Drift   int64 `json:"drift"`
 }
 
 // CheckInvariant computes the invariant of an event. Redis is read before
@@ -61,7 +68,8 @@ func (s *Server) CheckInvariant(ctx context.Context, id int64) (Invariant, error
 		}
 		inv = Invariant{
 			Event: id, Capacity: ev.Capacity, Sellable: ev.Sellable, OverflowReserve: ev.OverflowReserve,
-			Remaining: after, ActiveHolds: counts.Active(), Pending: counts.Pending, Confirmed: counts.Confirmed,
+			Remaining: after, ActiveHolds: counts.Active(), Pending: counts.Pending,
+			Confirmed: counts.Confirmed + counts.OverflowUsed, OverflowUsed: counts.OverflowUsed, Tickets: counts.Tickets,
 			Drift: after - (ev.Sellable - counts.Active()),
 		}
 		if (loaded && before == after) || attempt >= 4 {

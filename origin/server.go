@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/waitroom/waitroom/inventory"
+	"github.com/waitroom/waitroom/origin/payment"
 	"github.com/waitroom/waitroom/waitroom"
 )
 
@@ -52,6 +53,28 @@ type Config struct {
 	// RoomPollInterval is how often the admission state is re-read besides
 	// change notices; default waitroom.DefaultPollInterval.
 	RoomPollInterval time.Duration
+
+	// Payments is the provider bookings are charged and refunded through,
+	// and whose webhooks /v1/webhooks/{its name} takes. Without one the
+	// booking routes answer 503.
+	Payments payment.Provider
+	// TicketKey signs ticket codes (HMAC-SHA256), at least
+	// MinTicketKeyLen bytes; required with Payments. Whoever holds it can
+	// verify a ticket offline (VerifyTicket).
+	TicketKey []byte
+	// PaymentWindow is how long, at least, a booking keeps its hold from
+	// now on to cover the payment (never more than the event's hold
+	// lifetime); default 2 min.
+	PaymentWindow time.Duration
+	// PaymentTimeout bounds one call to the provider; default 20 s.
+	PaymentTimeout time.Duration
+	// PaymentPendingAfter is how long a booking may wait for its payment's
+	// outcome before the payment reconciliation asks the provider (and how
+	// often it asks again); default 1 min.
+	PaymentPendingAfter time.Duration
+	// PaymentReconcileInterval is how often the payment reconciliation
+	// runs; default 15 s.
+	PaymentReconcileInterval time.Duration
 }
 
 func (c *Config) defaults() error {
@@ -81,6 +104,21 @@ func (c *Config) defaults() error {
 	}
 	if c.RebuildSettle == 0 {
 		c.RebuildSettle = c.HoldWriteTimeout
+	}
+	if c.Payments != nil && len(c.TicketKey) < MinTicketKeyLen {
+		return fmt.Errorf("origin config: the ticket key must be at least %d bytes", MinTicketKeyLen)
+	}
+	if c.PaymentWindow <= 0 {
+		c.PaymentWindow = 2 * time.Minute
+	}
+	if c.PaymentTimeout <= 0 {
+		c.PaymentTimeout = 20 * time.Second
+	}
+	if c.PaymentPendingAfter <= 0 {
+		c.PaymentPendingAfter = time.Minute
+	}
+	if c.PaymentReconcileInterval <= 0 {
+		c.PaymentReconcileInterval = 15 * time.Second
 	}
 	return nil
 }
@@ -172,8 +210,8 @@ func (s *Server) Start(ctx context.Context) error {
 	return nil
 }
 
-// Run runs the reaper, the reconciler and the resolution of uncertain
-// writes until ctx ends.
+// Run runs the reaper, the reconciler, the resolution of uncertain writes
+// and the payment reconciliation until ctx ends.
 func (s *Server) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	every := func(d time.Duration, name string, f func(context.Context) error) {
@@ -195,6 +233,12 @@ func (s *Server) Run(ctx context.Context) {
 	every(s.cfg.ReaperInterval, "reaper", func(ctx context.Context) error { _, err := s.ReapOnce(ctx); return err })
 	every(s.cfg.ReconcileInterval, "reconciler", s.ReconcileOnce)
 	every(time.Second, "uncertain hold check", func(ctx context.Context) error { _, err := s.ResolveUncertain(ctx); return err })
+	if s.cfg.Payments != nil {
+		every(s.cfg.PaymentReconcileInterval, "payment reconciliation", func(ctx context.Context) error {
+			_, err := s.ReconcilePaymentsOnce(ctx)
+			return err
+		})
+	}
 	wg.Wait()
 }
 

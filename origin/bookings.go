@@ -1,0 +1,772 @@
+package origin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/waitroom/waitroom/inventory"
+	"github.com/waitroom/waitroom/origin/payment"
+)
+
+// A booking turns a hold into a sale:
+//
+//	POST /v1/bookings ─► booking payment_pending (hold extended, one tx) ─► provider charge (no tx)
+//	webhook or payment reconciliation ─► succeeded: hold + booking confirmed, tickets issued (one tx)
+//	                                  └► failed: booking failed, the hold stays the buyer's until it expires
+//	succeeded after the hold expired ─► confirmed from the overflow reserve, or refunded
+//
+// Every status change is conditional on the status it leaves, and every
+// provider call carries a key derived from the booking, so a webhook
+// delivered five times, a reconciliation racing it, or a double-clicked
+// request all settle a booking once and move money once.
+
+// Booking statuses (API.md <booking>).
+const (
+	BookingPaymentPending = "payment_pending"
+	BookingConfirmed      = "confirmed"
+	BookingFailed         = "failed"
+	BookingCancelled      = "cancelled"
+	BookingRefunded       = "refunded"
+)
+
+// Reasons a booking gives for its status (status_reason); a failed payment
+// gives the provider's decline code instead.
+const (
+	// ReasonLateOverflow: the payment landed after the hold expired and was
+	// confirmed from the overflow reserve.
+	ReasonLateOverflow = "late_payment_overflow"
+	// ReasonLateSoldOut: the payment landed after the hold expired, with the
+	// overflow reserve used up: refunded.
+	ReasonLateSoldOut = "late_payment_sold_out"
+	// ReasonPaidAfterFailure: a payment succeeded for a booking already
+	// failed (the buyer may have paid again through another booking):
+	// refunded.
+	ReasonPaidAfterFailure = "paid_after_failure"
+	// ReasonCancelled: cancelled by the buyer.
+	ReasonCancelled = "cancelled_by_buyer"
+	// ReasonPaymentRejected: the provider refused the request itself.
+	ReasonPaymentRejected = "payment_rejected"
+	// ReasonPaymentNotFound: the provider does not know the payment.
+	ReasonPaymentNotFound = "payment_not_found"
+)
+
+// Refund states of a booking (refund_status).
+const (
+	RefundPending   = "pending"
+	RefundSucceeded = "succeeded"
+)
+
+// Booking errors.
+var (
+	// ErrBookingNotCancellable: only a confirmed booking can be cancelled.
+	ErrBookingNotCancellable = errors.New("booking is not cancellable")
+	// errBookingExists: the hold has a live booking already.
+	errBookingExists = errors.New("the hold has a booking already")
+	// errBookingKeyUsed: the user made a booking with this key already.
+	errBookingKeyUsed = errors.New("idempotency key already used for a booking")
+	// errBookingSettled: the booking no longer waits for its payment.
+	errBookingSettled = errors.New("booking is no longer waiting for its payment")
+)
+
+// Booking is a row of the bookings table.
+type Booking struct {
+	ID             string     `db:"id"`
+	HoldID         string     `db:"hold_id"`
+	EventID        int64      `db:"event_id"`
+	UserID         string     `db:"user_id"`
+	Quantity       int64      `db:"quantity"`
+	Amount         int64      `db:"amount"`
+	Currency       string     `db:"currency"`
+	Status         string     `db:"status"`
+	StatusReason   string     `db:"status_reason"`
+	Provider       string     `db:"provider"`
+	PaymentMethod  string     `db:"payment_method"`
+	PaymentID      string     `db:"payment_id"`
+	Overflow       bool       `db:"overflow"`
+	RefundStatus   string     `db:"refund_status"`
+	RefundID       string     `db:"refund_id"`
+	IdempotencyKey string     `db:"idempotency_key"`
+	RequestDigest  string     `db:"request_digest"`
+	Response       []byte     `db:"response"`
+	CreatedAt      time.Time  `db:"created_at"`
+	UpdatedAt      time.Time  `db:"updated_at"`
+	ConfirmedAt    *time.Time `db:"confirmed_at"`
+	CheckedAt      time.Time  `db:"checked_at"`
+}
+
+// bookingJSON is <booking> of API.md, with a few fields added.
+type bookingJSON struct {
+	BookingID string       `json:"booking_id"`
+	HoldID    string       `json:"hold_id"`
+	EventID   int64        `json:"event_id"`
+	UserID    string       `json:"user_id"`
+	Status    string       `json:"status"`
+	Amount    int64        `json:"amount"`
+	Currency  string       `json:"currency"`
+	PaymentID string       `json:"payment_id"`
+	Tickets   []ticketJSON `json:"tickets"`
+	Quantity  int64        `json:"quantity"`
+	// StatusReason says why (a decline code, late_payment_overflow,
+	// late_payment_sold_out, cancelled_by_buyer, …); "" when nothing needs
+	// saying.
+	StatusReason string `json:"status_reason"`
+	// Overflow: confirmed from the overflow reserve (a late payment).
+	Overflow bool `json:"overflow"`
+	// RefundStatus: "" (none due), "pending" or "succeeded".
+	RefundStatus string `json:"refund_status"`
+	CreatedAt    string `json:"created_at"`
+}
+
+func (b Booking) body(tickets []ticketJSON) []byte {
+	if tickets == nil {
+		tickets = []ticketJSON{}
+	}
+	out, _ := json.Marshal(bookingJSON{
+		BookingID: b.ID, HoldID: b.HoldID, EventID: b.EventID, UserID: b.UserID, Status: b.Status,
+		Amount: b.Amount, Currency: b.Currency, PaymentID: b.PaymentID, Tickets: tickets, Quantity: b.Quantity,
+		StatusReason: b.StatusReason, Overflow: b.Overflow, RefundStatus: b.RefundStatus, CreatedAt: rfc3339(b.CreatedAt),
+	})
+	return append(out, '\n')
+}
+
+// Ledger access of bookings.
+
+func bookingConstraintError(err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23505" {
+		switch pgErr.ConstraintName {
+		case "bookings_one_per_hold":
+			return errBookingExists
+		case "bookings_idempotency_key":
+			return errBookingKeyUsed
+		}
+	}
+	return nil
+}
+
+// Booking reads one booking.
+func (l *Ledger) Booking(ctx context.Context, id string) (Booking, error) {
+	rows, err := l.pool.Query(ctx, sqlBooking, id)
+	return collectOne[Booking](rows, err, "read booking "+id)
+}
+
+func (l *Ledger) bookingByKey(ctx context.Context, user, key string) (Booking, error) {
+	rows, err := l.pool.Query(ctx, sqlBookingByKey, user, key)
+	return collectOne[Booking](rows, err, "read booking by idempotency key")
+}
+
+func (l *Ledger) liveBookingOfHold(ctx context.Context, holdID string) (Booking, error) {
+	rows, err := l.pool.Query(ctx, sqlLiveBookingOfHold, holdID)
+	return collectOne[Booking](rows, err, "read booking of hold "+holdID)
+}
+
+func (l *Ledger) bookingByPayment(ctx context.Context, provider, paymentID string) (Booking, error) {
+	rows, err := l.pool.Query(ctx, sqlBookingByPayment, provider, paymentID)
+	return collectOne[Booking](rows, err, "read booking of payment "+paymentID)
+}
+
+// TicketsOf reads the valid tickets of a booking, by seat.
+func (l *Ledger) TicketsOf(ctx context.Context, bookingID string) ([]ticketJSON, error) {
+	rows, err := l.pool.Query(ctx, sqlTicketsOfBooking, bookingID)
+	return collectAll[ticketJSON](rows, err, "read tickets of booking "+bookingID)
+}
+
+// TicketIsValid reports whether a ticket was issued and not cancelled.
+func (l *Ledger) TicketIsValid(ctx context.Context, code string) (bool, error) {
+	var ok bool
+	if err := l.pool.QueryRow(ctx, sqlTicketIsValid, code).Scan(&ok); err != nil {
+		return false, fmt.Errorf("check ticket: %w", err)
+	}
+	return ok, nil
+}
+
+func lockBooking(ctx context.Context, tx pgx.Tx, id string) (Booking, error) {
+	rows, err := tx.Query(ctx, sqlLockBooking, id)
+	return collectOne[Booking](rows, err, "lock booking "+id)
+}
+
+func updateBooking(ctx context.Context, q interface {
+	Query(context.Context, string, ...any) (pgx.Rows, error)
+}, what, sql string, args ...any) (Booking, bool, error) {
+	rows, err := q.Query(ctx, sql, args...)
+	b, err := collectOne[Booking](rows, err, what)
+	if errors.Is(err, ErrNotFound) {
+		return Booking{}, false, nil
+	}
+	return b, err == nil, err
+}
+
+// fullBody is the booking's body with its tickets, as GET answers it.
+func (s *Server) fullBody(ctx context.Context, b Booking) ([]byte, error) {
+	var tickets []ticketJSON
+	if b.Status == BookingConfirmed {
+		var err error
+		if tickets, err = s.ledger.TicketsOf(ctx, b.ID); err != nil {
+			return nil, err
+		}
+	}
+	return b.body(tickets), nil
+}
+
+// The booking request.
+
+// bookingRequest is a validated POST /v1/bookings.
+type bookingRequest struct {
+	user   string
+	key    string
+	method string
+	digest string
+}
+
+func canonicalBooking(holdID, method string) string {
+	return "hold_id=" + holdID + "\x00payment_method_token=" + method
+}
+
+// withLoaded runs f, and once more after loading the event into Redis if
+// its keys were missing (a flushed or restarted Redis).
+func (s *Server) withLoaded(ctx context.Context, ev *liveEvent, f func() error) error {
+	err := f()
+	if errors.Is(err, inventory.ErrNotLoaded) {
+		if lerr := s.ensureLoaded(ctx, ev); lerr != nil {
+			return errors.Join(err, lerr)
+		}
+		err = f()
+	}
+	return err
+}
+
+// createBooking is the booking flow after the request is authenticated,
+// validated and its idempotency key claimed.
+func (s *Server) createBooking(ctx context.Context, ev *liveEvent, h Hold, req bookingRequest) response {
+	if b, err := s.ledger.bookingByKey(ctx, req.user, req.key); err == nil {
+		return s.resumeBooking(ctx, ev, b, req.digest)
+	} else if !errors.Is(err, ErrNotFound) {
+		return errUnavailable
+	}
+	if b, err := s.ledger.liveBookingOfHold(ctx, h.ID); err == nil {
+		return s.existingBooking(ctx, b)
+	} else if !errors.Is(err, ErrNotFound) {
+		return errUnavailable
+	}
+	now := s.now()
+	switch h.StatusAt(now) {
+	case StatusExpired:
+		return errHoldExpired
+	case StatusConfirmed, StatusReleased:
+		return errHoldNotActive(h.StatusAt(now))
+	}
+
+	// The hold must outlast the payment: at least PaymentWindow from now,
+	// never longer than a fresh hold would last.
+	until := now.Add(min(s.cfg.PaymentWindow, ev.HoldTTL()))
+	id := uuid.Must(uuid.NewV7()).String()
+	var created Booking
+	err := s.withLoaded(ctx, ev, func() error {
+		_, err := s.ExtendHold(ctx, h.ID, until, func(tx pgx.Tx, held Hold) error {
+			rows, err := tx.Query(ctx, sqlInsertBooking, id, h.ID, ev.ID, req.user, held.Quantity, held.Amount,
+				ev.Currency, s.cfg.Payments.Name(), req.method, req.key, req.digest, now)
+			created, err = collectOne[Booking](rows, err, "insert booking "+id)
+			if cerr := bookingConstraintError(err); cerr != nil {
+				return cerr
+			}
+			return err
+		})
+		return err
+	})
+	switch {
+	case err == nil:
+	case errors.Is(err, errBookingExists), errors.Is(err, ErrHoldNotActive):
+		// A booking with another key won the hold a moment ago.
+		if b, lerr := s.ledger.liveBookingOfHold(ctx, h.ID); lerr == nil {
+			return s.existingBooking(ctx, b)
+		}
+		if errors.Is(err, errBookingExists) {
+			return errUnavailable
+		}
+		return errHoldNotActive("no longer pending")
+	case errors.Is(err, errBookingKeyUsed):
+		b, lerr := s.ledger.bookingByKey(ctx, req.user, req.key)
+		if lerr != nil {
+			return errUnavailable
+		}
+		return s.resumeBooking(ctx, ev, b, req.digest)
+	case errors.Is(err, ErrHoldExpired):
+		return errHoldExpired
+	default:
+		s.log.Warn("booking not recorded", "hold", h.ID, "error", err)
+		return errUnavailable
+	}
+	s.metrics.bookings.WithLabelValues("created").Inc()
+	return s.pay(ctx, ev, created)
+}
+
+var errHoldExpired = errorResponse(http.StatusGone, "hold_expired", "the hold has expired; its seats may be someone else's now")
+
+func errHoldNotActive(status string) response {
+	return errorResponse(http.StatusConflict, "hold_not_active", "the hold is "+status+", not active")
+}
+
+// existingBooking answers a booking request for a hold that has a booking
+// already (made with another Idempotency-Key): 200 and that booking.
+func (s *Server) existingBooking(ctx context.Context, b Booking) response {
+	body, err := s.fullBody(ctx, b)
+	if err != nil {
+		return errUnavailable
+	}
+	return response{status: http.StatusOK, body: body, outcome: "existing"}
+}
+
+// resumeBooking answers a retry of the request that made b, whose
+// idempotency record is gone: the stored answer, or, when the first attempt
+// stopped before the provider answered, the payment carried on (the same
+// payment key: the provider charges once).
+func (s *Server) resumeBooking(ctx context.Context, ev *liveEvent, b Booking, digest string) response {
+	if b.RequestDigest != digest {
+		return errorResponse(http.StatusUnprocessableEntity, "idempotency_key_reused",
+			"this Idempotency-Key was used with a different request body")
+	}
+	if b.Response != nil {
+		return response{status: http.StatusAccepted, body: b.Response, outcome: "replayed"}
+	}
+	if b.Status == BookingPaymentPending && b.PaymentID == "" {
+		return s.pay(ctx, ev, b)
+	}
+	body := b.body(nil)
+	if err := s.ledger.bookingAnswered(ctx, b.ID, b.PaymentID, body, s.now()); err != nil {
+		s.log.Warn("booking response not kept", "booking", b.ID, "error", err)
+	}
+	return response{status: http.StatusAccepted, body: body, outcome: "replayed"}
+}
+
+func (l *Ledger) bookingAnswered(ctx context.Context, id, paymentID string, body []byte, now time.Time) error {
+	if _, err := l.pool.Exec(ctx, sqlBookingAnswered, id, paymentID, body, now); err != nil {
+		return fmt.Errorf("keep response of booking %s: %w", id, err)
+	}
+	return nil
+}
+
+func (s *Server) paymentRequest(b Booking) payment.CreateRequest {
+	return payment.CreateRequest{
+		BookingID: b.ID, Amount: b.Amount, Currency: b.Currency, PaymentMethod: b.PaymentMethod,
+		Metadata: map[string]string{"hold_id": b.HoldID, "event_id": strconv.FormatInt(b.EventID, 10)},
+	}
+}
+
+// paymentContext bounds a provider call, detached from the client: a buyer
+// who hangs up must not cut a charge in half.
+func (s *Server) paymentContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), s.cfg.PaymentTimeout)
+}
+
+// declineReason is the reason a failed payment gives.
+func declineReason(err error, p payment.Payment) (reason, paymentID string) {
+	paymentID = p.ID
+	var d *payment.DeclineError
+	if errors.As(err, &d) {
+		if d.PaymentID != "" {
+			paymentID = d.PaymentID
+		}
+		switch {
+		case d.DeclineCode != "":
+			return d.DeclineCode, paymentID
+		case d.Code != "":
+			return d.Code, paymentID
+		}
+	}
+	if p.FailureCode != "" {
+		return p.FailureCode, paymentID
+	}
+	return "payment_declined", paymentID
+}
+
+// pay charges a new booking, outside any transaction, and answers 202 with
+// the booking as this step leaves it: payment_pending (the webhook or the
+// reconciliation settles it) or failed (declined).
+func (s *Server) pay(ctx context.Context, ev *liveEvent, b Booking) response {
+	if b.Amount == 0 {
+		// Nothing to charge (a free event): confirmed at once.
+		if err := s.settlePaid(ctx, b, ""); err != nil {
+			s.log.Warn("free booking not confirmed yet", "booking", b.ID, "error", err)
+		} else if cur, err := s.ledger.Booking(ctx, b.ID); err == nil {
+			b = cur
+		}
+	} else {
+		pctx, cancel := s.paymentContext(ctx)
+		p, err := s.cfg.Payments.CreatePayment(pctx, s.paymentRequest(b))
+		cancel()
+		b.PaymentID = p.ID
+		switch {
+		case err == nil:
+		case errors.Is(err, payment.ErrDeclined):
+			reason, pid := declineReason(err, p)
+			b.PaymentID = pid
+			b = s.failPayment(ctx, b, pid, reason)
+		case errors.Is(err, payment.ErrInvalidRequest), errors.Is(err, payment.ErrIdempotencyConflict):
+			s.log.Error("payment request refused by the provider", "booking", b.ID, "error", err)
+			b = s.failPayment(ctx, b, p.ID, ReasonPaymentRejected)
+		default:
+			// Unknown outcome: the booking waits; the webhook or the payment
+			// reconciliation (same payment key) settles it.
+			s.log.Warn("payment outcome unknown; left to the reconciliation", "booking", b.ID, "error", err)
+		}
+	}
+	body := b.body(nil)
+	if b.Status == BookingConfirmed {
+		if full, err := s.fullBody(ctx, b); err == nil {
+			body = full
+		}
+	}
+	if err := s.ledger.bookingAnswered(context.WithoutCancel(ctx), b.ID, b.PaymentID, body, s.now()); err != nil {
+		s.log.Warn("booking response not kept", "booking", b.ID, "error", err)
+	}
+	outcome := "created"
+	if b.Status == BookingFailed {
+		outcome = "declined"
+	}
+	return response{status: http.StatusAccepted, body: body, outcome: outcome}
+}
+
+// failPayment marks a waiting booking failed and returns it as it is now.
+// Its hold is left alone: the buyer may pay again (a new booking) until it
+// expires.
+func (s *Server) failPayment(ctx context.Context, b Booking, paymentID, reason string) Booking {
+	failed, ok, err := updateBooking(ctx, s.ledger.pool, "fail booking "+b.ID, sqlFailBooking, b.ID, reason, paymentID, s.now())
+	switch {
+	case err != nil:
+		s.log.Warn("booking not marked failed", "booking", b.ID, "error", err)
+		return b
+	case ok:
+		s.metrics.bookings.WithLabelValues(BookingFailed).Inc()
+		return failed
+	}
+	if cur, err := s.ledger.Booking(ctx, b.ID); err == nil {
+		return cur
+	}
+	return b
+}
+
+// Settling a payment: the same code for webhooks and the reconciliation.
+
+// settleFailed records a failed payment.
+func (s *Server) settleFailed(ctx context.Context, b Booking, paymentID, reason string) error {
+	if b.Status != BookingPaymentPending {
+		return nil
+	}
+	_, ok, err := updateBooking(ctx, s.ledger.pool, "fail booking "+b.ID, sqlFailBooking, b.ID, reason, paymentID, s.now())
+	if ok {
+		s.metrics.bookings.WithLabelValues(BookingFailed).Inc()
+	}
+	return err
+}
+
+// settlePaid records a succeeded payment: the hold and the booking confirmed
+// and the tickets issued, in one transaction; or, when the hold is gone, the
+// late-payment policy. Calling it again changes nothing.
+func (s *Server) settlePaid(ctx context.Context, b Booking, paymentID string) error {
+	switch b.Status {
+	case BookingConfirmed, BookingCancelled, BookingRefunded:
+		return nil
+	case BookingFailed:
+		return s.refundUnbooked(ctx, b, paymentID, ReasonPaidAfterFailure)
+	}
+	ev, err := s.event(ctx, b.EventID)
+	if err != nil {
+		return err
+	}
+	ran := false
+	err = s.withLoaded(ctx, ev, func() error {
+		_, err := s.ConfirmHold(ctx, b.HoldID, func(tx pgx.Tx, _ Hold) error {
+			ran = true
+			_, err := s.confirmBookingTx(ctx, tx, b, paymentID, false, "", s.now())
+			return err
+		})
+		return err
+	})
+	switch {
+	case err == nil && ran:
+		s.metrics.bookings.WithLabelValues(BookingConfirmed).Inc()
+		return nil
+	case err == nil:
+		// The hold was confirmed already, by a concurrent settlement of
+		// this booking (which confirmed the booking with it).
+		return s.confirmAfterHold(ctx, b, paymentID)
+	case errors.Is(err, ErrHoldExpired), errors.Is(err, ErrHoldNotActive):
+		return s.latePayment(ctx, ev, b, paymentID)
+	case errors.Is(err, errBookingSettled):
+		return nil
+	}
+	return err
+}
+
+// confirmBookingTx confirms a waiting booking and issues its tickets, in tx.
+func (s *Server) confirmBookingTx(ctx context.Context, tx pgx.Tx, b Booking, paymentID string, overflow bool, reason string, now time.Time) (Booking, error) {
+	c, ok, err := updateBooking(ctx, tx, "confirm booking "+b.ID, sqlConfirmBooking, b.ID, reason, overflow, paymentID, now)
+	if err != nil {
+		return Booking{}, err
+	}
+	if !ok {
+		return Booking{}, fmt.Errorf("confirm booking %s: %w", b.ID, errBookingSettled)
+	}
+	if err := s.issueTickets(ctx, tx, c, now); err != nil {
+		return Booking{}, err
+	}
+	return c, nil
+}
+
+// issueTickets gives a confirmed booking one ticket per seat. Seat numbers
+// of the event are handed out under its row lock: freed seats first, then
+// new numbers, which a constraint keeps within the event's capacity.
+func (s *Server) issueTickets(ctx context.Context, tx pgx.Tx, b Booking, now time.Time) error {
+	var next int64
+	if err := tx.QueryRow(ctx, sqlLockEventSeats, b.EventID).Scan(&next); err != nil {
+		return fmt.Errorf("issue tickets of booking %s: lock seats: %w", b.ID, err)
+	}
+	rows, err := tx.Query(ctx, sqlTakeFreeSeats, b.EventID, b.Quantity)
+	seats, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil {
+		return fmt.Errorf("issue tickets of booking %s: reuse seats: %w", b.ID, err)
+	}
+	if n := b.Quantity - int64(len(seats)); n > 0 {
+		var first int32
+		if err := tx.QueryRow(ctx, sqlTakeNewSeats, b.EventID, n).Scan(&first); err != nil {
+			return fmt.Errorf("issue tickets of booking %s: new seats: %w", b.ID, err)
+		}
+		for i := range int32(n) {
+			seats = append(seats, first+i)
+		}
+	}
+	codes := make([]string, len(seats))
+	for i, seat := range seats {
+		code, err := SignTicket(s.cfg.TicketKey, TicketClaims{BookingID: b.ID, EventID: b.EventID, Seat: int64(seat)})
+		if err != nil {
+			return fmt.Errorf("issue tickets of booking %s: %w", b.ID, err)
+		}
+		codes[i] = code
+	}
+	if _, err := tx.Exec(ctx, sqlInsertTickets, codes, b.ID, b.EventID, seats, now); err != nil {
+		return fmt.Errorf("issue tickets of booking %s: %w", b.ID, err)
+	}
+	return nil
+}
+
+// confirmAfterHold confirms a booking whose hold is confirmed already.
+func (s *Server) confirmAfterHold(ctx context.Context, b Booking, paymentID string) error {
+	confirmed := false
+	err := pgx.BeginTxFunc(ctx, s.ledger.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+		cur, err := lockBooking(ctx, tx, b.ID)
+		if err != nil || cur.Status != BookingPaymentPending {
+			return err
+		}
+		rows, err := tx.Query(ctx, sqlLockHold, cur.HoldID)
+		h, err := collectOne[Hold](rows, err, "lock hold "+cur.HoldID)
+		if err != nil {
+			return err
+		}
+		if h.Status != StatusConfirmed {
+			return fmt.Errorf("confirm booking %s: hold %s is %s: retry", b.ID, h.ID, h.Status)
+		}
+		_, err = s.confirmBookingTx(ctx, tx, cur, paymentID, false, "", s.now())
+		confirmed = err == nil
+		return err
+	})
+	if confirmed {
+		s.metrics.bookings.WithLabelValues(BookingConfirmed).Inc()
+	}
+	return err
+}
+
+// latePayment settles a payment whose hold expired before it landed: the
+// seats come from the overflow reserve if it has them (a conditional
+// update: never oversold), otherwise the money goes back. The hold's own
+// seats went (or go now) back to the sellable pool either way.
+func (s *Server) latePayment(ctx context.Context, ev *liveEvent, b Booking, paymentID string) error {
+	now := s.now()
+	var settled Booking
+	var expired, absorbed, refund bool
+	err := pgx.BeginTxFunc(ctx, s.ledger.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+		expired, absorbed, refund = false, false, false
+		cur, err := lockBooking(ctx, tx, b.ID)
+		if err != nil || cur.Status != BookingPaymentPending {
+			return err
+		}
+		rows, err := tx.Query(ctx, sqlLockHold, cur.HoldID)
+		h, err := collectOne[Hold](rows, err, "lock hold "+cur.HoldID)
+		if err != nil {
+			return err
+		}
+		switch {
+		case h.Status == StatusConfirmed:
+			return fmt.Errorf("late payment of booking %s: hold %s was confirmed meanwhile: retry", b.ID, h.ID)
+		case h.Status == StatusPending && !h.ExpiresAt.Before(now):
+			return fmt.Errorf("late payment of booking %s: hold %s is live in the ledger, not in redis: retry", b.ID, h.ID)
+		case h.Status == StatusPending:
+			if _, err := tx.Exec(ctx, sqlExpireHold, h.ID, now); err != nil {
+				return fmt.Errorf("expire hold %s: %w", h.ID, err)
+			}
+			expired = true
+		}
+		var used int64
+		err = tx.QueryRow(ctx, sqlTakeOverflow, ev.ID, cur.Quantity).Scan(&used)
+		if errors.Is(err, pgx.ErrNoRows) {
+			settled, refund, err = updateBooking(ctx, tx, "refund booking "+b.ID, sqlRefundPayment, b.ID, ReasonLateSoldOut, paymentID, now)
+			return err
+		}
+		if err != nil {
+			return fmt.Errorf("take overflow seats: %w", err)
+		}
+		settled, err = s.confirmBookingTx(ctx, tx, cur, paymentID, true, ReasonLateOverflow, now)
+		absorbed = err == nil
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("late payment of booking %s: %w", b.ID, err)
+	}
+	if expired {
+		// This call took the hold from pending to expired, so it returns
+		// the seats, once (also when a failed confirmation left them
+		// confirmed in Redis).
+		s.releaseSeats(ctx, ev, b.HoldID, inventory.AnyHold)
+	}
+	switch {
+	case absorbed:
+		s.metrics.latePayments.WithLabelValues("absorbed").Inc()
+		s.metrics.bookings.WithLabelValues(BookingConfirmed).Inc()
+		s.log.Info("late payment confirmed from the overflow reserve", "booking", b.ID, "event", ev.ID, "seats", b.Quantity)
+	case refund:
+		s.metrics.latePayments.WithLabelValues("refunded").Inc()
+		s.log.Info("late payment refunded: the overflow reserve is used up", "booking", b.ID, "event", ev.ID)
+		if err := s.refundBooking(ctx, settled); err != nil {
+			s.log.Warn("refund not made yet; the payment reconciliation retries it", "booking", b.ID, "error", err)
+		}
+	}
+	return nil
+}
+
+// refundUnbooked refunds a payment that no booking can use.
+func (s *Server) refundUnbooked(ctx context.Context, b Booking, paymentID, reason string) error {
+	settled, ok, err := updateBooking(ctx, s.ledger.pool, "refund booking "+b.ID, sqlRefundPayment, b.ID, reason, paymentID, s.now())
+	if err != nil || !ok {
+		return err
+	}
+	s.log.Warn("payment without a booking to serve: refunded", "booking", b.ID, "reason", reason)
+	if err := s.refundBooking(ctx, settled); err != nil {
+		s.log.Warn("refund not made yet; the payment reconciliation retries it", "booking", b.ID, "error", err)
+	}
+	return nil
+}
+
+// refundBooking makes a decided refund at the provider (the key derived
+// from the booking: the cancellation, the late payment and their retries
+// refund once) and marks the booking refunded.
+func (s *Server) refundBooking(ctx context.Context, b Booking) error {
+	if b.RefundStatus != RefundPending {
+		return nil
+	}
+	if b.PaymentID == "" {
+		return fmt.Errorf("refund booking %s: no payment id known", b.ID)
+	}
+	pctx, cancel := s.paymentContext(ctx)
+	r, err := s.cfg.Payments.Refund(pctx, payment.RefundRequest{PaymentID: b.PaymentID, BookingID: b.ID})
+	cancel()
+	if err != nil && !errors.Is(err, payment.ErrAlreadyRefunded) {
+		return fmt.Errorf("refund booking %s: %w", b.ID, err)
+	}
+	return s.refundDone(ctx, b.ID, r.ID)
+}
+
+func (s *Server) refundDone(ctx context.Context, bookingID, refundID string) error {
+	_, ok, err := updateBooking(context.WithoutCancel(ctx), s.ledger.pool, "refund booking "+bookingID,
+		sqlRefundDone, bookingID, refundID, s.now())
+	if ok {
+		s.metrics.bookings.WithLabelValues(BookingRefunded).Inc()
+	}
+	return err
+}
+
+// CancelBooking cancels a confirmed booking: its tickets are voided and its
+// seats given back (to the inventory once, or to the overflow reserve) in
+// one transaction, then the payment is refunded outside it. Cancelling a
+// booking the buyer cancelled already returns it as it is (retrying a
+// refund still due); anything else is ErrBookingNotCancellable.
+func (s *Server) CancelBooking(ctx context.Context, bookingID string) (Booking, error) {
+	now := s.now()
+	var cancelled Booking
+	var acted, release bool
+	err := pgx.BeginTxFunc(ctx, s.ledger.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+		acted, release = false, false
+		cur, err := lockBooking(ctx, tx, bookingID)
+		if err != nil {
+			return err
+		}
+		switch {
+		case cur.Status == BookingConfirmed:
+		case (cur.Status == BookingCancelled || cur.Status == BookingRefunded) && cur.StatusReason == ReasonCancelled:
+			cancelled = cur
+			return nil
+		default:
+			return fmt.Errorf("cancel booking %s (%s): %w", bookingID, cur.Status, ErrBookingNotCancellable)
+		}
+		if cur.Overflow {
+			tag, err := tx.Exec(ctx, sqlGiveOverflow, cur.EventID, cur.Quantity)
+			if err != nil {
+				return fmt.Errorf("give overflow seats back: %w", err)
+			}
+			if tag.RowsAffected() != 1 {
+				return fmt.Errorf("cancel booking %s: the overflow reserve does not count its seats", bookingID)
+			}
+		} else {
+			tag, err := tx.Exec(ctx, sqlReleaseConfirmedHold, cur.HoldID, now)
+			if err != nil {
+				return fmt.Errorf("release hold %s: %w", cur.HoldID, err)
+			}
+			if tag.RowsAffected() != 1 {
+				return fmt.Errorf("cancel booking %s: hold %s is not confirmed", bookingID, cur.HoldID)
+			}
+			release = true
+		}
+		rows, err := tx.Query(ctx, sqlVoidTickets, cur.ID)
+		seats, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+		if err != nil {
+			return fmt.Errorf("void tickets of booking %s: %w", bookingID, err)
+		}
+		if _, err := tx.Exec(ctx, sqlFreeSeats, cur.EventID, seats); err != nil {
+			return fmt.Errorf("free seats of booking %s: %w", bookingID, err)
+		}
+		refund := ""
+		if cur.Amount > 0 && cur.PaymentID != "" {
+			refund = RefundPending
+		}
+		cancelled, acted, err = updateBooking(ctx, tx, "cancel booking "+bookingID, sqlCancelBooking, cur.ID, ReasonCancelled, refund, now)
+		return err
+	})
+	if err != nil {
+		return Booking{}, err
+	}
+	if acted {
+		s.metrics.bookings.WithLabelValues(BookingCancelled).Inc()
+	}
+	if release {
+		ev, err := s.event(ctx, cancelled.EventID)
+		if err != nil {
+			return Booking{}, err
+		}
+		s.releaseSeats(ctx, ev, cancelled.HoldID, inventory.AnyHold)
+	}
+	if cancelled.RefundStatus == RefundPending {
+		if err := s.refundBooking(ctx, cancelled); err != nil {
+			s.log.Warn("refund not made yet; the payment reconciliation retries it", "booking", bookingID, "error", err)
+			return cancelled, nil
+		}
+		return s.ledger.Booking(ctx, bookingID)
+	}
+	return cancelled, nil
+}

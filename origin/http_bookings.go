@@ -1,0 +1,201 @@
+package origin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// maxPaymentMethodLen bounds payment_method_token.
+const maxPaymentMethodLen = 255
+
+var errPaymentsOff = errorResponse(http.StatusServiceUnavailable, "payments_unavailable",
+	"this origin has no payment provider configured")
+
+// parseBooking reads {"hold_id": "…", "payment_method_token": "pm_…"}.
+func parseBooking(body []byte) (holdID, method string, bad *response) {
+	var req struct {
+		HoldID        *string `json:"hold_id"`
+		PaymentMethod *string `json:"payment_method_token"`
+	}
+	if bad := decodeStrict(body, &req); bad != nil {
+		return "", "", bad
+	}
+	invalid := func(msg string) (string, string, *response) {
+		r := errorResponse(http.StatusBadRequest, "invalid_request", msg)
+		return "", "", &r
+	}
+	switch {
+	case req.HoldID == nil || strings.TrimSpace(*req.HoldID) == "":
+		return invalid("hold_id is required")
+	case req.PaymentMethod == nil || strings.TrimSpace(*req.PaymentMethod) == "":
+		return invalid("payment_method_token is required")
+	case len(*req.PaymentMethod) > maxPaymentMethodLen:
+		return invalid(fmt.Sprintf("payment_method_token is longer than %d characters", maxPaymentMethodLen))
+	}
+	return *req.HoldID, *req.PaymentMethod, nil
+}
+
+func (s *Server) handleCreateBooking(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	resp := s.createBookingRequest(w, r)
+	writeResponse(w, resp)
+	s.metrics.bookingRequests.WithLabelValues(resp.outcome).Inc()
+	s.metrics.bookingLatency.Observe(time.Since(start).Seconds())
+}
+
+func (s *Server) createBookingRequest(w http.ResponseWriter, r *http.Request) response {
+	if r.ContentLength > MaxBodyBytes {
+		return errTooLarge
+	}
+	if s.cfg.Payments == nil {
+		return errPaymentsOff
+	}
+	if !hasAnyToken(r) {
+		return errInvalidToken
+	}
+	key := r.Header.Get("Idempotency-Key")
+	if key == "" || len(key) > MaxIdempotencyKeyLen {
+		return errorResponse(http.StatusBadRequest, "missing_idempotency_key",
+			fmt.Sprintf("an Idempotency-Key header of 1 to %d characters is required", MaxIdempotencyKeyLen))
+	}
+	body, bad := readBody(w, r)
+	if bad != nil {
+		return *bad
+	}
+	rawHold, method, bad := parseBooking(body)
+	if bad != nil {
+		return *bad
+	}
+	noHold := errorResponse(http.StatusNotFound, "not_found", "no such hold")
+	holdID, err := uuid.Parse(rawHold)
+	if err != nil {
+		return noHold
+	}
+	ctx := r.Context()
+	h, err := s.ledger.Hold(ctx, holdID.String())
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return noHold
+	case err != nil:
+		return errUnavailable
+	}
+	// Holding seats proves the buyer was admitted: a booking needs the
+	// owner's valid token, not a position below the watermark, so a buyer
+	// can pay while admission is paused (a rebuild) or the event sold out.
+	ticket, bad := s.ticket(r, h.EventID)
+	if bad != nil {
+		return *bad
+	}
+	if ticket.Subject != h.UserID {
+		return noHold
+	}
+	ev, err := s.event(ctx, h.EventID)
+	if err != nil {
+		return errUnavailable
+	}
+	req := bookingRequest{user: ticket.Subject, key: key, method: method,
+		digest: RequestDigest(canonicalBooking(h.ID, method))}
+	scope := IdemScope{Kind: "bookings", Event: ev.ID, User: req.user, Key: key}
+	stored, err := s.idem.Begin(ctx, scope, req.digest)
+	switch {
+	case errors.Is(err, ErrKeyReused):
+		return errorResponse(http.StatusUnprocessableEntity, "idempotency_key_reused",
+			"this Idempotency-Key was used with a different request body")
+	case errors.Is(err, ErrRequestInProgress):
+		return errorResponse(http.StatusConflict, "request_in_progress",
+			"a request with this Idempotency-Key is still being processed")
+	case err != nil:
+		s.log.Warn("idempotency store unavailable", "error", err)
+		return errUnavailable
+	case stored != nil:
+		w.Header().Set("Idempotent-Replayed", "true")
+		return response{status: stored.Status, body: stored.Body, outcome: "replayed"}
+	}
+	resp := s.createBooking(ctx, ev, h, req)
+	if resp.outcome == "replayed" {
+		w.Header().Set("Idempotent-Replayed", "true")
+	}
+	if err := s.idem.Finish(context.WithoutCancel(ctx), scope, req.digest, StoredResponse{Status: resp.status, Body: resp.body}); err != nil {
+		s.log.Warn("idempotency record not kept", "error", err)
+	}
+	return resp
+}
+
+// bookingForUser reads booking {id} for the token's owner: 401 without a
+// valid token, 404 when it does not exist or belongs to someone else.
+func (s *Server) bookingForUser(w http.ResponseWriter, r *http.Request) (Booking, bool) {
+	if !hasAnyToken(r) {
+		writeResponse(w, errInvalidToken)
+		return Booking{}, false
+	}
+	id, err := uuid.Parse(r.PathValue("id"))
+	if err != nil {
+		writeError(w, http.StatusNotFound, "not_found", "no such booking")
+		return Booking{}, false
+	}
+	b, err := s.ledger.Booking(r.Context(), id.String())
+	if err != nil {
+		lookupFailed(w, err, "booking")
+		return Booking{}, false
+	}
+	ticket, bad := s.ticket(r, b.EventID)
+	if bad != nil {
+		writeResponse(w, *bad)
+		return Booking{}, false
+	}
+	if ticket.Subject != b.UserID {
+		writeError(w, http.StatusNotFound, "not_found", "no such booking")
+		return Booking{}, false
+	}
+	return b, true
+}
+
+func (s *Server) handleGetBooking(w http.ResponseWriter, r *http.Request) {
+	b, ok := s.bookingForUser(w, r)
+	if !ok {
+		return
+	}
+	body, err := s.fullBody(r.Context(), b)
+	if err != nil {
+		writeResponse(w, errUnavailable)
+		return
+	}
+	writeResponse(w, response{status: http.StatusOK, body: body})
+}
+
+func (s *Server) handleCancelBooking(w http.ResponseWriter, r *http.Request) {
+	if bodyTooLarge(w, r) {
+		return
+	}
+	if s.cfg.Payments == nil {
+		writeResponse(w, errPaymentsOff)
+		return
+	}
+	b, ok := s.bookingForUser(w, r)
+	if !ok {
+		return
+	}
+	cancelled, err := s.CancelBooking(r.Context(), b.ID)
+	switch {
+	case errors.Is(err, ErrBookingNotCancellable):
+		writeError(w, http.StatusConflict, "booking_not_cancellable",
+			"only a confirmed booking can be cancelled; this one is "+b.Status)
+		return
+	case err != nil:
+		s.log.Warn("cancellation failed", "booking", b.ID, "error", err)
+		writeResponse(w, errUnavailable)
+		return
+	}
+	body, err := s.fullBody(r.Context(), cancelled)
+	if err != nil {
+		writeResponse(w, errUnavailable)
+		return
+	}
+	writeResponse(w, response{status: http.StatusOK, body: body})
+}

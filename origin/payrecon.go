@@ -1,0 +1,109 @@
+package origin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/waitroom/waitroom/origin/payment"
+)
+
+// The payment reconciliation: a webhook may never come (lost, the endpoint
+// down for longer than the provider retries, a payment that succeeded
+// silently), and a refund call may fail. Every PaymentReconcileInterval,
+// each node takes a batch of the bookings still waiting for their payment
+// PaymentPendingAfter after they were made (or last looked at), or owing a
+// refund, leases them (SKIP LOCKED, so nodes split the work), and settles
+// them by asking the provider, through the same code as the webhooks.
+
+// reconcileBatch is how many bookings one statement leases.
+const reconcileBatch = 100
+
+// ReconcilePaymentsOnce settles the bookings due and returns how many it
+// looked at.
+func (s *Server) ReconcilePaymentsOnce(ctx context.Context) (int, error) {
+	if s.cfg.Payments == nil {
+		return 0, nil
+	}
+	now := s.now()
+	var errs []error
+	total := 0
+	for {
+		rows, err := s.ledger.pool.Query(ctx, sqlClaimUnsettled, now, now.Add(-s.cfg.PaymentPendingAfter), reconcileBatch)
+		due, err := collectAll[Booking](rows, err, "lease unsettled bookings")
+		if err != nil {
+			return total, errors.Join(append(errs, err)...)
+		}
+		for _, b := range due {
+			var err error
+			if b.RefundStatus == RefundPending {
+				err = s.refundBooking(ctx, b)
+			} else {
+				err = s.resolvePayment(ctx, b)
+			}
+			if err != nil {
+				s.metrics.paymentChecks.WithLabelValues("error").Inc()
+				errs = append(errs, err)
+			}
+		}
+		total += len(due)
+		if len(due) < reconcileBatch {
+			break
+		}
+	}
+	return total, errors.Join(errs...)
+}
+
+// resolvePayment asks the provider about a booking still waiting for its
+// payment. Without a payment id (the create call's answer was lost) it
+// repeats the create with the same key: the provider returns the payment
+// it made, or makes it if the first call never reached it.
+func (s *Server) resolvePayment(ctx context.Context, b Booking) error {
+	if b.Amount == 0 {
+		return s.settlePaid(ctx, b, "")
+	}
+	pctx, cancel := s.paymentContext(ctx)
+	defer cancel()
+	var p payment.Payment
+	var err error
+	if b.PaymentID != "" {
+		p, err = s.cfg.Payments.GetPayment(pctx, b.PaymentID)
+		if errors.Is(err, payment.ErrNotFound) {
+			s.metrics.paymentChecks.WithLabelValues("not_found").Inc()
+			s.log.Warn("the provider does not know the booking's payment: failed", "booking", b.ID, "payment", b.PaymentID)
+			return s.settleFailed(ctx, b, "", ReasonPaymentNotFound)
+		}
+	} else {
+		p, err = s.cfg.Payments.CreatePayment(pctx, s.paymentRequest(b))
+		switch {
+		case errors.Is(err, payment.ErrDeclined):
+			s.metrics.paymentChecks.WithLabelValues("failed").Inc()
+			reason, pid := declineReason(err, p)
+			return s.settleFailed(ctx, b, pid, reason)
+		case errors.Is(err, payment.ErrInvalidRequest), errors.Is(err, payment.ErrIdempotencyConflict):
+			s.metrics.paymentChecks.WithLabelValues("failed").Inc()
+			return s.settleFailed(ctx, b, p.ID, ReasonPaymentRejected)
+		case err == nil && p.ID != "":
+			if aerr := s.ledger.bookingAnswered(ctx, b.ID, p.ID, b.Response, s.now()); aerr != nil {
+				return aerr
+			}
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("resolve payment of booking %s: %w", b.ID, err)
+	}
+	switch p.Status {
+	case payment.StatusSucceeded:
+		s.metrics.paymentChecks.WithLabelValues("succeeded").Inc()
+		return s.settlePaid(ctx, b, p.ID)
+	case payment.StatusFailed, payment.StatusCanceled:
+		s.metrics.paymentChecks.WithLabelValues("failed").Inc()
+		reason := p.FailureCode
+		if reason == "" {
+			reason = "payment_" + string(p.Status)
+		}
+		return s.settleFailed(ctx, b, p.ID, reason)
+	}
+	s.metrics.paymentChecks.WithLabelValues("pending").Inc()
+	return nil
+}

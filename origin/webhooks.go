@@ -1,0 +1,165 @@
+package origin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/google/uuid"
+
+	"github.com/waitroom/waitroom/origin/payment"
+)
+
+// Webhooks come at least once, in any order, maybe concurrently, maybe for
+// a payment whose create call has not even returned yet. So:
+//
+//   - nothing is read before the signature is verified (400, nothing
+//     changes);
+//   - an event id seen before answers 200 at once: the id is recorded, under
+//     a unique constraint, after the event was acted on, so an event whose
+//     handling failed (503) is acted on when redelivered;
+//   - copies racing each other all run the settlement, which changes a
+//     booking only from the status it expects (so once);
+//   - the booking is found by payment id, or by the booking id in the
+//     payment's metadata when the create call has not recorded the payment
+//     id yet;
+//   - an event for a payment no booking knows, or of a type the flow does
+//     not act on, answers 200 and changes nothing.
+
+// Webhook outcomes, in the answer's body and the metric.
+const (
+	webhookProcessed = "processed"
+	webhookDuplicate = "duplicate"
+	webhookIgnored   = "ignored"
+)
+
+type webhookJSON struct {
+	Received bool   `json:"received"`
+	Outcome  string `json:"outcome"`
+}
+
+func (s *Server) handleWebhook(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("provider")
+	if name != payment.NameFakepay && name != payment.NameStripe {
+		writeError(w, http.StatusNotFound, "not_found", "no such payment provider")
+		return
+	}
+	if s.cfg.Payments == nil || s.cfg.Payments.Name() != name {
+		writeError(w, http.StatusNotFound, "not_found", "payment provider "+name+" is not configured")
+		return
+	}
+	if bodyTooLarge(w, r) {
+		return
+	}
+	body, bad := readBody(w, r)
+	if bad != nil {
+		writeResponse(w, *bad)
+		return
+	}
+	ev, err := s.cfg.Payments.ParseWebhook(body, r.Header.Get(payment.SignatureHeader))
+	switch {
+	case errors.Is(err, payment.ErrInvalidSignature):
+		s.metrics.webhooks.WithLabelValues("invalid").Inc()
+		writeError(w, http.StatusBadRequest, "invalid_signature", "the webhook signature does not verify")
+		return
+	case err != nil:
+		s.metrics.webhooks.WithLabelValues("invalid").Inc()
+		writeError(w, http.StatusBadRequest, "invalid_request", "the webhook body is not an event: "+err.Error())
+		return
+	}
+	s.metrics.webhooksReceived.Inc()
+	outcome, err := s.HandlePaymentEvent(r.Context(), ev)
+	if err != nil {
+		s.metrics.webhooks.WithLabelValues("error").Inc()
+		s.log.Warn("webhook not handled; the provider will redeliver it", "event", ev.ID, "type", ev.Type,
+			"payment", ev.PaymentID, "error", err)
+		writeResponse(w, unavailableResponse("the event could not be handled now; deliver it again"))
+		return
+	}
+	s.metrics.webhooks.WithLabelValues(outcome).Inc()
+	writeJSON(w, http.StatusOK, webhookJSON{Received: true, Outcome: outcome})
+}
+
+// HandlePaymentEvent acts on a verified event of the configured provider
+// and returns what it did: processed, duplicate or ignored. An error means
+// it could not be acted on now (the provider redelivers it).
+func (s *Server) HandlePaymentEvent(ctx context.Context, ev payment.Event) (string, error) {
+	if !ev.Known() {
+		return webhookIgnored, nil
+	}
+	provider := s.cfg.Payments.Name()
+	var seen bool
+	if err := s.ledger.pool.QueryRow(ctx, sqlPaymentEventSeen, provider, ev.ID).Scan(&seen); err != nil {
+		return "", fmt.Errorf("check event %s: %w", ev.ID, err)
+	}
+	if seen {
+		return webhookDuplicate, nil
+	}
+	b, found, err := s.bookingOfEvent(ctx, provider, ev)
+	if err != nil {
+		return "", err
+	}
+	if !found {
+		s.log.Info("webhook for a payment no booking knows: ignored", "event", ev.ID, "type", ev.Type,
+			"payment", ev.PaymentID, "booking", ev.BookingID)
+		return webhookIgnored, nil
+	}
+	switch ev.Kind {
+	case payment.KindPaymentSucceeded:
+		err = s.settlePaid(ctx, b, ev.PaymentID)
+	case payment.KindPaymentFailed:
+		reason := ev.FailureCode
+		if reason == "" {
+			reason = "payment_declined"
+		}
+		err = s.settleFailed(ctx, b, ev.PaymentID, reason)
+	case payment.KindRefunded:
+		// A refund whose call answered ambiguously is confirmed here.
+		if b.RefundStatus == RefundPending && ev.AmountRefunded >= b.Amount {
+			err = s.refundDone(ctx, b.ID, "")
+		}
+	}
+	if err != nil {
+		return "", err
+	}
+	tag, err := s.ledger.pool.Exec(ctx, sqlRecordPaymentEvent, provider, ev.ID, ev.Type, ev.PaymentID, b.ID, s.now())
+	if err != nil {
+		return "", fmt.Errorf("record event %s: %w", ev.ID, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return webhookDuplicate, nil
+	}
+	return webhookProcessed, nil
+}
+
+// bookingOfEvent finds the booking an event is about: by payment id, or by
+// the booking id of the payment's metadata while the booking has not
+// recorded its payment id yet.
+func (s *Server) bookingOfEvent(ctx context.Context, provider string, ev payment.Event) (Booking, bool, error) {
+	b, err := s.ledger.bookingByPayment(ctx, provider, ev.PaymentID)
+	if err == nil {
+		return b, true, nil
+	}
+	if !errors.Is(err, ErrNotFound) {
+		return Booking{}, false, err
+	}
+	id, perr := uuid.Parse(ev.BookingID)
+	if perr != nil {
+		return Booking{}, false, nil
+	}
+	b, err = s.ledger.Booking(ctx, id.String())
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return Booking{}, false, nil
+	case err != nil:
+		return Booking{}, false, err
+	case b.Provider != provider:
+		return Booking{}, false, nil
+	case b.PaymentID != "" && b.PaymentID != ev.PaymentID:
+		s.log.Warn("webhook names a booking paid by another payment: ignored", "event", ev.ID,
+			"payment", ev.PaymentID, "booking", b.ID, "booking_payment", b.PaymentID)
+		return Booking{}, false, nil
+	}
+	return b, true, nil
+}
