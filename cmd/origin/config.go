@@ -10,6 +10,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/waitroom/waitroom/origin"
+	"github.com/waitroom/waitroom/origin/payment"
 	"github.com/waitroom/waitroom/waitroom"
 )
 
@@ -26,6 +28,14 @@ type config struct {
 	holdWriteTimeout  time.Duration
 	rebuildSettle     time.Duration
 	logFormat         string
+
+	payment payment.Config
+	// ticketKey is nil when none is configured (fakepay only): a random
+	// one is made at start.
+	ticketKey                []byte
+	paymentWindow            time.Duration
+	paymentReconcileInterval time.Duration
+	paymentPendingAfter      time.Duration
 }
 
 // loadConfig reads the environment through getenv, then the flags in args.
@@ -59,6 +69,9 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (co
 	fs.StringVar(&keys, "keys", env("WAITROOM_KEYS", ""), "queue token keys kid:secret[,kid:secret…], the gateway's (WAITROOM_KEYS, required)")
 	fs.StringVar(&c.adminToken, "admin-token", env("ORIGIN_ADMIN_TOKEN", ""), "bearer token of the admin routes (ORIGIN_ADMIN_TOKEN, required)")
 	fs.StringVar(&c.logFormat, "log-format", env("ORIGIN_LOG_FORMAT", "text"), "log format: text or json (ORIGIN_LOG_FORMAT)")
+	var provider string
+	fs.StringVar(&provider, "payment-provider", env("PAYMENT_PROVIDER", payment.NameFakepay),
+		"payment provider: fakepay or stripe (PAYMENT_PROVIDER); its secrets come from the environment only")
 	var errs []error
 	for _, d := range []struct {
 		p     *time.Duration
@@ -71,6 +84,9 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (co
 		{&c.reconcileInterval, "reconcile-interval", "ORIGIN_RECONCILE_INTERVAL", 30 * time.Second, "how often the invariant is checked"},
 		{&c.holdWriteTimeout, "hold-write-timeout", "ORIGIN_HOLD_WRITE_TIMEOUT", 2 * time.Second, "deadline of a hold's ledger write"},
 		{&c.rebuildSettle, "rebuild-settle", "ORIGIN_REBUILD_SETTLE", 2 * time.Second, "wait for other nodes' hold writes during a rebuild"},
+		{&c.paymentWindow, "payment-window", "ORIGIN_PAYMENT_WINDOW", 2 * time.Minute, "least time a booking keeps its hold for the payment (at most the hold lifetime)"},
+		{&c.paymentReconcileInterval, "payment-reconcile-interval", "ORIGIN_PAYMENT_RECONCILE_INTERVAL", 15 * time.Second, "how often the payment reconciliation runs"},
+		{&c.paymentPendingAfter, "payment-pending-after", "ORIGIN_PAYMENT_PENDING_AFTER", time.Minute, "how long a booking waits for its payment's webhook before the provider is asked"},
 	} {
 		def, err := envDuration(d.env, d.def)
 		errs = append(errs, err)
@@ -113,6 +129,26 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (co
 		if err != nil {
 			errs = append(errs, fmt.Errorf("WAITROOM_KEYS is malformed: %w", err))
 		}
+	}
+	payEnv := func(name string) string {
+		if name == "PAYMENT_PROVIDER" {
+			return provider
+		}
+		return getenv(name)
+	}
+	var err error
+	if c.payment, err = payment.ConfigFromEnv(payEnv); err != nil {
+		errs = append(errs, err)
+	}
+	// Tickets must verify across restarts and on every node: a real sale
+	// needs the key set; a fakepay demo may run with a random one.
+	switch key := getenv("TICKET_KEY"); {
+	case len(key) >= origin.MinTicketKeyLen:
+		c.ticketKey = []byte(key)
+	case key != "":
+		errs = append(errs, fmt.Errorf("TICKET_KEY is malformed: at least %d bytes are required", origin.MinTicketKeyLen))
+	case c.payment.Provider == payment.NameStripe:
+		errs = append(errs, fmt.Errorf("TICKET_KEY is required with PAYMENT_PROVIDER=stripe"))
 	}
 	if c.logFormat != "text" && c.logFormat != "json" {
 		errs = append(errs, fmt.Errorf("ORIGIN_LOG_FORMAT must be text or json, not %q", c.logFormat))

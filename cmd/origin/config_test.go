@@ -25,6 +25,13 @@ func TestLoadConfig(t *testing.T) {
 		m[k] = v
 		return m
 	}
+	withAll := func(kv map[string]string) map[string]string {
+		m := with("ORIGIN_ADDR", "")
+		for k, v := range kv {
+			m[k] = v
+		}
+		return m
+	}
 	tests := []struct {
 		name    string
 		env     map[string]string
@@ -38,7 +45,31 @@ func TestLoadConfig(t *testing.T) {
 			assert.Equal(t, 30*time.Second, c.reconcileInterval)
 			assert.Equal(t, "k2", c.keys.SigningKeyID())
 			assert.Equal(t, "secret", c.adminToken)
+			assert.Equal(t, "fakepay", c.payment.Provider)
+			assert.Nil(t, c.ticketKey, "fakepay runs with a random ticket key when none is set")
+			assert.Equal(t, 2*time.Minute, c.paymentWindow)
+			assert.Equal(t, time.Minute, c.paymentPendingAfter)
 		}},
+		{name: "ticket key", env: with("TICKET_KEY", strings.Repeat("t", 32)), check: func(t *testing.T, c config) {
+			assert.Equal(t, []byte(strings.Repeat("t", 32)), c.ticketKey)
+		}},
+		{name: "short ticket key", env: with("TICKET_KEY", "short"), wantErr: "TICKET_KEY is malformed"},
+		{name: "fakepay knobs", env: withAll(map[string]string{"FAKEPAY_MIN_COPIES": "5", "FAKEPAY_MAX_COPIES": "5", "FAKEPAY_MAX_DELAY": "2s"}),
+			check: func(t *testing.T, c config) {
+				assert.Equal(t, 5, c.payment.Fakepay.MaxCopies)
+				assert.Equal(t, 2*time.Second, c.payment.Fakepay.MaxDelay)
+			}},
+		{name: "bad fakepay knob", env: with("FAKEPAY_FAILURE_RATE", "2"), wantErr: "FAKEPAY_FAILURE_RATE"},
+		{name: "unknown provider", env: with("PAYMENT_PROVIDER", "paypal"), wantErr: "PAYMENT_PROVIDER"},
+		{name: "stripe without its key", env: with("PAYMENT_PROVIDER", "stripe"), wantErr: "STRIPE_API_KEY"},
+		{name: "stripe without a ticket key", env: withAll(map[string]string{"PAYMENT_PROVIDER": "stripe",
+			"STRIPE_API_KEY": "sk_test_x", "STRIPE_WEBHOOK_SECRET": "whsec_x"}), wantErr: "TICKET_KEY is required"},
+		{name: "stripe", env: withAll(map[string]string{"STRIPE_API_KEY": "sk_test_x", "STRIPE_WEBHOOK_SECRET": "whsec_x",
+			"TICKET_KEY": strings.Repeat("t", 40)}), args: []string{"-payment-provider", "stripe"},
+			check: func(t *testing.T, c config) {
+				assert.Equal(t, "stripe", c.payment.Provider)
+				assert.Equal(t, "sk_test_x", c.payment.Stripe.APIKey)
+			}},
 		{name: "environment", env: with("ORIGIN_ADDR", "127.0.0.1:9000"), check: func(t *testing.T, c config) {
 			assert.Equal(t, "127.0.0.1:9000", c.addr)
 		}},

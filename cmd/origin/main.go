@@ -1,18 +1,21 @@
 // Command origin runs the bundled origin service: seat holds in Redis, the
-// Postgres ledger, the reaper and the reconciler, behind the HTTP API of
-// API.md section 4. Configuration comes from the environment (API.md
+// Postgres ledger, the reaper and the reconciler, bookings paid through
+// fakepay or Stripe, behind the HTTP API of API.md sections 4 and 5. Configuration comes from the environment (API.md
 // section 6); flags override it (origin -h lists them).
 package main
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -20,6 +23,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/waitroom/waitroom/origin"
+	"github.com/waitroom/waitroom/origin/payment"
 )
 
 func main() {
@@ -62,22 +66,42 @@ func run(cfg config, log *slog.Logger) error {
 		return fmt.Errorf("REDIS_URL: ping redis: %w", err)
 	}
 
+	// Background work (fakepay's webhook deliveries included) stops only
+	// after the HTTP server has drained, so a request in flight still finds
+	// its event's admission state.
+	bg, stopBG := context.WithCancel(context.Background())
+	defer stopBG()
+
+	ticketKey := cfg.ticketKey
+	if ticketKey == nil {
+		ticketKey = make([]byte, 32)
+		_, _ = rand.Read(ticketKey)
+		log.Warn("TICKET_KEY is not set: tickets are signed with a random key and will not verify after a restart or on another node")
+	}
+	cfg.payment.Fakepay.Logger = log
+	payments, err := payment.New(bg, cfg.payment)
+	if err != nil {
+		return fmt.Errorf("payment provider: %w", err)
+	}
+	defer payments.Close()
+
 	srv, err := origin.New(origin.Config{
-		Keys:              cfg.keys,
-		AdminToken:        cfg.adminToken,
-		Logger:            log,
-		ReaperInterval:    cfg.reaperInterval,
-		ReconcileInterval: cfg.reconcileInterval,
-		HoldWriteTimeout:  cfg.holdWriteTimeout,
-		RebuildSettle:     cfg.rebuildSettle,
+		Keys:                     cfg.keys,
+		AdminToken:               cfg.adminToken,
+		Logger:                   log,
+		ReaperInterval:           cfg.reaperInterval,
+		ReconcileInterval:        cfg.reconcileInterval,
+		HoldWriteTimeout:         cfg.holdWriteTimeout,
+		RebuildSettle:            cfg.rebuildSettle,
+		Payments:                 payments,
+		TicketKey:                ticketKey,
+		PaymentWindow:            cfg.paymentWindow,
+		PaymentReconcileInterval: cfg.paymentReconcileInterval,
+		PaymentPendingAfter:      cfg.paymentPendingAfter,
 	}, ledger, rdb)
 	if err != nil {
 		return err
 	}
-	// Background work stops only after the HTTP server has drained, so a
-	// request in flight still finds its event's admission state.
-	bg, stopBG := context.WithCancel(context.Background())
-	defer stopBG()
 	if err := srv.Start(bg); err != nil {
 		return err
 	}
@@ -87,10 +111,20 @@ func run(cfg config, log *slog.Logger) error {
 		srv.Run(bg)
 	}()
 
+	ln, err := net.Listen("tcp", cfg.addr)
+	if err != nil {
+		stopBG()
+		<-done
+		return fmt.Errorf("listen on %s: %w", cfg.addr, err)
+	}
 	httpSrv := origin.NewHTTPServer(cfg.addr, srv.Handler())
 	errc := make(chan error, 1)
-	go func() { errc <- httpSrv.ListenAndServe() }()
-	log.Info("origin listening", "addr", cfg.addr)
+	go func() { errc <- httpSrv.Serve(ln) }()
+	if f, ok := payments.(*payment.Fakepay); ok && cfg.payment.Fakepay.WebhookURL == "" {
+		// Known only now that the port is bound (ORIGIN_ADDR may ask for :0).
+		f.SetWebhookURL(selfURL(ln.Addr()) + "/v1/webhooks/fakepay")
+	}
+	log.Info("origin listening", "addr", ln.Addr().String(), "payment_provider", payments.Name())
 
 	select {
 	case err := <-errc:
@@ -109,6 +143,20 @@ func run(cfg config, log *slog.Logger) error {
 		return fmt.Errorf("shutdown: %w", err)
 	}
 	return nil
+}
+
+// selfURL is how this process reaches its own listener: loopback when it
+// listens on every address.
+func selfURL(addr net.Addr) string {
+	tcp, ok := addr.(*net.TCPAddr)
+	if !ok {
+		return "http://" + addr.String()
+	}
+	host := tcp.IP
+	if host == nil || host.IsUnspecified() {
+		host = net.IPv4(127, 0, 0, 1)
+	}
+	return "http://" + net.JoinHostPort(host.String(), strconv.Itoa(tcp.Port))
 }
 
 // newRedisClient is the gateway's client (short timeouts: a dead Redis costs
