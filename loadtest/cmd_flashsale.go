@@ -268,9 +268,9 @@ func saleTarget(sys *stack.System, cmds *redisCounter) sale.Target {
 	return sale.Target{
 		Gateway: sys.Gateway, GatewayAdmin: sys.Caddy.AdminURL, Origin: sys.Origin.URL,
 		AdminToken: sys.AdminToken, WebhookSecret: sys.WebhookSecret, Event: sys.Event.ID,
-		Writes: func(ctx context.Context) (int64, int64, error) {
+		Writes: func(ctx context.Context) (sale.Writes, error) {
 			w, err := sys.DB.SettledWrites(ctx, 15*time.Second)
-			return w.Rows(), w.Commits, err
+			return sale.Writes{Rows: w.Rows(), Commits: w.Commits, Tables: w.Tables}, err
 		},
 		Commands: func(ctx context.Context) (int64, error) {
 			return cmds.read(ctx, sys.RedisURL)

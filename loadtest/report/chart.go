@@ -3,8 +3,10 @@ package report
 import (
 	"fmt"
 	"image/color"
+	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"gonum.org/v1/plot"
@@ -86,11 +88,15 @@ func panel(timeline []sale.Sample, title, ylabel string, series []Series) *plot.
 	p.Legend.Top = true
 	p.Legend.Left = false
 	p.Add(plotter.NewGrid())
+	p.X.Tick.Marker = secondsTicks{}
+	p.Y.Tick.Marker = countTicks{}
+	top := 1.0
 	for _, s := range series {
 		pts := make(plotter.XYs, len(timeline))
 		for i, smp := range timeline {
 			pts[i].X = smp.T.Seconds()
 			pts[i].Y = s.Value(smp)
+			top = max(top, pts[i].Y)
 		}
 		line, err := plotter.NewLine(pts)
 		if err != nil {
@@ -101,5 +107,38 @@ func panel(timeline []sale.Sample, title, ylabel string, series []Series) *plot.
 		p.Add(line)
 		p.Legend.Add(s.Name, line)
 	}
+	// Headroom above the data for the legend.
+	p.Y.Max = top * 1.3
 	return p
+}
+
+// secondsTicks marks whole seconds at a step that gives about eight marks.
+type secondsTicks struct{}
+
+func (secondsTicks) Ticks(lo, hi float64) []plot.Tick {
+	step := 1.0
+	for _, s := range []float64{1, 2, 5, 10, 15, 20, 30, 60, 120, 300} {
+		step = s
+		if (hi-lo)/s <= 8 {
+			break
+		}
+	}
+	var ticks []plot.Tick
+	for v := math.Ceil(lo/step) * step; v <= hi; v += step {
+		ticks = append(ticks, plot.Tick{Value: v, Label: strconv.FormatFloat(v, 'f', -1, 64)})
+	}
+	return ticks
+}
+
+// countTicks are the default marks labelled as whole counts ("12,000").
+type countTicks struct{}
+
+func (countTicks) Ticks(lo, hi float64) []plot.Tick {
+	ticks := plot.DefaultTicks{}.Ticks(lo, hi)
+	for i, t := range ticks {
+		if t.Label != "" {
+			ticks[i].Label = Count(int64(math.Round(t.Value)))
+		}
+	}
+	return ticks
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strings"
 
 	"github.com/waitroom/waitroom/loadtest/sale"
 )
@@ -46,7 +47,7 @@ func PrintSale(w io.Writer, r *sale.Result) {
 	t.Add("invariant drift at the end", drift, verdict(r.InvariantError == "" && r.Invariant.Drift == 0)+
 		fmt.Sprintf(" (remaining %d, active %d, sellable %d)", r.Invariant.Remaining, r.Invariant.ActiveHolds, r.Invariant.Sellable))
 	t.Add("Postgres rows written per seat sold", fmt.Sprintf("%.1f", r.WritesPerSeat),
-		fmt.Sprintf("%s rows, %s commits", Count(r.PostgresRows), Count(r.PostgresCommits)))
+		fmt.Sprintf("%s rows, %s commits; %s", Count(r.PostgresRows), Count(r.PostgresCommits), byTable(r.PostgresTables)))
 	t.Add("time to sell out (first hold refused)", orDash(r.SoldOutAfter > 0, Seconds(r.SoldOutAfter)), "")
 	t.Add("last seat confirmed", orDash(r.LastSaleAfter > 0, Seconds(r.LastSaleAfter)), fmt.Sprintf("sale lasted %s", Seconds(r.Duration)))
 	printPlain(w, t)
@@ -100,6 +101,20 @@ func PrintSale(w io.Writer, r *sale.Result) {
 			fmt.Fprintf(w, "  - %s\n", e)
 		}
 	}
+}
+
+// byTable lists rows written per table, most first.
+func byTable(tables map[string]int64) string {
+	names := make([]string, 0, len(tables))
+	for t := range tables {
+		names = append(names, t)
+	}
+	sort.Slice(names, func(i, j int) bool { return tables[names[i]] > tables[names[j]] })
+	parts := make([]string, len(names))
+	for i, t := range names {
+		parts[i] = fmt.Sprintf("%s %s", t, Count(tables[t]))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // printPlain writes a table without its header and rule.

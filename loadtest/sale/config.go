@@ -123,8 +123,15 @@ type Target struct {
 	Event         int64
 	// Writes reads the Postgres write counters of the origin's database;
 	// Commands reads Redis's command counter. Either may be nil.
-	Writes   func(ctx context.Context) (rows, commits int64, err error)
+	Writes   func(ctx context.Context) (Writes, error)
 	Commands func(ctx context.Context) (int64, error)
+}
+
+// Writes is what PostgreSQL counted for the origin's database.
+type Writes struct {
+	Rows    int64            `json:"rows"`
+	Commits int64            `json:"commits"`
+	Tables  map[string]int64 `json:"tables"`
 }
 
 // Fault is something done to the system mid-sale.

@@ -61,9 +61,10 @@ type Result struct {
 	InvariantError string        `json:"invariant_error,omitempty"`
 	SettledIn      time.Duration `json:"settled_in_ns"`
 
-	PostgresRows    int64   `json:"postgres_rows_written"`
-	PostgresCommits int64   `json:"postgres_commits"`
-	WritesPerSeat   float64 `json:"postgres_rows_per_seat_sold"`
+	PostgresRows    int64            `json:"postgres_rows_written"`
+	PostgresCommits int64            `json:"postgres_commits"`
+	PostgresTables  map[string]int64 `json:"postgres_rows_by_table"`
+	WritesPerSeat   float64          `json:"postgres_rows_per_seat_sold"`
 	RedisCommands   int64   `json:"redis_commands"`
 
 	// SoldOutAfter is when a hold was first refused for lack of seats;
@@ -162,8 +163,14 @@ func (s *sim) result(ctx context.Context, end time.Time, before outside, timedOu
 
 	after, err := s.counters(ctx)
 	if err == nil && after.haveDB && before.haveDB {
-		r.PostgresRows = after.rows - before.rows
-		r.PostgresCommits = after.commits - before.commits
+		r.PostgresRows = after.writes.Rows - before.writes.Rows
+		r.PostgresCommits = after.writes.Commits - before.writes.Commits
+		r.PostgresTables = map[string]int64{}
+		for t, n := range after.writes.Tables {
+			if d := n - before.writes.Tables[t]; d != 0 {
+				r.PostgresTables[t] = d
+			}
+		}
 		if r.SeatsSold > 0 {
 			r.WritesPerSeat = float64(r.PostgresRows) / float64(r.SeatsSold)
 		}

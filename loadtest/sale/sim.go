@@ -137,18 +137,19 @@ func (s *sim) crowd() []*user {
 
 // snapshot of the counters that move outside the crowd.
 type outside struct {
-	rows, commits, commands int64
-	haveDB, haveRedis       bool
+	writes            Writes
+	commands          int64
+	haveDB, haveRedis bool
 }
 
 func (s *sim) counters(ctx context.Context) (outside, error) {
 	var o outside
 	if s.target.Writes != nil {
-		rows, commits, err := s.target.Writes(ctx)
+		w, err := s.target.Writes(ctx)
 		if err != nil {
 			return o, err
 		}
-		o.rows, o.commits, o.haveDB = rows, commits, true
+		o.writes, o.haveDB = w, true
 	}
 	if s.target.Commands != nil {
 		if n, err := s.target.Commands(ctx); err == nil {
