@@ -136,8 +136,8 @@ type countTicks struct{}
 func (countTicks) Ticks(lo, hi float64) []plot.Tick {
 	ticks := plot.DefaultTicks{}.Ticks(lo, hi)
 	for i, t := range ticks {
-		if t.Label != "" {
-			ticks[i].Label = Count(int64(math.Round(t.Value)))
+		if t.Label != "" && t.Value == math.Trunc(t.Value) {
+			ticks[i].Label = Count(int64(t.Value))
 		}
 	}
 	return ticks
