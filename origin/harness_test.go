@@ -50,6 +50,8 @@ type harnessOptions struct {
 	redisURL string
 	dbURL    string
 	config   func(*origin.Config)
+	// clock is the injected time; a new one when nil.
+	clock *clock
 }
 
 // harness is an origin over real Redis and Postgres, served by httptest.
@@ -85,7 +87,10 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 	require.NoError(t, err)
 	t.Cleanup(ledger.Close)
 
-	h := &harness{t: t, clock: newClock(), rdb: rdb, ledger: ledger, dbURL: o.dbURL,
+	if o.clock == nil {
+		o.clock = newClock()
+	}
+	h := &harness{t: t, clock: o.clock, rdb: rdb, ledger: ledger, dbURL: o.dbURL,
 		store: waitroom.NewRedisStore(rdb, waitroom.RedisOptions{})}
 	h.keys, err = waitroom.NewKeySet(h.clock.Now, waitroom.Key{ID: "k1", Secret: secret})
 	require.NoError(t, err)
