@@ -166,6 +166,7 @@ func flashSale(ctx context.Context, f saleFlags, faults []string, out, errOut io
 	env := []string{
 		"ORIGIN_REAPER_INTERVAL=" + f.reaper.String(),
 		"ORIGIN_RECONCILE_INTERVAL=" + f.reaper.String(),
+		"ORIGIN_PAYMENT_RECONCILE_INTERVAL=" + f.reaper.String(),
 		"ORIGIN_LOG_FORMAT=json",
 		"FAKEPAY_LATENCY=" + f.payLatency.String(),
 		"FAKEPAY_LATENCY_JITTER=" + f.payLatency.String(),

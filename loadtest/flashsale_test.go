@@ -44,10 +44,11 @@ func TestFlashSale(t *testing.T) {
 		name   string
 		users  int
 		seats  int64
+		late   float64
 		faults []string
 	}{
-		{"plain", 3000, 60, nil},
-		{"with every fault", 2000, 40, faultNames},
+		{"plain", 3000, 60, 0.05, nil},
+		{"with every fault", 2000, 40, 0.15, faultNames},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -62,10 +63,11 @@ func TestFlashSale(t *testing.T) {
 			f.seats = tc.seats
 			f.holdTTL = 4 * time.Second
 			f.cfg.Patience = 10 * time.Second
-			f.cfg.Late = 0.05
+			f.cfg.Late = tc.late
 			f.cfg.Conns = 128
 			f.cfg.Timeout = 2 * time.Minute
 			f.pgPause = 2 * time.Second
+			f.faults = strings.Join(tc.faults, ",")
 			f.quiet = true
 			f.chartPath = filepath.Join(t.TempDir(), "sale.png")
 			f.jsonPath = filepath.Join(t.TempDir(), "sale.json")
