@@ -58,6 +58,7 @@ func (f *saleFlags) register(fs *flagSet) {
 	fs.DurationVar(&f.cfg.Think, "think", d.Think, "longest pause of a buyer between two steps")
 	fs.Int64Var(&f.cfg.AdmitFactor, "admit-factor", d.AdmitFactor, "users the autopilot admits per seat left")
 	fs.DurationVar(&f.cfg.PilotEvery, "pilot-every", d.PilotEvery, "least time between two raises of the watermark")
+	fs.DurationVar(&f.cfg.PilotSettle, "pilot-settle", d.PilotSettle, "raise again after this long even if some admitted users never came in")
 	fs.DurationVar(&f.cfg.Timeout, "timeout", d.Timeout, "bound on the whole sale")
 	fs.DurationVar(&f.cfg.Settle, "settle", d.Settle, "bound on the wait for the invariant to settle afterwards")
 	fs.IntVar(&f.cfg.Conns, "conns", d.Conns, "most connections the crowd opens to the gateway")

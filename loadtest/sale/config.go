@@ -47,9 +47,11 @@ type Config struct {
 	Think time.Duration
 
 	// AdmitFactor is how many users the autopilot admits per seat left,
-	// at most once per PilotEvery.
+	// at most once per PilotEvery, and again only once the admitted have
+	// come in or PilotSettle has passed.
 	AdmitFactor int64
 	PilotEvery  time.Duration
+	PilotSettle time.Duration
 
 	// Timeout bounds the whole sale; Settle bounds the wait for the
 	// invariant to settle afterwards.
@@ -66,8 +68,8 @@ func Defaults() Config {
 	return Config{
 		Users: 50_000, Window: 5 * time.Second, Refresh: 1.75, Quantity: 1,
 		Abandon: 0.10, Decline: 0.05, Late: 0.03, LateCopies: 1, DoubleClick: 0.05,
-		Persist: 0.5, Patience: 30 * time.Second, Think: 500 * time.Millisecond,
-		AdmitFactor: 10, PilotEvery: 3 * time.Second,
+		Persist: 0.2, Patience: 30 * time.Second, Think: 500 * time.Millisecond,
+		AdmitFactor: 10, PilotEvery: 3 * time.Second, PilotSettle: 15 * time.Second,
 		Timeout: 3 * time.Minute, Settle: 45 * time.Second, Conns: 512,
 	}
 }
@@ -90,6 +92,7 @@ func (c Config) Validate() error {
 	pos("quantity", c.Quantity > 0)
 	pos("admit-factor", c.AdmitFactor > 0)
 	pos("pilot-every", c.PilotEvery > 0)
+	pos("pilot-settle", c.PilotSettle > 0)
 	pos("timeout", c.Timeout > 0)
 	pos("conns", c.Conns > 0)
 	pos("late-copies", c.LateCopies > 0)

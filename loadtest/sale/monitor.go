@@ -3,6 +3,8 @@ package sale
 import (
 	"context"
 	"time"
+
+	"github.com/waitroom/waitroom/loadtest/api"
 )
 
 // Sample is the sale at one instant, for the chart.
@@ -39,11 +41,21 @@ func (s *sim) monitor(ctx context.Context, progress Progress) {
 		smp.T = time.Since(s.start)
 		smp.Requests = s.c.gateway.Load()
 		smp.Reached = s.c.reached.Load()
-		if st, err := s.gatewayState(ctx); err == nil {
+		// Both sides are read at once, so a slow answer from one (the
+		// system is saturated, or a server paused) costs one sample, not two.
+		var st api.GatewayState
+		var stErr error
+		done := make(chan struct{})
+		go func() {
+			st, stErr = s.gatewayState(ctx)
+			close(done)
+		}()
+		inv, err := s.invariant(ctx)
+		<-done
+		if stErr == nil {
 			smp.Queue = st.Waiting()
 			smp.Admitted = min(st.Watermark, st.LastPosition)
 		}
-		inv, err := s.invariant(ctx)
 		if err == nil {
 			smp.Holds = inv.Pending
 			smp.Sold = inv.Confirmed

@@ -13,14 +13,18 @@ type pilotStats struct {
 }
 
 // autopilot raises the watermark through the gateway's admin API while
-// seats remain and people wait: AdmitFactor users per seat left, at most
-// once per PilotEvery, as event staff would. If the queue state was lost
-// (its Redis restarted), it puts the watermark back where it had it.
+// seats remain and people wait: AdmitFactor users per seat left, as event
+// staff would. It raises again only once the users it admitted have had
+// their turn (nearly all of those still queued at or below the watermark
+// have come in), or PilotSettle after the last raise, and never more often
+// than PilotEvery: seats that only look free because the admitted have not
+// reached them yet are not given out twice over. If the queue state was
+// lost (its Redis restarted), it puts the watermark back where it had it.
 func (s *sim) autopilot(ctx context.Context) {
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
 	var last time.Time
-	var want int64
+	var want, batch int64
 	for {
 		select {
 		case <-ctx.Done():
@@ -42,6 +46,9 @@ func (s *sim) autopilot(ctx context.Context) {
 		if st.Waiting() == 0 || time.Since(last) < s.cfg.PilotEvery {
 			continue
 		}
+		if time.Since(last) < s.cfg.PilotSettle && s.outstanding(st.Watermark) > max(10, batch/20) {
+			continue
+		}
 		ev, err := s.admin.Event(ctx, s.target.Event)
 		if err != nil || ev.Remaining <= 0 {
 			continue
@@ -52,10 +59,22 @@ func (s *sim) autopilot(ctx context.Context) {
 			continue
 		}
 		last = time.Now()
-		want = st.Watermark
+		want, batch = st.Watermark, by
 		s.mu.Lock()
 		s.pilot.Raises++
 		s.pilot.Admitted += by
 		s.mu.Unlock()
 	}
+}
+
+// outstanding counts the users still queued whose position is admitted:
+// they will come in at their next poll.
+func (s *sim) outstanding(watermark int64) int64 {
+	var n int64
+	for _, u := range s.users {
+		if p := u.position.Load(); p > 0 && p <= watermark && u.waiting.Load() {
+			n++
+		}
+	}
+	return n
 }

@@ -65,7 +65,7 @@ type Result struct {
 	PostgresCommits int64            `json:"postgres_commits"`
 	PostgresTables  map[string]int64 `json:"postgres_rows_by_table"`
 	WritesPerSeat   float64          `json:"postgres_rows_per_seat_sold"`
-	RedisCommands   int64   `json:"redis_commands"`
+	RedisCommands   int64            `json:"redis_commands"`
 
 	// SoldOutAfter is when a hold was first refused for lack of seats;
 	// LastSaleAfter when the last booking was confirmed.

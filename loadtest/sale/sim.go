@@ -17,10 +17,12 @@ type sim struct {
 	target    Target
 	eventPath string
 
-	gateway  api.Client
-	gwAdmin  api.GatewayAdmin
-	admin    api.OriginAdmin
-	webhooks api.Webhooks
+	// queueClient carries queued users' requests, shopClient admitted
+	// users' (see gw).
+	queueClient, shopClient api.Client
+	gwAdmin                 api.GatewayAdmin
+	admin                   api.OriginAdmin
+	webhooks                api.Webhooks
 
 	c *counters
 	// closed is set once no seat can come back: everything sold and
@@ -35,6 +37,7 @@ type sim struct {
 
 	event api.Event
 	pilot pilotStats
+	users []*user
 
 	mu       sync.Mutex
 	timeline []Sample
@@ -53,17 +56,19 @@ func Run(ctx context.Context, cfg Config, target Target, faults []Fault, progres
 	if cfg.Seed == 0 {
 		cfg.Seed = rand.Uint64()
 	}
-	httpc := api.NewHTTPClient(cfg.Conns, 15*time.Second)
-	direct := api.NewHTTPClient(0, 15*time.Second)
+	// Long timeouts: a request given up on is still work for the server,
+	// and its retry doubles it.
+	direct := api.NewHTTPClient(0, 30*time.Second)
 	s := &sim{
 		cfg: cfg, target: target,
-		eventPath: "/v1/events/" + strconv.FormatInt(target.Event, 10),
-		gateway:   api.Client{HTTP: httpc, Base: target.Gateway},
-		gwAdmin:   api.GatewayAdmin{Client: api.Client{HTTP: direct, Base: target.GatewayAdmin}},
-		admin:     api.OriginAdmin{Client: api.Client{HTTP: direct, Base: target.Origin}, Token: target.AdminToken},
-		webhooks:  api.Webhooks{Client: api.Client{HTTP: direct, Base: target.Origin}, Provider: "fakepay", Secret: target.WebhookSecret},
-		c:         newCounters(),
-		lateBy:    2 * time.Second,
+		eventPath:   "/v1/events/" + strconv.FormatInt(target.Event, 10),
+		queueClient: api.Client{HTTP: api.NewHTTPClient(cfg.Conns, time.Minute), Base: target.Gateway},
+		shopClient:  api.Client{HTTP: api.NewHTTPClient(max(cfg.Conns/2, 1), time.Minute), Base: target.Gateway},
+		gwAdmin:     api.GatewayAdmin{Client: api.Client{HTTP: direct, Base: target.GatewayAdmin}},
+		admin:       api.OriginAdmin{Client: api.Client{HTTP: direct, Base: target.Origin}, Token: target.AdminToken},
+		webhooks:    api.Webhooks{Client: api.Client{HTTP: direct, Base: target.Origin}, Provider: "fakepay", Secret: target.WebhookSecret},
+		c:           newCounters(),
+		lateBy:      2 * time.Second,
 	}
 	ev, err := s.admin.Event(ctx, target.Event)
 	if err != nil {
@@ -80,6 +85,7 @@ func Run(ctx context.Context, cfg Config, target Target, faults []Fault, progres
 	saleCtx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
 	users := s.crowd()
+	s.users = users
 	s.start = time.Now()
 	var wg sync.WaitGroup
 	for _, u := range users {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/waitroom/waitroom/loadtest/api"
@@ -35,6 +36,11 @@ type user struct {
 
 	arrived  time.Time
 	admitted bool
+
+	// position and waiting are what the autopilot reads to tell whether
+	// the users it admitted have had their turn.
+	position atomic.Int64
+	waiting  atomic.Bool
 }
 
 // errRequeue sends a user back to the queue (the token is no longer
@@ -64,12 +70,18 @@ func (s *sim) visit(ctx context.Context, u *user) Outcome {
 }
 
 // gw sends a request through the gateway with the user's token and records
-// what layer answered it.
+// what layer answered it. Queued users and admitted ones use connections of
+// their own, as different browsers would: an admitted buyer's hold never
+// waits in this process behind the crowd's polls.
 func (s *sim) gw(ctx context.Context, u *user, step string, req api.Request) (api.Response, error) {
 	req.Token = u.token
 	s.c.gateway.Add(1)
 	t0 := time.Now()
-	resp, err := s.gateway.Do(ctx, req)
+	client := s.queueClient
+	if u.admitted {
+		client = s.shopClient
+	}
+	resp, err := client.Do(ctx, req)
 	if err != nil {
 		s.c.transport.Add(1)
 		return resp, err
@@ -105,13 +117,15 @@ func (s *sim) queue(ctx context.Context, u *user) (Outcome, bool) {
 		}
 		resp, err := s.gw(ctx, u, step, api.Request{Method: http.MethodGet, Path: s.eventPath})
 		if err != nil {
-			if !sleep(ctx, time.Second) {
+			if !sleep(ctx, backoff(u.rng, failures)) {
 				return TimedOut, false
 			}
+			failures++
 			continue
 		}
 		switch resp.Waitroom() {
 		case api.StatusAdmitted:
+			u.waiting.Store(false)
 			if resp.Status == http.StatusOK {
 				if !u.admitted {
 					u.admitted = true
@@ -130,12 +144,16 @@ func (s *sim) queue(ctx context.Context, u *user) (Outcome, bool) {
 				return TimedOut, false
 			}
 		case api.StatusWaiting:
-			if u.token == "" {
+			if u.token == "" || u.position.Load() == 0 {
 				var w api.Waiting
 				if err := resp.Decode(&w); err == nil {
-					u.token = w.Token
+					if u.token == "" {
+						u.token = w.Token
+					}
+					u.position.Store(w.Position)
 				}
 			}
+			u.waiting.Store(true)
 			wait := jitter(u.rng, resp.RetryAfter(3*time.Second))
 			if u.refresh {
 				// An impatient reload, well before Retry-After.
@@ -147,6 +165,7 @@ func (s *sim) queue(ctx context.Context, u *user) (Outcome, bool) {
 				return TimedOut, false
 			}
 		case api.StatusSoldOut:
+			u.waiting.Store(false)
 			return SoldOutAtEdge, false
 		default:
 			if resp.Status != http.StatusServiceUnavailable {
@@ -213,7 +232,7 @@ var (
 // waitForSeats looks at the event page now and then until seats are back.
 func (s *sim) waitForSeats(ctx context.Context, u *user, until time.Time) bool {
 	for time.Now().Before(until) && !s.closed.Load() {
-		if !sleep(ctx, time.Duration(1000+u.rng.IntN(1000))*time.Millisecond) {
+		if !sleep(ctx, time.Duration(2000+u.rng.IntN(2000))*time.Millisecond) {
 			return false
 		}
 		resp, err := s.gw(ctx, u, "event page", api.Request{Method: http.MethodGet, Path: s.eventPath})
@@ -241,7 +260,7 @@ func (s *sim) hold(ctx context.Context, u *user) (api.Hold, error) {
 			if ctx.Err() != nil {
 				return api.Hold{}, ctx.Err()
 			}
-			if !sleep(ctx, time.Second) {
+			if !sleep(ctx, backoff(u.rng, attempt)) {
 				return api.Hold{}, ctx.Err()
 			}
 			continue
@@ -372,7 +391,7 @@ func (s *sim) book(ctx context.Context, u *user, hold api.Hold, method string) (
 				if ctx.Err() != nil {
 					return api.Booking{}, ctx.Err()
 				}
-				sleep(ctx, time.Second)
+				sleep(ctx, backoff(u.rng, attempt))
 				continue
 			}
 			if resp.Waitroom() != api.StatusAdmitted {
@@ -509,6 +528,13 @@ func (s *sim) deliverLate(ctx context.Context, b api.Booking) error {
 	}
 	s.c.lateSent.Add(1)
 	return first
+}
+
+// backoff is the pause before retrying a request that got no answer:
+// doubling from one second up to eight, spread, so a server that fell
+// behind is not buried under retries.
+func backoff(rng *rand.Rand, failures int) time.Duration {
+	return jitter(rng, time.Second<<min(failures, 3))
 }
 
 // sleep waits d or until ctx ends; false when ctx ended.
