@@ -12,6 +12,16 @@
 // exporting the difference as the drift gauge and rebuilding Redis from the
 // ledger when asked (or when it finds the keys missing).
 //
+// A booking turns a hold into a sale: the booking row and the hold's
+// extension in one transaction, the provider's charge outside any
+// transaction under a key derived from the booking, and the outcome from
+// at-least-once webhooks (deduplicated on the provider's event id) or from
+// the payment reconciliation asking the provider. A payment that lands
+// after its hold expired is confirmed from the overflow reserve, which the
+// ledger counts with a conditional update, or refunded. Each confirmed seat
+// gets a ticket whose code is signed with the ticket key and verifies
+// offline (VerifyTicket).
+//
 // Buyers are identified by their queue token (package waitroom), verified
 // with the same key set the gateway signs with, and admitted by the event's
 // admission state that the gateways share through Redis.
