@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"strings"
 	"testing"
 	"time"
 
@@ -166,5 +165,3 @@ func (h *payHarness) count(sql string, args ...any) int {
 	require.NoError(h.t, h.ledger.Pool().QueryRow(context.Background(), sql, args...).Scan(&n))
 	return n
 }
-
-func isJSONError(body []byte) bool { return strings.Contains(string(body), `"error"`) }
