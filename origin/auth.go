@@ -61,7 +61,18 @@ func (s *Server) ticket(r *http.Request, event int64) (waitroom.Ticket, *respons
 // admitted decides from memory, like the gateway; only a "no" is checked
 // against the store, so a watermark raised a moment ago is honoured at once.
 func (s *Server) admitted(ctx context.Context, ev *liveEvent, position int64) bool {
-	if ev.room.State().Admits(position) {
+	return s.judge(ctx, ev, func(st waitroom.State) bool { return st.Admits(position) })
+}
+
+// reachedWatermark is the admission check for buyers who already hold seats:
+// their position must be at or below the watermark, but a pause (a rebuild)
+// or the hard cap must not stop them from paying.
+func (s *Server) reachedWatermark(ctx context.Context, ev *liveEvent, position int64) bool {
+	return s.judge(ctx, ev, func(st waitroom.State) bool { return position <= st.Watermark })
+}
+
+func (s *Server) judge(ctx context.Context, ev *liveEvent, ok func(waitroom.State) bool) bool {
+	if ok(ev.room.State()) {
 		return true
 	}
 	v, err, _ := s.flight.Do(fmt.Sprintf("state:%d", ev.ID), func() (any, error) {
@@ -70,7 +81,7 @@ func (s *Server) admitted(ctx context.Context, ev *liveEvent, position int64) bo
 	if err != nil {
 		return false
 	}
-	return v.(waitroom.State).Admits(position)
+	return ok(v.(waitroom.State))
 }
 
 // isAdmin checks the admin bearer token, answering 401 when it is wrong.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/waitroom/waitroom/origin"
 	"github.com/waitroom/waitroom/origin/payment"
+	"github.com/waitroom/waitroom/waitroom"
 )
 
 func TestPurchaseWithTickets(t *testing.T) {
@@ -432,6 +433,8 @@ func TestBookingBadInput(t *testing.T) {
 		{"hold id not a uuid", body("h_41"), with("new", "k"), 404, "not_found"},
 		{"unknown hold", body(uuid.NewString()), with("new", "k"), 404, "not_found"},
 		{"another user's hold", body(fresh.HoldID), with("ann", "k"), 404, "not_found"},
+		{"position above the watermark", body(fresh.HoldID),
+			map[string]string{origin.TokenHeader: h.token("new", ev.ID, 2_000_000), "Idempotency-Key": "k"}, 403, "not_admitted"},
 		{"expired hold", body(hold.HoldID), with("ann", "k2"), 410, "hold_expired"},
 		{"body over 64 KiB", `{"hold_id":"` + strings.Repeat("x", 70<<10) + `"}`, with("new", "k"), 413, ""},
 	}
@@ -449,6 +452,23 @@ func TestBookingBadInput(t *testing.T) {
 	res := h.do(http.MethodPost, "/v1/bookings/"+uuid.NewString()+"/cancellation", nil, with("ann", ""))
 	assert.Equal(t, http.StatusNotFound, res.status)
 	assert.Equal(t, http.StatusMethodNotAllowed, h.do(http.MethodDelete, "/v1/bookings/"+uuid.NewString(), nil, nil).status)
+}
+
+func TestHolderPaysWhileAdmissionIsPaused(t *testing.T) {
+	h := newPayHarness(t, payOptions{})
+	ev := h.createEvent(map[string]any{"capacity": 5})
+	hold := h.holdOne(ev.ID, "ann", 1)
+	paused := true
+	_, err := h.store.Update(context.Background(), ev.ID, waitroom.Change{Paused: &paused})
+	require.NoError(t, err)
+	// The origin follows the pause through the store's change notices.
+	n := 0
+	require.Eventually(t, func() bool {
+		n++
+		return h.hold(ev.ID, fmt.Sprintf("bob-%d", n), 1, "k").status == http.StatusForbidden
+	}, 10*time.Second, 20*time.Millisecond, "no new holds while paused")
+	b := h.mustBook(ev.ID, "ann", hold.HoldID, "pm_card_visa")
+	assert.Equal(t, "confirmed", h.settled(ev.ID, "ann", b.BookingID).Status, "a buyer holding seats still pays")
 }
 
 func TestCancellation(t *testing.T) {

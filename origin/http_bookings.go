@@ -85,9 +85,8 @@ func (s *Server) createBookingRequest(w http.ResponseWriter, r *http.Request) re
 	case err != nil:
 		return errUnavailable
 	}
-	// Holding seats proves the buyer was admitted: a booking needs the
-	// owner's valid token, not a position below the watermark, so a buyer
-	// can pay while admission is paused (a rebuild) or the event sold out.
+	// A buyer who holds seats must be able to pay while admission is paused
+	// (a rebuild) or the event is sold out, so only the watermark is checked.
 	ticket, bad := s.ticket(r, h.EventID)
 	if bad != nil {
 		return *bad
@@ -98,6 +97,9 @@ func (s *Server) createBookingRequest(w http.ResponseWriter, r *http.Request) re
 	ev, err := s.event(ctx, h.EventID)
 	if err != nil {
 		return errUnavailable
+	}
+	if !s.reachedWatermark(ctx, ev, ticket.Position) {
+		return errorResponse(http.StatusForbidden, "not_admitted", "your place in the queue has not been admitted yet")
 	}
 	req := bookingRequest{user: ticket.Subject, key: key, method: method,
 		digest: RequestDigest(canonicalBooking(h.ID, method))}
