@@ -7,8 +7,9 @@ BIN := bin
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
 
-build: ## build Caddy with the waitroom module (bin/caddy)
+build: ## build Caddy with the waitroom module and the origin (bin/caddy, bin/origin)
 	$(GO) build -o $(BIN)/caddy ./cmd/caddy
+	$(GO) build -o $(BIN)/origin ./cmd/origin
 
 test: ## run every test against private Redis and PostgreSQL servers
 	scripts/services.sh $(MAKE) --no-print-directory test-go
@@ -23,6 +24,8 @@ vet:
 FUZZTIME ?= 15s
 fuzz: ## run the fuzz targets for a short, bounded time
 	$(GO) test -run '^$$' -fuzz '^FuzzVerify$$' -fuzztime $(FUZZTIME) ./waitroom
+	$(GO) test -run '^$$' -fuzz '^FuzzParseWebhook$$' -fuzztime $(FUZZTIME) ./origin/payment
+	$(GO) test -run '^$$' -fuzz '^FuzzWebhookHandler$$' -fuzztime $(FUZZTIME) ./origin
 
 clean:
 	rm -rf $(BIN)
