@@ -32,6 +32,8 @@ type saleFlags struct {
 	caddyBin, originBin string
 	faults              string
 	pgPause             time.Duration
+	pgPauseAt           time.Duration
+	redisRestartAt      time.Duration
 	reaper              time.Duration
 	payLatency          time.Duration
 	jsonPath, chartPath string
@@ -65,6 +67,8 @@ func (f *saleFlags) register(fs *flagSet) {
 	fs.Uint64Var(&f.cfg.Seed, "seed", 0, "seed of the crowd's choices (0: random)")
 	fs.StringVar(&f.faults, "faults", "", "faults to inject, comma-separated: "+strings.Join(faultNames, ", ")+", or all")
 	fs.DurationVar(&f.pgPause, "pg-pause", 3*time.Second, "how long PostgreSQL is paused (fault pg-pause)")
+	fs.DurationVar(&f.pgPauseAt, "pg-pause-at", 0, "when PostgreSQL is paused, from the first arrival (default: half the window)")
+	fs.DurationVar(&f.redisRestartAt, "redis-restart-at", 0, "when Redis is restarted, from the first arrival (default: the window + 2s)")
 	fs.DurationVar(&f.reaper, "reaper", time.Second, "the origin's reaper and reconciler interval")
 	fs.DurationVar(&f.payLatency, "pay-latency", 50*time.Millisecond, "latency of each call to the simulated payment provider")
 	fs.StringVar(&f.caddyBin, "caddy", "bin/caddy", "Caddy with the waitroom module (make build)")
@@ -76,6 +80,7 @@ func (f *saleFlags) register(fs *flagSet) {
 }
 
 func (f *saleFlags) check() ([]string, error) {
+	// check fills in defaults that depend on other flags.
 	if err := f.cfg.Validate(); err != nil {
 		return nil, usagef("%v", err)
 	}
@@ -91,8 +96,14 @@ func (f *saleFlags) check() ([]string, error) {
 	if f.cfg.Quantity > f.seats {
 		return nil, usagef("--quantity %d exceeds --seats %d", f.cfg.Quantity, f.seats)
 	}
-	if f.reaper <= 0 || f.pgPause <= 0 || f.payLatency < 0 {
-		return nil, usagef("--reaper and --pg-pause must be positive, --pay-latency not negative")
+	if f.reaper <= 0 || f.pgPause <= 0 || f.payLatency < 0 || f.pgPauseAt < 0 || f.redisRestartAt < 0 {
+		return nil, usagef("--reaper and --pg-pause must be positive; --pay-latency, --pg-pause-at and --redis-restart-at not negative")
+	}
+	if f.pgPauseAt == 0 {
+		f.pgPauseAt = f.cfg.Window / 2
+	}
+	if f.redisRestartAt == 0 {
+		f.redisRestartAt = f.cfg.Window + 2*time.Second
 	}
 	if f.chartPath != "" {
 		if ext := strings.ToLower(filepath.Ext(f.chartPath)); ext != ".svg" && ext != ".png" {
@@ -204,7 +215,7 @@ func flashSale(ctx context.Context, f saleFlags, faults []string, out, errOut io
 	target := saleTarget(sys, &cmds)
 	var inject []sale.Fault
 	if has("pg-pause") {
-		inject = append(inject, sale.Fault{Name: "PostgreSQL paused", At: f.cfg.Window / 2, Do: func(ctx context.Context) (string, error) {
+		inject = append(inject, sale.Fault{Name: "PostgreSQL paused", At: f.pgPauseAt, Do: func(ctx context.Context) (string, error) {
 			sys.Proxy.Pause()
 			sleepCtx(ctx, f.pgPause)
 			sys.Proxy.Resume()
@@ -212,7 +223,7 @@ func flashSale(ctx context.Context, f saleFlags, faults []string, out, errOut io
 		}})
 	}
 	if has("redis-restart") {
-		inject = append(inject, sale.Fault{Name: "Redis restarted", At: f.cfg.Window + 2*time.Second, Do: func(ctx context.Context) (string, error) {
+		inject = append(inject, sale.Fault{Name: "Redis restarted", At: f.redisRestartAt, Do: func(ctx context.Context) (string, error) {
 			return restartRedis(ctx, sys, &cmds)
 		}})
 	}

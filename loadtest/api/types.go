@@ -91,6 +91,24 @@ type Booking struct {
 	Currency  string   `json:"currency"`
 	PaymentID string   `json:"payment_id"`
 	Tickets   []Ticket `json:"tickets"`
+	// Fields the origin adds to the contract's: why the booking is in its
+	// status, whether its seat came from the overflow reserve, and where a
+	// refund stands.
+	StatusReason string `json:"status_reason,omitempty"`
+	Overflow     bool   `json:"overflow,omitempty"`
+	RefundStatus string `json:"refund_status,omitempty"`
+}
+
+// Settled reports whether the booking will not change by itself any more:
+// not waiting for its payment, nor for a refund already decided.
+func (b Booking) Settled() bool {
+	switch b.Status {
+	case "", BookingPending:
+		return false
+	case BookingCancelled:
+		return b.RefundStatus != "pending"
+	}
+	return true
 }
 
 // Invariant is the origin's answer on the Redis ↔ Postgres invariant.

@@ -2,6 +2,7 @@ package sale
 
 import (
 	"context"
+	"slices"
 	"time"
 )
 
@@ -13,8 +14,8 @@ type pilotStats struct {
 }
 
 // autopilot raises the watermark through the gateway's admin API while
-// seats remain and people wait: AdmitFactor users per seat left, as event
-// staff would. It raises again only once the users it admitted have had
+// seats remain and people wait: the next AdmitFactor users still waiting
+// per seat left, as event staff would. It raises again only once the users it admitted have had
 // their turn (nearly all of those still queued at or below the watermark
 // have come in), or PilotSettle after the last raise, and never more often
 // than PilotEvery: seats that only look free because the admitted have not
@@ -53,13 +54,16 @@ func (s *sim) autopilot(ctx context.Context) {
 		if err != nil || ev.Remaining <= 0 {
 			continue
 		}
-		by := s.cfg.AdmitFactor * ev.Remaining
+		by := s.raiseFor(st.Watermark, s.cfg.AdmitFactor*ev.Remaining)
+		if by == 0 {
+			continue
+		}
 		st, err = s.gwAdmin.Raise(ctx, s.target.Event, by)
 		if err != nil {
 			continue
 		}
 		last = time.Now()
-		want, batch = st.Watermark, by
+		want, batch = st.Watermark, s.cfg.AdmitFactor*ev.Remaining
 		s.mu.Lock()
 		s.pilot.Raises++
 		s.pilot.Admitted += by
@@ -77,4 +81,22 @@ func (s *sim) outstanding(watermark int64) int64 {
 		}
 	}
 	return n
+}
+
+// raiseFor is how far to raise the watermark to admit the next n visitors
+// still in the queue. Positions whose holders left (told sold out earlier)
+// are passed over, so a late handful of seats reaches people still
+// waiting instead of stalling behind the departed.
+func (s *sim) raiseFor(watermark, n int64) int64 {
+	var ahead []int64
+	for _, u := range s.users {
+		if p := u.position.Load(); p > watermark && u.waiting.Load() {
+			ahead = append(ahead, p)
+		}
+	}
+	if len(ahead) == 0 {
+		return 0
+	}
+	slices.Sort(ahead)
+	return ahead[min(int(n), len(ahead))-1] - watermark
 }

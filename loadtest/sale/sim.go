@@ -1,8 +1,10 @@
 package sale
 
 import (
+	"cmp"
 	"context"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -86,9 +88,24 @@ func Run(ctx context.Context, cfg Config, target Target, faults []Fault, progres
 	defer cancel()
 	users := s.crowd()
 	s.users = users
+	bg, stopBG := context.WithCancel(saleCtx)
+	var bgWG sync.WaitGroup
+	bgWG.Add(3)
 	s.start = time.Now()
+	go func() { defer bgWG.Done(); s.autopilot(bg) }()
+	go func() { defer bgWG.Done(); s.monitor(bg, progress) }()
+	go func() { defer bgWG.Done(); s.inject(bg, faults) }()
+	// One goroutine lets the users in at their arrival times (the crowd is
+	// sorted by arrival): a user costs nothing until it arrives.
 	var wg sync.WaitGroup
 	for _, u := range users {
+		// Arrivals less than a millisecond apart go in together: a timer per
+		// user would cost more than the spacing.
+		if d := time.Until(s.start.Add(u.arrival)); d > time.Millisecond && !sleep(saleCtx, d) || saleCtx.Err() != nil {
+			s.c.outcomes[TimedOut].Add(1)
+			s.c.finished.Add(1)
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -97,12 +114,6 @@ func Run(ctx context.Context, cfg Config, target Target, faults []Fault, progres
 			s.c.finished.Add(1)
 		}()
 	}
-	bg, stopBG := context.WithCancel(saleCtx)
-	var bgWG sync.WaitGroup
-	bgWG.Add(3)
-	go func() { defer bgWG.Done(); s.autopilot(bg) }()
-	go func() { defer bgWG.Done(); s.monitor(bg, progress) }()
-	go func() { defer bgWG.Done(); s.inject(bg, faults) }()
 	wg.Wait()
 	end := time.Now()
 	stopBG()
@@ -138,6 +149,7 @@ func (s *sim) crowd() []*user {
 		}
 		users[i] = u
 	}
+	slices.SortFunc(users, func(a, b *user) int { return cmp.Compare(a.arrival, b.arrival) })
 	return users
 }
 

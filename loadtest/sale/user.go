@@ -49,9 +49,6 @@ var errRequeue = errors.New("back to the queue")
 
 // visit is a user's whole visit.
 func (s *sim) visit(ctx context.Context, u *user) Outcome {
-	if !sleep(ctx, u.arrival) {
-		return TimedOut
-	}
 	u.arrived = time.Now()
 	for {
 		o, admitted := s.queue(ctx, u)
@@ -352,11 +349,11 @@ func (s *sim) pay(ctx context.Context, u *user, hold api.Hold) (Outcome, error) 
 			}
 			s.c.seats.Add(int64(len(seats)))
 			s.c.sold(final.BookingID, seats, time.Now())
-			if delivered {
+			if final.Overflow {
 				return LateAbsorbed, nil
 			}
 			return Bought, nil
-		case api.BookingRefunded:
+		case api.BookingRefunded, api.BookingCancelled:
 			s.c.refunded.Add(1)
 			if delivered {
 				return LateRefunded, nil
@@ -457,7 +454,7 @@ func (s *sim) book(ctx context.Context, u *user, hold api.Hold, method string) (
 func (s *sim) follow(ctx context.Context, u *user, b api.Booking, deliverAt time.Time) (api.Booking, bool, error) {
 	delivered := false
 	deadline := time.Now().Add(s.followFor)
-	for b.Status == api.BookingPending || b.Status == "" {
+	for !b.Settled() {
 		if time.Now().After(deadline) {
 			return b, delivered, fmt.Errorf("booking %s still %s after %s", b.BookingID, b.Status, s.followFor)
 		}
