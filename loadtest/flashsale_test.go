@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,19 +19,42 @@ import (
 	"github.com/waitroom/waitroom/loadtest/sale"
 )
 
-// buildServers builds Caddy with the module and the origin for the test.
-// The packages are compiled by the rest of the suite already, so this is
-// mostly linking.
+// buildServers builds Caddy with the module and the origin, once for the
+// test binary. The packages are compiled by the rest of the suite already,
+// so this is mostly linking.
 func buildServers(t *testing.T) (caddy, origin string) {
 	t.Helper()
-	dir := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", dir+string(filepath.Separator), "./cmd/caddy", "./cmd/origin")
-	cmd.Dir = ".."
-	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "go build: %s", out)
-	return filepath.Join(dir, "caddy"), filepath.Join(dir, "origin")
+	built.once.Do(func() {
+		dir, err := os.MkdirTemp("", "waitroom-loadtest-bin-")
+		if err != nil {
+			built.err = err
+			return
+		}
+		built.dir = dir
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", dir+string(filepath.Separator), "./cmd/caddy", "./cmd/origin")
+		cmd.Dir = ".."
+		if out, err := cmd.CombinedOutput(); err != nil {
+			built.err = fmt.Errorf("go build: %w: %s", err, out)
+		}
+	})
+	require.NoError(t, built.err)
+	return filepath.Join(built.dir, "caddy"), filepath.Join(built.dir, "origin")
+}
+
+var built struct {
+	once sync.Once
+	dir  string
+	err  error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if built.dir != "" {
+		_ = os.RemoveAll(built.dir)
+	}
+	os.Exit(code)
 }
 
 // A short flash sale through the real gateway and origin, on real Redis
