@@ -35,27 +35,24 @@ clean:
 # scripts/services.sh (unless REDIS_URL and DATABASE_URL name running ones).
 # Pass flags with ARGS, e.g. make demo ARGS='--users 200000 --faults all'.
 ARGS ?=
-.PHONY: demo bench-strategies bench-gate bench-gateway bench-holds loadtest-bin loadtest-origin
+.PHONY: demo bench-strategies bench-gate bench-gateway bench-holds loadtest-bin
 
 loadtest-bin:
 	$(GO) build -o $(BIN)/loadtest ./loadtest
 
-loadtest-origin:
-	$(GO) build -o $(BIN)/origin ./cmd/origin
-
-demo: build loadtest-origin loadtest-bin ## a whole flash sale through Caddy + waitroom and the origin, with a report
+demo: build loadtest-bin ## a whole flash sale through Caddy + waitroom and the origin, with a report
 	scripts/services.sh $(BIN)/loadtest flashsale $(ARGS)
 
 bench-strategies: loadtest-bin ## four ways to sell the last ticket (500 buyers, 100 tickets)
 	scripts/services.sh $(BIN)/loadtest strategies $(ARGS)
 
-bench-gate: build loadtest-origin loadtest-bin ## peak concurrency at the origin without and with the waiting room
+bench-gate: build loadtest-bin ## peak concurrency at the origin without and with the waiting room
 	scripts/services.sh $(BIN)/loadtest gate $(ARGS)
 
 bench-gateway: build loadtest-bin ## gateway throughput ratios, side by side in one Caddy
 	scripts/services.sh $(BIN)/loadtest gateway $(ARGS)
 
-bench-holds: loadtest-origin loadtest-bin ## durable holds per second through the origin vs the bare hold script
+bench-holds: build loadtest-bin ## durable holds per second through the origin vs the bare hold script
 	scripts/services.sh $(BIN)/loadtest holds $(ARGS)
 
 include xcaddy.mk

@@ -235,7 +235,7 @@ func flashSale(ctx context.Context, f saleFlags, faults []string, out, errOut io
 		if bar == nil {
 			return
 		}
-		bar.Describe(fmt.Sprintf("queue %s · admitted %s · held %d · sold %d/%d", report.Count(s.Queue), report.Count(s.Admitted), s.Holds, s.Sold, sys.Event.Sellable))
+		bar.Describe(fmt.Sprintf("queue %s · admitted %s · held %d · sold %d of %d seats", report.Count(s.Queue), report.Count(s.Admitted), s.Holds, s.Sold, sys.Event.Capacity))
 		_ = bar.Set64(done)
 	})
 	if bar != nil {
