@@ -36,7 +36,7 @@ func runGateway(ctx context.Context, args []string, out, errOut io.Writer) error
 	caddyBin := fs.String("caddy", "bin/caddy", "Caddy with the waitroom module (make build)")
 	workers := fs.Int("workers", 64, "concurrent client connections per measurement")
 	each := fs.Duration("each", time.Second, "length of one measurement")
-	rounds := fs.Int("rounds", 5, "rounds; each round measures every site once, in turn")
+	rounds := fs.Int("rounds", 7, "rounds; each round measures every site once, in turn")
 	jsonPath := fs.String("json", "", "also write the measurements to this JSON file")
 	keep := fs.Bool("keep", false, "keep the run's folder (Caddyfile, logs)")
 	if err := fs.parse(args); err != nil {
