@@ -76,7 +76,7 @@ func (f *saleFlags) register(fs *flagSet) {
 	fs.StringVar(&f.jsonPath, "json", "", "also write the report to this JSON file")
 	fs.StringVar(&f.chartPath, "chart", "out/flashsale.svg", "chart of the sale over time (.svg or .png; empty: none)")
 	fs.BoolVar(&f.quiet, "quiet", false, "no progress bar")
-	fs.BoolVar(&f.keep, "keep", false, "keep the run's folder (configs, server logs)")
+	fs.BoolVar(&f.keep, "keep", false, "keep the run's folder (configs, server logs) and its database")
 }
 
 func (f *saleFlags) check() ([]string, error) {
@@ -194,7 +194,7 @@ func flashSale(ctx context.Context, f saleFlags, faults []string, out, errOut io
 		CaddyBin: f.caddyBin, OriginBin: f.originBin, Dir: dir,
 		RedisURL: f.srv.redisURL, DatabaseURL: f.srv.databaseURL,
 		OwnRedis: has("redis-restart"), PausablePostgres: has("pg-pause"),
-		OriginEnv: env,
+		OriginEnv: env, KeepDatabase: f.keep,
 		Event: api.NewEvent{Name: "Flash sale", Capacity: f.seats, Price: 90000, Currency: "inr",
 			HoldTTLSeconds: ttl, MaxPerUser: max(f.cfg.Quantity, 1), OverflowPct: &f.overflowPct},
 	})
@@ -204,6 +204,9 @@ func flashSale(ctx context.Context, f saleFlags, faults []string, out, errOut io
 	defer func() {
 		for _, e := range sys.Down(context.WithoutCancel(ctx)) {
 			fmt.Fprintf(errOut, "stopping: %v\n", e)
+		}
+		if f.keep {
+			fmt.Fprintf(errOut, "database kept: %s\n", sys.DB.URL)
 		}
 	}()
 	// A server that dies mid-sale ends the run at once.

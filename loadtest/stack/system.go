@@ -33,6 +33,9 @@ type SystemConfig struct {
 	OriginEnv []string
 	// Event is created on the origin (its ID is chosen when zero).
 	Event api.NewEvent
+	// KeepDatabase leaves the run's database in place at Down, to look into
+	// what the run left behind.
+	KeepDatabase bool
 	// NoGateway leaves Caddy out (the origin alone).
 	NoGateway bool
 	// Upstream, when set, is what the gateway proxies to instead of the
@@ -56,12 +59,14 @@ type System struct {
 	// Gateway is the guarded site's URL.
 	Gateway string
 
-	sharedRedis bool
+	sharedRedis  bool
+	keepDatabase bool
 }
 
 // Up starts the system. On failure it stops whatever it had started.
 func Up(ctx context.Context, cfg SystemConfig) (s *System, err error) {
-	s = &System{KeyID: "k1", Secret: randomHex(32), AdminToken: randomHex(16), WebhookSecret: "whsec_" + randomHex(16)}
+	s = &System{KeyID: "k1", Secret: randomHex(32), AdminToken: randomHex(16), WebhookSecret: "whsec_" + randomHex(16),
+		keepDatabase: cfg.KeepDatabase}
 	defer func() {
 		if err != nil {
 			s.Down(context.WithoutCancel(ctx))
@@ -147,7 +152,7 @@ func (s *System) Down(ctx context.Context) []error {
 	if s.sharedRedis && s.Event.ID != 0 {
 		errs = append(errs, RemoveEventKeys(ctx, s.RedisURL, s.Event.ID))
 	}
-	if s.DB != nil {
+	if s.DB != nil && !s.keepDatabase {
 		errs = append(errs, s.DB.Drop(ctx))
 	}
 	var out []error
