@@ -40,7 +40,7 @@ var outcomeNames = [numOutcomes]string{
 func (o Outcome) String() string { return outcomeNames[o] }
 
 // steps whose latency is recorded, in report order.
-var steps = []string{"join", "poll", "event page", "hold", "book", "booking status", "webhook", "queue wait", "hold to confirmed"}
+var steps = []string{"join", "poll", "event page", "hold", "hold status", "book", "booking status", "webhook", "queue wait", "hold to confirmed"}
 
 // counters are what the crowd saw, updated concurrently.
 type counters struct {

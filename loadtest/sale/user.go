@@ -487,7 +487,7 @@ func (s *sim) follow(ctx context.Context, u *user, b api.Booking, deliverAt time
 // lateDeadline is when a silent payment's webhook is sent: after the hold,
 // as extended by the booking, has expired and the reaper has had a turn.
 func (s *sim) lateDeadline(ctx context.Context, u *user, hold api.Hold) (time.Time, error) {
-	resp, err := s.gw(ctx, u, "hold", api.Request{Method: http.MethodGet, Path: "/v1/holds/" + hold.HoldID})
+	resp, err := s.gw(ctx, u, "hold status", api.Request{Method: http.MethodGet, Path: "/v1/holds/" + hold.HoldID})
 	if err == nil && resp.Status == http.StatusOK {
 		var h api.Hold
 		if resp.Decode(&h) == nil && !h.ExpiresAt.IsZero() {
