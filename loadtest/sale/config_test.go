@@ -82,3 +82,24 @@ func TestJitter(t *testing.T) {
 	}
 	assert.Zero(t, think(rng, 0))
 }
+
+func TestRaiseFor(t *testing.T) {
+	s := &sim{}
+	waiting := func(pos int64) *user {
+		u := &user{}
+		u.position.Store(pos)
+		u.waiting.Store(true)
+		return u
+	}
+	gone := &user{}
+	gone.position.Store(101)
+	s.users = []*user{waiting(150), waiting(120), gone, waiting(400), waiting(90)}
+	// The next two still waiting above 100 are at 120 and 150.
+	assert.Equal(t, int64(50), s.raiseFor(100, 2))
+	// More asked for than are known to wait: n positions, or up to the last
+	// one waiting if that is further.
+	assert.Equal(t, int64(300), s.raiseFor(100, 5))
+	assert.Equal(t, int64(1000), s.raiseFor(100, 1000))
+	s.users = nil
+	assert.Equal(t, int64(40), s.raiseFor(0, 40))
+}

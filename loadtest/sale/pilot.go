@@ -55,9 +55,6 @@ func (s *sim) autopilot(ctx context.Context) {
 			continue
 		}
 		by := s.raiseFor(st.Watermark, s.cfg.AdmitFactor*ev.Remaining)
-		if by == 0 {
-			continue
-		}
 		st, err = s.gwAdmin.Raise(ctx, s.target.Event, by)
 		if err != nil {
 			continue
@@ -86,7 +83,9 @@ func (s *sim) outstanding(watermark int64) int64 {
 // raiseFor is how far to raise the watermark to admit the next n visitors
 // still in the queue. Positions whose holders left (told sold out earlier)
 // are passed over, so a late handful of seats reaches people still
-// waiting instead of stalling behind the departed.
+// waiting instead of stalling behind the departed; with fewer than n known
+// to wait (early on, most have not joined yet) it admits n positions, so
+// the next arrivals come straight in.
 func (s *sim) raiseFor(watermark, n int64) int64 {
 	var ahead []int64
 	for _, u := range s.users {
@@ -94,9 +93,13 @@ func (s *sim) raiseFor(watermark, n int64) int64 {
 			ahead = append(ahead, p)
 		}
 	}
-	if len(ahead) == 0 {
-		return 0
+	if int64(len(ahead)) < n {
+		by := n
+		for _, p := range ahead {
+			by = max(by, p-watermark)
+		}
+		return by
 	}
 	slices.Sort(ahead)
-	return ahead[min(int(n), len(ahead))-1] - watermark
+	return ahead[n-1] - watermark
 }
