@@ -41,6 +41,7 @@ type KeySet struct {
 	byID   map[string][]byte
 	parser *jwt.Parser
 	now    func() time.Time
+	seen   *verifiedCache
 }
 
 // NewKeySet checks the keys (at least one, ids unique and non-empty, secrets
@@ -53,7 +54,7 @@ func NewKeySet(now func() time.Time, keys ...Key) (*KeySet, error) {
 	if now == nil {
 		now = time.Now
 	}
-	ks := &KeySet{byID: make(map[string][]byte, len(keys)), now: now}
+	ks := &KeySet{byID: make(map[string][]byte, len(keys)), now: now, seen: newVerifiedCache(verifiedCacheSize)}
 	for i, k := range keys {
 		if k.ID == "" {
 			return nil, fmt.Errorf("key %d: empty key id", i+1)
@@ -154,6 +155,7 @@ func (ks *KeySet) Issue(subject string, event, position int64, ttl time.Duration
 		return Ticket{}, fmt.Errorf("sign queue token: %w", err)
 	}
 	t.Raw = raw
+	ks.seen.put(raw, t)
 	return t, nil
 }
 
@@ -161,6 +163,12 @@ func (ks *KeySet) Issue(subject string, event, position int64, ttl time.Duration
 // registered claims (issuer, iat, exp with DefaultLeeway) and that it belongs
 // to event. Any failure wraps ErrInvalidToken.
 func (ks *KeySet) Verify(raw string, event int64) (Ticket, error) {
+	if t, ok := ks.seen.get(raw); ok && t.fresh(ks.now()) {
+		if t.Event != event {
+			return Ticket{}, fmt.Errorf("%w: %w: token is for event %d, not %d", ErrInvalidToken, ErrWrongEvent, t.Event, event)
+		}
+		return t, nil
+	}
 	var c Claims
 	_, err := ks.parser.ParseWithClaims(raw, &c, ks.keyFor)
 	if err != nil {
@@ -169,14 +177,16 @@ func (ks *KeySet) Verify(raw string, event int64) (Ticket, error) {
 	if c.Event != event {
 		return Ticket{}, fmt.Errorf("%w: %w: token is for event %d, not %d", ErrInvalidToken, ErrWrongEvent, c.Event, event)
 	}
-	return Ticket{
+	t := Ticket{
 		Subject:   c.Subject,
 		Event:     c.Event,
 		Position:  c.Position,
 		IssuedAt:  c.IssuedAt.Time.UTC(),
 		ExpiresAt: c.ExpiresAt.Time.UTC(),
 		Raw:       raw,
-	}, nil
+	}
+	ks.seen.put(raw, t)
+	return t, nil
 }
 
 func (ks *KeySet) keyFor(t *jwt.Token) (any, error) {

@@ -232,6 +232,58 @@ func TestVerifyLeeway(t *testing.T) {
 	assert.ErrorIs(t, err, ErrInvalidToken, "past the leeway")
 }
 
+func TestVerifiedTokensAreRemembered(t *testing.T) {
+	clock := newClock()
+	issuer := mustKeySet(t, clock.Now, Key{ID: "k1", Secret: secretA})
+	ks := mustKeySet(t, clock.Now, Key{ID: "k1", Secret: secretA})
+	tok, err := issuer.Issue("u", 1, 3, time.Minute)
+	require.NoError(t, err)
+
+	first, err := ks.Verify(tok.Raw, 1)
+	require.NoError(t, err)
+	again, err := ks.Verify(tok.Raw, 1)
+	require.NoError(t, err)
+	assert.Equal(t, first, again)
+
+	_, err = ks.Verify(tok.Raw, 2)
+	assert.ErrorIs(t, err, ErrWrongEvent, "a remembered token is still bound to its event")
+
+	clock.Advance(time.Minute + DefaultLeeway)
+	_, err = ks.Verify(tok.Raw, 1)
+	assert.ErrorIs(t, err, ErrInvalidToken, "a remembered token still expires")
+
+	// One changed byte is another string: it goes through the parser.
+	clock = newClock()
+	ks = mustKeySet(t, clock.Now, Key{ID: "k1", Secret: secretA})
+	_, err = ks.Verify(tok.Raw, 1)
+	require.NoError(t, err)
+	_, err = ks.Verify(tok.Raw[:len(tok.Raw)-2]+"AA", 1)
+	assert.ErrorIs(t, err, ErrInvalidToken)
+}
+
+func TestVerifiedCacheIsBounded(t *testing.T) {
+	c := newVerifiedCache(10)
+	for i := range 100 {
+		c.put(strings.Repeat("x", i+1), Ticket{Position: int64(i + 1)})
+	}
+	assert.LessOrEqual(t, len(c.cur)+len(c.prev), 10)
+	got, ok := c.get(strings.Repeat("x", 100))
+	assert.True(t, ok, "the newest entry is kept")
+	assert.Equal(t, int64(100), got.Position)
+	_, ok = c.get("x")
+	assert.False(t, ok, "the oldest is gone")
+	// A hit in the previous generation is carried forward.
+	c = newVerifiedCache(4)
+	c.put("a", Ticket{})
+	c.put("b", Ticket{})
+	c.put("c", Ticket{}) // a, b move to prev
+	_, ok = c.get("a")
+	require.True(t, ok)
+	c.put("d", Ticket{}) // cur {c, a} full: a survives in prev
+	_, ok = c.get("a")
+	assert.True(t, ok)
+}
+
 func TestWrongEventIsDistinguishable(t *testing.T) {
 	ks := mustKeySet(t, nil, Key{ID: "k1", Secret: secretA})
 	tok, err := ks.Issue("u", 1, 1, time.Minute)
@@ -309,6 +361,8 @@ func BenchmarkIssue(b *testing.B) {
 	}
 }
 
+// BenchmarkVerify is the common case: a token seen before (a visitor
+// polling, an admitted buyer's next request).
 func BenchmarkVerify(b *testing.B) {
 	ks := mustKeySet(b, nil, Key{ID: "k1", Secret: secretA})
 	tok, err := ks.Issue("v_abcdefghijklmnopqrstuv", 42, 123456, 30*time.Minute)
@@ -318,5 +372,29 @@ func BenchmarkVerify(b *testing.B) {
 		if _, err := ks.Verify(tok.Raw, 42); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkVerifyFirstSight is a token this node has never seen: the HMAC
+// and the claims decode.
+func BenchmarkVerifyFirstSight(b *testing.B) {
+	issuer := mustKeySet(b, nil, Key{ID: "k1", Secret: secretA})
+	toks := make([]string, 4096)
+	for i := range toks {
+		tok, err := issuer.Issue("v_abcdefghijklmnopqrstuv", 42, int64(i+1), 30*time.Minute)
+		require.NoError(b, err)
+		toks[i] = tok.Raw
+	}
+	ks := mustKeySet(b, nil, Key{ID: "k1", Secret: secretA})
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		if i%len(toks) == 0 {
+			ks.seen = newVerifiedCache(verifiedCacheSize)
+		}
+		if _, err := ks.Verify(toks[i%len(toks)], 42); err != nil {
+			b.Fatal(err)
+		}
+		i++
 	}
 }
