@@ -20,7 +20,10 @@ func TestHoldBadInput(t *testing.T) {
 	h := newHarness(t, harnessOptions{})
 	ev := h.createEvent(map[string]any{"capacity": 10, "max_per_user": 4})
 	other := h.createEvent(nil)
-	h.admit(ev.ID, 100)
+	// createEvent admits up to position 1,000,000. A position beyond it is
+	// not admitted; lowering the watermark instead would race the origin's
+	// copy of the state, which learns of the change asynchronously.
+	notAdmitted := int64(1_000_001)
 	path := fmt.Sprintf("/v1/events/%d/holds", ev.ID)
 	forger, err := waitroom.NewKeySet(h.clock.Now, waitroom.Key{ID: "k1", Secret: []byte(strings.Repeat("x", 32))})
 	require.NoError(t, err)
@@ -55,7 +58,7 @@ func TestHoldBadInput(t *testing.T) {
 		{"forged token", "POST", path, `{"quantity":1}`, with(origin.TokenHeader, forged.Raw), 401, "invalid_token"},
 		{"expired token", "POST", path, `{"quantity":1}`, with(origin.TokenHeader, expired.Raw), 401, "invalid_token"},
 		{"token of another event", "POST", path, `{"quantity":1}`, with(origin.TokenHeader, h.token("ann", other.ID, 1)), 401, "invalid_token"},
-		{"not admitted yet", "POST", path, `{"quantity":1}`, with(origin.TokenHeader, h.token("ann", ev.ID, 101)), 403, "not_admitted"},
+		{"not admitted yet", "POST", path, `{"quantity":1}`, with(origin.TokenHeader, h.token("ann", ev.ID, notAdmitted)), 403, "not_admitted"},
 		{"no idempotency key", "POST", path, `{"quantity":1}`, with("Idempotency-Key", ""), 400, "missing_idempotency_key"},
 		{"idempotency key too long", "POST", path, `{"quantity":1}`, with("Idempotency-Key", strings.Repeat("k", 256)), 400, "missing_idempotency_key"},
 		{"quantity 0", "POST", path, `{"quantity":0}`, good(), 400, "invalid_request"},
