@@ -61,6 +61,7 @@ func TestHoldBadInput(t *testing.T) {
 		{"not admitted yet", "POST", path, `{"quantity":1}`, with(origin.TokenHeader, h.token("ann", ev.ID, notAdmitted)), 403, "not_admitted"},
 		{"no idempotency key", "POST", path, `{"quantity":1}`, with("Idempotency-Key", ""), 400, "missing_idempotency_key"},
 		{"idempotency key too long", "POST", path, `{"quantity":1}`, with("Idempotency-Key", strings.Repeat("k", 256)), 400, "missing_idempotency_key"},
+		{"idempotency key not UTF-8", "POST", path, `{"quantity":1}`, with("Idempotency-Key", "k\xff"), 400, "missing_idempotency_key"},
 		{"quantity 0", "POST", path, `{"quantity":0}`, good(), 400, "invalid_request"},
 		{"negative quantity", "POST", path, `{"quantity":-1}`, good(), 400, "invalid_request"},
 		{"fractional quantity", "POST", path, `{"quantity":1.5}`, good(), 400, "invalid_request"},

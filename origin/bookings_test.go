@@ -426,6 +426,7 @@ func TestBookingBadInput(t *testing.T) {
 		{"no token", body(fresh.HoldID), with("", "k"), 401, "invalid_token"},
 		{"garbage token", body(fresh.HoldID), map[string]string{origin.TokenHeader: "x.y.z", "Idempotency-Key": "k"}, 401, "invalid_token"},
 		{"no idempotency key", body(fresh.HoldID), with("new", ""), 400, "missing_idempotency_key"},
+		{"idempotency key not UTF-8", body(fresh.HoldID), with("new", "k\xff"), 400, "missing_idempotency_key"},
 		{"not JSON", `hold=1`, with("new", "k"), 400, "invalid_request"},
 		{"unknown field", `{"hold_id":"x","payment_method_token":"pm_card_visa","coupon":"free"}`, with("new", "k"), 400, "invalid_request"},
 		{"no hold id", `{"payment_method_token":"pm_card_visa"}`, with("new", "k"), 400, "invalid_request"},

@@ -60,7 +60,7 @@ func (s *Server) createBookingRequest(w http.ResponseWriter, r *http.Request) re
 		return errInvalidToken
 	}
 	key := r.Header.Get("Idempotency-Key")
-	if key == "" || len(key) > MaxIdempotencyKeyLen {
+	if !validIdempotencyKey(key) {
 		return errorResponse(http.StatusBadRequest, "missing_idempotency_key",
 			fmt.Sprintf("an Idempotency-Key header of 1 to %d characters is required", MaxIdempotencyKeyLen))
 	}

@@ -86,7 +86,7 @@ func (s *Server) createHold(w http.ResponseWriter, r *http.Request) response {
 		return errorResponse(http.StatusForbidden, "not_admitted", "your place in the queue has not been admitted yet")
 	}
 	key := r.Header.Get("Idempotency-Key")
-	if key == "" || len(key) > MaxIdempotencyKeyLen {
+	if !validIdempotencyKey(key) {
 		return errorResponse(http.StatusBadRequest, "missing_idempotency_key",
 			fmt.Sprintf("an Idempotency-Key header of 1 to %d characters is required", MaxIdempotencyKeyLen))
 	}

@@ -9,12 +9,20 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/redis/go-redis/v9"
 )
 
 // MaxIdempotencyKeyLen is the longest Idempotency-Key accepted.
 const MaxIdempotencyKeyLen = 255
+
+// validIdempotencyKey: 1 to MaxIdempotencyKeyLen bytes of UTF-8. The key is
+// kept in a text column, which refuses anything else: such a key could
+// otherwise only ever be answered 503.
+func validIdempotencyKey(key string) bool {
+	return key != "" && len(key) <= MaxIdempotencyKeyLen && utf8.ValidString(key)
+}
 
 // Idempotency keeps the Idempotency-Key records of requests in Redis: a
 // marker while the first request runs, then its response. Keeping them in
