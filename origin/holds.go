@@ -142,8 +142,10 @@ func (s *Server) runHold(ctx context.Context, ev *liveEvent, ir inventory.HoldRe
 	return res, err
 }
 
-// recordHold writes the new hold's ledger row. The 201 body goes into the
-// same INSERT, so a replay of this request survives the loss of Redis.
+// recordHold writes the new hold's ledger row, committed in a batch with
+// the rows of holds made at the same moment (holdwriter.go), and answers
+// once it is. The 201 body goes into the same row, so a replay of this
+// request survives the loss of Redis.
 func (s *Server) recordHold(ctx context.Context, ev *liveEvent, req holdRequest, ir inventory.HoldRequest, res inventory.HoldResult) response {
 	body := holdBody(ev.Event, ir.HoldID, req.user, req.quantity, StatusPending, ir.ExpiresAt)
 	row := Hold{
@@ -156,7 +158,7 @@ func (s *Server) recordHold(ctx context.Context, ev *liveEvent, req holdRequest,
 	// compensation.
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.HoldWriteTimeout)
 	defer cancel()
-	outcome, err := s.ledger.InsertHold(wctx, row, ir.Now)
+	outcome, err := s.holdRows.write(wctx, row, ir.Now)
 	switch {
 	case err == nil:
 		if res.Remaining == 0 {

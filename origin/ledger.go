@@ -254,9 +254,11 @@ func constraintError(err error) error {
 	return nil
 }
 
-// InsertHold writes a new pending hold: one INSERT, no transaction, on the
-// hot path. When the user's previous hold lapsed without the reaper marking
-// it yet, it is marked expired and the insert retried in one transaction.
+// InsertHold writes a new pending hold alone: one INSERT, no transaction
+// (holds are written in batches by InsertHolds; this is for the rows a
+// batch skipped or could not write). When the user's previous hold lapsed
+// without the reaper marking it yet, it is marked expired and the insert
+// retried in one transaction.
 // The returned outcome says whether a failed write may still be applied.
 func (l *Ledger) InsertHold(ctx context.Context, h Hold, now time.Time) (writeOutcome, error) {
 	args := []any{h.ID, h.EventID, h.UserID, h.Quantity, h.Amount, h.ExpiresAt, h.CreatedAt,
@@ -283,6 +285,42 @@ func (l *Ledger) InsertHold(ctx context.Context, h Hold, now time.Time) (writeOu
 		return classify(err), fmt.Errorf("insert hold %s: %w", h.ID, err)
 	}
 	return writeDone, nil
+}
+
+// InsertHolds writes new pending holds in one statement, so in one commit.
+// A row that conflicts with a unique index is skipped, not an error:
+// inserted[i] says whether hs[i] went in, and the caller writes the others
+// with InsertHold, which tells the conflicts apart. An error means no row
+// was written, or (writeUncertain) that all of them may have been.
+func (l *Ledger) InsertHolds(ctx context.Context, hs []Hold) (inserted []bool, outcome writeOutcome, err error) {
+	n := len(hs)
+	var (
+		ids, users, keys, digests = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		events, quantities, amts  = make([]int64, n), make([]int64, n), make([]int64, n)
+		expires, created          = make([]time.Time, n), make([]time.Time, n)
+		responses                 = make([][]byte, n)
+		index                     = make(map[string]int, n)
+	)
+	for i, h := range hs {
+		ids[i], events[i], users[i], quantities[i], amts[i] = h.ID, h.EventID, h.UserID, h.Quantity, h.Amount
+		expires[i], created[i], keys[i], digests[i], responses[i] = h.ExpiresAt, h.CreatedAt, h.IdempotencyKey, h.RequestDigest, h.Response
+		index[h.ID] = i
+	}
+	rows, err := l.pool.Query(ctx, sqlInsertHolds, ids, events, users, quantities, amts, expires, created, keys, digests, responses)
+	if err != nil {
+		return nil, classify(err), fmt.Errorf("insert %d holds: %w", n, err)
+	}
+	got, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, classify(err), fmt.Errorf("insert %d holds: %w", n, err)
+	}
+	inserted = make([]bool, n)
+	for _, id := range got {
+		if i, ok := index[id]; ok {
+			inserted[i] = true
+		}
+	}
+	return inserted, writeDone, nil
 }
 
 // Hold reads one hold.

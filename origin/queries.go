@@ -38,10 +38,24 @@ const (
 	holdColumns = `id::text AS id, event_id, user_id, quantity, amount, status, expires_at, created_at,
 		updated_at, idempotency_key, request_digest, response`
 
-	// The one write of a hold.
+	// The one write of a hold, alone.
 	sqlInsertHold = `INSERT INTO holds (id, event_id, user_id, quantity, amount, status, expires_at,
 			created_at, updated_at, idempotency_key, request_digest, response)
 		VALUES ($1, $2, $3, $4, $5, 'pending', $6, $7, $7, $8, $9, $10)`
+
+	// The rows of many new holds in one statement and one commit (see
+	// holdwriter.go). A row that breaks a unique index (the user's live
+	// hold, the Idempotency-Key) is skipped rather than failing the others;
+	// RETURNING says which went in.
+	sqlInsertHolds = `INSERT INTO holds (id, event_id, user_id, quantity, amount, status, expires_at,
+			created_at, updated_at, idempotency_key, request_digest, response)
+		SELECT id, event_id, user_id, quantity, amount, 'pending', expires_at,
+			created_at, created_at, idempotency_key, request_digest, response
+		FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::integer[], $5::bigint[], $6::timestamptz[],
+			$7::timestamptz[], $8::text[], $9::text[], $10::bytea[])
+			AS r (id, event_id, user_id, quantity, amount, expires_at, created_at, idempotency_key, request_digest, response)
+		ON CONFLICT DO NOTHING
+		RETURNING id::text`
 
 	// A pending hold past its expiry is free already (Redis reclaimed it);
 	// it makes way for the user's new hold in the same transaction.

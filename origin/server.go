@@ -136,6 +136,9 @@ type Server struct {
 	metrics *metrics
 	flight  singleflight.Group
 
+	// holdRows writes the ledger rows of new holds, in batches.
+	holdRows *holdWriter
+
 	// bg is the context background work (admission rooms) runs under.
 	bg context.Context
 
@@ -168,6 +171,7 @@ func New(cfg Config, ledger *Ledger, rdb redis.UniversalClient) (*Server, error)
 		cfg:        cfg,
 		log:        cfg.Logger,
 		ledger:     ledger,
+		holdRows:   newHoldWriter(ledger),
 		rdb:        rdb,
 		inv:        inventory.New(rdb),
 		store:      waitroom.NewRedisStore(rdb, waitroom.RedisOptions{}),

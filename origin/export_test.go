@@ -1,0 +1,67 @@
+package origin
+
+import (
+	"sync"
+	"testing"
+	"time"
+)
+
+// HoldBatchGate holds the first batch of hold rows back, so that the rows
+// queued meanwhile go into the next batch together: batching made
+// deterministic, whatever the machine's speed.
+type HoldBatchGate struct {
+	w    *holdWriter
+	open chan struct{}
+
+	mu    sync.Mutex
+	sizes []int
+}
+
+// GateHoldBatches gates s's hold rows. Call it before any hold is made.
+func GateHoldBatches(s *Server) *HoldBatchGate { return gateHoldBatches(s.holdRows) }
+
+func gateHoldBatches(w *holdWriter) *HoldBatchGate {
+	g := &HoldBatchGate{w: w, open: make(chan struct{})}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.maxInFlight = 1
+	w.onBatch = func(batch []*holdWrite) {
+		g.mu.Lock()
+		g.sizes = append(g.sizes, len(batch))
+		first := len(g.sizes) == 1
+		g.mu.Unlock()
+		if first {
+			<-g.open
+		}
+	}
+	return g
+}
+
+// WaitQueued waits until the first batch is held back and n rows wait
+// behind it.
+func (g *HoldBatchGate) WaitQueued(t *testing.T, n int) {
+	t.Helper()
+	for range 10_000 {
+		g.w.mu.Lock()
+		queued := len(g.w.queue)
+		g.w.mu.Unlock()
+		g.mu.Lock()
+		held := len(g.sizes) > 0
+		g.mu.Unlock()
+		if held && queued >= n {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatalf("%d hold rows never queued behind the first batch", n)
+}
+
+// Open lets the batches go.
+func (g *HoldBatchGate) Open() { close(g.open) }
+
+// Sizes are the row counts of the batches written so far.
+func (g *HoldBatchGate) Sizes() []int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return append([]int(nil), g.sizes...)
+}

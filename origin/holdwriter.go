@@ -1,0 +1,170 @@
+package origin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Group commit of the ledger rows of new holds. Written one INSERT and one
+// commit each, thousands of holds a second kept Postgres busy beginning and
+// committing one-row transactions, and every request held a pool connection
+// for a WAL flush of its own. The holdWriter puts the rows of holds made at
+// the same moment into one multi-row INSERT and one commit. Each request
+// still waits until its own row is committed (or known not to be) before it
+// answers, so the durability and the compensation of a hold are exactly
+// those of a write of its own:
+//
+//   - a row the batch skipped for a unique conflict (the user's live hold,
+//     the Idempotency-Key) is written again alone by its request, with
+//     InsertHold, which tells the conflicts apart as before;
+//   - a batch the server refused (certainly not applied) is written again
+//     row by row, so one bad row fails only its own hold;
+//   - a batch that failed otherwise gives every row the same outcome,
+//     failed (compensated) or uncertain (resolved later), as InsertHold
+//     would have for each.
+//
+// There is no timer: a batch takes whatever queued while the batches before
+// it were being written, so a lone hold is written at once and a busy origin
+// writes bigger batches. Batches run on goroutines started when a row is
+// queued and ending when the queue is empty: there is nothing to start or
+// stop, and a row queued while the server shuts down is still written.
+type holdWriter struct {
+	ledger *Ledger
+	// maxBatch bounds the rows of one INSERT; maxInFlight the batches being
+	// written at once (each on a pool connection of its own).
+	maxBatch, maxInFlight int
+	// onBatch, when set (tests), is called with each batch before it is
+	// written.
+	onBatch func([]*holdWrite)
+
+	mu       sync.Mutex
+	queue    []*holdWrite
+	inFlight int
+}
+
+const (
+	defaultHoldBatch   = 256
+	defaultHoldWriters = 2
+)
+
+func newHoldWriter(l *Ledger) *holdWriter {
+	return &holdWriter{ledger: l, maxBatch: defaultHoldBatch, maxInFlight: defaultHoldWriters}
+}
+
+// holdWrite is one queued row and, once done is closed, its outcome.
+type holdWrite struct {
+	ctx  context.Context
+	row  Hold
+	done chan struct{}
+
+	outcome writeOutcome
+	err     error
+	// alone: the batch did not write the row; its request writes it alone.
+	alone bool
+}
+
+// write writes the row of a new hold, as Ledger.InsertHold does, in a batch
+// with the rows queued at the same time. ctx bounds the write: a row still
+// queued when it ends is not sent (writeFailed). write always waits for the
+// outcome, whatever ctx does, since the seats depend on it.
+func (w *holdWriter) write(ctx context.Context, row Hold, now time.Time) (writeOutcome, error) {
+	hw := &holdWrite{ctx: ctx, row: row, done: make(chan struct{})}
+	w.mu.Lock()
+	w.queue = append(w.queue, hw)
+	if w.inFlight < w.maxInFlight {
+		w.inFlight++
+		go w.run()
+	}
+	w.mu.Unlock()
+	<-hw.done
+	if hw.alone {
+		return w.ledger.InsertHold(ctx, row, now)
+	}
+	return hw.outcome, hw.err
+}
+
+// run writes batches until the queue is empty.
+func (w *holdWriter) run() {
+	for {
+		w.mu.Lock()
+		n := min(len(w.queue), w.maxBatch)
+		if n == 0 {
+			w.inFlight--
+			w.mu.Unlock()
+			return
+		}
+		batch := w.queue[:n:n]
+		w.queue = w.queue[n:]
+		w.mu.Unlock()
+		w.writeBatch(batch)
+	}
+}
+
+func (w *holdWriter) writeBatch(batch []*holdWrite) {
+	if w.onBatch != nil {
+		w.onBatch(batch)
+	}
+	// The batch ends by the earliest deadline of its rows, so no hold's
+	// write outlives the bound a rebuild counts on (HoldWriteTimeout). A
+	// row whose deadline has passed already is not sent.
+	var deadline time.Time
+	rows := make([]Hold, 0, len(batch))
+	send := batch[:0:0]
+	for _, hw := range batch {
+		if err := hw.ctx.Err(); err != nil {
+			hw.finish(writeFailed, fmt.Errorf("insert hold %s: not sent: %w", hw.row.ID, err))
+			continue
+		}
+		if d, ok := hw.ctx.Deadline(); ok && (deadline.IsZero() || d.Before(deadline)) {
+			deadline = d
+		}
+		rows = append(rows, hw.row)
+		send = append(send, hw)
+	}
+	if len(send) == 0 {
+		return
+	}
+	ctx := context.Background()
+	if !deadline.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, deadline)
+		defer cancel()
+	}
+	inserted, outcome, err := w.ledger.InsertHolds(ctx, rows)
+	var pgErr *pgconn.PgError
+	switch {
+	case err == nil:
+		for i, hw := range send {
+			if inserted[i] {
+				hw.finish(writeDone, nil)
+			} else {
+				hw.finishAlone()
+			}
+		}
+	case len(send) > 1 && errors.As(err, &pgErr):
+		// Refused by the server, so nothing was written; the fault may be
+		// one row's. Each is written alone.
+		for _, hw := range send {
+			hw.finishAlone()
+		}
+	default:
+		for _, hw := range send {
+			hw.finish(outcome, fmt.Errorf("insert hold %s: %w", hw.row.ID, err))
+		}
+	}
+}
+
+func (hw *holdWrite) finish(o writeOutcome, err error) {
+	hw.outcome, hw.err = o, err
+	close(hw.done)
+}
+
+func (hw *holdWrite) finishAlone() {
+	hw.alone = true
+	close(hw.done)
+}

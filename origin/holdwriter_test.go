@@ -1,0 +1,218 @@
+package origin
+
+import (
+	"context"
+	"errors"
+	"net/url"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/waitroom/waitroom/internal/testenv"
+)
+
+var writerNow = time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
+
+func testLedger(t *testing.T, dbURL string) *Ledger {
+	t.Helper()
+	l, err := OpenLedger(context.Background(), dbURL, LedgerOptions{})
+	require.NoError(t, err)
+	t.Cleanup(l.Close)
+	return l
+}
+
+func pendingRow(event int64, user, key string) Hold {
+	return Hold{
+		ID: uuid.Must(uuid.NewV7()).String(), EventID: event, UserID: user, Quantity: 1, Amount: 100,
+		Status: StatusPending, ExpiresAt: writerNow.Add(10 * time.Minute), CreatedAt: writerNow, UpdatedAt: writerNow,
+		IdempotencyKey: key, RequestDigest: "d", Response: []byte("{}\n"),
+	}
+}
+
+type writeResult struct {
+	outcome writeOutcome
+	err     error
+}
+
+// writeBatched writes first alone, held back by the gate, and rows behind
+// it, so that rows are written as one batch. Each row's write gets ctxOf(i)
+// (a 5 s deadline when nil).
+func writeBatched(t *testing.T, w *holdWriter, first Hold, rows []Hold, ctxOf func(i int) context.Context) (writeResult, []writeResult) {
+	t.Helper()
+	gate := gateHoldBatches(w)
+	write := func(ctx context.Context, h Hold) writeResult {
+		if ctx == nil {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+		}
+		o, err := w.write(ctx, h, writerNow)
+		return writeResult{o, err}
+	}
+	var firstRes writeResult
+	results := make([]writeResult, len(rows))
+	var wg sync.WaitGroup
+	wg.Go(func() { firstRes = write(nil, first) })
+	gate.WaitQueued(t, 0)
+	for i, h := range rows {
+		var ctx context.Context
+		if ctxOf != nil {
+			ctx = ctxOf(i)
+		}
+		wg.Go(func() { results[i] = write(ctx, h) })
+	}
+	gate.WaitQueued(t, len(rows))
+	gate.Open()
+	wg.Wait()
+	require.Equal(t, []int{1, len(rows)}, gate.Sizes(), "the rows went in one batch")
+	return firstRes, results
+}
+
+func countHolds(t *testing.T, l *Ledger, event int64) int {
+	t.Helper()
+	var n int
+	require.NoError(t, l.pool.QueryRow(context.Background(), `SELECT count(*) FROM holds WHERE event_id = $1`, event).Scan(&n))
+	return n
+}
+
+func TestHoldWriterBatchesConcurrentRows(t *testing.T) {
+	l := testLedger(t, testenv.Postgres(t))
+	w := newHoldWriter(l)
+	event := testenv.EventID()
+	rows := make([]Hold, 50)
+	for i := range rows {
+		rows[i] = pendingRow(event, uuid.NewString(), "k")
+	}
+	first, results := writeBatched(t, w, pendingRow(event, "first", "k"), rows, nil)
+	require.NoError(t, first.err)
+	for i, r := range results {
+		require.NoError(t, r.err)
+		assert.Equal(t, writeDone, r.outcome)
+		got, err := l.Hold(context.Background(), rows[i].ID)
+		require.NoError(t, err, "a row acknowledged is committed")
+		assert.Equal(t, rows[i].UserID, got.UserID)
+	}
+	assert.Equal(t, 51, countHolds(t, l, event))
+}
+
+func TestHoldWriterConflictsAreWrittenAlone(t *testing.T) {
+	l := testLedger(t, testenv.Postgres(t))
+	ctx := context.Background()
+	event := testenv.EventID()
+	insert := func(h Hold) Hold {
+		_, err := l.InsertHold(ctx, h, writerNow)
+		require.NoError(t, err)
+		return h
+	}
+	insert(pendingRow(event, "live", "a"))
+	lapsed := pendingRow(event, "lapsed", "a")
+	lapsed.ExpiresAt = writerNow.Add(-time.Minute)
+	insert(lapsed)
+	released := insert(pendingRow(event, "released", "k"))
+	_, err := l.ReleaseHold(ctx, released.ID, writerNow)
+	require.NoError(t, err)
+
+	rows := []Hold{
+		pendingRow(event, "live", "b"),     // the ledger has a live hold of this user
+		pendingRow(event, "lapsed", "b"),   // its hold lapsed: marked expired, this one goes in
+		pendingRow(event, "released", "k"), // this key made a hold already
+		pendingRow(event, "twice", "x"),    // two holds of one user in one batch
+		pendingRow(event, "twice", "y"),
+	}
+	for range 20 {
+		rows = append(rows, pendingRow(event, uuid.NewString(), "k"))
+	}
+	_, results := writeBatched(t, newHoldWriter(l), pendingRow(event, "first", "k"), rows, nil)
+
+	assert.ErrorIs(t, results[0].err, errLiveHoldExists)
+	assert.NoError(t, results[1].err)
+	assert.ErrorIs(t, results[2].err, errDuplicateKey)
+	assert.ElementsMatch(t, []bool{true, false}, []bool{results[3].err == nil, results[4].err == nil}, "one of the two goes in")
+	assert.ErrorIs(t, errors.Join(results[3].err, results[4].err), errLiveHoldExists)
+	for _, r := range results[5:] {
+		assert.NoError(t, r.err, "the rest of the batch is not held up")
+	}
+	old, err := l.Hold(ctx, lapsed.ID)
+	require.NoError(t, err)
+	assert.Equal(t, StatusExpired, old.Status)
+	// first, 3 earlier holds, lapsed, one of twice, 20 others
+	assert.Equal(t, 1+3+1+1+20, countHolds(t, l, event))
+}
+
+func TestHoldWriterRefusedBatchIsWrittenRowByRow(t *testing.T) {
+	l := testLedger(t, testenv.Postgres(t))
+	event := testenv.EventID()
+	rows := make([]Hold, 10)
+	for i := range rows {
+		rows[i] = pendingRow(event, uuid.NewString(), "k")
+	}
+	rows[3].Quantity = 0 // breaks a CHECK: the server refuses the whole statement
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, results := writeBatched(t, newHoldWriter(l), pendingRow(event, "first", "k"), rows, func(i int) context.Context {
+		if i == 5 {
+			return gone // its request's deadline passed while it was queued
+		}
+		return nil
+	})
+	var pgErr *pgconn.PgError
+	require.ErrorAs(t, results[3].err, &pgErr)
+	assert.Equal(t, "23514", pgErr.Code)
+	assert.Equal(t, writeFailed, results[3].outcome)
+	assert.ErrorIs(t, results[5].err, context.Canceled)
+	assert.Equal(t, writeFailed, results[5].outcome, "not sent")
+	for i, r := range results {
+		if i != 3 && i != 5 {
+			assert.NoError(t, r.err, "row %d fails only if it is at fault", i)
+		}
+	}
+	assert.Equal(t, 1+8, countHolds(t, l, event))
+}
+
+func TestHoldWriterFailedBatchFailsEveryRow(t *testing.T) {
+	base := testenv.Postgres(t)
+	u, err := url.Parse(base)
+	require.NoError(t, err)
+	proxy := testenv.NewProxy(t, u.Host)
+	u.Host = proxy.Addr()
+	l := testLedger(t, u.String())
+	event := testenv.EventID()
+	rows := make([]Hold, 10)
+	for i := range rows {
+		rows[i] = pendingRow(event, uuid.NewString(), "k")
+	}
+	w := newHoldWriter(l)
+	gate := gateHoldBatches(w)
+	var wg sync.WaitGroup
+	results := make([]writeResult, len(rows))
+	for i, h := range append([]Hold{pendingRow(event, "first", "k")}, rows...) {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			o, err := w.write(ctx, h, writerNow)
+			if i > 0 {
+				results[i-1] = writeResult{o, err}
+			}
+		})
+		if i == 0 {
+			gate.WaitQueued(t, 0)
+		}
+	}
+	gate.WaitQueued(t, len(rows))
+	proxy.Cut()
+	gate.Open()
+	wg.Wait()
+	require.Equal(t, []int{1, len(rows)}, gate.Sizes())
+	for _, r := range results {
+		require.Error(t, r.err)
+		assert.NotEqual(t, writeDone, r.outcome)
+		assert.Equal(t, results[0].outcome, r.outcome, "one outcome for the whole batch")
+	}
+	proxy.Restore()
+	assert.Zero(t, countHolds(t, testLedger(t, base), event))
+}
