@@ -6,6 +6,8 @@
 --                               k/b idempotency digests, c true once confirmed)
 -- KEYS[4] -> expiry     zset    hold id -> expires_at (unix ms); pending holds only
 -- KEYS[5] -> frozen     string  present while a rebuild loads the keys
+-- KEYS[6] -> claim      string  optional: the request's idempotency record,
+--                               on the event's slot (see HoldRequest.Claim)
 -- ARGV[1] -> user id
 -- ARGV[2] -> hold id to use if a new hold is made
 -- ARGV[3] -> quantity (>= 1)
@@ -14,9 +16,34 @@
 --            expiry follows the same clock as the ledger)
 -- ARGV[6] -> record of the new hold (JSON, as above)
 -- ARGV[7] -> most expired holds to reclaim in this call
+-- ARGV[8] -> with KEYS[6]: the value it is set to along with a held,
+--            already_held or sold_out answer
+-- ARGV[9] -> with KEYS[6]: that value's lifetime, ms
+-- ARGV[10] -> with KEYS[6]: a value of it this call may replace (a claim
+--            left by a request that never answered), or ''
 -- returns {outcome, hold id, record, expires_at ms (-1 once confirmed),
 --          remaining after the call, seats reclaimed from expired holds}
---   outcome: "held", "already_held", "sold_out", "not_loaded" or "frozen"
+--   outcome: "held", "already_held", "sold_out", "not_loaded", "frozen", or
+--   "claimed" (KEYS[6] holds another value, returned as the record; nothing
+--   else was looked at or changed)
+-- The request's claim first: another request's record (a replay, or a
+-- request still running) is answered whatever state the inventory is in.
+local claim = KEYS[6]
+if claim then
+  local claimed = redis.call('GET', claim)
+  if claimed and claimed ~= ARGV[10] then
+    return {'claimed', '', claimed, 0, 0, 0}
+  end
+end
+
+-- Every answer that reaches the inventory claims the request's key with it.
+local function answer(reply)
+  if claim then
+    redis.call('SET', claim, ARGV[8], 'PX', ARGV[9])
+  end
+  return reply
+end
+
 if redis.call('EXISTS', KEYS[5]) == 1 then
   return {'frozen', '', '', 0, 0, 0}
 end
@@ -62,7 +89,7 @@ if existing then
     reclaim(existing)
   elseif rec then
     local remaining = tonumber(redis.call('GET', KEYS[1]))
-    return {'already_held', existing, rec, tonumber(exp or -1), remaining, reclaimed}
+    return answer({'already_held', existing, rec, tonumber(exp or -1), remaining, reclaimed})
   else
     redis.call('HDEL', KEYS[2], ARGV[1])
   end
@@ -71,10 +98,10 @@ end
 -- The check and the decrement in one script: remaining never goes below 0.
 local remaining = tonumber(redis.call('GET', KEYS[1]))
 if remaining < quantity then
-  return {'sold_out', '', '', 0, remaining, reclaimed}
+  return answer({'sold_out', '', '', 0, remaining, reclaimed})
 end
 remaining = redis.call('DECRBY', KEYS[1], quantity)
 redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
 redis.call('HSET', KEYS[3], ARGV[2], ARGV[6])
 redis.call('ZADD', KEYS[4], ARGV[4], ARGV[2])
-return {'held', ARGV[2], ARGV[6], tonumber(ARGV[4]), remaining, reclaimed}
+return answer({'held', ARGV[2], ARGV[6], tonumber(ARGV[4]), remaining, reclaimed})

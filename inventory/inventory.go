@@ -76,6 +76,7 @@ const (
 	Confirmed   Outcome = "confirmed"
 	Expired     Outcome = "expired"
 	Extended    Outcome = "extended"
+	Claimed     Outcome = "claimed"
 	notLoaded   Outcome = "not_loaded"
 	frozen      Outcome = "frozen"
 )
@@ -92,11 +93,21 @@ type HoldRequest struct {
 	Now       time.Time
 	// KeyDigest and BodyDigest are stored in the hold's Record.
 	KeyDigest, BodyDigest string
+
+	// Claim, if set, is a key on the event's slot (its name has Tag(Event)
+	// in it) that the call claims for the request, so that a caller keeping
+	// idempotency records in Redis needs no round trip of its own to claim
+	// one. When Claim holds a value other than ClaimReplace, the call
+	// changes nothing and answers Claimed with that value; otherwise Claim
+	// is set to ClaimValue for ClaimTTL with the call's answer.
+	Claim, ClaimValue, ClaimReplace string
+	ClaimTTL                        time.Duration
 }
 
 // HoldResult is the answer of Hold.
 type HoldResult struct {
-	// Outcome is Held, AlreadyHeld or SoldOut.
+	// Outcome is Held, AlreadyHeld, SoldOut or, when the request's Claim
+	// holds another request's value, Claimed.
 	Outcome Outcome
 	// HoldID, Record and ExpiresAt describe the new hold (Held) or the
 	// user's existing one (AlreadyHeld). ExpiresAt is zero for a confirmed
@@ -108,6 +119,8 @@ type HoldResult struct {
 	Remaining int64
 	// Reclaimed is how many seats of expired holds came back in this call.
 	Reclaimed int64
+	// ClaimedBy is the value found under HoldRequest.Claim (Claimed).
+	ClaimedBy string
 }
 
 // Hold runs the hold script: the user's existing hold if there is one,
@@ -118,12 +131,11 @@ func (inv *Inventory) Hold(ctx context.Context, req HoldRequest) (HoldResult, er
 	if req.Quantity < 1 {
 		return HoldResult{}, fmt.Errorf("hold: quantity %d: must be at least 1", req.Quantity)
 	}
-	rec, err := json.Marshal(Record{User: req.User, Quantity: req.Quantity, KeyDigest: req.KeyDigest, BodyDigest: req.BodyDigest})
+	keys, argv, err := HoldScriptArgs(req, inv.reclaimLimit)
 	if err != nil {
-		return HoldResult{}, fmt.Errorf("hold: encode record: %w", err)
+		return HoldResult{}, fmt.Errorf("hold: %w", err)
 	}
-	vals, err := holdScript.Run(ctx, inv.rdb, KeysFor(req.Event).all(),
-		req.User, req.HoldID, req.Quantity, ms(req.ExpiresAt), ms(req.Now), rec, inv.reclaimLimit).Slice()
+	vals, err := holdScript.Run(ctx, inv.rdb, keys, argv...).Slice()
 	if err != nil {
 		return HoldResult{}, fmt.Errorf("hold script for event %d: %w", req.Event, err)
 	}
@@ -137,6 +149,8 @@ func (inv *Inventory) Hold(ctx context.Context, req HoldRequest) (HoldResult, er
 		return out, fmt.Errorf("hold for event %d: %w", req.Event, ErrNotLoaded)
 	case frozen:
 		return out, fmt.Errorf("hold for event %d: %w", req.Event, ErrFrozen)
+	case Claimed:
+		out.ClaimedBy = r.str(2)
 	case Held, AlreadyHeld:
 		if err := json.Unmarshal([]byte(r.str(2)), &out.Record); err != nil {
 			return out, fmt.Errorf("hold for event %d: decode record of %s: %w", req.Event, out.HoldID, err)

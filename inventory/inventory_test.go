@@ -86,6 +86,50 @@ func TestHoldOutcomes(t *testing.T) {
 	assert.Equal(t, int64(0), remaining(t, inv, event))
 }
 
+func TestHoldClaimsTheRequestKey(t *testing.T) {
+	inv, rdb, event := loaded(t, 1)
+	ctx := context.Background()
+	claim := "idem:" + inventory.Tag(event) + ":holds:k"
+	req := func(user, value, replace string) inventory.HoldRequest {
+		return inventory.HoldRequest{Event: event, HoldID: "h-" + value, User: user, Quantity: 1,
+			ExpiresAt: t0.Add(time.Minute), Now: t0, Claim: claim, ClaimValue: value, ClaimReplace: replace, ClaimTTL: time.Hour}
+	}
+	value := func() string {
+		v, err := rdb.Get(ctx, claim).Result()
+		require.NoError(t, err)
+		return v
+	}
+
+	res, err := inv.Hold(ctx, req("ann", "first", ""))
+	require.NoError(t, err)
+	assert.Equal(t, inventory.Held, res.Outcome)
+	assert.Equal(t, "first", value())
+	ttl, err := rdb.PTTL(ctx, claim).Result()
+	require.NoError(t, err)
+	assert.Greater(t, ttl, 59*time.Minute)
+
+	res, err = inv.Hold(ctx, req("bob", "second", ""))
+	require.NoError(t, err)
+	assert.Equal(t, inventory.Claimed, res.Outcome)
+	assert.Equal(t, "first", res.ClaimedBy)
+	assert.Equal(t, int64(0), remaining(t, inv, event), "a claimed call changes nothing")
+
+	res, err = inv.Hold(ctx, req("bob", "second", "stale"))
+	require.NoError(t, err)
+	assert.Equal(t, inventory.Claimed, res.Outcome, "only the value named may be replaced")
+
+	res, err = inv.Hold(ctx, req("bob", "second", "first"))
+	require.NoError(t, err)
+	assert.Equal(t, inventory.SoldOut, res.Outcome)
+	assert.Equal(t, "second", value(), "a sold-out answer claims the key too")
+
+	// A call that cannot reach the inventory claims nothing.
+	require.NoError(t, rdb.Del(ctx, claim, inventory.KeysFor(event).Remaining).Err())
+	_, err = inv.Hold(ctx, req("cat", "third", ""))
+	assert.ErrorIs(t, err, inventory.ErrNotLoaded)
+	assert.Zero(t, rdb.Exists(ctx, claim).Val())
+}
+
 func TestHoldRejectsBadQuantity(t *testing.T) {
 	inv, _, event := loaded(t, 5)
 	for _, q := range []int64{0, -1} {

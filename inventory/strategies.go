@@ -328,11 +328,17 @@ func Contend(ctx context.Context, s Strategy, capacity int64, buyers int) (Round
 func HoldScriptSource() string { return holdSrc }
 
 // HoldScriptArgs are the KEYS and ARGV of one hold call, in the order the
-// script takes them, for running it outside this package.
+// script takes them: what Hold sends, for running it outside this package.
 func HoldScriptArgs(req HoldRequest, reclaimLimit int) (keys []string, argv []any, err error) {
 	rec, err := json.Marshal(Record{User: req.User, Quantity: req.Quantity, KeyDigest: req.KeyDigest, BodyDigest: req.BodyDigest})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, fmt.Errorf("encode record: %w", err)
 	}
-	return KeysFor(req.Event).all(), []any{req.User, req.HoldID, req.Quantity, ms(req.ExpiresAt), ms(req.Now), string(rec), reclaimLimit}, nil
+	keys = KeysFor(req.Event).all()
+	argv = []any{req.User, req.HoldID, req.Quantity, ms(req.ExpiresAt), ms(req.Now), string(rec), reclaimLimit}
+	if req.Claim != "" {
+		keys = append(keys, req.Claim)
+		argv = append(argv, req.ClaimValue, req.ClaimTTL.Milliseconds(), req.ClaimReplace)
+	}
+	return keys, argv, nil
 }

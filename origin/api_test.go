@@ -180,6 +180,7 @@ func TestIdempotencyKey(t *testing.T) {
 		map[string]string{origin.TokenHeader: h.token("ann", ev.ID, 1), "Idempotency-Key": "pay-1"})
 	assert.Equal(t, http.StatusCreated, replay.status, "the same request written differently is the same request")
 	assert.Equal(t, string(first.body), string(replay.body), "byte for byte")
+	assert.Equal(t, "true", replay.header.Get("Idempotent-Replayed"))
 
 	other := h.hold(ev.ID, "ann", 3, "pay-1")
 	assert.Equal(t, http.StatusUnprocessableEntity, other.status)
@@ -228,6 +229,46 @@ func TestIdempotencyKey(t *testing.T) {
 	require.NoError(t, h.srv.Idempotency().Finish(ctx, scope, origin.RequestDigest("quantity=1"),
 		origin.StoredResponse{Status: http.StatusServiceUnavailable, Body: []byte("{}")}))
 	assert.Equal(t, http.StatusCreated, h.hold(ev.ID, "eve", 1, "eve-1").status)
+}
+
+// A hold request that claimed its key and died before its row was written
+// (a crashed node) blocks the key while it could still be running, then
+// its claim is taken over.
+func TestHoldClaimOfADeadRequest(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	ev := h.createEvent(map[string]any{"capacity": 5})
+	ctx := context.Background()
+	digest := origin.RequestDigest("quantity=1")
+	dead := "01a22a00-0000-7000-8000-000000000001"
+	claim := fmt.Sprintf(`{"digest":%q,"hold":%q,"at":%d}`, digest, dead, h.clock.Now().UnixMilli())
+	res, err := h.srv.Inventory().Hold(ctx, inventory.HoldRequest{
+		Event: ev.ID, HoldID: dead, User: "zed", Quantity: 1, Now: h.clock.Now(), ExpiresAt: h.clock.Now().Add(10 * time.Minute),
+		KeyDigest: origin.KeyDigest("zed", "z-1"), BodyDigest: digest,
+		Claim: "idem:" + inventory.Tag(ev.ID) + ":holds:" + origin.KeyDigest("zed", "z-1"), ClaimValue: claim, ClaimTTL: time.Hour,
+	})
+	require.NoError(t, err)
+	require.Equal(t, inventory.Held, res.Outcome)
+
+	busy := h.hold(ev.ID, "zed", 1, "z-1")
+	assert.Equal(t, http.StatusConflict, busy.status, "%s", busy.body)
+	assert.Equal(t, "request_in_progress", busy.errorCode(t))
+	assert.Equal(t, http.StatusUnprocessableEntity, h.hold(ev.ID, "zed", 2, "z-1").status)
+
+	// Past the longest a request may run, the claim is taken over; the dead
+	// request's seat has no row, so it is checked like an uncertain write.
+	h.clock.Advance(time.Minute)
+	r := h.hold(ev.ID, "zed", 1, "z-1")
+	assert.Equal(t, http.StatusServiceUnavailable, r.status, "%s", r.body)
+	h.clock.Advance(11 * time.Second)
+	n, err := h.srv.ResolveUncertain(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 1, n)
+	h.requireInvariant(ev.ID, 0)
+
+	r = h.hold(ev.ID, "zed", 1, "z-1")
+	assert.Equal(t, http.StatusCreated, r.status, "%s", r.body)
+	assert.NotEqual(t, dead, holdID(t, r))
+	h.requireInvariant(ev.ID, 1)
 }
 
 func holdID(t *testing.T, r result) string {

@@ -71,27 +71,58 @@ type holdRequest struct {
 	quantity int64
 	key      string
 	digest   string
+	// scope is the request's Idempotency-Key.
+	scope IdemScope
 }
 
 func canonicalHold(qty int64) string { return "quantity=" + strconv.FormatInt(qty, 10) }
 
+var (
+	errKeyReused = errorResponse(http.StatusUnprocessableEntity, "idempotency_key_reused",
+		"this Idempotency-Key was used with a different request body")
+	errInProgress = errorResponse(http.StatusConflict, "request_in_progress",
+		"a request with this Idempotency-Key is still being processed")
+)
+
 // placeHold is the hold flow after the request is authenticated, admitted
-// and validated, and its idempotency key claimed: the Lua hold, then the
-// ledger row at once, or the seats straight back if the row cannot be
-// written.
-func (s *Server) placeHold(ctx context.Context, ev *liveEvent, req holdRequest) response {
+// and validated: the Lua hold, which claims the request's Idempotency-Key
+// in the same call, then the ledger row at once, or the seats straight
+// back if the row cannot be written; then the answer is kept under the key.
+// takeOver is the claim of a request that died without answering, which
+// this one may replace ("" for none).
+func (s *Server) placeHold(ctx context.Context, ev *liveEvent, req holdRequest, takeOver string) response {
 	now := s.now()
 	ir := inventory.HoldRequest{
-		Event:      ev.ID,
-		HoldID:     uuid.Must(uuid.NewV7()).String(),
-		User:       req.user,
-		Quantity:   req.quantity,
-		ExpiresAt:  now.Add(ev.HoldTTL()).Truncate(time.Second),
-		Now:        now,
-		KeyDigest:  KeyDigest(req.user, req.key),
-		BodyDigest: req.digest,
+		Event:        ev.ID,
+		HoldID:       uuid.Must(uuid.NewV7()).String(),
+		User:         req.user,
+		Quantity:     req.quantity,
+		ExpiresAt:    now.Add(ev.HoldTTL()).Truncate(time.Second),
+		Now:          now,
+		KeyDigest:    KeyDigest(req.user, req.key),
+		BodyDigest:   req.digest,
+		Claim:        req.scope.redisKey(),
+		ClaimReplace: takeOver,
+		ClaimTTL:     s.idem.Keep,
 	}
+	ir.ClaimValue = holdClaim(req.digest, ir.HoldID, now)
 	res, err := s.runHold(ctx, ev, ir)
+	if err == nil && res.Outcome == inventory.Claimed {
+		ev.inflight.Add(-1) // nothing was taken
+		resp, stale := s.claimedAnswer(ctx, ev, req, res.ClaimedBy, now)
+		if stale && takeOver == "" {
+			return s.placeHold(ctx, ev, req, res.ClaimedBy)
+		}
+		return resp
+	}
+	resp := s.answerHold(ctx, ev, req, ir, res, err)
+	s.keepAnswer(ctx, req, ir.ClaimValue, resp)
+	return resp
+}
+
+// answerHold acts on the hold script's answer (or error), then lowers the
+// event's in-flight count that runHold raised.
+func (s *Server) answerHold(ctx context.Context, ev *liveEvent, req holdRequest, ir inventory.HoldRequest, res inventory.HoldResult, err error) response {
 	defer ev.inflight.Add(-1)
 	if err != nil {
 		s.log.Warn("hold failed in redis", "event", ev.ID, "error", err)
@@ -119,6 +150,55 @@ func (s *Server) placeHold(ctx context.Context, ev *liveEvent, req holdRequest) 
 	}
 	s.log.Error("hold script answered an unknown outcome", "event", ev.ID, "outcome", res.Outcome)
 	return unavailableResponse("seats cannot be held right now; retry shortly")
+}
+
+// keepAnswer keeps a hold request's answer under its Idempotency-Key,
+// which the hold script claimed for it with claim. A new hold's answer is
+// in its ledger row, which the claim names: nothing more to write. A 5xx
+// gives the key up, so the client may retry.
+func (s *Server) keepAnswer(ctx context.Context, req holdRequest, claim string, resp response) {
+	if resp.outcome == "held" {
+		return
+	}
+	ctx = context.WithoutCancel(ctx)
+	var err error
+	if resp.status >= 500 {
+		err = s.idem.AbandonClaim(ctx, req.scope, claim)
+	} else {
+		err = s.idem.Finish(ctx, req.scope, req.digest, StoredResponse{Status: resp.status, Body: resp.body})
+	}
+	if err != nil {
+		s.log.Warn("idempotency record not kept", "error", err)
+	}
+}
+
+// claimedAnswer answers a hold request whose Idempotency-Key another
+// request claimed first; raw is that request's record. stale: that request
+// made a hold that has no ledger row InFlight after the claim, so it died
+// without answering (its seats are settled like those of any hold without a
+// row), and this request may take the claim over.
+func (s *Server) claimedAnswer(ctx context.Context, ev *liveEvent, req holdRequest, raw string, now time.Time) (resp response, stale bool) {
+	var rec idemRecord
+	if err := json.Unmarshal([]byte(raw), &rec); err != nil {
+		s.log.Warn("unreadable idempotency record", "event", ev.ID, "error", err)
+		return errUnavailable, false
+	}
+	switch {
+	case rec.Digest != req.digest:
+		return errKeyReused, false
+	case rec.Response != nil:
+		return response{status: rec.Response.Status, body: rec.Response.Body, outcome: "replayed"}, false
+	case rec.Hold == "":
+		return errInProgress, false
+	}
+	h, err := s.ledger.HoldByKey(ctx, ev.ID, req.user, req.key)
+	switch {
+	case err == nil:
+		return replayOf(h, req.digest), false
+	case !errors.Is(err, ErrNotFound):
+		return unavailableResponse("the hold cannot be read right now; retry shortly"), false
+	}
+	return errInProgress, now.Sub(time.UnixMilli(rec.At)) >= s.idem.InFlight
 }
 
 // runHold runs the hold script, loading the event into Redis first if its
@@ -206,8 +286,7 @@ func (s *Server) recordHold(ctx context.Context, ev *liveEvent, req holdRequest,
 // replayOf answers a retry of the request that created h.
 func replayOf(h Hold, digest string) response {
 	if h.RequestDigest != digest {
-		return errorResponse(http.StatusUnprocessableEntity, "idempotency_key_reused",
-			"this Idempotency-Key was used with a different request body")
+		return errKeyReused
 	}
 	return response{status: http.StatusCreated, body: h.Response, outcome: "replayed"}
 }

@@ -2,7 +2,6 @@ package origin
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -98,29 +97,11 @@ func (s *Server) createHold(w http.ResponseWriter, r *http.Request) response {
 	if bad != nil {
 		return *bad
 	}
-	req := holdRequest{user: ticket.Subject, quantity: qty, key: key, digest: RequestDigest(canonicalHold(qty))}
-	scope := IdemScope{Kind: "holds", Event: ev.ID, User: req.user, Key: key}
-	stored, err := s.idem.Begin(ctx, scope, req.digest)
-	switch {
-	case errors.Is(err, ErrKeyReused):
-		return errorResponse(http.StatusUnprocessableEntity, "idempotency_key_reused",
-			"this Idempotency-Key was used with a different request body")
-	case errors.Is(err, ErrRequestInProgress):
-		return errorResponse(http.StatusConflict, "request_in_progress",
-			"a request with this Idempotency-Key is still being processed")
-	case err != nil:
-		s.log.Warn("idempotency store unavailable", "error", err)
-		return errUnavailable
-	case stored != nil:
-		w.Header().Set("Idempotent-Replayed", "true")
-		return response{status: stored.Status, body: stored.Body, outcome: "replayed"}
-	}
-	resp := s.placeHold(ctx, ev, req)
+	req := holdRequest{user: ticket.Subject, quantity: qty, key: key, digest: RequestDigest(canonicalHold(qty)),
+		scope: IdemScope{Kind: "holds", Event: ev.ID, User: ticket.Subject, Key: key}}
+	resp := s.placeHold(ctx, ev, req, "")
 	if resp.outcome == "replayed" {
 		w.Header().Set("Idempotent-Replayed", "true")
-	}
-	if err := s.idem.Finish(context.WithoutCancel(ctx), scope, req.digest, StoredResponse{Status: resp.status, Body: resp.body}); err != nil {
-		s.log.Warn("idempotency record not kept", "error", err)
 	}
 	return resp
 }

@@ -35,6 +35,13 @@ func validIdempotencyKey(key string) bool {
 // get the first response again, byte for byte; the same key with another
 // body is refused (422); the same key while the first request still runs is
 // refused (409); a 5xx is not kept, so the client may retry.
+//
+// A booking claims its key with Begin. A hold request claims it in the
+// hold script's own call (no round trip of its own), with a record naming
+// the hold it makes (holdClaim): once that hold's ledger row is committed,
+// the row's response is the one to replay, so a 201 writes nothing more to
+// Redis. Any other answer is kept over the claim with Finish, or the claim
+// given up with AbandonClaim.
 type Idempotency struct {
 	rdb redis.UniversalClient
 	// InFlight is how long the marker of a running request lives: longer
@@ -92,6 +99,18 @@ type idemRecord struct {
 	Running  bool            `json:"running,omitempty"`
 	Digest   string          `json:"digest"`
 	Response *StoredResponse `json:"response,omitempty"`
+	// Hold and At (unix ms) are set in a hold request's claim.
+	Hold string `json:"hold,omitempty"`
+	At   int64  `json:"at,omitempty"`
+}
+
+// holdClaim is the record a hold request claims its key with: the hold it
+// makes, whose ledger row will carry the answer, and when, so that the
+// claim of a request that died without answering can be told from the
+// claim of one still running (InFlight).
+func holdClaim(digest, hold string, now time.Time) string {
+	b, _ := json.Marshal(idemRecord{Digest: digest, Hold: hold, At: now.UnixMilli()})
+	return string(b)
 }
 
 // Idempotency refusals.
@@ -152,6 +171,32 @@ func (i *Idempotency) Finish(ctx context.Context, sc IdemScope, digest string, r
 	}
 	if err := i.rdb.Set(ctx, sc.redisKey(), rec, i.Keep).Err(); err != nil {
 		return fmt.Errorf("idempotency: keep response: %w", err)
+	}
+	return nil
+}
+
+// AbandonClaim gives sc up, so a retry runs again, if it still holds
+// claim, the record this request claimed it with. A request that cannot
+// tell whether its claim was made (the hold script's answer was lost) must
+// not remove another request's.
+func (i *Idempotency) AbandonClaim(ctx context.Context, sc IdemScope, claim string) error {
+	key := sc.redisKey()
+	err := i.rdb.Watch(ctx, func(tx *redis.Tx) error {
+		cur, err := tx.Get(ctx, key).Result()
+		if errors.Is(err, redis.Nil) || (err == nil && cur != claim) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			p.Del(ctx, key)
+			return nil
+		})
+		return err
+	}, key)
+	if err != nil && !errors.Is(err, redis.TxFailedErr) { // changed meanwhile: no longer this request's
+		return fmt.Errorf("idempotency: abandon claim: %w", err)
 	}
 	return nil
 }
