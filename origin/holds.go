@@ -107,6 +107,14 @@ func (s *Server) placeHold(ctx context.Context, ev *liveEvent, req holdRequest, 
 	}
 	ir.ClaimValue = holdClaim(req.digest, ir.HoldID, now)
 	res, err := s.runHold(ctx, ev, ir)
+	if err == nil && res.Outcome == inventory.Claimed && res.ClaimedBy == ir.ClaimValue {
+		// This call's own claim: the script ran already and its reply was
+		// lost (the command was sent again). What it did is unknown; its
+		// hold, if it made one, has no row and is settled like an uncertain
+		// write.
+		s.addUncertain(ev.ID, ir.HoldID, now)
+		res, err = inventory.HoldResult{}, errors.New("hold script answer lost")
+	}
 	if err == nil && res.Outcome == inventory.Claimed {
 		ev.inflight.Add(-1) // nothing was taken
 		resp, stale := s.claimedAnswer(ctx, ev, req, res.ClaimedBy, now)
