@@ -55,7 +55,7 @@ func (c *clock) Advance(d time.Duration) {
 
 // provision provisions h (the memory store unless set) for a fresh event
 // and releases it when the test ends.
-func provision(t *testing.T, h *Handler) *Handler {
+func provision(t testing.TB, h *Handler) *Handler {
 	t.Helper()
 	if h.Event == 0 {
 		h.Event = testenv.EventID()

@@ -1,0 +1,70 @@
+package caddymodule
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/waitroom/waitroom/waitroom"
+)
+
+// The handler's own cost per request, without the network, the proxy or the
+// upstream: what the gateway adds to a request in front of any backend.
+
+var noop = caddyhttp.HandlerFunc(func(http.ResponseWriter, *http.Request) error { return nil })
+
+func benchServe(b *testing.B, h *Handler, token string) {
+	b.ReportAllocs()
+	for b.Loop() {
+		r := httptest.NewRequest(http.MethodGet, "http://tickets.test/buy", nil)
+		r.Header.Set("Accept", "application/json")
+		if token != "" {
+			r.Header.Set(HeaderToken, token)
+		}
+		r = r.WithContext(context.WithValue(r.Context(), caddy.ReplacerCtxKey, caddy.NewReplacer()))
+		if err := h.ServeHTTP(httptest.NewRecorder(), r, noop); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkServeAdmitted(b *testing.B) {
+	h := provision(b, &Handler{Watermark: 1 << 40})
+	tok, err := h.keys.Issue("v_bench", h.Event, 7, h.ttl)
+	if err != nil {
+		b.Fatal(err)
+	}
+	benchServe(b, h, tok.Raw)
+}
+
+func BenchmarkServeWaiting(b *testing.B) {
+	h := provision(b, &Handler{})
+	tok, err := h.keys.Issue("v_bench", h.Event, 7, h.ttl)
+	if err != nil {
+		b.Fatal(err)
+	}
+	benchServe(b, h, tok.Raw)
+}
+
+func BenchmarkServeArrivalMemory(b *testing.B) {
+	h := provision(b, &Handler{})
+	benchServe(b, h, "")
+}
+
+// BenchmarkBaseline is the request set-up alone, to subtract.
+func BenchmarkBaseline(b *testing.B) {
+	var h waitroom.Ticket
+	_ = h
+	b.ReportAllocs()
+	for b.Loop() {
+		r := httptest.NewRequest(http.MethodGet, "http://tickets.test/buy", nil)
+		r.Header.Set("Accept", "application/json")
+		r.Header.Set(HeaderToken, "x")
+		r = r.WithContext(context.WithValue(r.Context(), caddy.ReplacerCtxKey, caddy.NewReplacer()))
+		_ = noop.ServeHTTP(httptest.NewRecorder(), r)
+	}
+}
