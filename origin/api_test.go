@@ -235,7 +235,11 @@ func TestIdempotencyKey(t *testing.T) {
 // (a crashed node) blocks the key while it could still be running, then
 // its claim is taken over.
 func TestHoldClaimOfADeadRequest(t *testing.T) {
-	h := newHarness(t, harnessOptions{})
+	h := newHarness(t, harnessOptions{config: func(c *origin.Config) {
+		// The dead request's write, if it sent one, is final this long
+		// (real time) after its seat is found.
+		c.HoldWriteTimeout = time.Second
+	}})
 	ev := h.createEvent(map[string]any{"capacity": 5})
 	ctx := context.Background()
 	digest := origin.RequestDigest("quantity=1")
@@ -259,7 +263,7 @@ func TestHoldClaimOfADeadRequest(t *testing.T) {
 	h.clock.Advance(time.Minute)
 	r := h.hold(ev.ID, "zed", 1, "z-1")
 	assert.Equal(t, http.StatusServiceUnavailable, r.status, "%s", r.body)
-	h.clock.Advance(11 * time.Second)
+	h.srv.WaitUncertainFinal()
 	n, err := h.srv.ResolveUncertain(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, 1, n)

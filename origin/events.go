@@ -169,6 +169,20 @@ type liveEvent struct {
 	// inflight counts hold requests between the hold script and the end of
 	// their ledger write (or compensation): a rebuild waits for them.
 	inflight atomic.Int64
+	// finalAt is when (wall clock, unix ns) the last write this node gave
+	// up on for the event can no longer be committed: a rebuild waits for
+	// it too.
+	finalAt atomic.Int64
+}
+
+// noteFinal records that a write given up on is final at t.
+func (ev *liveEvent) noteFinal(t time.Time) {
+	for {
+		cur := ev.finalAt.Load()
+		if t.UnixNano() <= cur || ev.finalAt.CompareAndSwap(cur, t.UnixNano()) {
+			return
+		}
+	}
 }
 
 // event returns the live event, reading it from the ledger when this node

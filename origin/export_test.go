@@ -65,3 +65,19 @@ func (g *HoldBatchGate) Sizes() []int {
 	defer g.mu.Unlock()
 	return append([]int(nil), g.sizes...)
 }
+
+// WaitUncertainFinal waits until every hold write s gave up on is final
+// (its deadline and the clock-skew margin have passed). The deadlines are
+// the servers' wall clock, not the injected one: this is a real wait, as
+// long as HoldWriteTimeout at most.
+func (s *Server) WaitUncertainFinal() {
+	s.pendingMu.Lock()
+	var last time.Time
+	for _, u := range s.uncertain {
+		if u.final.After(last) {
+			last = u.final
+		}
+	}
+	s.pendingMu.Unlock()
+	time.Sleep(time.Until(last))
+}

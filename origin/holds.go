@@ -106,13 +106,13 @@ func (s *Server) placeHold(ctx context.Context, ev *liveEvent, req holdRequest, 
 		ClaimTTL:     s.idem.Keep,
 	}
 	ir.ClaimValue = holdClaim(req.digest, ir.HoldID, now)
-	res, err := s.runHold(ctx, ev, ir)
+	res, deadline, err := s.runHold(ctx, ev, ir)
 	if err == nil && res.Outcome == inventory.Claimed && res.ClaimedBy == ir.ClaimValue {
 		// This call's own claim: the script ran already and its reply was
 		// lost (the command was sent again). What it did is unknown; its
 		// hold, if it made one, has no row and is settled like an uncertain
 		// write.
-		s.addUncertain(ev.ID, ir.HoldID, now)
+		s.addUncertain(ev, ir.HoldID, deadline)
 		res, err = inventory.HoldResult{}, errors.New("hold script answer lost")
 	}
 	if err == nil && res.Outcome == inventory.Claimed {
@@ -123,14 +123,15 @@ func (s *Server) placeHold(ctx context.Context, ev *liveEvent, req holdRequest, 
 		}
 		return resp
 	}
-	resp := s.answerHold(ctx, ev, req, ir, res, err)
+	resp := s.answerHold(ctx, ev, req, ir, res, deadline, err)
 	s.keepAnswer(ctx, req, ir.ClaimValue, resp)
 	return resp
 }
 
 // answerHold acts on the hold script's answer (or error), then lowers the
-// event's in-flight count that runHold raised.
-func (s *Server) answerHold(ctx context.Context, ev *liveEvent, req holdRequest, ir inventory.HoldRequest, res inventory.HoldResult, err error) response {
+// event's in-flight count that runHold raised. deadline is the ledger
+// write's.
+func (s *Server) answerHold(ctx context.Context, ev *liveEvent, req holdRequest, ir inventory.HoldRequest, res inventory.HoldResult, deadline time.Time, err error) response {
 	defer ev.inflight.Add(-1)
 	if err != nil {
 		s.log.Warn("hold failed in redis", "event", ev.ID, "error", err)
@@ -154,7 +155,7 @@ func (s *Server) answerHold(ctx context.Context, ev *liveEvent, req holdRequest,
 	case inventory.AlreadyHeld:
 		return s.existingHold(ctx, ev, req, ir, res)
 	case inventory.Held:
-		return s.recordHold(ctx, ev, req, ir, res)
+		return s.recordHold(ctx, ev, req, ir, res, deadline)
 	}
 	s.log.Error("hold script answered an unknown outcome", "event", ev.ID, "outcome", res.Outcome)
 	return unavailableResponse("seats cannot be held right now; retry shortly")
@@ -215,26 +216,33 @@ func (s *Server) claimedAnswer(ctx context.Context, ev *liveEvent, req holdReque
 // write is settled): counted from before the script, so a rebuild that
 // freezes the keys right after the script ran still waits for this write.
 // It is not raised while waiting for a rebuild, which waits for the count.
-func (s *Server) runHold(ctx context.Context, ev *liveEvent, ir inventory.HoldRequest) (inventory.HoldResult, error) {
+//
+// It also returns the deadline of the hold's ledger write (wall clock),
+// set before the script ran: so a hold made before a rebuild froze the
+// inventory has its row written within HoldWriteTimeout of the freeze, or
+// never, on whichever node it was made (what RebuildSettle counts on).
+func (s *Server) runHold(ctx context.Context, ev *liveEvent, ir inventory.HoldRequest) (inventory.HoldResult, time.Time, error) {
 	ev.inflight.Add(1)
+	deadline := time.Now().Add(s.cfg.HoldWriteTimeout)
 	res, err := s.inv.Hold(ctx, ir)
 	if errors.Is(err, inventory.ErrNotLoaded) || errors.Is(err, inventory.ErrFrozen) {
 		ev.inflight.Add(-1)
 		lerr := s.ensureLoaded(ctx, ev)
 		ev.inflight.Add(1)
 		if lerr != nil {
-			return res, errors.Join(err, lerr)
+			return res, deadline, errors.Join(err, lerr)
 		}
+		deadline = time.Now().Add(s.cfg.HoldWriteTimeout)
 		res, err = s.inv.Hold(ctx, ir)
 	}
-	return res, err
+	return res, deadline, err
 }
 
-// recordHold writes the new hold's ledger row, committed in a batch with
-// the rows of holds made at the same moment (holdwriter.go), and answers
-// once it is. The 201 body goes into the same row, so a replay of this
-// request survives the loss of Redis.
-func (s *Server) recordHold(ctx context.Context, ev *liveEvent, req holdRequest, ir inventory.HoldRequest, res inventory.HoldResult) response {
+// recordHold writes the new hold's ledger row by deadline, committed in a
+// batch with the rows of holds made at the same moment (holdwriter.go), and
+// answers once it is. The 201 body goes into the same row, so a replay of
+// this request survives the loss of Redis.
+func (s *Server) recordHold(ctx context.Context, ev *liveEvent, req holdRequest, ir inventory.HoldRequest, res inventory.HoldResult, deadline time.Time) response {
 	body := holdBody(ev.Event, ir.HoldID, req.user, req.quantity, StatusPending, ir.ExpiresAt)
 	row := Hold{
 		ID: ir.HoldID, EventID: ev.ID, UserID: req.user, Quantity: req.quantity, Amount: ev.Price * req.quantity,
@@ -244,7 +252,7 @@ func (s *Server) recordHold(ctx context.Context, ev *liveEvent, req holdRequest,
 	// The write gets its own deadline, detached from the client: a client
 	// that hangs up must not leave a seat taken with no row and no
 	// compensation.
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.HoldWriteTimeout)
+	wctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
 	defer cancel()
 	outcome, err := s.holdRows.write(wctx, row, ir.Now)
 	switch {
@@ -278,9 +286,9 @@ func (s *Server) recordHold(ctx context.Context, ev *liveEvent, req holdRequest,
 		return response{status: http.StatusOK, body: live.body(ev.Event, ir.Now), outcome: "already_held"}
 
 	case outcome == writeUncertain:
-		// The row may still be committed: returning the seats now could
-		// sell them twice. Keep them until the ledger can be asked.
-		s.addUncertain(ev.ID, ir.HoldID, ir.Now)
+		// The row may still be committed, until its deadline: returning
+		// the seats now could sell them twice. Keep them until then.
+		s.addUncertain(ev, ir.HoldID, deadline)
 		s.log.Warn("hold write outcome unknown; seats kept until the ledger answers", "event", ev.ID, "hold", ir.HoldID, "error", err)
 		return unavailableResponse("the hold could not be recorded; retry shortly")
 
@@ -307,9 +315,9 @@ func (s *Server) existingHold(ctx context.Context, ev *liveEvent, req holdReques
 		h, err := s.ledger.Hold(ctx, res.HoldID)
 		switch {
 		case errors.Is(err, ErrNotFound):
-			// The first attempt's write failed with an unknown outcome;
-			// the seats go back once the ledger is sure.
-			s.addUncertain(ev.ID, res.HoldID, ir.Now)
+			// The first attempt's write failed with an unknown outcome (or
+			// is still under way); the seats go back once it is final.
+			s.addUncertain(ev, res.HoldID, s.unknownDeadline())
 			return unavailableResponse("the hold is being verified; retry shortly")
 		case err != nil:
 			return unavailableResponse("the hold cannot be read right now; retry shortly")

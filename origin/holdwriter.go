@@ -20,8 +20,8 @@ import (
 // those of a write of its own:
 //
 //   - a row the batch skipped for a unique conflict (the user's live hold,
-//     the Idempotency-Key) is written again alone by its request, with
-//     InsertHold, which tells the conflicts apart as before;
+//     the Idempotency-Key) or its deadline is written again alone by its
+//     request, with InsertHold, which tells the cases apart as before;
 //   - a batch the server refused (certainly not applied) is written again
 //     row by row, so one bad row fails only its own hold;
 //   - a batch that failed otherwise gives every row the same outcome,
@@ -111,11 +111,13 @@ func (w *holdWriter) writeBatch(batch []*holdWrite) {
 	if w.onBatch != nil {
 		w.onBatch(batch)
 	}
-	// The batch ends by the earliest deadline of its rows, so no hold's
-	// write outlives the bound a rebuild counts on (HoldWriteTimeout). A
+	// Each row carries its own deadline, which the server checks, so no
+	// hold's row is written after the bound a rebuild and the resolution of
+	// uncertain writes count on; the batch stops waiting at the earliest. A
 	// row whose deadline has passed already is not sent.
 	var deadline time.Time
 	rows := make([]Hold, 0, len(batch))
+	deadlines := make([]*time.Time, 0, len(batch))
 	send := batch[:0:0]
 	for _, hw := range batch {
 		if err := hw.ctx.Err(); err != nil {
@@ -126,6 +128,7 @@ func (w *holdWriter) writeBatch(batch []*holdWrite) {
 			deadline = d
 		}
 		rows = append(rows, hw.row)
+		deadlines = append(deadlines, deadlineOf(hw.ctx))
 		send = append(send, hw)
 	}
 	if len(send) == 0 {
@@ -137,7 +140,7 @@ func (w *holdWriter) writeBatch(batch []*holdWrite) {
 		ctx, cancel = context.WithDeadline(ctx, deadline)
 		defer cancel()
 	}
-	inserted, outcome, err := w.ledger.InsertHolds(ctx, rows)
+	inserted, outcome, err := w.ledger.InsertHolds(ctx, rows, deadlines)
 	var pgErr *pgconn.PgError
 	switch {
 	case err == nil:

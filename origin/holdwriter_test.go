@@ -216,3 +216,20 @@ func TestHoldWriterFailedBatchFailsEveryRow(t *testing.T) {
 	proxy.Restore()
 	assert.Zero(t, countHolds(t, testLedger(t, base), event))
 }
+
+func TestHoldRowsPastTheirDeadlineAreNotWritten(t *testing.T) {
+	l := testLedger(t, testenv.Postgres(t))
+	ctx := context.Background()
+	event := testenv.EventID()
+	// The server's clock decides: a row it gets after its deadline is not
+	// written, whatever the client thinks.
+	past, future := time.Now().Add(-time.Millisecond), time.Now().Add(time.Minute)
+	rows := []Hold{pendingRow(event, "late", "k"), pendingRow(event, "in-time", "k"), pendingRow(event, "unbounded", "k")}
+	inserted, outcome, err := l.InsertHolds(ctx, rows, []*time.Time{&past, &future, nil})
+	require.NoError(t, err)
+	assert.Equal(t, writeDone, outcome)
+	assert.Equal(t, []bool{false, true, true}, inserted)
+	written, err := l.HoldsWritten(ctx, []string{rows[0].ID, rows[1].ID, rows[2].ID})
+	require.NoError(t, err)
+	assert.Equal(t, map[string]bool{rows[1].ID: true, rows[2].ID: true}, written)
+}

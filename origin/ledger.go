@@ -23,6 +23,9 @@ var (
 	errLiveHoldExists = errors.New("user already has a live hold")
 	// errDuplicateKey: a hold was made with this Idempotency-Key already.
 	errDuplicateKey = errors.New("idempotency key already used for a hold")
+	// errPastDeadline: the server got the write after its deadline and
+	// wrote nothing.
+	errPastDeadline = errors.New("reached the server after its deadline")
 )
 
 // Hold statuses.
@@ -97,9 +100,10 @@ type LedgerOptions struct {
 	// default 32.
 	MaxConns int32
 	// StatementTimeout bounds every statement the origin runs, unless the
-	// URL sets statement_timeout; default 5 s. It also bounds how long a
-	// write the origin gave up on can still commit on the server, which is
-	// what makes resolving an uncertain hold write safe (see uncertain.go).
+	// URL sets statement_timeout; default 5 s. It counts from when the
+	// server gets the statement, which may be long after the origin sent it
+	// and gave up on it: what bounds a write's outcome is its deadline (see
+	// uncertain.go).
 	StatementTimeout time.Duration
 }
 
@@ -222,9 +226,18 @@ const (
 	// sent).
 	writeFailed
 	// writeUncertain: the connection broke after the statement was sent; the
-	// server may still commit it.
+	// server may still commit it, until its deadline.
 	writeUncertain
 )
+
+// deadlineOf is the deadline of a write bounded by ctx, which the server
+// checks itself (NULL: none).
+func deadlineOf(ctx context.Context) *time.Time {
+	if d, ok := ctx.Deadline(); ok {
+		return &d
+	}
+	return nil
+}
 
 // classify tells a write that certainly failed from one that may have been
 // applied: the seat's compensation depends on it.
@@ -258,23 +271,24 @@ func constraintError(err error) error {
 // (holds are written in batches by InsertHolds; this is for the rows a
 // batch skipped or could not write). When the user's previous hold lapsed
 // without the reaper marking it yet, it is marked expired and the insert
-// retried in one transaction.
+// retried in one transaction. ctx's deadline is the write's: the server
+// writes nothing after it (errPastDeadline).
 // The returned outcome says whether a failed write may still be applied.
 func (l *Ledger) InsertHold(ctx context.Context, h Hold, now time.Time) (writeOutcome, error) {
 	args := []any{h.ID, h.EventID, h.UserID, h.Quantity, h.Amount, h.ExpiresAt, h.CreatedAt,
-		h.IdempotencyKey, h.RequestDigest, h.Response}
+		h.IdempotencyKey, h.RequestDigest, h.Response, deadlineOf(ctx)}
 	conn, err := l.pool.Acquire(ctx)
 	if err != nil {
 		return writeFailed, fmt.Errorf("insert hold %s: acquire connection: %w", h.ID, err)
 	}
 	defer conn.Release()
-	_, err = conn.Exec(ctx, sqlInsertHold, args...)
+	tag, err := conn.Exec(ctx, sqlInsertHold, args...)
 	if cerr := constraintError(err); cerr == errLiveHoldExists {
 		err = pgx.BeginTxFunc(ctx, conn, pgx.TxOptions{}, func(tx pgx.Tx) error {
 			if _, err := tx.Exec(ctx, sqlExpireLapsedHoldOfUser, h.EventID, h.UserID, now); err != nil {
 				return err
 			}
-			_, err := tx.Exec(ctx, sqlInsertHold, args...)
+			tag, err = tx.Exec(ctx, sqlInsertHold, args...)
 			return err
 		})
 	}
@@ -284,15 +298,20 @@ func (l *Ledger) InsertHold(ctx context.Context, h Hold, now time.Time) (writeOu
 	if err != nil {
 		return classify(err), fmt.Errorf("insert hold %s: %w", h.ID, err)
 	}
+	if tag.RowsAffected() == 0 {
+		return writeFailed, fmt.Errorf("insert hold %s: %w", h.ID, errPastDeadline)
+	}
 	return writeDone, nil
 }
 
 // InsertHolds writes new pending holds in one statement, so in one commit.
-// A row that conflicts with a unique index is skipped, not an error:
-// inserted[i] says whether hs[i] went in, and the caller writes the others
-// with InsertHold, which tells the conflicts apart. An error means no row
-// was written, or (writeUncertain) that all of them may have been.
-func (l *Ledger) InsertHolds(ctx context.Context, hs []Hold) (inserted []bool, outcome writeOutcome, err error) {
+// deadlines[i] is hs[i]'s deadline (nil: none), checked by the server as
+// InsertHold's is. A row that conflicts with a unique index, or that the
+// server got past its deadline, is skipped, not an error: inserted[i] says
+// whether hs[i] went in, and the caller writes the others with InsertHold,
+// which tells the cases apart. An error means no row was written, or
+// (writeUncertain) that all of them may have been.
+func (l *Ledger) InsertHolds(ctx context.Context, hs []Hold, deadlines []*time.Time) (inserted []bool, outcome writeOutcome, err error) {
 	n := len(hs)
 	var (
 		ids, users, keys, digests = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
@@ -306,7 +325,7 @@ func (l *Ledger) InsertHolds(ctx context.Context, hs []Hold) (inserted []bool, o
 		expires[i], created[i], keys[i], digests[i], responses[i] = h.ExpiresAt, h.CreatedAt, h.IdempotencyKey, h.RequestDigest, h.Response
 		index[h.ID] = i
 	}
-	rows, err := l.pool.Query(ctx, sqlInsertHolds, ids, events, users, quantities, amts, expires, created, keys, digests, responses)
+	rows, err := l.pool.Query(ctx, sqlInsertHolds, ids, events, users, quantities, amts, expires, created, keys, digests, responses, deadlines)
 	if err != nil {
 		return nil, classify(err), fmt.Errorf("insert %d holds: %w", n, err)
 	}
@@ -342,13 +361,30 @@ func (l *Ledger) LiveHoldOfUser(ctx context.Context, event int64, user string) (
 	return collectOne[Hold](rows, err, "read live hold of user")
 }
 
-// HoldExists reports whether a hold row was written.
-func (l *Ledger) HoldExists(ctx context.Context, id string) (bool, error) {
-	var ok bool
-	if err := l.pool.QueryRow(ctx, sqlHoldExists, id).Scan(&ok); err != nil {
-		return false, fmt.Errorf("check hold %s: %w", id, err)
+// HoldsWritten reports which of the holds ids have a row. Meant for writes
+// past their deadline (and the clock-skew margin): it waits for any write
+// of the holds table still committing, so a row that will ever exist is
+// seen.
+func (l *Ledger) HoldsWritten(ctx context.Context, ids []string) (map[string]bool, error) {
+	written := make(map[string]bool, len(ids))
+	err := pgx.BeginTxFunc(ctx, l.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, sqlLockHoldWrites); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, sqlHoldsWritten, ids)
+		if err != nil {
+			return err
+		}
+		found, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		for _, id := range found {
+			written[id] = true
+		}
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("check %d hold rows: %w", len(ids), err)
 	}
-	return ok, nil
+	return written, nil
 }
 
 // ReleaseHold marks a pending, unexpired hold released.
@@ -395,7 +431,20 @@ func (l *Ledger) SeatCounts(ctx context.Context, event int64, now time.Time) (Se
 	return collectOne[SeatCounts](rows, err, fmt.Sprintf("count seats of event %d", event))
 }
 
+// liveHolds reads the live holds of an event for a rebuild, after any write
+// of the holds table still committing (see HoldsWritten).
 func (l *Ledger) liveHolds(ctx context.Context, event int64, now time.Time) ([]liveHold, error) {
-	rows, err := l.pool.Query(ctx, sqlLiveHolds, event, now)
-	return collectAll[liveHold](rows, err, fmt.Sprintf("read live holds of event %d", event))
+	var live []liveHold
+	err := pgx.BeginTxFunc(ctx, l.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, sqlLockHoldWrites); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, sqlLiveHolds, event, now)
+		live, err = collectAll[liveHold](rows, err, "read")
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read live holds of event %d: %w", event, err)
+	}
+	return live, nil
 }

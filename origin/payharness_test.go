@@ -26,6 +26,8 @@ type payHarness struct {
 type payOptions struct {
 	fakepay payment.FakepayConfig
 	config  func(*origin.Config)
+	// redisURL and dbURL as in harnessOptions.
+	redisURL, dbURL string
 }
 
 func newPayHarness(t *testing.T, o payOptions) *payHarness {
@@ -45,7 +47,7 @@ func newPayHarness(t *testing.T, o payOptions) *payHarness {
 		cancel()
 		_ = fp.Close()
 	})
-	h := newHarness(t, harnessOptions{clock: c, config: func(cfg *origin.Config) {
+	h := newHarness(t, harnessOptions{clock: c, redisURL: o.redisURL, dbURL: o.dbURL, config: func(cfg *origin.Config) {
 		cfg.Payments = fp
 		cfg.TicketKey = ticketKey
 		if o.config != nil {

@@ -38,22 +38,32 @@ const (
 	holdColumns = `id::text AS id, event_id, user_id, quantity, amount, status, expires_at, created_at,
 		updated_at, idempotency_key, request_digest, response`
 
-	// The one write of a hold, alone.
+	// The one write of a hold, alone. $11 is the write's deadline, checked
+	// by the server's own clock (clock_timestamp(): the time the row goes
+	// in, not the start of the transaction), so a statement that reaches
+	// the server late (held up in the network after the origin gave up on
+	// it) writes nothing: past its deadline a write's outcome is final.
+	// NULL: no deadline.
 	sqlInsertHold = `INSERT INTO holds (id, event_id, user_id, quantity, amount, status, expires_at,
 			created_at, updated_at, idempotency_key, request_digest, response)
-		VALUES ($1, $2, $3, $4, $5, 'pending', $6, $7, $7, $8, $9, $10)`
+		SELECT $1::uuid, $2::bigint, $3::text, $4::integer, $5::bigint, 'pending', $6::timestamptz,
+			$7::timestamptz, $7::timestamptz, $8::text, $9::text, $10::bytea
+		WHERE $11::timestamptz IS NULL OR clock_timestamp() < $11::timestamptz`
 
 	// The rows of many new holds in one statement and one commit (see
 	// holdwriter.go). A row that breaks a unique index (the user's live
-	// hold, the Idempotency-Key) is skipped rather than failing the others;
+	// hold, the Idempotency-Key) is skipped rather than failing the others,
+	// and so is a row whose deadline (as in sqlInsertHold) has passed;
 	// RETURNING says which went in.
 	sqlInsertHolds = `INSERT INTO holds (id, event_id, user_id, quantity, amount, status, expires_at,
 			created_at, updated_at, idempotency_key, request_digest, response)
 		SELECT id, event_id, user_id, quantity, amount, 'pending', expires_at,
 			created_at, created_at, idempotency_key, request_digest, response
 		FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::integer[], $5::bigint[], $6::timestamptz[],
-			$7::timestamptz[], $8::text[], $9::text[], $10::bytea[])
-			AS r (id, event_id, user_id, quantity, amount, expires_at, created_at, idempotency_key, request_digest, response)
+			$7::timestamptz[], $8::text[], $9::text[], $10::bytea[], $11::timestamptz[])
+			AS r (id, event_id, user_id, quantity, amount, expires_at, created_at, idempotency_key, request_digest, response,
+				deadline)
+		WHERE r.deadline IS NULL OR clock_timestamp() < r.deadline
 		ON CONFLICT DO NOTHING
 		RETURNING id::text`
 
@@ -66,7 +76,7 @@ const (
 	sqlHoldByKey      = `SELECT ` + holdColumns + ` FROM holds WHERE event_id = $1 AND user_id = $2 AND idempotency_key = $3`
 	sqlLiveHoldOfUser = `SELECT ` + holdColumns + ` FROM holds
 		WHERE event_id = $1 AND user_id = $2 AND status IN ('pending', 'confirmed')`
-	sqlHoldExists = `SELECT EXISTS (SELECT 1 FROM holds WHERE id = $1)`
+	sqlHoldsWritten = `SELECT id::text FROM holds WHERE id = ANY($1::uuid[])`
 
 	// A buyer gives a hold back: only a pending hold that has not expired,
 	// and not while a payment for it is under way (it would land on a
@@ -118,6 +128,14 @@ const (
 	sqlLiveHolds = `SELECT id::text AS id, user_id, quantity, status, expires_at, idempotency_key, request_digest
 		FROM holds
 		WHERE event_id = $1 AND (status = 'confirmed' OR (status = 'pending' AND expires_at >= $2))`
+
+	// Taken before a read that must see every write whose deadline has
+	// passed (a rebuild's, an uncertain write's check): a write checks its
+	// deadline after taking its own lock on the table (ROW EXCLUSIVE, held
+	// to its commit), so this lock waits for any write that passed the check
+	// and has not committed yet, however long its commit takes. Writes wait
+	// meanwhile; the read that follows is short.
+	sqlLockHoldWrites = `LOCK TABLE holds IN SHARE MODE`
 )
 
 // Bookings. Every change of a booking's status is conditional on the status

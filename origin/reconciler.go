@@ -214,15 +214,16 @@ func (s *Server) pauseAdmission(ctx context.Context, ev *liveEvent) func() {
 	}
 }
 
-// settle waits, once the inventory is frozen, for the hold writes that ran
-// the hold script before the freeze: exactly for this node's, and
-// RebuildSettle for other nodes'.
+// settle waits, once the inventory is frozen, until no hold write that ran
+// the hold script before the freeze can still be committed, so the ledger
+// read next has every row it will ever have: this node's writes exactly
+// (until they end, and those it gave up on until their deadline, checked by
+// the server, has passed), other nodes' for RebuildSettle (their write
+// timeout) plus the clock-skew margin.
 func (s *Server) settle(ctx context.Context, ev *liveEvent) error {
-	var wait <-chan time.Time
+	var until time.Time
 	if s.cfg.RebuildSettle > 0 {
-		t := time.NewTimer(s.cfg.RebuildSettle)
-		defer t.Stop()
-		wait = t.C
+		until = time.Now().Add(s.cfg.RebuildSettle + s.cfg.ClockSkewMargin)
 	}
 	for ev.inflight.Load() > 0 {
 		select {
@@ -231,11 +232,18 @@ func (s *Server) settle(ctx context.Context, ev *liveEvent) error {
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
-	if wait != nil {
+	// Read after the count reached 0: a write noted as given up on before it
+	// left the count is seen here.
+	if final := time.Unix(0, ev.finalAt.Load()); final.After(until) {
+		until = final
+	}
+	if wait := time.Until(until); wait > 0 {
+		t := time.NewTimer(wait)
+		defer t.Stop()
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-wait:
+		case <-t.C:
 		}
 	}
 	return nil

@@ -142,7 +142,7 @@ func TestPostgresOutageDuringHolds(t *testing.T) {
 	proxy.Restore()
 	// Writes whose outcome was unknown are settled once the server can no
 	// longer commit them.
-	h.clock.Advance(11 * time.Second)
+	h.srv.WaitUncertainFinal()
 	_, err = h.srv.ResolveUncertain(context.Background())
 	require.NoError(t, err)
 

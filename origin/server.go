@@ -38,17 +38,23 @@ type Config struct {
 	ReaperBatch int
 	// ReconcileInterval is how often the invariant is checked; default 30 s.
 	ReconcileInterval time.Duration
-	// HoldWriteTimeout bounds the ledger write of a hold; default 2 s.
+	// HoldWriteTimeout bounds the ledger write of a hold, counted from before
+	// its hold script runs; default 2 s. The deadline is also checked by
+	// PostgreSQL itself, so a write that reaches it later (held up in the
+	// network) writes nothing: a write's outcome is final once its deadline
+	// has passed.
 	HoldWriteTimeout time.Duration
-	// UncertainGrace is how long after a hold write whose outcome is unknown
-	// (connection lost after sending) the origin checks the row and returns
-	// the seats if it is not there. It must exceed the statement timeout, so
-	// the server can no longer commit the write by then; default 10 s.
-	UncertainGrace time.Duration
-	// RebuildSettle is how long a rebuild waits, after freezing the
-	// inventory, for hold writes still running on other origin nodes;
-	// default HoldWriteTimeout. A single node can set it to a negative value
-	// (no wait): it waits for its own writes exactly.
+	// ClockSkewMargin is how far apart the wall clocks of the origin nodes
+	// and of the PostgreSQL host may be. A write's deadline is judged by the
+	// server's clock, so the origin counts it as passed only this much
+	// later; default 1 s, negative for none (one host).
+	ClockSkewMargin time.Duration
+	// RebuildSettle is how long, after a rebuild froze the inventory, hold
+	// writes of other origin nodes may still be under way: their
+	// HoldWriteTimeout. The rebuild waits that long plus ClockSkewMargin
+	// before it reads the ledger; default HoldWriteTimeout. A single node
+	// can set it to a negative value (no wait): it waits for its own writes
+	// exactly.
 	RebuildSettle time.Duration
 	// RoomPollInterval is how often the admission state is re-read besides
 	// change notices; default waitroom.DefaultPollInterval.
@@ -99,8 +105,11 @@ func (c *Config) defaults() error {
 	if c.HoldWriteTimeout <= 0 {
 		c.HoldWriteTimeout = 2 * time.Second
 	}
-	if c.UncertainGrace <= 0 {
-		c.UncertainGrace = 10 * time.Second
+	switch {
+	case c.ClockSkewMargin == 0:
+		c.ClockSkewMargin = time.Second
+	case c.ClockSkewMargin < 0:
+		c.ClockSkewMargin = 0
 	}
 	if c.RebuildSettle == 0 {
 		c.RebuildSettle = c.HoldWriteTimeout

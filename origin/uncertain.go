@@ -8,46 +8,68 @@ import (
 )
 
 // A hold write whose connection broke after the INSERT was sent may still
-// commit on the server. Returning the seats at once could then sell them
-// twice, so they stay taken until the ledger can say whether the row exists:
-// checked once UncertainGrace has passed (longer than the statement timeout,
-// after which the server can no longer commit it). If the row is there the
-// hold stands; if not, the seats go back.
+// commit on the server: the bytes can reach it long after the origin gave up
+// (a network stall delivers them late, and the statement timeout only starts
+// when they arrive). Returning the seats at once could then sell them twice,
+// so they stay taken until the write is final. Every hold row is written
+// with a deadline that PostgreSQL checks itself (queries.go), so the write
+// is final once the deadline has passed on the server's clock: by this
+// node's clock, deadline + ClockSkewMargin. Then the ledger is asked: if the
+// row is there the hold stands; if not, the seats go back.
 
 type uncertainHold struct {
 	event int64
-	since time.Time
+	// final is when (wall clock) the write can no longer be committed.
+	final time.Time
 }
 
-func (s *Server) addUncertain(event int64, holdID string, now time.Time) {
+// finalAfter is when a write with deadline d can no longer be committed, by
+// this node's clock: the server judges d by its own.
+func (s *Server) finalAfter(d time.Time) time.Time { return d.Add(s.cfg.ClockSkewMargin) }
+
+// unknownDeadline bounds the deadline of a write this node did not make
+// (another node's, or one whose request is gone) of a hold that exists now:
+// its deadline was set before its hold script ran, so before now.
+func (s *Server) unknownDeadline() time.Time { return time.Now().Add(s.cfg.HoldWriteTimeout) }
+
+// addUncertain keeps a hold's seats until its write, whose deadline is
+// deadline, is final, and holds off rebuilds of the event until then.
+func (s *Server) addUncertain(ev *liveEvent, holdID string, deadline time.Time) {
+	final := s.finalAfter(deadline)
+	ev.noteFinal(final)
 	s.pendingMu.Lock()
 	defer s.pendingMu.Unlock()
 	if _, ok := s.uncertain[holdID]; !ok {
-		s.uncertain[holdID] = uncertainHold{event: event, since: now}
+		s.uncertain[holdID] = uncertainHold{event: ev.ID, final: final}
 	}
 }
 
-// ResolveUncertain settles the uncertain hold writes whose grace has passed
-// and returns how many it settled. It stops at the first ledger error (the
-// ledger is likely still away) and tries again on the next call.
+// ResolveUncertain settles the uncertain hold writes that are final and
+// returns how many it settled. On a ledger error (the ledger is likely
+// still away) it settles none and tries again on the next call.
 func (s *Server) ResolveUncertain(ctx context.Context) (int, error) {
-	now := s.now()
+	now := time.Now()
 	s.pendingMu.Lock()
 	due := make(map[string]uncertainHold)
+	var ids []string
 	for id, u := range s.uncertain {
-		if now.Sub(u.since) >= s.cfg.UncertainGrace {
+		if !now.Before(u.final) {
 			due[id] = u
+			ids = append(ids, id)
 		}
 	}
 	s.pendingMu.Unlock()
+	if len(due) == 0 {
+		return 0, nil
+	}
 
+	written, err := s.ledger.HoldsWritten(ctx, ids)
+	if err != nil {
+		return 0, err
+	}
 	settled := 0
 	for id, u := range due {
-		exists, err := s.ledger.HoldExists(ctx, id)
-		if err != nil {
-			return settled, err
-		}
-		if !exists {
+		if !written[id] {
 			ev, err := s.event(ctx, u.event)
 			if err != nil {
 				return settled, err

@@ -26,6 +26,7 @@ type config struct {
 	reaperInterval    time.Duration
 	reconcileInterval time.Duration
 	holdWriteTimeout  time.Duration
+	clockSkewMargin   time.Duration
 	rebuildSettle     time.Duration
 	logFormat         string
 
@@ -82,8 +83,9 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (co
 	}{
 		{&c.reaperInterval, "reaper-interval", "ORIGIN_REAPER_INTERVAL", 10 * time.Second, "how often the reaper expires lapsed holds"},
 		{&c.reconcileInterval, "reconcile-interval", "ORIGIN_RECONCILE_INTERVAL", 30 * time.Second, "how often the invariant is checked"},
-		{&c.holdWriteTimeout, "hold-write-timeout", "ORIGIN_HOLD_WRITE_TIMEOUT", 2 * time.Second, "deadline of a hold's ledger write"},
-		{&c.rebuildSettle, "rebuild-settle", "ORIGIN_REBUILD_SETTLE", 2 * time.Second, "wait for other nodes' hold writes during a rebuild"},
+		{&c.holdWriteTimeout, "hold-write-timeout", "ORIGIN_HOLD_WRITE_TIMEOUT", 2 * time.Second, "deadline of a hold's ledger write, checked by PostgreSQL too"},
+		{&c.clockSkewMargin, "clock-skew-margin", "ORIGIN_CLOCK_SKEW_MARGIN", time.Second, "most the wall clocks of the origin nodes and the database host differ by"},
+		{&c.rebuildSettle, "rebuild-settle", "ORIGIN_REBUILD_SETTLE", 2 * time.Second, "wait for other nodes' hold writes during a rebuild (their hold write timeout; the clock-skew margin is added)"},
 		{&c.paymentWindow, "payment-window", "ORIGIN_PAYMENT_WINDOW", 2 * time.Minute, "least time a booking keeps its hold for the payment (at most the hold lifetime)"},
 		{&c.paymentReconcileInterval, "payment-reconcile-interval", "ORIGIN_PAYMENT_RECONCILE_INTERVAL", 15 * time.Second, "how often the payment reconciliation runs"},
 		{&c.paymentPendingAfter, "payment-pending-after", "ORIGIN_PAYMENT_PENDING_AFTER", time.Minute, "how long a booking waits for its payment's webhook before the provider is asked"},

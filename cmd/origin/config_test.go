@@ -49,7 +49,12 @@ func TestLoadConfig(t *testing.T) {
 			assert.Nil(t, c.ticketKey, "fakepay runs with a random ticket key when none is set")
 			assert.Equal(t, 2*time.Minute, c.paymentWindow)
 			assert.Equal(t, time.Minute, c.paymentPendingAfter)
+			assert.Equal(t, time.Second, c.clockSkewMargin)
 		}},
+		{name: "clock skew margin", env: with("ORIGIN_CLOCK_SKEW_MARGIN", "250ms"), check: func(t *testing.T, c config) {
+			assert.Equal(t, 250*time.Millisecond, c.clockSkewMargin)
+		}},
+		{name: "bad clock skew margin", env: with("ORIGIN_CLOCK_SKEW_MARGIN", "soon"), wantErr: "ORIGIN_CLOCK_SKEW_MARGIN"},
 		{name: "ticket key", env: with("TICKET_KEY", strings.Repeat("t", 32)), check: func(t *testing.T, c config) {
 			assert.Equal(t, []byte(strings.Repeat("t", 32)), c.ticketKey)
 		}},

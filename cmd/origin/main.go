@@ -92,6 +92,7 @@ func run(cfg config, log *slog.Logger) error {
 		ReaperInterval:           cfg.reaperInterval,
 		ReconcileInterval:        cfg.reconcileInterval,
 		HoldWriteTimeout:         cfg.holdWriteTimeout,
+		ClockSkewMargin:          cfg.clockSkewMargin,
 		RebuildSettle:            cfg.rebuildSettle,
 		Payments:                 payments,
 		TicketKey:                ticketKey,

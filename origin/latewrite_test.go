@@ -1,0 +1,118 @@
+package origin_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/waitroom/waitroom/internal/testenv"
+	"github.com/waitroom/waitroom/origin"
+	"github.com/waitroom/waitroom/origin/payment"
+)
+
+// A hold's INSERT held up in the network reaches PostgreSQL after the
+// origin gave up on it, and after Redis was rebuilt from the ledger: it
+// must not be committed then, or the ledger ends with more live seats than
+// the sellable pool.
+func TestLateHoldWriteAfterRebuild(t *testing.T) {
+	for _, by := range []string{"this node", "another node"} {
+		t.Run("rebuilt by "+by, func(t *testing.T) {
+			redisServer := testenv.StartRedis(t)
+			direct := testenv.Postgres(t)
+			u, err := url.Parse(direct)
+			require.NoError(t, err)
+			proxy := testenv.NewProxy(t, u.Host)
+			u.Host = proxy.Addr()
+			h := newPayHarness(t, payOptions{redisURL: redisServer.URL(), dbURL: u.String(), config: func(c *origin.Config) {
+				c.HoldWriteTimeout = time.Second
+			}})
+			// 10 seats: 8 sellable, 2 in the overflow reserve.
+			ev := h.createEvent(map[string]any{"capacity": 10, "overflow_pct": 20})
+			require.Equal(t, int64(8), ev.Sellable)
+			h.holdAll(ev.ID, 3, "before")
+
+			rebuilder := h.srv
+			if by == "another node" {
+				// Its ledger does not go through the stalled path.
+				ledger, err := origin.OpenLedger(context.Background(), direct, origin.LedgerOptions{})
+				require.NoError(t, err)
+				t.Cleanup(ledger.Close)
+				rebuilder, err = origin.New(origin.Config{Keys: h.keys, Clock: h.clock.Now, HoldWriteTimeout: time.Second,
+					ClockSkewMargin: 10 * time.Millisecond, Logger: testLogger(t)}, ledger, h.rdb)
+				require.NoError(t, err)
+				require.NoError(t, rebuilder.Start(t.Context()))
+			}
+
+			// The path to PostgreSQL stalls: the hold's row is sent and
+			// held; the origin gives up on it.
+			proxy.Stall()
+			res := h.hold(ev.ID, "late", 2, "k")
+			require.Equal(t, http.StatusServiceUnavailable, res.status, "%s", res.body)
+
+			// Redis restarts empty and is rebuilt from the ledger while the
+			// row is still on its way.
+			require.NoError(t, h.rdb.FlushAll(context.Background()).Err())
+			_, err = rebuilder.Rebuild(context.Background(), ev.ID)
+			require.NoError(t, err)
+			h.admit(ev.ID, 1_000_000)
+
+			// The row reaches PostgreSQL now.
+			proxy.Unstall()
+			h.srv.WaitUncertainFinal()
+			_, err = h.srv.ResolveUncertain(context.Background())
+			require.NoError(t, err)
+
+			inv := h.requireSeatsOnce(ev.ID)
+			require.Equal(t, int64(3), inv.ActiveHolds, "the late row was not committed: %+v", inv)
+
+			// The rest of the sale: every seat Redis still sells is a seat
+			// of the ledger, and every payment ends with a ticket or its
+			// money back.
+			for i := range 8 {
+				res := h.hold(ev.ID, fmt.Sprintf("after-%d", i), 1, "k")
+				require.Contains(t, []int{http.StatusCreated, http.StatusConflict}, res.status, "%s", res.body)
+			}
+			inv = h.requireSeatsOnce(ev.ID)
+			require.LessOrEqual(t, inv.ActiveHolds, inv.Sellable, "live seats within the sellable pool: %+v", inv)
+			h.payEveryLiveHold(ev.ID)
+			inv = h.requireSeatsOnce(ev.ID)
+			assert.Equal(t, inv.Sellable, inv.Confirmed)
+		})
+	}
+}
+
+// payEveryLiveHold books every live hold of the event and delivers each
+// payment's success, then checks that no booking is left waiting with the
+// money taken.
+func (h *payHarness) payEveryLiveHold(event int64) {
+	h.t.Helper()
+	rows, err := h.ledger.Pool().Query(context.Background(),
+		`SELECT id::text, user_id FROM holds WHERE event_id = $1 AND status = 'pending'`, event)
+	require.NoError(h.t, err)
+	type live struct{ hold, user string }
+	var holds []live
+	for rows.Next() {
+		var l live
+		require.NoError(h.t, rows.Scan(&l.hold, &l.user))
+		holds = append(holds, l)
+	}
+	require.NoError(h.t, rows.Err())
+	for _, l := range holds {
+		b := h.mustBook(event, l.user, l.hold, payment.MethodSilent)
+		assert.NoError(h.t, h.fp.Redeliver(context.Background(), b.PaymentID), "the success webhook is taken")
+		got := h.booking(event, l.user, b.BookingID)
+		switch got.Status {
+		case "confirmed":
+		case "refunded":
+			assert.Equal(h.t, "succeeded", got.RefundStatus, "%+v", got)
+		default:
+			assert.Failf(h.t, "a payment without an outcome", "%+v", got)
+		}
+	}
+}
