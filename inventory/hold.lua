@@ -21,11 +21,15 @@
 -- ARGV[9] -> with KEYS[6]: that value's lifetime, ms
 -- ARGV[10] -> with KEYS[6]: a value of it this call may replace (a claim
 --            left by a request that never answered), or ''
+-- ARGV[11] -> optional: the call's deadline, unix ms by Redis's own clock
+--            (TIME): a call that runs later changes nothing, so once it has
+--            passed a caller whose reply was lost knows the call is over
 -- returns {outcome, hold id, record, expires_at ms (-1 once confirmed),
 --          remaining after the call, seats reclaimed from expired holds}
---   outcome: "held", "already_held", "sold_out", "not_loaded", "frozen", or
---   "claimed" (KEYS[6] holds another value, returned as the record; nothing
---   else was looked at or changed)
+--   outcome: "held", "already_held", "sold_out", "not_loaded", "frozen",
+--   "late" (past ARGV[11]; nothing was changed), or "claimed" (KEYS[6]
+--   holds another value, returned as the record; nothing else was looked at
+--   or changed)
 -- The request's claim first: another request's record (a replay, or a
 -- request still running) is answered whatever state the inventory is in.
 local claim = KEYS[6]
@@ -33,6 +37,16 @@ if claim then
   local claimed = redis.call('GET', claim)
   if claimed and claimed ~= ARGV[10] then
     return {'claimed', '', claimed, 0, 0, 0}
+  end
+end
+
+-- After the claim: a run of this request's call that took seats left its
+-- claim, so a retry of it says "claimed" even when late.
+local deadline = tonumber(ARGV[11])
+if deadline then
+  local t = redis.call('TIME')
+  if tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) >= deadline then
+    return {'late', '', '', 0, 0, 0}
   end
 end
 

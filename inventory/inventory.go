@@ -93,6 +93,7 @@ const (
 	Expired     Outcome = "expired"
 	Extended    Outcome = "extended"
 	Claimed     Outcome = "claimed"
+	Late        Outcome = "late"
 	notLoaded   Outcome = "not_loaded"
 	frozen      Outcome = "frozen"
 )
@@ -118,12 +119,19 @@ type HoldRequest struct {
 	// is set to ClaimValue for ClaimTTL with the call's answer.
 	Claim, ClaimValue, ClaimReplace string
 	ClaimTTL                        time.Duration
+
+	// Deadline, if set, is the latest the call may take seats, by Redis's
+	// wall clock (not Now: this is about the network, not expiry). A call
+	// that reaches Redis later answers Late and changes nothing, so a caller
+	// whose reply was lost knows, once Deadline has passed on Redis's clock,
+	// that no run of the call can take seats any more.
+	Deadline time.Time
 }
 
 // HoldResult is the answer of Hold.
 type HoldResult struct {
-	// Outcome is Held, AlreadyHeld, SoldOut or, when the request's Claim
-	// holds another request's value, Claimed.
+	// Outcome is Held, AlreadyHeld, SoldOut, Late (past the Deadline) or,
+	// when the request's Claim holds another request's value, Claimed.
 	Outcome Outcome
 	// HoldID, Record and ExpiresAt describe the new hold (Held) or the
 	// user's existing one (AlreadyHeld). ExpiresAt is zero for a confirmed

@@ -130,6 +130,45 @@ func TestHoldClaimsTheRequestKey(t *testing.T) {
 	assert.Zero(t, rdb.Exists(ctx, claim).Val())
 }
 
+// A hold call that reaches Redis after its deadline (by Redis's clock)
+// takes nothing, so a caller whose reply was lost knows when no run of it
+// can take seats any more. A run that took seats left its claim: a late
+// retry of it still says so.
+func TestHoldDeadline(t *testing.T) {
+	inv, rdb, event := loaded(t, 3)
+	ctx := context.Background()
+	past, future := time.Now().Add(-time.Second), time.Now().Add(time.Minute)
+	req := func(user string, deadline time.Time, claim string) inventory.HoldRequest {
+		r := inventory.HoldRequest{Event: event, HoldID: "h-" + user, User: user, Quantity: 1,
+			ExpiresAt: t0.Add(time.Minute), Now: t0, Deadline: deadline}
+		if claim != "" {
+			r.Claim, r.ClaimValue, r.ClaimTTL = "idem:"+inventory.Tag(event)+":holds:"+claim, claim, time.Hour
+		}
+		return r
+	}
+
+	for _, claim := range []string{"", "k-late"} {
+		res, err := inv.Hold(ctx, req("late"+claim, past, claim))
+		require.NoError(t, err)
+		assert.Equal(t, inventory.Late, res.Outcome)
+	}
+	assert.Equal(t, int64(3), remaining(t, inv, event), "a late call takes nothing")
+	assert.Zero(t, rdb.Exists(ctx, "idem:"+inventory.Tag(event)+":holds:k-late").Val(), "nor claims its key")
+
+	res, err := inv.Hold(ctx, req("ann", future, "k-ann"))
+	require.NoError(t, err)
+	assert.Equal(t, inventory.Held, res.Outcome)
+	res, err = inv.Hold(ctx, req("ann", past, "k-ann"))
+	require.NoError(t, err)
+	assert.Equal(t, inventory.Claimed, res.Outcome, "a late retry of a call that ran finds its claim")
+	assert.Equal(t, "k-ann", res.ClaimedBy)
+
+	res, err = inv.Hold(ctx, req("bob", future, ""))
+	require.NoError(t, err)
+	assert.Equal(t, inventory.Held, res.Outcome)
+	assert.Equal(t, int64(1), res.Remaining)
+}
+
 func TestHoldRejectsBadQuantity(t *testing.T) {
 	inv, _, event := loaded(t, 5)
 	for _, q := range []int64{0, -1} {

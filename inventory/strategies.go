@@ -340,5 +340,11 @@ func HoldScriptArgs(req HoldRequest, reclaimLimit int) (keys []string, argv []an
 		keys = append(keys, req.Claim)
 		argv = append(argv, req.ClaimValue, req.ClaimTTL.Milliseconds(), req.ClaimReplace)
 	}
+	if !req.Deadline.IsZero() {
+		if req.Claim == "" {
+			argv = append(argv, "", 0, "")
+		}
+		argv = append(argv, ms(req.Deadline))
+	}
 	return keys, argv, nil
 }

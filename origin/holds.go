@@ -134,7 +134,14 @@ func (s *Server) placeHold(ctx context.Context, ev *liveEvent, req holdRequest, 
 func (s *Server) answerHold(ctx context.Context, ev *liveEvent, req holdRequest, ir inventory.HoldRequest, res inventory.HoldResult, deadline time.Time, err error) response {
 	defer ev.inflight.Add(-1)
 	if err != nil {
-		s.log.Warn("hold failed in redis", "event", ev.ID, "error", err)
+		if !errors.Is(err, inventory.ErrNotLoaded) && !errors.Is(err, inventory.ErrFrozen) {
+			// The script may have run and its reply been lost: seats it took
+			// would have no row, and no request to give them back. Once no run
+			// of it can take seats any more (its deadline, which Redis checks),
+			// they are returned like those of an uncertain write.
+			s.addUncertain(ev, ir.HoldID, deadline)
+		}
+		s.log.Warn("hold failed in redis", "event", ev.ID, "hold", ir.HoldID, "error", err)
 		return unavailableResponse("seats cannot be held right now; retry shortly")
 	}
 	if res.Reclaimed > 0 {
@@ -144,6 +151,11 @@ func (s *Server) answerHold(ctx context.Context, ev *liveEvent, req holdRequest,
 		}
 	}
 	switch res.Outcome {
+	case inventory.Late:
+		// Redis got the call after its deadline (a stalled connection): it
+		// took nothing.
+		s.log.Warn("hold script reached redis after its deadline", "event", ev.ID, "hold", ir.HoldID)
+		return unavailableResponse("seats cannot be held right now; retry shortly")
 	case inventory.SoldOut:
 		if res.Remaining == 0 && !ev.room.State().SoldOut {
 			s.syncSoldOut(ctx, ev)
@@ -220,22 +232,23 @@ func (s *Server) claimedAnswer(ctx context.Context, ev *liveEvent, req holdReque
 // It also returns the deadline of the hold's ledger write (wall clock),
 // set before the script ran: so a hold made before a rebuild froze the
 // inventory has its row written within HoldWriteTimeout of the freeze, or
-// never, on whichever node it was made (what RebuildSettle counts on).
+// never, on whichever node it was made (what RebuildSettle counts on). The
+// script itself takes no seat after it.
 func (s *Server) runHold(ctx context.Context, ev *liveEvent, ir inventory.HoldRequest) (inventory.HoldResult, time.Time, error) {
 	ev.inflight.Add(1)
-	deadline := time.Now().Add(s.cfg.HoldWriteTimeout)
+	ir.Deadline = time.Now().Add(s.cfg.HoldWriteTimeout)
 	res, err := s.inv.Hold(ctx, ir)
 	if errors.Is(err, inventory.ErrNotLoaded) || errors.Is(err, inventory.ErrFrozen) {
 		ev.inflight.Add(-1)
 		lerr := s.ensureLoaded(ctx, ev)
 		ev.inflight.Add(1)
 		if lerr != nil {
-			return res, deadline, errors.Join(err, lerr)
+			return res, ir.Deadline, errors.Join(err, lerr)
 		}
-		deadline = time.Now().Add(s.cfg.HoldWriteTimeout)
+		ir.Deadline = time.Now().Add(s.cfg.HoldWriteTimeout)
 		res, err = s.inv.Hold(ctx, ir)
 	}
-	return res, deadline, err
+	return res, ir.Deadline, err
 }
 
 // recordHold writes the new hold's ledger row by deadline, committed in a

@@ -116,3 +116,38 @@ func (h *payHarness) payEveryLiveHold(event int64) {
 		}
 	}
 }
+
+// A hold script that ran in Redis but whose reply was lost takes seats no
+// request will give back: they are returned once no run of it can take
+// seats any more, like those of an uncertain write.
+func TestHoldScriptReplyLost(t *testing.T) {
+	redisServer := testenv.StartRedis(t)
+	proxy := testenv.NewProxy(t, redisServer.Addr())
+	// Short timeouts, and no retry: the reply is lost, not recovered by a
+	// second run that finds the first one's claim.
+	h := newHarness(t, harnessOptions{
+		redisURL: "redis://" + proxy.Addr() + "/0?read_timeout=300ms&write_timeout=300ms&max_retries=-1",
+		config:   func(c *origin.Config) { c.HoldWriteTimeout = time.Second },
+	})
+	ev := h.createEvent(map[string]any{"capacity": 5})
+	h.holdAll(ev.ID, 2, "before")
+
+	proxy.StallReplies()
+	res := h.hold(ev.ID, "lost", 2, "k")
+	require.Equal(t, http.StatusServiceUnavailable, res.status, "%s", res.body)
+	proxy.Unstall()
+	n, _, err := h.srv.Inventory().Remaining(context.Background(), ev.ID)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), n, "the script ran: its seats are taken")
+
+	h.srv.WaitUncertainFinal()
+	settled, err := h.srv.ResolveUncertain(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, 1, settled)
+	inv := h.requireInvariant(ev.ID, 2)
+	assert.Equal(t, int64(3), inv.Remaining, "the lost hold's seats are back")
+	// (Its key stays claimed until the claim is taken over: it names a hold
+	// without a row.)
+	res = h.hold(ev.ID, "lost", 2, "k2")
+	assert.Equal(t, http.StatusCreated, res.status, "the buyer can hold again: %s", res.body)
+}

@@ -45,9 +45,9 @@ type Config struct {
 	// has passed.
 	HoldWriteTimeout time.Duration
 	// ClockSkewMargin is how far apart the wall clocks of the origin nodes
-	// and of the PostgreSQL host may be. A write's deadline is judged by the
-	// server's clock, so the origin counts it as passed only this much
-	// later; default 1 s, negative for none (one host).
+	// and of the PostgreSQL and Redis hosts may be. A write's deadline is
+	// judged by the server's clock, so the origin counts it as passed only
+	// this much later; default 1 s, negative for none (one host).
 	ClockSkewMargin time.Duration
 	// RebuildSettle is how long, after a rebuild froze the inventory, hold
 	// writes of other origin nodes may still be under way: their

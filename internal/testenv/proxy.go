@@ -97,6 +97,17 @@ func (p *Proxy) Stall() {
 	}
 }
 
+// StallReplies is Stall for what the server sends only: the server gets and
+// acts on every request, the client hears nothing back until Unstall (a
+// reply lost on the way, as far as a client with a timeout can tell).
+func (p *Proxy) StallReplies() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for l := range p.links {
+		l.down.stall()
+	}
+}
+
 // Unstall delivers what was held and waits until the server has answered, or
 // closed, every connection on which it was sent something late: by then it
 // has acted on it.
