@@ -173,6 +173,9 @@ type liveEvent struct {
 	// up on for the event can no longer be committed: a rebuild waits for
 	// it too.
 	finalAt atomic.Int64
+	// driftSeen is the drift of the reconciler's last check if nothing was
+	// in flight for the event then, else 0.
+	driftSeen atomic.Int64
 }
 
 // noteFinal records that a write given up on is final at t.

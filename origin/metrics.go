@@ -72,7 +72,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"event"}),
 		rebuilds: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "waitroom_origin_rebuilds_total",
-			Help: "Rebuilds of an event's inventory from the ledger, by reason (admin, missing).",
+			Help: "Rebuilds of an event's inventory from the ledger, by reason (admin, missing, created, drift).",
 		}, []string{"reason"}),
 		bookingRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "waitroom_origin_booking_requests_total",

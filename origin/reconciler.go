@@ -83,14 +83,18 @@ func (s *Server) CheckInvariant(ctx context.Context, id int64) (Invariant, error
 
 // ReconcileOnce checks the invariant of every event (loading any whose keys
 // are missing), exports the drift, logs it when it is not zero, and keeps
-// the sold-out flag in line with the inventory.
+// the sold-out flag in line with the inventory. Drift that stays the same
+// over two checks with nothing in flight for the event is not transient:
+// the event is rebuilt from the ledger (Postgres wins).
 func (s *Server) ReconcileOnce(ctx context.Context) error {
 	if _, err := s.loadEvents(ctx); err != nil {
 		return fmt.Errorf("reconcile: %w", err)
 	}
 	var errs []error
 	for _, ev := range s.liveEvents() {
+		quiet := s.quiet(ctx, ev)
 		inv, err := s.CheckInvariant(ctx, ev.ID)
+		quiet = quiet && s.quiet(ctx, ev)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("reconcile event %d: %w", ev.ID, err))
 			continue
@@ -99,9 +103,60 @@ func (s *Server) ReconcileOnce(ctx context.Context) error {
 			s.log.Warn("inventory drift: redis and the ledger disagree", "event", ev.ID,
 				"remaining", inv.Remaining, "sellable", inv.Sellable, "active_holds", inv.ActiveHolds, "drift", inv.Drift)
 		}
+		if err := s.correctDrift(ctx, ev, inv, quiet); err != nil {
+			errs = append(errs, fmt.Errorf("reconcile event %d: %w", ev.ID, err))
+		}
 		s.syncSoldOut(ctx, ev)
 	}
 	return errors.Join(errs...)
+}
+
+// correctDrift rebuilds an event whose drift is the same as at the last
+// quiet check. A hold write, an uncertain write, a release still owed to
+// Redis or a rebuild under way each move the drift for a moment; the same
+// non-zero drift at two checks a reconcile interval apart, with none of
+// them under way either time, is a lasting disagreement (seats leaked, or
+// sellable twice). Other nodes' writes are not seen here, but would not
+// leave the same drift twice; and a rebuild waits for them anyway.
+func (s *Server) correctDrift(ctx context.Context, ev *liveEvent, inv Invariant, quiet bool) error {
+	seen := int64(0)
+	if quiet {
+		seen = inv.Drift
+	}
+	if last := ev.driftSeen.Swap(seen); seen == 0 || last != seen {
+		return nil
+	}
+	s.log.Error("inventory drift persists with nothing in flight: rebuilding from the ledger", "event", ev.ID,
+		"remaining", inv.Remaining, "sellable", inv.Sellable, "active_holds", inv.ActiveHolds, "drift", inv.Drift)
+	ev.driftSeen.Store(0)
+	if err := s.rebuild(ctx, ev, reasonDrift); err != nil && !errors.Is(err, inventory.ErrRebuilding) {
+		return err
+	}
+	_, err := s.CheckInvariant(ctx, ev.ID)
+	return err
+}
+
+// quiet reports whether nothing that moves the drift for a moment is under
+// way for the event: this node's hold writes, its uncertain writes and its
+// releases owed to Redis, and any node's rebuild.
+func (s *Server) quiet(ctx context.Context, ev *liveEvent) bool {
+	if ev.inflight.Load() > 0 {
+		return false
+	}
+	s.pendingMu.Lock()
+	pending := false
+	for _, u := range s.uncertain {
+		pending = pending || u.event == ev.ID
+	}
+	for _, event := range s.unreleased {
+		pending = pending || event == ev.ID
+	}
+	s.pendingMu.Unlock()
+	if pending {
+		return false
+	}
+	frozen, err := s.inv.Frozen(ctx, ev.ID)
+	return err == nil && !frozen
 }
 
 // Rebuild reloads an event's inventory from the ledger and returns the
@@ -150,6 +205,9 @@ func (s *Server) ensureLoaded(ctx context.Context, ev *liveEvent) error {
 const (
 	reasonAdmin   = "admin"
 	reasonMissing = "missing"
+	// reasonDrift: the reconciler found the same drift twice with nothing
+	// in flight.
+	reasonDrift = "drift"
 	// reasonCreated: a new event, which cannot have holds yet, so there is
 	// nothing to pause or wait for.
 	reasonCreated = "created"
