@@ -57,6 +57,10 @@ const (
 	ReasonPaymentRejected = "payment_rejected"
 	// ReasonPaymentNotFound: the provider does not know the payment.
 	ReasonPaymentNotFound = "payment_not_found"
+	// ReasonNoSeatLeft: the payment succeeded but every seat number of the
+	// event is taken (more holds were live than the event has seats: the
+	// invariant was broken): refunded.
+	ReasonNoSeatLeft = "no_seat_left"
 )
 
 // Refund states of a booking (refund_status).
@@ -75,6 +79,10 @@ var (
 	errBookingKeyUsed = errors.New("idempotency key already used for a booking")
 	// errBookingSettled: the booking no longer waits for its payment.
 	errBookingSettled = errors.New("booking is no longer waiting for its payment")
+	// errNoSeatLeft: every seat number of the event is taken.
+	errNoSeatLeft = errors.New("no seat number left")
+	// errOverflowUsedUp: the overflow reserve has no seat left.
+	errOverflowUsedUp = errors.New("overflow reserve used up")
 )
 
 // Booking is a row of the bookings table.
@@ -498,11 +506,14 @@ func (s *Server) settlePaid(ctx context.Context, b Booking, paymentID string) er
 	case err == nil:
 		// The hold was confirmed already, by a concurrent settlement of
 		// this booking (which confirmed the booking with it).
-		return s.confirmAfterHold(ctx, b, paymentID)
+		err = s.confirmAfterHold(ctx, b, paymentID)
 	case errors.Is(err, ErrHoldExpired), errors.Is(err, ErrHoldNotActive):
 		return s.latePayment(ctx, ev, b, paymentID)
 	case errors.Is(err, errBookingSettled):
 		return nil
+	}
+	if errors.Is(err, errNoSeatLeft) {
+		return s.refundUnseated(ctx, ev, b, paymentID)
 	}
 	return err
 }
@@ -524,7 +535,8 @@ func (s *Server) confirmBookingTx(ctx context.Context, tx pgx.Tx, b Booking, pay
 
 // issueTickets gives a confirmed booking one ticket per seat. Seat numbers
 // of the event are handed out under its row lock: freed seats first, then
-// new numbers, which a constraint keeps within the event's capacity.
+// new numbers, which a constraint keeps within the event's capacity
+// (errNoSeatLeft, and tx is left aborted: the caller rolls back).
 func (s *Server) issueTickets(ctx context.Context, tx pgx.Tx, b Booking, now time.Time) error {
 	var next int64
 	if err := tx.QueryRow(ctx, sqlLockEventSeats, b.EventID).Scan(&next); err != nil {
@@ -537,7 +549,12 @@ func (s *Server) issueTickets(ctx context.Context, tx pgx.Tx, b Booking, now tim
 	}
 	if n := b.Quantity - int64(len(seats)); n > 0 {
 		var first int32
-		if err := tx.QueryRow(ctx, sqlTakeNewSeats, b.EventID, n).Scan(&first); err != nil {
+		err := tx.QueryRow(ctx, sqlTakeNewSeats, b.EventID, n).Scan(&first)
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.ConstraintName == "events_next_seat" {
+			err = errNoSeatLeft
+		}
+		if err != nil {
 			return fmt.Errorf("issue tickets of booking %s: new seats: %w", b.ID, err)
 		}
 		for i := range int32(n) {
@@ -614,17 +631,31 @@ func (s *Server) latePayment(ctx context.Context, ev *liveEvent, b Booking, paym
 			}
 			expired = true
 		}
-		var used int64
-		err = tx.QueryRow(ctx, sqlTakeOverflow, ev.ID, cur.Quantity).Scan(&used)
-		if errors.Is(err, pgx.ErrNoRows) {
-			settled, refund, err = updateBooking(ctx, tx, "refund booking "+b.ID, sqlRefundPayment, b.ID, ReasonLateSoldOut, paymentID, now)
+		// The reserve's seats and the tickets in a savepoint: without a
+		// seat to give, they are undone and the money goes back.
+		err = pgx.BeginFunc(ctx, tx, func(sp pgx.Tx) error {
+			var used int64
+			err := sp.QueryRow(ctx, sqlTakeOverflow, ev.ID, cur.Quantity).Scan(&used)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return errOverflowUsedUp
+			}
+			if err != nil {
+				return fmt.Errorf("take overflow seats: %w", err)
+			}
+			settled, err = s.confirmBookingTx(ctx, sp, cur, paymentID, true, ReasonLateOverflow, now)
+			return err
+		})
+		reason := ReasonLateSoldOut
+		switch {
+		case err == nil:
+			absorbed = true
+			return nil
+		case errors.Is(err, errNoSeatLeft):
+			reason = ReasonNoSeatLeft
+		case !errors.Is(err, errOverflowUsedUp):
 			return err
 		}
-		if err != nil {
-			return fmt.Errorf("take overflow seats: %w", err)
-		}
-		settled, err = s.confirmBookingTx(ctx, tx, cur, paymentID, true, ReasonLateOverflow, now)
-		absorbed = err == nil
+		settled, refund, err = updateBooking(ctx, tx, "refund booking "+b.ID, sqlRefundPayment, b.ID, reason, paymentID, now)
 		return err
 	})
 	if err != nil {
@@ -643,10 +674,51 @@ func (s *Server) latePayment(ctx context.Context, ev *liveEvent, b Booking, paym
 		s.log.Info("late payment confirmed from the overflow reserve", "booking", b.ID, "event", ev.ID, "seats", b.Quantity)
 	case refund:
 		s.metrics.latePayments.WithLabelValues("refunded").Inc()
-		s.log.Info("late payment refunded: the overflow reserve is used up", "booking", b.ID, "event", ev.ID)
+		if settled.StatusReason == ReasonNoSeatLeft {
+			s.log.Error("late payment refunded: no seat number left although the overflow reserve had room; "+
+				"the inventory invariant was broken", "booking", b.ID, "event", ev.ID)
+		} else {
+			s.log.Info("late payment refunded: the overflow reserve is used up", "booking", b.ID, "event", ev.ID)
+		}
 		if err := s.refundBooking(ctx, settled); err != nil {
 			s.log.Warn("refund not made yet; the payment reconciliation retries it", "booking", b.ID, "error", err)
 		}
+	}
+	return nil
+}
+
+// refundUnseated refunds a payment whose booking cannot get a seat number:
+// every seat of the event is ticketed, so more holds were live than the
+// event has seats (the inventory invariant was broken). Answering the
+// webhook with an error would only have it retried until the provider gives
+// up, the money taken and no ticket. The hold is released in the ledger;
+// its seats are not given back to Redis, which sold more than there are:
+// the reconciler corrects Redis from the ledger.
+func (s *Server) refundUnseated(ctx context.Context, ev *liveEvent, b Booking, paymentID string) error {
+	now := s.now()
+	var settled Booking
+	var refund bool
+	err := pgx.BeginTxFunc(ctx, s.ledger.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+		cur, err := lockBooking(ctx, tx, b.ID)
+		if err != nil || cur.Status != BookingPaymentPending {
+			return err
+		}
+		if _, err := tx.Exec(ctx, sqlReleaseUnseatedHold, cur.HoldID, now); err != nil {
+			return fmt.Errorf("release hold %s: %w", cur.HoldID, err)
+		}
+		settled, refund, err = updateBooking(ctx, tx, "refund booking "+b.ID, sqlRefundPayment, b.ID, ReasonNoSeatLeft, paymentID, now)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("refund booking %s without a seat: %w", b.ID, err)
+	}
+	if !refund {
+		return nil
+	}
+	s.log.Error("payment refunded: no seat number left for a paid booking; the inventory invariant was broken",
+		"booking", b.ID, "event", ev.ID, "hold", b.HoldID, "seats", b.Quantity)
+	if err := s.refundBooking(ctx, settled); err != nil {
+		s.log.Warn("refund not made yet; the payment reconciliation retries it", "booking", b.ID, "error", err)
 	}
 	return nil
 }

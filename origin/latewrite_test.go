@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom/internal/testenv"
+	"github.com/waitroom/waitroom/inventory"
 	"github.com/waitroom/waitroom/origin"
 	"github.com/waitroom/waitroom/origin/payment"
 )
@@ -150,4 +151,64 @@ func TestHoldScriptReplyLost(t *testing.T) {
 	// without a row.)
 	res = h.hold(ev.ID, "lost", 2, "k2")
 	assert.Equal(t, http.StatusCreated, res.status, "the buyer can hold again: %s", res.body)
+}
+
+// A payment that no seat number is left for (more holds were live than the
+// event has seats: the invariant was broken) is refunded, not answered 503
+// until the provider gives up with the money taken. Both ways a payment
+// gets its seats: its own hold, and the overflow reserve for a late one.
+func TestPaymentWithoutASeatIsRefunded(t *testing.T) {
+	h := newPayHarness(t, payOptions{})
+	// 4 seats: 3 sellable, 1 in the overflow reserve.
+	ev := h.createEvent(map[string]any{"capacity": 4, "overflow_pct": 25, "hold_ttl_seconds": 60})
+	require.Equal(t, int64(3), ev.Sellable)
+	ctx := context.Background()
+	remaining := inventory.KeysFor(ev.ID).Remaining
+
+	// eve books, then her hold lapses and her seat is sold again: her
+	// payment will come late.
+	eve := h.mustBook(ev.ID, "eve", h.holdOne(ev.ID, "eve", 1).HoldID, payment.MethodSilent)
+	h.clock.Advance(30 * time.Second)
+	var paid []bookingJSON
+	for _, user := range []string{"ann", "bob"} {
+		paid = append(paid, h.mustBook(ev.ID, user, h.holdOne(ev.ID, user, 1).HoldID, payment.MethodSilent))
+	}
+	h.expireHold(ev.ID, "eve", eve.HoldID)
+	paid = append(paid, h.mustBook(ev.ID, "cat", h.holdOne(ev.ID, "cat", 1).HoldID, payment.MethodSilent))
+	// Redis sells a seat more than there are; all four pay and take every
+	// seat number, the reserve's too.
+	require.NoError(t, h.rdb.IncrBy(ctx, remaining, 1).Err())
+	paid = append(paid, h.mustBook(ev.ID, "dan", h.holdOne(ev.ID, "dan", 1).HoldID, payment.MethodSilent))
+	for _, b := range paid {
+		require.NoError(t, h.fp.Redeliver(ctx, b.PaymentID))
+		require.Equal(t, "confirmed", h.booking(ev.ID, b.UserID, b.BookingID).Status)
+	}
+
+	// eve's late payment: the reserve has a seat, but no seat number is left.
+	require.NoError(t, h.fp.Redeliver(ctx, eve.PaymentID), "the webhook is taken, not refused")
+	// fay's payment for her own hold, another seat Redis sold too many.
+	require.NoError(t, h.rdb.IncrBy(ctx, remaining, 1).Err())
+	fayHold := h.holdOne(ev.ID, "fay", 1)
+	fay := h.mustBook(ev.ID, "fay", fayHold.HoldID, payment.MethodSilent)
+	require.NoError(t, h.fp.Redeliver(ctx, fay.PaymentID), "the webhook is taken, not refused")
+
+	for _, b := range []bookingJSON{eve, fay} {
+		got := h.booking(ev.ID, b.UserID, b.BookingID)
+		assert.Equal(t, "refunded", got.Status, "%+v", got)
+		assert.Equal(t, origin.ReasonNoSeatLeft, got.StatusReason)
+		assert.Equal(t, "succeeded", got.RefundStatus)
+		assert.Empty(t, got.Tickets)
+		pays := h.fp.PaymentsForBooking(b.BookingID)
+		require.Len(t, pays, 1)
+		assert.Equal(t, pays[0].Amount, pays[0].AmountRefunded, "no money without a ticket")
+	}
+	assert.Equal(t, int64(2), h.fp.Refunds())
+	var hj holdJSON
+	h.do(http.MethodGet, "/v1/holds/"+fayHold.HoldID, nil, h.auth("fay", ev.ID)).json(t, &hj)
+	assert.Equal(t, "released", hj.Status, "the refunded hold takes no seat in the ledger")
+	inv := h.invariant(ev.ID)
+	assert.Equal(t, int64(4), inv.Tickets)
+	assert.Zero(t, inv.OverflowUsed, "the reserve's seat was given back")
+	assert.Zero(t, h.count(`SELECT count(*) FROM (SELECT seat FROM tickets WHERE event_id = $1 AND valid
+		GROUP BY seat HAVING count(*) > 1) x`, ev.ID), "no seat twice")
 }

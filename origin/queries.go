@@ -211,6 +211,10 @@ const (
 	// A cancelled sale gives its seats back.
 	sqlReleaseConfirmedHold = `UPDATE holds SET status = 'released', updated_at = $2
 		WHERE id = $1 AND status = 'confirmed'`
+
+	// A paid hold that no seat number is left for: its payment is refunded.
+	sqlReleaseUnseatedHold = `UPDATE holds SET status = 'released', updated_at = $2
+		WHERE id = $1 AND status IN ('pending', 'confirmed')`
 )
 
 // The overflow reserve and seat numbers, on the event's row: the row lock
