@@ -234,55 +234,51 @@ func (inv *Inventory) Release(ctx context.Context, event int64, holdID string, m
 
 // Confirm takes a live pending hold out of the expiry index for good. The
 // outcome is Confirmed (now or earlier), Expired (past its expiry at now:
-// the seat may be someone else's already) or NotLive.
+// the seat may be someone else's already) or NotLive. It fails with
+// ErrNotLoaded, or ErrFrozen while a rebuild holds the fence: the caller
+// waits for the rebuild (which may be waiting for the caller's own work to
+// end) and calls again.
 func (inv *Inventory) Confirm(ctx context.Context, event int64, holdID string, now time.Time) (Outcome, error) {
-	for {
-		vals, err := confirmScript.Run(ctx, inv.rdb, KeysFor(event).all(), holdID, ms(now)).Slice()
-		if err != nil {
-			return "", fmt.Errorf("confirm hold %s of event %d: %w", holdID, event, err)
-		}
-		r, err := parseReply(vals, 1)
-		if err != nil {
-			return "", fmt.Errorf("confirm hold %s of event %d: %w", holdID, event, err)
-		}
-		switch o := Outcome(r.str(0)); o {
-		case frozen:
-			if err := inv.pause(ctx); err != nil {
-				return "", fmt.Errorf("confirm hold %s of event %d: %w: %w", holdID, event, ErrFrozen, err)
-			}
-		case notLoaded:
-			return "", fmt.Errorf("confirm hold %s of event %d: %w", holdID, event, ErrNotLoaded)
-		default:
-			return o, r.err
-		}
+	vals, err := confirmScript.Run(ctx, inv.rdb, KeysFor(event).all(), holdID, ms(now)).Slice()
+	if err != nil {
+		return "", fmt.Errorf("confirm hold %s of event %d: %w", holdID, event, err)
+	}
+	r, err := parseReply(vals, 1)
+	if err != nil {
+		return "", fmt.Errorf("confirm hold %s of event %d: %w", holdID, event, err)
+	}
+	switch o := Outcome(r.str(0)); o {
+	case frozen:
+		return "", fmt.Errorf("confirm hold %s of event %d: %w", holdID, event, ErrFrozen)
+	case notLoaded:
+		return "", fmt.Errorf("confirm hold %s of event %d: %w", holdID, event, ErrNotLoaded)
+	default:
+		return o, r.err
 	}
 }
 
 // Extend moves a live pending hold's expiry to until (never earlier than it
 // is). The outcome is Extended (with the expiry now in force), Confirmed,
-// Expired or NotLive.
+// Expired or NotLive. It fails with ErrNotLoaded or ErrFrozen as Confirm
+// does.
 func (inv *Inventory) Extend(ctx context.Context, event int64, holdID string, now, until time.Time) (Outcome, time.Time, error) {
-	for {
-		vals, err := extendScript.Run(ctx, inv.rdb, KeysFor(event).all(), holdID, ms(now), ms(until)).Slice()
-		if err != nil {
-			return "", time.Time{}, fmt.Errorf("extend hold %s of event %d: %w", holdID, event, err)
-		}
-		r, err := parseReply(vals, 2)
-		if err != nil {
-			return "", time.Time{}, fmt.Errorf("extend hold %s of event %d: %w", holdID, event, err)
-		}
-		switch o := Outcome(r.str(0)); o {
-		case frozen:
-			if err := inv.pause(ctx); err != nil {
-				return "", time.Time{}, fmt.Errorf("extend hold %s of event %d: %w: %w", holdID, event, ErrFrozen, err)
-			}
-		case notLoaded:
-			return "", time.Time{}, fmt.Errorf("extend hold %s of event %d: %w", holdID, event, ErrNotLoaded)
-		case Extended:
-			return o, fromMS(r.int(1)), r.err
-		default:
-			return o, time.Time{}, r.err
-		}
+	vals, err := extendScript.Run(ctx, inv.rdb, KeysFor(event).all(), holdID, ms(now), ms(until)).Slice()
+	if err != nil {
+		return "", time.Time{}, fmt.Errorf("extend hold %s of event %d: %w", holdID, event, err)
+	}
+	r, err := parseReply(vals, 2)
+	if err != nil {
+		return "", time.Time{}, fmt.Errorf("extend hold %s of event %d: %w", holdID, event, err)
+	}
+	switch o := Outcome(r.str(0)); o {
+	case frozen:
+		return "", time.Time{}, fmt.Errorf("extend hold %s of event %d: %w", holdID, event, ErrFrozen)
+	case notLoaded:
+		return "", time.Time{}, fmt.Errorf("extend hold %s of event %d: %w", holdID, event, ErrNotLoaded)
+	case Extended:
+		return o, fromMS(r.int(1)), r.err
+	default:
+		return o, time.Time{}, r.err
 	}
 }
 

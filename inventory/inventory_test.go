@@ -429,6 +429,12 @@ func TestRebuildFence(t *testing.T) {
 	_, err = inv.Release(short, event, h.HoldID, inventory.PendingOnly)
 	cancel()
 	assert.ErrorIs(t, err, inventory.ErrFrozen, "a release waits for the rebuild rather than being lost")
+	// Confirm and extend tell their caller, who may have work the rebuild
+	// waits for.
+	_, err = inv.Confirm(ctx, event, h.HoldID, t0)
+	assert.ErrorIs(t, err, inventory.ErrFrozen)
+	_, _, err = inv.Extend(ctx, event, h.HoldID, t0, t0.Add(time.Hour))
+	assert.ErrorIs(t, err, inventory.ErrFrozen)
 
 	close(proceed)
 	assert.Error(t, <-done)

@@ -239,19 +239,6 @@ func canonicalBooking(holdID, method string) string {
 	return "hold_id=" + holdID + "\x00payment_method_token=" + method
 }
 
-// withLoaded runs f, and once more after loading the event into Redis if
-// its keys were missing (a flushed or restarted Redis).
-func (s *Server) withLoaded(ctx context.Context, ev *liveEvent, f func() error) error {
-	err := f()
-	if errors.Is(err, inventory.ErrNotLoaded) {
-		if lerr := s.ensureLoaded(ctx, ev); lerr != nil {
-			return errors.Join(err, lerr)
-		}
-		err = f()
-	}
-	return err
-}
-
 // createBooking is the booking flow after the request is authenticated,
 // validated and its idempotency key claimed.
 func (s *Server) createBooking(ctx context.Context, ev *liveEvent, h Hold, req bookingRequest) response {
@@ -278,16 +265,13 @@ func (s *Server) createBooking(ctx context.Context, ev *liveEvent, h Hold, req b
 	until := now.Add(min(s.cfg.PaymentWindow, ev.HoldTTL()))
 	id := uuid.Must(uuid.NewV7()).String()
 	var created Booking
-	err := s.withLoaded(ctx, ev, func() error {
-		_, err := s.ExtendHold(ctx, h.ID, until, func(tx pgx.Tx, held Hold) error {
-			rows, err := tx.Query(ctx, sqlInsertBooking, id, h.ID, ev.ID, req.user, held.Quantity, held.Amount,
-				ev.Currency, s.cfg.Payments.Name(), req.method, req.key, req.digest, now)
-			created, err = collectOne[Booking](rows, err, "insert booking "+id)
-			if cerr := bookingConstraintError(err); cerr != nil {
-				return cerr
-			}
-			return err
-		})
+	_, err := s.ExtendHold(ctx, h.ID, until, func(tx pgx.Tx, held Hold) error {
+		rows, err := tx.Query(ctx, sqlInsertBooking, id, h.ID, ev.ID, req.user, held.Quantity, held.Amount,
+			ev.Currency, s.cfg.Payments.Name(), req.method, req.key, req.digest, now)
+		created, err = collectOne[Booking](rows, err, "insert booking "+id)
+		if cerr := bookingConstraintError(err); cerr != nil {
+			return cerr
+		}
 		return err
 	})
 	switch {
@@ -491,12 +475,9 @@ func (s *Server) settlePaid(ctx context.Context, b Booking, paymentID string) er
 		return err
 	}
 	ran := false
-	err = s.withLoaded(ctx, ev, func() error {
-		_, err := s.ConfirmHold(ctx, b.HoldID, func(tx pgx.Tx, _ Hold) error {
-			ran = true
-			_, err := s.confirmBookingTx(ctx, tx, b, paymentID, false, "", s.now())
-			return err
-		})
+	_, err = s.ConfirmHold(ctx, b.HoldID, func(tx pgx.Tx, _ Hold) error {
+		ran = true
+		_, err := s.confirmBookingTx(ctx, tx, b, paymentID, false, "", s.now())
 		return err
 	})
 	switch {

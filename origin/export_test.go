@@ -81,3 +81,14 @@ func (s *Server) WaitUncertainFinal() {
 	s.pendingMu.Unlock()
 	time.Sleep(time.Until(last))
 }
+
+// AfterRedisStep has s run f between the Redis step and the ledger step of
+// every change to a hold (confirm, extend). Set it before any request.
+func (s *Server) AfterRedisStep(f func()) { s.afterRedisStep = f }
+
+// InFlight is how many hold writes and changes s has under way for event.
+func (s *Server) InFlight(event int64) int64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.events[event].inflight.Load()
+}

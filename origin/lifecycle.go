@@ -16,10 +16,69 @@ import (
 // a failure between the two steps leaves Redis holding more than the ledger
 // (seats under-sold until the reaper or a rebuild), never less (seats sold
 // twice).
+//
+// A rebuild must not read the ledger between the two steps: it would load
+// the hold as it was before the change (the old expiry, or a hold being
+// confirmed back in the expiry index), and Redis would give its seats away
+// at that expiry while the ledger keeps them. So, as for a new hold's row
+// (holds.go), the change is in flight for the event from before its Redis
+// step to the end of its ledger step, which a rebuild on this node waits
+// for; and the ledger step commits only before a deadline the server checks
+// (HoldWriteTimeout from before the Redis step), which bounds what a
+// rebuild on another node waits for (RebuildSettle).
 
 // ErrHoldExpired means the hold's expiry passed before it could be extended
 // or confirmed: its seats may be someone else's already.
 var ErrHoldExpired = errors.New("hold expired")
+
+// redisStep runs the Redis step of a change to a hold and returns with the
+// event's in-flight count raised (the caller lowers it once its ledger step
+// is over), and the deadline of that ledger step. While a rebuild holds the
+// fence, or the keys are missing, the count is lowered and the step waits
+// for the rebuild, which may be waiting for the count.
+func (s *Server) redisStep(ctx context.Context, ev *liveEvent, step func() error) (time.Time, error) {
+	for {
+		ev.inflight.Add(1)
+		deadline := time.Now().Add(s.cfg.HoldWriteTimeout)
+		err := step()
+		if !errors.Is(err, inventory.ErrFrozen) && !errors.Is(err, inventory.ErrNotLoaded) {
+			if err == nil && s.afterRedisStep != nil {
+				s.afterRedisStep()
+			}
+			return deadline, err
+		}
+		ev.inflight.Add(-1)
+		if lerr := s.ensureLoaded(ctx, ev); lerr != nil {
+			ev.inflight.Add(1)
+			return deadline, errors.Join(err, lerr)
+		}
+	}
+}
+
+// ledgerStep runs the ledger step of a change to a hold: f in one
+// transaction that commits only before deadline, by the server's clock. A
+// commit whose outcome is unknown holds this node's rebuilds of the event
+// off until it is final.
+func (s *Server) ledgerStep(ctx context.Context, ev *liveEvent, deadline time.Time, f func(pgx.Tx) error) error {
+	ctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	var ferr error
+	err := pgx.BeginTxFunc(ctx, s.ledger.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+		if ferr = f(tx); ferr != nil {
+			return ferr
+		}
+		// Last, after the writes whose locks a rebuild's read waits for.
+		var inTime bool
+		if ferr = tx.QueryRow(ctx, sqlBeforeDeadline, deadline).Scan(&inTime); ferr == nil && !inTime {
+			ferr = errPastDeadline
+		}
+		return ferr
+	})
+	if err != nil && ferr == nil && classify(err) == writeUncertain {
+		ev.noteFinal(s.finalAfter(deadline))
+	}
+	return err
+}
 
 // ConfirmHold turns a live pending hold into a sale. Redis first takes the
 // hold out of the expiry index (from then on no reaper or expired-hold
@@ -50,9 +109,27 @@ func (s *Server) ConfirmHold(ctx context.Context, holdID string, inTx func(pgx.T
 		return Hold{}, err
 	}
 	now := s.now()
-	outcome, err := s.inv.Confirm(ctx, ev.ID, holdID, now)
-	if err != nil {
-		return Hold{}, err
+	var outcome inventory.Outcome
+	deadline, err := s.redisStep(ctx, ev, func() (err error) {
+		outcome, err = s.inv.Confirm(ctx, ev.ID, holdID, now)
+		return err
+	})
+	var confirmed Hold
+	if err == nil && outcome == inventory.Confirmed {
+		err = s.ledgerStep(ctx, ev, deadline, func(tx pgx.Tx) error {
+			var err error
+			if confirmed, err = ConfirmHoldTx(ctx, tx, holdID, now); err != nil {
+				return err
+			}
+			if inTx != nil {
+				return inTx(tx, confirmed)
+			}
+			return nil
+		})
+	}
+	ev.inflight.Add(-1)
+	if err != nil && !errors.Is(err, ErrHoldNotActive) {
+		return h, fmt.Errorf("confirm hold %s: %w", holdID, err)
 	}
 	switch outcome {
 	case inventory.Confirmed:
@@ -61,17 +138,6 @@ func (s *Server) ConfirmHold(ctx context.Context, holdID string, inTx func(pgx.T
 	default:
 		return h, fmt.Errorf("confirm hold %s: unexpected outcome %q", holdID, outcome)
 	}
-	var confirmed Hold
-	err = pgx.BeginTxFunc(ctx, s.ledger.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
-		var err error
-		if confirmed, err = ConfirmHoldTx(ctx, tx, holdID, now); err != nil {
-			return err
-		}
-		if inTx != nil {
-			return inTx(tx, confirmed)
-		}
-		return nil
-	})
 	if errors.Is(err, ErrHoldNotActive) {
 		// Either a concurrent confirmation of the same hold (a duplicate
 		// webhook) committed first, or the reaper (or the buyer) ended the
@@ -87,9 +153,6 @@ func (s *Server) ConfirmHold(ctx context.Context, holdID string, inTx func(pgx.T
 		}
 		s.releaseSeats(ctx, ev, holdID, inventory.AnyHold)
 		return h, err
-	}
-	if err != nil {
-		return h, fmt.Errorf("confirm hold %s: %w", holdID, err)
 	}
 	return confirmed, nil
 }
@@ -110,8 +173,17 @@ func (s *Server) ExtendHold(ctx context.Context, holdID string, until time.Time,
 	if h.ExpiresAt.Before(now) {
 		return h, fmt.Errorf("extend hold %s: %w", holdID, ErrHoldExpired)
 	}
+	ev, err := s.event(ctx, h.EventID)
+	if err != nil {
+		return Hold{}, err
+	}
 	until = until.UTC().Truncate(time.Second)
-	outcome, _, err := s.inv.Extend(ctx, h.EventID, holdID, now, until)
+	var outcome inventory.Outcome
+	deadline, err := s.redisStep(ctx, ev, func() (err error) {
+		outcome, _, err = s.inv.Extend(ctx, ev.ID, holdID, now, until)
+		return err
+	})
+	defer ev.inflight.Add(-1)
 	if err != nil {
 		return Hold{}, err
 	}
@@ -123,7 +195,7 @@ func (s *Server) ExtendHold(ctx context.Context, holdID string, until time.Time,
 		return h, fmt.Errorf("extend hold %s: %w", holdID, ErrHoldExpired)
 	}
 	var extended Hold
-	err = pgx.BeginTxFunc(ctx, s.ledger.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+	err = s.ledgerStep(ctx, ev, deadline, func(tx pgx.Tx) error {
 		var err error
 		if extended, err = ExtendHoldTx(ctx, tx, holdID, now, until); err != nil {
 			return err

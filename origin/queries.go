@@ -212,6 +212,10 @@ const (
 	sqlReleaseConfirmedHold = `UPDATE holds SET status = 'released', updated_at = $2
 		WHERE id = $1 AND status = 'confirmed'`
 
+	// The last statement of a change to a hold (lifecycle.go): whether the
+	// server is still before the change's deadline, by its own clock.
+	sqlBeforeDeadline = `SELECT clock_timestamp() < $1::timestamptz`
+
 	// A paid hold that no seat number is left for: its payment is refunded.
 	sqlReleaseUnseatedHold = `UPDATE holds SET status = 'released', updated_at = $2
 		WHERE id = $1 AND status IN ('pending', 'confirmed')`

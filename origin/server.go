@@ -147,6 +147,9 @@ type Server struct {
 
 	// holdRows writes the ledger rows of new holds, in batches.
 	holdRows *holdWriter
+	// afterRedisStep, when set (tests), runs between the Redis step and the
+	// ledger step of a change to a hold (lifecycle.go).
+	afterRedisStep func()
 
 	// bg is the context background work (admission rooms) runs under.
 	bg context.Context
