@@ -189,5 +189,5 @@ func TestCaddyfileExample(t *testing.T) {
 	require.NoError(t, json.Unmarshal(out, &cfg))
 	err = caddy.Validate(&cfg)
 	require.Error(t, err, "no secret, no config")
-	assert.Contains(t, err.Error(), "secret is 0 bytes")
+	assert.Contains(t, err.Error(), `secret "{env.WAITROOM_SECRET}" is empty`, "the message names the variable")
 }

@@ -206,7 +206,13 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	repl := caddy.NewReplacer()
 	keys := make([]waitroom.Key, len(h.Keys))
 	for i, k := range h.Keys {
-		keys[i] = waitroom.Key{ID: k.ID, Secret: []byte(repl.ReplaceKnown(k.Secret, ""))}
+		secret := repl.ReplaceKnown(k.Secret, "")
+		if secret == "" {
+			// Usually an unset environment variable: name it rather than
+			// report a 0-byte secret.
+			return fmt.Errorf("keys: key %q: secret %q is empty once its placeholders are replaced", k.ID, k.Secret)
+		}
+		keys[i] = waitroom.Key{ID: k.ID, Secret: []byte(secret)}
 	}
 	ks, err := waitroom.NewKeySet(h.now, keys...)
 	if err != nil {

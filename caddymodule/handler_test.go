@@ -565,7 +565,7 @@ func TestProvisionRefusesBadConfig(t *testing.T) {
 		"key without id":        {Handler{Event: 1, Keys: []Key{{Secret: testSecret}}}, "no id"},
 		"key without secret":    {Handler{Event: 1, Keys: []Key{{ID: "k1"}}}, `key "k1" has no secret`},
 		"short secret":          {Handler{Event: 1, Keys: []Key{{ID: "k1", Secret: "short"}}}, "at least 32"},
-		"secret from empty env": {Handler{Event: 1, Keys: []Key{{ID: "k1", Secret: "{env.WAITROOM_TEST_UNSET_SECRET}"}}}, "secret is 0 bytes"},
+		"secret from empty env": {Handler{Event: 1, Keys: []Key{{ID: "k1", Secret: "{env.WAITROOM_TEST_UNSET_SECRET}"}}}, `secret "{env.WAITROOM_TEST_UNSET_SECRET}" is empty`},
 		"duplicate kid":         {Handler{Event: 1, Keys: append(keys, keys[0])}, "duplicate"},
 		"negative watermark":    {Handler{Event: 1, Keys: keys, Watermark: -1}, "watermark"},
 		"negative hard cap":     {Handler{Event: 1, Keys: keys, HardCap: -1}, "hard_cap"},
