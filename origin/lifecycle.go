@@ -167,11 +167,8 @@ func (s *Server) ExtendHold(ctx context.Context, holdID string, until time.Time,
 		return Hold{}, err
 	}
 	now := s.now()
-	if h.Status != StatusPending {
-		return h, fmt.Errorf("extend hold %s: %w", holdID, ErrHoldNotActive)
-	}
-	if h.ExpiresAt.Before(now) {
-		return h, fmt.Errorf("extend hold %s: %w", holdID, ErrHoldExpired)
+	if h.StatusAt(now) != StatusPending {
+		return h, fmt.Errorf("extend hold %s: %w", holdID, notExtendable(h, now))
 	}
 	ev, err := s.event(ctx, h.EventID)
 	if err != nil {
@@ -205,8 +202,24 @@ func (s *Server) ExtendHold(ctx context.Context, holdID string, until time.Time,
 		}
 		return nil
 	})
+	if errors.Is(err, ErrHoldNotActive) {
+		// The reaper may have expired the row since it was read.
+		if again, rerr := s.ledger.Hold(ctx, holdID); rerr == nil {
+			err = notExtendable(again, now)
+		}
+	}
 	if err != nil {
 		return h, fmt.Errorf("extend hold %s: %w", holdID, err)
 	}
 	return extended, nil
+}
+
+// notExtendable says why a hold that is not pending cannot be extended: one
+// that expired, by the clock or by the reaper, is ErrHoldExpired (the buyer
+// hears 410 hold_expired); confirmed or released, ErrHoldNotActive.
+func notExtendable(h Hold, now time.Time) error {
+	if h.StatusAt(now) == StatusExpired {
+		return ErrHoldExpired
+	}
+	return ErrHoldNotActive
 }

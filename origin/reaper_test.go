@@ -281,4 +281,13 @@ func TestExtendOrConfirmTooLate(t *testing.T) {
 	_, err = h.srv.ConfirmHold(ctx, ids[1], nil)
 	assert.ErrorIs(t, err, origin.ErrHoldExpired)
 	h.requireInvariant(ev.ID, 0)
+
+	// Once the reaper has marked the rows, an extension still says expired
+	// (a booking answers 410 hold_expired, not 409 hold_not_active).
+	n, err := h.srv.ReapOnce(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 2, n)
+	_, err = h.srv.ExtendHold(ctx, ids[0], h.clock.Now().Add(time.Hour), nil)
+	assert.ErrorIs(t, err, origin.ErrHoldExpired)
+	assert.NotErrorIs(t, err, origin.ErrHoldNotActive)
 }
