@@ -2,7 +2,7 @@
 GO ?= go
 BIN := bin
 
-.PHONY: help build test test-go vet fuzz clean
+.PHONY: help build test test-go vet fuzz bench-go clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -26,6 +26,9 @@ fuzz: ## run the fuzz targets for a short, bounded time
 	$(GO) test -run '^$$' -fuzz '^FuzzVerify$$' -fuzztime $(FUZZTIME) ./waitroom
 	$(GO) test -run '^$$' -fuzz '^FuzzParseWebhook$$' -fuzztime $(FUZZTIME) ./origin/payment
 	$(GO) test -run '^$$' -fuzz '^FuzzWebhookHandler$$' -fuzztime $(FUZZTIME) ./origin
+
+bench-go: ## Go benchmarks: queue tokens (issue, verify) and the handler's cost per request
+	$(GO) test -run '^$$' -bench . -benchmem ./waitroom ./caddymodule
 
 clean:
 	rm -rf $(BIN)
