@@ -447,6 +447,37 @@ func TestRebuildFence(t *testing.T) {
 	assert.Equal(t, int64(5), res.Remaining)
 }
 
+// TestReloadOnlyWhenMissing: a reload asked for by a request that saw the
+// keys missing while another rebuild was loading them leaves the loaded keys
+// alone; once the keys are really gone, it loads them.
+func TestReloadOnlyWhenMissing(t *testing.T) {
+	inv, rdb, event := loaded(t, 5)
+	ctx := context.Background()
+	h := hold(t, inv, event, "ann", 2, t0)
+
+	read := func(context.Context) (inventory.Snapshot, error) {
+		return inventory.Snapshot{Remaining: 5}, nil
+	}
+	reloaded, err := inv.Reload(ctx, event, read)
+	require.NoError(t, err)
+	assert.False(t, reloaded)
+	assert.Equal(t, int64(3), remaining(t, inv, event), "ann's hold is still there")
+	assert.Equal(t, inventory.AlreadyHeld, hold(t, inv, event, "ann", 1, t0).Outcome)
+	frozen, err := inv.Frozen(ctx, event)
+	require.NoError(t, err)
+	assert.False(t, frozen, "the fence is lifted")
+
+	k := inventory.KeysFor(event)
+	require.NoError(t, rdb.Del(ctx, k.Remaining, k.Users, k.Holds, k.Expiry).Err())
+	reloaded, err = inv.Reload(ctx, event, func(context.Context) (inventory.Snapshot, error) {
+		return inventory.Snapshot{Remaining: 3, Holds: []inventory.LiveHold{{ID: h.HoldID, User: "ann", Quantity: 2, ExpiresAt: h.ExpiresAt}}}, nil
+	})
+	require.NoError(t, err)
+	assert.True(t, reloaded)
+	assert.Equal(t, int64(3), remaining(t, inv, event))
+	assert.Equal(t, inventory.AlreadyHeld, hold(t, inv, event, "ann", 1, t0).Outcome)
+}
+
 func TestReclaim(t *testing.T) {
 	inv, _, event := loaded(t, 5)
 	ctx := context.Background()

@@ -42,20 +42,40 @@ type Snapshot struct {
 // confirmation can slip in between the ledger read and the load and be lost;
 // read runs after the freeze for that reason. It fails with ErrRebuilding
 // when another rebuild holds the fence.
-func (inv *Inventory) Rebuild(ctx context.Context, event int64, read func(context.Context) (Snapshot, error)) (err error) {
+func (inv *Inventory) Rebuild(ctx context.Context, event int64, read func(context.Context) (Snapshot, error)) error {
+	_, err := inv.rebuild(ctx, event, false, read)
+	return err
+}
+
+// Reload is Rebuild for an event whose keys are missing (a flushed or
+// restarted Redis). It checks that they still are once it holds the fence,
+// and changes nothing when they are not: callers that saw the keys missing
+// while another rebuild was loading them must not clear them again. It
+// reports whether it loaded the event.
+func (inv *Inventory) Reload(ctx context.Context, event int64, read func(context.Context) (Snapshot, error)) (bool, error) {
+	return inv.rebuild(ctx, event, true, read)
+}
+
+// errLoaded abandons a Reload that found the keys loaded.
+var errLoaded = errors.New("already loaded")
+
+func (inv *Inventory) rebuild(ctx context.Context, event int64, onlyMissing bool, read func(context.Context) (Snapshot, error)) (loaded bool, err error) {
 	k := KeysFor(event)
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	fence := hex.EncodeToString(b[:])
 	ok, err := inv.rdb.SetNX(ctx, k.Frozen, fence, FenceTTL).Result()
 	if err != nil {
-		return fmt.Errorf("rebuild event %d: set fence: %w", event, err)
+		return false, fmt.Errorf("rebuild event %d: set fence: %w", event, err)
 	}
 	if !ok {
-		return fmt.Errorf("rebuild event %d: %w", event, ErrRebuilding)
+		return false, fmt.Errorf("rebuild event %d: %w", event, ErrRebuilding)
 	}
 	defer func() {
-		if err == nil {
+		if errors.Is(err, errLoaded) {
+			loaded, err = false, nil
+		}
+		if loaded {
 			return
 		}
 		// Lift the fence even if ctx is what failed: leaving it would block
@@ -67,12 +87,21 @@ func (inv *Inventory) Rebuild(ctx context.Context, event int64, read func(contex
 		}
 	}()
 
+	if onlyMissing {
+		n, err := inv.rdb.Exists(ctx, k.Remaining).Result()
+		if err != nil {
+			return false, fmt.Errorf("rebuild event %d: %w", event, err)
+		}
+		if n == 1 {
+			return false, errLoaded
+		}
+	}
 	snap, err := read(ctx)
 	if err != nil {
-		return fmt.Errorf("rebuild event %d: read ledger: %w", event, err)
+		return false, fmt.Errorf("rebuild event %d: read ledger: %w", event, err)
 	}
 	if snap.Remaining < 0 {
-		return fmt.Errorf("rebuild event %d: remaining %d is negative", event, snap.Remaining)
+		return false, fmt.Errorf("rebuild event %d: remaining %d is negative", event, snap.Remaining)
 	}
 	mode := "reset"
 	for start := 0; start == 0 || start < len(snap.Holds); start += rebuildBatch {
@@ -82,7 +111,7 @@ func (inv *Inventory) Rebuild(ctx context.Context, event int64, read func(contex
 		for _, h := range batch {
 			rec, err := json.Marshal(Record{User: h.User, Quantity: h.Quantity, KeyDigest: h.KeyDigest, BodyDigest: h.BodyDigest, Confirmed: h.Confirmed})
 			if err != nil {
-				return fmt.Errorf("rebuild event %d: encode hold %s: %w", event, h.ID, err)
+				return false, fmt.Errorf("rebuild event %d: encode hold %s: %w", event, h.ID, err)
 			}
 			exp := int64(-1)
 			if !h.Confirmed {
@@ -91,16 +120,16 @@ func (inv *Inventory) Rebuild(ctx context.Context, event int64, read func(contex
 			args = append(args, h.ID, h.User, rec, exp)
 		}
 		if err := rebuildLoadScript.Run(ctx, inv.rdb, k.all(), args...).Err(); err != nil {
-			return fmt.Errorf("rebuild event %d: load holds: %w", event, err)
+			return false, fmt.Errorf("rebuild event %d: load holds: %w", event, err)
 		}
 		mode = "append"
 	}
 	n, err := rebuildFinishScript.Run(ctx, inv.rdb, []string{k.Remaining, k.Frozen}, fence, snap.Remaining).Int()
 	if err != nil {
-		return fmt.Errorf("rebuild event %d: set remaining: %w", event, err)
+		return false, fmt.Errorf("rebuild event %d: set remaining: %w", event, err)
 	}
 	if n != 1 {
-		return fmt.Errorf("rebuild event %d: fence lost before remaining was set", event)
+		return false, fmt.Errorf("rebuild event %d: fence lost before remaining was set", event)
 	}
-	return nil
+	return true, nil
 }

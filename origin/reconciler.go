@@ -223,20 +223,31 @@ func (s *Server) rebuild(ctx context.Context, ev *liveEvent, reason string) erro
 		// half way (it would only leave the event unloaded, but needlessly).
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), inventory.FenceTTL)
 		defer cancel()
+		if reason == reasonMissing {
+			if _, loaded, err := s.inv.Remaining(ctx, ev.ID); err == nil && loaded {
+				return nil, nil
+			}
+		}
 		if reason != reasonCreated {
 			restore := s.pauseAdmission(ctx, ev)
 			defer restore()
 		}
 		start := time.Now()
-		err := s.inv.Rebuild(ctx, ev.ID, func(ctx context.Context) (inventory.Snapshot, error) {
+		read := func(ctx context.Context) (inventory.Snapshot, error) {
 			if reason != reasonCreated {
 				if err := s.settle(ctx, ev); err != nil {
 					return inventory.Snapshot{}, err
 				}
 			}
 			return s.snapshot(ctx, ev)
-		})
-		if err != nil {
+		}
+		if reason == reasonMissing {
+			// Requests that found the keys missing may get here just after
+			// another rebuild loaded them; Reload leaves them alone then.
+			if loaded, err := s.inv.Reload(ctx, ev.ID, read); err != nil || !loaded {
+				return nil, err
+			}
+		} else if err := s.inv.Rebuild(ctx, ev.ID, read); err != nil {
 			return nil, err
 		}
 		s.metrics.rebuilds.WithLabelValues(reason).Inc()
