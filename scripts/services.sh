@@ -40,10 +40,16 @@ need_package() { # need_package <package> <binary test…>
 	if [ "$pkg" = redis-server ]; then service redis-server stop >/dev/null 2>&1 || true; fi
 }
 
+# Ports are taken below the kernel's ephemeral range, so the many outgoing
+# connections of a load test cannot be holding the one a server is about to
+# bind.
+ephemeral_low=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
+[ "$ephemeral_low" -gt 11000 ] 2>/dev/null || ephemeral_low=32768
+
 free_port() {
 	local port
 	for _ in $(seq 1 50); do
-		port=$((20000 + RANDOM % 20000))
+		port=$((10000 + RANDOM % (ephemeral_low - 10000)))
 		if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
 			echo "$port"
 			return 0
@@ -92,18 +98,26 @@ trap 'exit 130' INT TERM
 
 if [ -z "${REDIS_URL:-}" ]; then
 	need_package redis-server command -v redis-server
-	port=$(free_port)
 	mkdir -p "$workdir/redis"
-	# noeviction: an evicted seat counter is an oversell.
-	redis-server --bind 127.0.0.1 --port "$port" --dir "$workdir/redis" \
-		--save '' --appendonly no --maxmemory-policy noeviction \
-		--logfile "$workdir/redis/redis.log" --daemonize no &
-	started+=($!)
-	for _ in $(seq 1 100); do
-		redis-cli -p "$port" ping >/dev/null 2>&1 && break
-		sleep 0.1
+	# A port can still be taken between the check and the bind: try another.
+	for attempt in 1 2 3; do
+		port=$(free_port)
+		# noeviction: an evicted seat counter is an oversell.
+		redis-server --bind 127.0.0.1 --port "$port" --dir "$workdir/redis" \
+			--save '' --appendonly no --maxmemory-policy noeviction \
+			--logfile "$workdir/redis/redis.log" --daemonize no &
+		pid=$!
+		started+=($pid)
+		for _ in $(seq 1 100); do
+			timeout 2 redis-cli -p "$port" ping >/dev/null 2>&1 && break
+			kill -0 "$pid" 2>/dev/null || break
+			sleep 0.1
+		done
+		timeout 2 redis-cli -p "$port" ping >/dev/null 2>&1 && break
+		kill -TERM "$pid" 2>/dev/null || true
+		[ "$attempt" = 3 ] && { log "redis-server did not start"; cat "$workdir/redis/redis.log" >&2; exit 1; }
+		log "redis-server did not start on port $port; trying another"
 	done
-	redis-cli -p "$port" ping >/dev/null || { log "redis-server did not start"; cat "$workdir/redis/redis.log" >&2; exit 1; }
 	export REDIS_URL="redis://127.0.0.1:$port/0"
 	log "redis at $REDIS_URL"
 fi
@@ -111,7 +125,6 @@ fi
 if [ -z "${DATABASE_URL:-}" ]; then
 	need_package postgresql pg_bindir
 	bindir=$(pg_bindir)
-	port=$(free_port)
 	pgdata="$workdir/pg"
 	mkdir -p "$pgdata"
 	run_pg=()
@@ -122,15 +135,23 @@ if [ -z "${DATABASE_URL:-}" ]; then
 	fi
 	"${run_pg[@]}" "$bindir/initdb" -D "$pgdata/data" -U postgres -A trust -E UTF8 --no-sync >"$workdir/initdb.log" 2>&1 ||
 		{ log "initdb failed"; cat "$workdir/initdb.log" >&2; exit 1; }
-	"${run_pg[@]}" "$bindir/postgres" -D "$pgdata/data" -p "$port" -k "$pgdata" \
-		-c listen_addresses=127.0.0.1 -c max_connections=300 \
-		-c shared_buffers=256MB ${PG_EXTRA_OPTS:-} >"$workdir/postgres.log" 2>&1 &
-	started+=($!)
-	for _ in $(seq 1 100); do
+	for attempt in 1 2 3; do
+		port=$(free_port)
+		"${run_pg[@]}" "$bindir/postgres" -D "$pgdata/data" -p "$port" -k "$pgdata" \
+			-c listen_addresses=127.0.0.1 -c max_connections=300 \
+			-c shared_buffers=256MB ${PG_EXTRA_OPTS:-} >"$workdir/postgres.log" 2>&1 &
+		pid=$!
+		started+=($pid)
+		for _ in $(seq 1 100); do
+			"$bindir/pg_isready" -q -h 127.0.0.1 -p "$port" && break
+			kill -0 "$pid" 2>/dev/null || break
+			sleep 0.1
+		done
 		"$bindir/pg_isready" -q -h 127.0.0.1 -p "$port" && break
-		sleep 0.1
+		kill -TERM "$pid" 2>/dev/null || true
+		[ "$attempt" = 3 ] && { log "postgres did not start"; cat "$workdir/postgres.log" >&2; exit 1; }
+		log "postgres did not start on port $port; trying another"
 	done
-	"$bindir/pg_isready" -q -h 127.0.0.1 -p "$port" || { log "postgres did not start"; cat "$workdir/postgres.log" >&2; exit 1; }
 	export DATABASE_URL="postgres://postgres@127.0.0.1:$port/postgres?sslmode=disable"
 	log "postgres at $DATABASE_URL"
 fi
