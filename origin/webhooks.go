@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -19,8 +20,9 @@ import (
 //   - an event id seen before answers 200 at once: the id is recorded, under
 //     a unique constraint, after the event was acted on, so an event whose
 //     handling failed (503) is acted on when redelivered;
-//   - copies racing each other all run the settlement, which changes a
-//     booking only from the status it expects (so once);
+//   - copies racing each other share one settlement on a node, and on
+//     different nodes each run it, which changes a booking only from the
+//     status it expects (so once);
 //   - the booking is found by payment id, or by the booking id in the
 //     payment's metadata when the create call has not recorded the payment
 //     id yet;
@@ -81,6 +83,10 @@ func (s *Server) handleWebhook(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, webhookJSON{Received: true, Outcome: outcome})
 }
 
+// settleTimeout bounds the settlement of one payment event; each of its
+// steps has a shorter deadline of its own.
+const settleTimeout = 30 * time.Second
+
 // HandlePaymentEvent acts on a verified event of the configured provider
 // and returns what it did: processed, duplicate or ignored. An error means
 // it could not be acted on now (the provider redelivers it).
@@ -105,21 +111,30 @@ func (s *Server) HandlePaymentEvent(ctx context.Context, ev payment.Event) (stri
 			"payment", ev.PaymentID, "booking", ev.BookingID)
 		return webhookIgnored, nil
 	}
-	switch ev.Kind {
-	case payment.KindPaymentSucceeded:
-		err = s.settlePaid(ctx, b, ev.PaymentID)
-	case payment.KindPaymentFailed:
-		reason := ev.FailureCode
-		if reason == "" {
-			reason = "payment_declined"
+	// Copies of one event arrive together (at-least-once delivery): on this
+	// node they share one settlement, which is idempotent, instead of each
+	// taking a connection to wait on the same row locks. The work is detached
+	// from the request that started it, since the others wait for it too.
+	_, err, _ = s.flight.Do("settle:"+b.ID+":"+string(ev.Kind)+":"+ev.PaymentID, func() (any, error) {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+		defer cancel()
+		switch ev.Kind {
+		case payment.KindPaymentSucceeded:
+			return nil, s.settlePaid(ctx, b, ev.PaymentID)
+		case payment.KindPaymentFailed:
+			reason := ev.FailureCode
+			if reason == "" {
+				reason = "payment_declined"
+			}
+			return nil, s.settleFailed(ctx, b, ev.PaymentID, reason)
+		case payment.KindRefunded:
+			// A refund whose call answered ambiguously is confirmed here.
+			if b.RefundStatus == RefundPending && ev.AmountRefunded >= b.Amount {
+				return nil, s.refundDone(ctx, b.ID, "")
+			}
 		}
-		err = s.settleFailed(ctx, b, ev.PaymentID, reason)
-	case payment.KindRefunded:
-		// A refund whose call answered ambiguously is confirmed here.
-		if b.RefundStatus == RefundPending && ev.AmountRefunded >= b.Amount {
-			err = s.refundDone(ctx, b.ID, "")
-		}
-	}
+		return nil, nil
+	})
 	if err != nil {
 		return "", err
 	}
