@@ -459,7 +459,7 @@ func (s *sim) follow(ctx context.Context, u *user, b api.Booking, deliverAt time
 			return b, delivered, fmt.Errorf("booking %s still %s after %s", b.BookingID, b.Status, s.followFor)
 		}
 		if !deliverAt.IsZero() && !delivered && time.Now().After(deliverAt) {
-			if err := s.deliverLate(ctx, b); err != nil {
+			if err := s.deliverLate(ctx, u, b); err != nil {
 				return b, delivered, err
 			}
 			delivered = true
@@ -497,22 +497,34 @@ func (s *sim) lateDeadline(ctx context.Context, u *user, hold api.Hold) (time.Ti
 	return hold.ExpiresAt.Add(s.lateBy), nil
 }
 
+// lateAttempts is how many times a late webhook copy is sent while the
+// origin answers 5xx, as a provider redelivers.
+const lateAttempts = 6
+
 // deliverLate sends the success webhook the provider held back, as many
-// times as configured, at once.
-func (s *sim) deliverLate(ctx context.Context, b api.Booking) error {
+// times as configured, at once; a copy answered 5xx is sent again.
+func (s *sim) deliverLate(ctx context.Context, u *user, b api.Booking) error {
 	if b.PaymentID == "" {
 		return fmt.Errorf("booking %s has no payment id to confirm", b.BookingID)
 	}
 	e := api.Succeeded(b)
 	errs := make(chan error, s.cfg.LateCopies)
-	for range s.cfg.LateCopies {
+	for i := range s.cfg.LateCopies {
+		rng := rand.New(rand.NewPCG(u.rng.Uint64(), uint64(i)))
 		go func() {
-			t0 := time.Now()
-			s.c.webhooks.Add(1)
-			status, err := s.webhooks.Deliver(ctx, e)
-			s.c.lat["webhook"].Since(t0)
-			if err == nil && status != http.StatusOK {
-				err = fmt.Errorf("webhook %s for booking %s answered %d", e.ID, b.BookingID, status)
+			var err error
+			for attempt := range lateAttempts {
+				t0 := time.Now()
+				s.c.webhooks.Add(1)
+				var status int
+				status, err = s.webhooks.Deliver(ctx, e)
+				s.c.lat["webhook"].Since(t0)
+				if err == nil && status != http.StatusOK {
+					err = fmt.Errorf("webhook %s for booking %s answered %d", e.ID, b.BookingID, status)
+				}
+				if err == nil || (status != 0 && status < 500) || !sleep(ctx, backoff(rng, attempt)) {
+					break
+				}
 			}
 			errs <- err
 		}()
