@@ -519,28 +519,17 @@ func (s *Server) confirmBookingTx(ctx context.Context, tx pgx.Tx, b Booking, pay
 // new numbers, which a constraint keeps within the event's capacity
 // (errNoSeatLeft, and tx is left aborted: the caller rolls back).
 func (s *Server) issueTickets(ctx context.Context, tx pgx.Tx, b Booking, now time.Time) error {
-	var next int64
-	if err := tx.QueryRow(ctx, sqlLockEventSeats, b.EventID).Scan(&next); err != nil {
-		return fmt.Errorf("issue tickets of booking %s: lock seats: %w", b.ID, err)
-	}
-	rows, err := tx.Query(ctx, sqlTakeFreeSeats, b.EventID, b.Quantity)
+	rows, err := tx.Query(ctx, sqlTakeSeats, b.EventID, b.Quantity)
 	seats, err := pgx.CollectRows(rows, pgx.RowTo[int32])
-	if err != nil {
-		return fmt.Errorf("issue tickets of booking %s: reuse seats: %w", b.ID, err)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.ConstraintName == "events_next_seat" {
+		err = errNoSeatLeft
 	}
-	if n := b.Quantity - int64(len(seats)); n > 0 {
-		var first int32
-		err := tx.QueryRow(ctx, sqlTakeNewSeats, b.EventID, n).Scan(&first)
-		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && pgErr.ConstraintName == "events_next_seat" {
-			err = errNoSeatLeft
-		}
-		if err != nil {
-			return fmt.Errorf("issue tickets of booking %s: new seats: %w", b.ID, err)
-		}
-		for i := range int32(n) {
-			seats = append(seats, first+i)
-		}
+	if err != nil {
+		return fmt.Errorf("issue tickets of booking %s: take seats: %w", b.ID, err)
+	}
+	if int64(len(seats)) != b.Quantity {
+		return fmt.Errorf("issue tickets of booking %s: %d seat numbers for %d seats", b.ID, len(seats), b.Quantity)
 	}
 	codes := make([]string, len(seats))
 	for i, seat := range seats {

@@ -230,12 +230,23 @@ const (
 	sqlGiveOverflow = `UPDATE events SET overflow_used = overflow_used - $2
 		WHERE id = $1 AND overflow_used >= $2`
 
-	sqlLockEventSeats = `SELECT next_seat FROM events WHERE id = $1 FOR UPDATE`
-	sqlTakeFreeSeats  = `DELETE FROM free_seats
-		WHERE event_id = $1 AND seat IN (SELECT seat FROM free_seats WHERE event_id = $1 ORDER BY seat LIMIT $2)
-		RETURNING seat`
-	sqlTakeNewSeats = `UPDATE events SET next_seat = next_seat + $2 WHERE id = $1 RETURNING next_seat - $2`
-	sqlFreeSeats    = `INSERT INTO free_seats (event_id, seat) SELECT $1, unnest($2::int[]) ON CONFLICT DO NOTHING`
+	// $2 seat numbers in one statement (one round trip, since the event's
+	// row stays locked until commit and every confirmation of the event
+	// waits for it): freed seats first (one another confirmation has
+	// locked is skipped), then new numbers from next_seat, which the
+	// events_next_seat constraint keeps within the capacity.
+	sqlTakeSeats = `WITH freed AS (
+			DELETE FROM free_seats WHERE event_id = $1 AND seat IN (
+				SELECT seat FROM free_seats WHERE event_id = $1 ORDER BY seat LIMIT $2 FOR UPDATE SKIP LOCKED)
+			RETURNING seat),
+		fresh AS (
+			UPDATE events SET next_seat = next_seat + ($2 - (SELECT count(*) FROM freed))
+			WHERE id = $1 AND $2 > (SELECT count(*) FROM freed)
+			RETURNING next_seat - ($2 - (SELECT count(*) FROM freed))::int AS first, next_seat AS stop)
+		SELECT seat FROM freed
+		UNION ALL
+		SELECT generate_series(first, stop - 1) FROM fresh`
+	sqlFreeSeats = `INSERT INTO free_seats (event_id, seat) SELECT $1, unnest($2::int[]) ON CONFLICT DO NOTHING`
 )
 
 // Tickets.
