@@ -89,7 +89,10 @@ func (r *Room) Refresh(ctx context.Context) (State, error) {
 	s, err := r.store.State(ctx, r.event)
 	switch {
 	case errors.Is(err, ErrNoState) && r.opts.Follow:
-		// Nobody set the event up yet: nothing is admitted.
+		// Nobody set the event up yet (nothing is admitted), or the store
+		// lost it (a restarted Redis) and no leader has restored it yet: a
+		// follower keeps what it last saw rather than forget who was let in.
+		return r.State(), nil
 	case errors.Is(err, ErrNoState):
 		r.opts.Logger.Warn("queue state missing from the store; restoring it from memory", "event", r.event)
 		return r.ensure(ctx)

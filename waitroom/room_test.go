@@ -178,13 +178,21 @@ func TestRoomRestoresStateTheStoreLost(t *testing.T) {
 	}
 	_, err = r.Update(ctx, Change{RaiseBy: 30, SoldOut: ptrTo(true)})
 	require.NoError(t, err)
+	seen, err := follower.Refresh(ctx)
+	require.NoError(t, err)
+	require.Equal(t, int64(40), seen.Watermark)
+	fresh := NewRoom(store, 9, RoomOptions{Follow: true})
 
 	// Redis restarts empty.
 	srv.Stop()
 	srv.Start()
 	st, err := follower.Refresh(ctx)
-	require.NoError(t, err, "a follower reads a missing state as nothing admitted, not as an outage")
-	assert.Equal(t, State{Event: 9}, st)
+	require.NoError(t, err, "a missing state is not an outage")
+	assert.Equal(t, seen, st, "a follower keeps what it saw until a leader restores the state")
+	assert.True(t, st.Admits(40))
+	st, err = fresh.Refresh(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, State{Event: 9}, st, "one that saw nothing admits nobody")
 
 	require.Eventually(t, func() bool { _, err := r.Refresh(ctx); return err == nil }, 10*time.Second, 50*time.Millisecond)
 	st, err = store.State(ctx, 9)
