@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -272,6 +273,46 @@ func TestHoldClaimOfADeadRequest(t *testing.T) {
 	r = h.hold(ev.ID, "zed", 1, "z-1")
 	assert.Equal(t, http.StatusCreated, r.status, "%s", r.body)
 	assert.NotEqual(t, dead, holdID(t, r))
+	h.requireInvariant(ev.ID, 1)
+}
+
+// The check of an uncertain write waits for the holds table's writes to end
+// only briefly: while one is still running it gives way and asks again on
+// the next call, rather than hold up every hold write behind its lock.
+func TestUncertainCheckGivesWayToHoldWrites(t *testing.T) {
+	h := newHarness(t, harnessOptions{config: func(c *origin.Config) { c.HoldWriteTimeout = time.Second }})
+	ev := h.createEvent(map[string]any{"capacity": 5})
+	ctx := context.Background()
+	digest := origin.RequestDigest("quantity=1")
+	dead := "01a22a00-0000-7000-8000-000000000002"
+	claim := fmt.Sprintf(`{"digest":%q,"hold":%q,"at":%d}`, digest, dead, h.clock.Now().UnixMilli())
+	_, err := h.srv.Inventory().Hold(ctx, inventory.HoldRequest{
+		Event: ev.ID, HoldID: dead, User: "zed", Quantity: 1, Now: h.clock.Now(), ExpiresAt: h.clock.Now().Add(10 * time.Minute),
+		KeyDigest: origin.KeyDigest("zed", "z-1"), BodyDigest: digest,
+		Claim: "idem:" + inventory.Tag(ev.ID) + ":holds:" + origin.KeyDigest("zed", "z-1"), ClaimValue: claim, ClaimTTL: time.Hour,
+	})
+	require.NoError(t, err)
+	h.clock.Advance(time.Minute)
+	require.Equal(t, http.StatusServiceUnavailable, h.hold(ev.ID, "zed", 1, "z-1").status)
+	h.srv.WaitUncertainFinal()
+
+	writer, err := pgx.Connect(ctx, h.dbURL)
+	require.NoError(t, err)
+	defer writer.Close(ctx)
+	tx, err := writer.Begin(ctx)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, "UPDATE holds SET updated_at = updated_at WHERE false")
+	require.NoError(t, err)
+
+	n, err := h.srv.ResolveUncertain(ctx)
+	require.NoError(t, err)
+	assert.Zero(t, n, "a write of the holds table is still open: not settled yet")
+	assert.Equal(t, http.StatusCreated, h.hold(ev.ID, "amy", 1, "a-1").status, "hold writes go on meanwhile")
+
+	require.NoError(t, tx.Commit(ctx))
+	n, err = h.srv.ResolveUncertain(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 1, n)
 	h.requireInvariant(ev.ID, 1)
 }
 

@@ -361,14 +361,36 @@ func (l *Ledger) LiveHoldOfUser(ctx context.Context, event int64, user string) (
 	return collectOne[Hold](rows, err, "read live hold of user")
 }
 
+// errHoldWritesBusy: writes of the holds table kept the lock of
+// lockHoldWrites for longer than its short wait; ask again later.
+var errHoldWritesBusy = errors.New("writes of the holds table still running")
+
+// lockHoldWrites waits, in tx, until no transaction that wrote to the holds
+// table before it can still commit, so a row that will ever exist is seen.
+// While it waits, every new write of the table waits behind it; so it waits
+// at most 100 ms and fails with errHoldWritesBusy rather than stall the hold
+// writes into missing their deadlines (each would become an uncertain write
+// that needs this lock again).
+func lockHoldWrites(ctx context.Context, tx pgx.Tx) error {
+	if _, err := tx.Exec(ctx, sqlLockHoldWritesTimeout); err != nil {
+		return err
+	}
+	_, err := tx.Exec(ctx, sqlLockHoldWrites)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "55P03" { // lock_not_available
+		return errHoldWritesBusy
+	}
+	return err
+}
+
 // HoldsWritten reports which of the holds ids have a row. Meant for writes
 // past their deadline (and the clock-skew margin): it waits for any write
 // of the holds table still committing, so a row that will ever exist is
-// seen.
+// seen. errHoldWritesBusy: try again later.
 func (l *Ledger) HoldsWritten(ctx context.Context, ids []string) (map[string]bool, error) {
 	written := make(map[string]bool, len(ids))
 	err := pgx.BeginTxFunc(ctx, l.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, sqlLockHoldWrites); err != nil {
+		if err := lockHoldWrites(ctx, tx); err != nil {
 			return err
 		}
 		rows, err := tx.Query(ctx, sqlHoldsWritten, ids)
@@ -432,17 +454,25 @@ func (l *Ledger) SeatCounts(ctx context.Context, event int64, now time.Time) (Se
 }
 
 // liveHolds reads the live holds of an event for a rebuild, after any write
-// of the holds table still committing (see HoldsWritten).
+// of the holds table still committing (see lockHoldWrites, tried until it
+// gets the lock: the event is frozen, so its writes are ending).
 func (l *Ledger) liveHolds(ctx context.Context, event int64, now time.Time) ([]liveHold, error) {
 	var live []liveHold
-	err := pgx.BeginTxFunc(ctx, l.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, sqlLockHoldWrites); err != nil {
+	read := func(tx pgx.Tx) error {
+		if err := lockHoldWrites(ctx, tx); err != nil {
 			return err
 		}
 		rows, err := tx.Query(ctx, sqlLiveHolds, event, now)
 		live, err = collectAll[liveHold](rows, err, "read")
 		return err
-	})
+	}
+	var err error
+	for {
+		err = pgx.BeginTxFunc(ctx, l.pool, pgx.TxOptions{}, read)
+		if !errors.Is(err, errHoldWritesBusy) || ctx.Err() != nil {
+			break
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("read live holds of event %d: %w", event, err)
 	}

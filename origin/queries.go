@@ -136,6 +136,9 @@ const (
 	// and has not committed yet, however long its commit takes. Writes wait
 	// meanwhile; the read that follows is short.
 	sqlLockHoldWrites = `LOCK TABLE holds IN SHARE MODE`
+	// A lock request that waits also holds up every write of the table that
+	// comes after it, so it waits only this long, then gives way.
+	sqlLockHoldWritesTimeout = `SET LOCAL lock_timeout = '100ms'`
 )
 
 // Bookings. Every change of a booking's status is conditional on the status

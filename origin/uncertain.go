@@ -2,6 +2,7 @@ package origin
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/waitroom/waitroom/inventory"
@@ -64,6 +65,9 @@ func (s *Server) ResolveUncertain(ctx context.Context) (int, error) {
 	}
 
 	written, err := s.ledger.HoldsWritten(ctx, ids)
+	if errors.Is(err, errHoldWritesBusy) {
+		return 0, nil // the next call asks again
+	}
 	if err != nil {
 		return 0, err
 	}
