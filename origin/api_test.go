@@ -243,16 +243,8 @@ func TestHoldClaimOfADeadRequest(t *testing.T) {
 	}})
 	ev := h.createEvent(map[string]any{"capacity": 5})
 	ctx := context.Background()
-	digest := origin.RequestDigest("quantity=1")
 	dead := "01a22a00-0000-7000-8000-000000000001"
-	claim := fmt.Sprintf(`{"digest":%q,"hold":%q,"at":%d}`, digest, dead, h.clock.Now().UnixMilli())
-	res, err := h.srv.Inventory().Hold(ctx, inventory.HoldRequest{
-		Event: ev.ID, HoldID: dead, User: "zed", Quantity: 1, Now: h.clock.Now(), ExpiresAt: h.clock.Now().Add(10 * time.Minute),
-		KeyDigest: origin.KeyDigest("zed", "z-1"), BodyDigest: digest,
-		Claim: "idem:" + inventory.Tag(ev.ID) + ":holds:" + origin.KeyDigest("zed", "z-1"), ClaimValue: claim, ClaimTTL: time.Hour,
-	})
-	require.NoError(t, err)
-	require.Equal(t, inventory.Held, res.Outcome)
+	claimByDeadRequest(t, h, ev.ID, dead)
 
 	busy := h.hold(ev.ID, "zed", 1, "z-1")
 	assert.Equal(t, http.StatusConflict, busy.status, "%s", busy.body)
@@ -283,15 +275,7 @@ func TestUncertainCheckGivesWayToHoldWrites(t *testing.T) {
 	h := newHarness(t, harnessOptions{config: func(c *origin.Config) { c.HoldWriteTimeout = time.Second }})
 	ev := h.createEvent(map[string]any{"capacity": 5})
 	ctx := context.Background()
-	digest := origin.RequestDigest("quantity=1")
-	dead := "01a22a00-0000-7000-8000-000000000002"
-	claim := fmt.Sprintf(`{"digest":%q,"hold":%q,"at":%d}`, digest, dead, h.clock.Now().UnixMilli())
-	_, err := h.srv.Inventory().Hold(ctx, inventory.HoldRequest{
-		Event: ev.ID, HoldID: dead, User: "zed", Quantity: 1, Now: h.clock.Now(), ExpiresAt: h.clock.Now().Add(10 * time.Minute),
-		KeyDigest: origin.KeyDigest("zed", "z-1"), BodyDigest: digest,
-		Claim: "idem:" + inventory.Tag(ev.ID) + ":holds:" + origin.KeyDigest("zed", "z-1"), ClaimValue: claim, ClaimTTL: time.Hour,
-	})
-	require.NoError(t, err)
+	claimByDeadRequest(t, h, ev.ID, "01a22a00-0000-7000-8000-000000000002")
 	h.clock.Advance(time.Minute)
 	require.Equal(t, http.StatusServiceUnavailable, h.hold(ev.ID, "zed", 1, "z-1").status)
 	h.srv.WaitUncertainFinal()
@@ -314,6 +298,22 @@ func TestUncertainCheckGivesWayToHoldWrites(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 1, n)
 	h.requireInvariant(ev.ID, 1)
+}
+
+// claimByDeadRequest plays a hold request of zed's (key z-1) that claimed
+// its key and took a seat with the hold script, then died before writing
+// its row.
+func claimByDeadRequest(t *testing.T, h *harness, event int64, holdID string) {
+	t.Helper()
+	digest := origin.RequestDigest("quantity=1")
+	claim := fmt.Sprintf(`{"digest":%q,"hold":%q,"at":%d}`, digest, holdID, h.clock.Now().UnixMilli())
+	res, err := h.srv.Inventory().Hold(context.Background(), inventory.HoldRequest{
+		Event: event, HoldID: holdID, User: "zed", Quantity: 1, Now: h.clock.Now(), ExpiresAt: h.clock.Now().Add(10 * time.Minute),
+		KeyDigest: origin.KeyDigest("zed", "z-1"), BodyDigest: digest,
+		Claim: "idem:" + inventory.Tag(event) + ":holds:" + origin.KeyDigest("zed", "z-1"), ClaimValue: claim, ClaimTTL: time.Hour,
+	})
+	require.NoError(t, err)
+	require.Equal(t, inventory.Held, res.Outcome)
 }
 
 func holdID(t *testing.T, r result) string {

@@ -224,6 +224,8 @@ func (s *Server) rebuild(ctx context.Context, ev *liveEvent, reason string) erro
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), inventory.FenceTTL)
 		defer cancel()
 		if reason == reasonMissing {
+			// Loaded meanwhile: not even a pause of admission. (Reload below
+			// checks again, under the freeze.)
 			if _, loaded, err := s.inv.Remaining(ctx, ev.ID); err == nil && loaded {
 				return nil, nil
 			}

@@ -46,6 +46,19 @@ need_package() { # need_package <package> <binary test…>
 ephemeral_low=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
 [ "$ephemeral_low" -gt 11000 ] 2>/dev/null || ephemeral_low=32768
 
+# ready <pid> <command…>: waits up to 10 s for the command to succeed, while
+# the server <pid> is still running; fails otherwise.
+ready() {
+	local pid=$1
+	shift
+	for _ in $(seq 1 100); do
+		"$@" >/dev/null 2>&1 && return 0
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	"$@" >/dev/null 2>&1
+}
+
 free_port() {
 	local port
 	for _ in $(seq 1 50); do
@@ -108,12 +121,7 @@ if [ -z "${REDIS_URL:-}" ]; then
 			--logfile "$workdir/redis/redis.log" --daemonize no &
 		pid=$!
 		started+=($pid)
-		for _ in $(seq 1 100); do
-			timeout 2 redis-cli -p "$port" ping >/dev/null 2>&1 && break
-			kill -0 "$pid" 2>/dev/null || break
-			sleep 0.1
-		done
-		timeout 2 redis-cli -p "$port" ping >/dev/null 2>&1 && break
+		ready "$pid" timeout 2 redis-cli -p "$port" ping && break
 		kill -TERM "$pid" 2>/dev/null || true
 		[ "$attempt" = 3 ] && { log "redis-server did not start"; cat "$workdir/redis/redis.log" >&2; exit 1; }
 		log "redis-server did not start on port $port; trying another"
@@ -142,12 +150,7 @@ if [ -z "${DATABASE_URL:-}" ]; then
 			-c shared_buffers=256MB ${PG_EXTRA_OPTS:-} >"$workdir/postgres.log" 2>&1 &
 		pid=$!
 		started+=($pid)
-		for _ in $(seq 1 100); do
-			"$bindir/pg_isready" -q -h 127.0.0.1 -p "$port" && break
-			kill -0 "$pid" 2>/dev/null || break
-			sleep 0.1
-		done
-		"$bindir/pg_isready" -q -h 127.0.0.1 -p "$port" && break
+		ready "$pid" "$bindir/pg_isready" -q -h 127.0.0.1 -p "$port" && break
 		kill -TERM "$pid" 2>/dev/null || true
 		[ "$attempt" = 3 ] && { log "postgres did not start"; cat "$workdir/postgres.log" >&2; exit 1; }
 		log "postgres did not start on port $port; trying another"
