@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -48,6 +49,10 @@ func TestWebhookBadInput(t *testing.T) {
 		{"no signature", "fakepay", good, "", 400, "invalid_signature", ""},
 		{"garbage signature", "fakepay", good, "t=abc,v1=zz", 400, "invalid_signature", ""},
 		{"stale timestamp", "fakepay", good, payment.SignWebhook(good, secret, now.Add(-301*time.Second)), 400, "invalid_signature", ""},
+		{"a day-old signature behind a fresh t=", "fakepay", good,
+			"t=" + strconv.FormatInt(now.Unix(), 10) + "," + payment.SignWebhook(good, secret, now.Add(-24*time.Hour)), 400, "invalid_signature", ""},
+		{"two t= elements", "fakepay", good, payment.SignWebhook(good, secret, now) + ",t=" + strconv.FormatInt(now.Unix(), 10),
+			400, "invalid_signature", ""},
 		{"body changed after signing", "fakepay", changed, payment.SignWebhook(good, secret, now), 400, "invalid_signature", ""},
 		{"signed but not an event", "fakepay", []byte(`{"hello":1}`), payment.SignWebhook([]byte(`{"hello":1}`), secret, now), 400, "invalid_request", ""},
 		{"signed but not JSON", "fakepay", []byte(`nope`), payment.SignWebhook([]byte(`nope`), secret, now), 400, "invalid_request", ""},

@@ -75,8 +75,8 @@ func SignWebhook(body []byte, secret string, t time.Time) string {
 }
 
 // VerifyWebhook checks the Stripe-Signature header of a webhook against its
-// raw body and secret, rejects signatures older than WebhookTolerance at now,
-// and parses the event. Both providers use it: fakepay signs as Stripe does.
+// raw body and secret, rejects signatures older than WebhookTolerance at now
+// and headers with more than one t= element, and parses the event. Both providers use it: fakepay signs as Stripe does.
 //
 // Events are accepted whatever their api_version: fakepay's events and hand
 // signed test events carry none, and the fields read here are stable across
@@ -100,21 +100,38 @@ func VerifyWebhook(body []byte, header, secret string, now time.Time) (Event, er
 	return parseEvent(body)
 }
 
-// signedAt reads the t= element of a header stripe-go has already validated;
-// stripe-go accepts a header without one, which can't be aged and is refused.
+// ErrRepeatedTimestamp: the Stripe-Signature header has more than one t=
+// element. stripe-go checks the signature against the last one; reading the
+// age from any other would let an old signed event through behind a fresh
+// timestamp, so such a header is refused whatever it signs. It is also an
+// ErrInvalidSignature.
+var ErrRepeatedTimestamp = errors.New("signature header has more than one timestamp")
+
+// signedAt reads the one t= element of a header stripe-go has already
+// validated, split as stripe-go splits it; stripe-go accepts a header without
+// one, which can't be aged and is refused.
 func signedAt(header string) (time.Time, error) {
+	var at time.Time
+	seen := false
 	for _, pair := range strings.Split(header, ",") {
 		v, ok := strings.CutPrefix(pair, "t=")
 		if !ok {
 			continue
 		}
+		if seen {
+			return time.Time{}, ErrRepeatedTimestamp
+		}
+		seen = true
 		sec, err := strconv.ParseInt(v, 10, 64)
 		if err != nil {
 			return time.Time{}, fmt.Errorf("signature timestamp %q: %w", v, err)
 		}
-		return time.Unix(sec, 0), nil
+		at = time.Unix(sec, 0)
 	}
-	return time.Time{}, errors.New("signature header has no timestamp")
+	if !seen {
+		return time.Time{}, errors.New("signature header has no timestamp")
+	}
+	return at, nil
 }
 
 // parseEvent reads a Stripe event with stripe-go's types. It never panics on

@@ -109,6 +109,15 @@ func TestVerifyWebhook(t *testing.T) {
 		{name: "no timestamp", body: good, header: "v1=" + strings.SplitN(sig(good, time.Time{}), ",v1=", 2)[1],
 			err: []error{ErrInvalidSignature}},
 		{name: "no v1 signature", body: good, header: "t=" + unix(now) + ",v0=abcd", err: []error{ErrInvalidSignature}},
+		// stripe-go checks the signature against the last t=, and the age
+		// used to be read from the first: a day-old signed event replayed
+		// behind a fresh t= passed both checks.
+		{name: "replay: a fresh t= before the old signed one", body: good,
+			header: "t=" + unix(now) + "," + sig(good, now.Add(-24*time.Hour)), err: []error{ErrInvalidSignature, ErrRepeatedTimestamp}},
+		{name: "two t= elements, both fresh and signed", body: good,
+			header: sig(good, now) + ",t=" + unix(now), err: []error{ErrInvalidSignature}},
+		{name: "two t= elements, the same value", body: good,
+			header: "t=" + unix(now) + "," + sig(good, now), err: []error{ErrInvalidSignature}},
 
 		{name: "garbage JSON, signed", body: []byte("{not json"), header: sig([]byte("{not json"), now), err: []error{ErrMalformedEvent}},
 		{name: "not an object, signed", body: []byte(`[1,2]`), header: sig([]byte(`[1,2]`), now), err: []error{ErrMalformedEvent}},
@@ -223,12 +232,17 @@ func FuzzParseWebhook(f *testing.F) {
 	}
 	f.Add([]byte(`{}`), "t=1,v1=zz,v1=,t=", false)
 	f.Add([]byte(`{}`), "t=99999999999999999999,v1=00", false)
+	replayed := eventBody("payment_intent.succeeded", succeededIntent)
+	f.Add(replayed, "t="+unix(now)+","+SignWebhook(replayed, testSecret, now.Add(-24*time.Hour)), false)
 
 	f.Fuzz(func(t *testing.T, body []byte, header string, sign bool) {
 		if sign {
 			header = SignWebhook(body, testSecret, now)
 		}
 		ev, err := VerifyWebhook(body, header, testSecret, now)
+		if err == nil && strings.Count(","+header, ",t=") > 1 {
+			t.Fatalf("accepted a header with more than one t= element: %q", header)
+		}
 		if err != nil {
 			if !errors.Is(err, ErrInvalidSignature) && !errors.Is(err, ErrMalformedEvent) {
 				t.Fatalf("error of no known kind: %v", err)
