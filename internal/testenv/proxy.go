@@ -1,267 +1,36 @@
 package testenv
 
 import (
-	"bytes"
-	"net"
-	"sync"
 	"testing"
-	"time"
+
+	"github.com/waitroom/waitroom/internal/faultproxy"
 )
 
-// Proxy forwards TCP connections to a server. It can cut them, to put a
-// client through an outage of a server other tests still share, or stall
-// them: a network path that stops delivering without breaking, so that what
-// the client sent reaches the server late, maybe long after the client gave
-// up waiting.
+// Proxy is a faultproxy.Proxy owned by one test: closed when the test ends,
+// and failing the test when the server never answers what Unstall
+// delivered late.
 type Proxy struct {
-	t      testing.TB
-	target string
-	ln     net.Listener
-
-	mu    sync.Mutex
-	down  bool
-	links map[*link]struct{}
-}
-
-// link is one forwarded connection: a flow each way.
-type link struct {
-	client, server net.Conn
-	up, down       *flow // client → server, server → client
-}
-
-// flow is one direction of a link. While stalled it keeps what it reads
-// (and the end of it) to deliver, in order, once unstalled.
-type flow struct {
-	dst net.Conn
-	// end is what the source closing means for the destination.
-	end func()
-
-	mu      sync.Mutex
-	stalled bool
-	held    [][]byte
-	ended   bool
-	// answered, when set, is closed at the next bytes or end from the
-	// source (Unstall waits on it).
-	answered chan struct{}
+	*faultproxy.Proxy
+	t testing.TB
 }
 
 // NewProxy listens on a free loopback port and forwards to target
 // (host:port). It closes when the test ends.
 func NewProxy(t testing.TB, target string) *Proxy {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := faultproxy.Start(target)
 	if err != nil {
-		t.Fatalf("proxy listen: %v", err)
+		t.Fatalf("proxy: %v", err)
 	}
-	p := &Proxy{t: t, target: target, ln: ln, links: make(map[*link]struct{})}
-	go p.serve()
-	t.Cleanup(func() {
-		ln.Close()
-		p.Cut()
-	})
-	return p
+	t.Cleanup(func() { _ = p.Close() })
+	return &Proxy{Proxy: p, t: t}
 }
 
-// Addr is the proxy's host:port.
-func (p *Proxy) Addr() string { return p.ln.Addr().String() }
-
-// Cut closes every open connection and refuses new ones until Restore.
-func (p *Proxy) Cut() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.down = true
-	for l := range p.links {
-		l.close()
-		delete(p.links, l)
-	}
-}
-
-// Restore accepts connections again.
-func (p *Proxy) Restore() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.down = false
-}
-
-// Stall holds every byte the connections open now carry from now on, both
-// ways, until Unstall. Nothing breaks: the client sees a server that stopped
-// answering, and if it gives up and hangs up, what it sent is still
-// delivered later (then its hang-up), as TCP would after a network stall.
-// Connections opened after Stall pass freely.
-func (p *Proxy) Stall() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for l := range p.links {
-		l.up.stall()
-		l.down.stall()
-	}
-}
-
-// StallReplies is Stall for what the server sends only: the server gets and
-// acts on every request, the client hears nothing back until Unstall (a
-// reply lost on the way, as far as a client with a timeout can tell).
-func (p *Proxy) StallReplies() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for l := range p.links {
-		l.down.stall()
-	}
-}
-
-// Unstall delivers what was held and waits until the server has answered, or
-// closed, every connection on which it was sent something late: by then it
-// has acted on it.
+// Unstall delivers what was held and waits until the server has answered,
+// or closed, every connection on which it was sent something late.
 func (p *Proxy) Unstall() {
 	p.t.Helper()
-	p.mu.Lock()
-	links := make([]*link, 0, len(p.links))
-	for l := range p.links {
-		links = append(links, l)
-	}
-	p.mu.Unlock()
-	var answers []chan struct{}
-	for _, l := range links {
-		// Armed before the held bytes go: the answer cannot come earlier.
-		if l.up.hasHeld() {
-			answers = append(answers, l.down.awaitAnswer())
-		}
-		l.up.unstall()
-		l.down.unstall()
-	}
-	timeout := time.After(30 * time.Second)
-	for _, a := range answers {
-		select {
-		case <-a:
-		case <-timeout:
-			p.t.Fatalf("proxy: the server did not answer the bytes delivered late")
-		}
-	}
-}
-
-func (p *Proxy) serve() {
-	for {
-		in, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		p.mu.Lock()
-		down := p.down
-		p.mu.Unlock()
-		if down {
-			in.Close()
-			continue
-		}
-		out, err := net.Dial("tcp", p.target)
-		if err != nil {
-			in.Close()
-			continue
-		}
-		l := &link{client: in, server: out}
-		// The client hanging up half-closes the server side, so the server
-		// still answers (and acts on) what it got; the server closing ends
-		// the link.
-		l.up = &flow{dst: out, end: func() {
-			if tcp, ok := out.(*net.TCPConn); ok {
-				_ = tcp.CloseWrite()
-				return
-			}
-			out.Close()
-		}}
-		l.down = &flow{dst: in, end: l.close}
-		p.mu.Lock()
-		p.links[l] = struct{}{}
-		p.mu.Unlock()
-		go p.pipe(l, l.up, in)
-		go p.pipe(l, l.down, out)
-	}
-}
-
-func (p *Proxy) pipe(l *link, f *flow, src net.Conn) {
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(buf)
-		if n > 0 {
-			f.send(buf[:n])
-		}
-		if err != nil {
-			break
-		}
-	}
-	f.finish()
-	if f == l.down {
-		p.mu.Lock()
-		delete(p.links, l)
-		p.mu.Unlock()
-	}
-}
-
-func (l *link) close() {
-	l.client.Close()
-	l.server.Close()
-}
-
-func (f *flow) stall() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.stalled = true
-}
-
-func (f *flow) hasHeld() bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return len(f.held) > 0
-}
-
-func (f *flow) awaitAnswer() chan struct{} {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	ch := make(chan struct{})
-	f.answered = ch
-	if f.ended {
-		// The server closed already: it will act on nothing more.
-		f.answer()
-	}
-	return ch
-}
-
-func (f *flow) unstall() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for _, b := range f.held {
-		_, _ = f.dst.Write(b) // a client gone meanwhile does not stop the rest
-	}
-	f.held, f.stalled = nil, false
-	if f.ended {
-		f.end()
-	}
-}
-
-// send forwards b, or holds a copy while stalled.
-func (f *flow) send(b []byte) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.answer()
-	if f.stalled {
-		f.held = append(f.held, bytes.Clone(b))
-		return
-	}
-	_, _ = f.dst.Write(b)
-}
-
-// finish passes on the end of the source, after what is held.
-func (f *flow) finish() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.answer()
-	f.ended = true
-	if !f.stalled {
-		f.end()
-	}
-}
-
-func (f *flow) answer() {
-	if f.answered != nil {
-		close(f.answered)
-		f.answered = nil
+	if err := p.Proxy.Unstall(); err != nil {
+		p.t.Fatalf("proxy: %v", err)
 	}
 }

@@ -1,67 +1,16 @@
 package stack
 
 import (
-	"bufio"
-	"io"
 	"net"
 	"net/http"
 	"os"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
-
-func echoServer(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() { _, _ = io.Copy(c, c); c.Close() }()
-		}
-	}()
-	return ln.Addr().String()
-}
-
-// A paused proxy holds the bytes (the client sees a server that stopped
-// answering, not one that went away) and lets them through on Resume.
-func TestProxyPause(t *testing.T) {
-	p, err := StartProxy(echoServer(t))
-	require.NoError(t, err)
-	defer p.Close()
-	c, err := net.Dial("tcp", p.Addr())
-	require.NoError(t, err)
-	defer c.Close()
-	r := bufio.NewReader(c)
-
-	_, err = c.Write([]byte("one\n"))
-	require.NoError(t, err)
-	line, err := r.ReadString('\n')
-	require.NoError(t, err)
-	assert.Equal(t, "one\n", line)
-
-	p.Pause()
-	_, err = c.Write([]byte("two\n"))
-	require.NoError(t, err)
-	require.NoError(t, c.SetReadDeadline(time.Now().Add(300*time.Millisecond)))
-	_, err = r.ReadString('\n')
-	require.Error(t, err, "bytes passed a paused proxy")
-
-	p.Resume()
-	require.NoError(t, c.SetReadDeadline(time.Now().Add(5*time.Second)))
-	line, err = r.ReadString('\n')
-	require.NoError(t, err)
-	assert.Equal(t, "two\n", line)
-}
 
 // The counter sees the requests in flight at once.
 func TestCounterPeak(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/waitroom/waitroom/internal/faultproxy"
 	"github.com/waitroom/waitroom/loadtest/api"
 	"github.com/waitroom/waitroom/waitroom"
 )
@@ -27,7 +28,7 @@ type SystemConfig struct {
 	// OwnRedis starts a redis-server of our own instead of using RedisURL,
 	// so it may be restarted mid-run.
 	OwnRedis bool
-	// PausablePostgres puts a Proxy between the origin and PostgreSQL.
+	// PausablePostgres puts a fault proxy between the origin and PostgreSQL.
 	PausablePostgres bool
 	// OriginEnv is added to the origin's environment.
 	OriginEnv []string
@@ -46,8 +47,8 @@ type SystemConfig struct {
 // System is a running product.
 type System struct {
 	DB     *Database
-	Redis  *Redis // nil unless OwnRedis
-	Proxy  *Proxy // nil unless PausablePostgres
+	Redis  *Redis            // nil unless OwnRedis
+	Proxy  *faultproxy.Proxy // nil unless PausablePostgres
 	Origin *Origin
 	Caddy  *Caddy // nil with NoGateway
 
@@ -78,7 +79,7 @@ func Up(ctx context.Context, cfg SystemConfig) (s *System, err error) {
 	}
 	originDB := s.DB.URL
 	if cfg.PausablePostgres {
-		if s.Proxy, err = StartProxy(s.DB.Host()); err != nil {
+		if s.Proxy, err = faultproxy.Start(s.DB.Host()); err != nil {
 			return s, err
 		}
 		originDB = s.DB.WithHost(s.Proxy.Addr())
