@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/waitroom/waitroom/inventory"
 	"github.com/waitroom/waitroom/origin"
 	"github.com/waitroom/waitroom/origin/payment"
 	"github.com/waitroom/waitroom/waitroom"
@@ -574,4 +575,52 @@ func TestTicketCodes(t *testing.T) {
 	}
 	_, err = origin.SignTicket([]byte("short"), claims)
 	assert.Error(t, err)
+}
+
+// A payment_method_token the ledger can't store (NUL) or that is no token
+// (control characters, invalid UTF-8) is refused before anything is
+// touched: it used to extend the hold, then fail on the booking's row (503).
+func TestBookingTokenWithControlCharacters(t *testing.T) {
+	h := newPayHarness(t, payOptions{})
+	ev := h.createEvent(map[string]any{"capacity": 5, "hold_ttl_seconds": 600})
+	hold := h.holdOne(ev.ID, "ann", 1)
+	h.clock.Advance(9 * time.Minute) // a booking would now extend the hold
+	expiry := func() float64 {
+		score, err := h.rdb.ZScore(context.Background(), inventory.KeysFor(ev.ID).Expiry, hold.HoldID).Result()
+		require.NoError(t, err)
+		return score
+	}
+	before := expiry()
+	tests := []struct{ name, body string }{
+		{"NUL", `{"hold_id":"` + hold.HoldID + `","payment_method_token":"pm_card_visa\u0000"}`},
+		{"NUL only", `{"hold_id":"` + hold.HoldID + `","payment_method_token":"\u0000"}`},
+		{"newline", `{"hold_id":"` + hold.HoldID + `","payment_method_token":"pm_card\nvisa"}`},
+		{"DEL", `{"hold_id":"` + hold.HoldID + `","payment_method_token":"pm_card_visa\u007f"}`},
+		{"C1 control", `{"hold_id":"` + hold.HoldID + `","payment_method_token":"pm_card_visa\u0085"}`},
+		{"invalid UTF-8", "{\"hold_id\":\"" + hold.HoldID + "\",\"payment_method_token\":\"pm_card_visa\xff\"}"},
+		{"space inside", `{"hold_id":"` + hold.HoldID + `","payment_method_token":"pm card visa"}`},
+		{"NUL in hold_id", `{"hold_id":"` + hold.HoldID + `\u0000","payment_method_token":"pm_card_visa"}`},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			headers := h.auth("ann", ev.ID)
+			headers["Idempotency-Key"] = fmt.Sprintf("nul-%d", i)
+			res := h.with(t).do(http.MethodPost, "/v1/bookings", tt.body, headers)
+			require.Equal(t, http.StatusBadRequest, res.status, "%s", res.body)
+			assert.Equal(t, "invalid_request", res.errorCode(t))
+		})
+	}
+	var after holdJSON
+	h.do(http.MethodGet, "/v1/holds/"+hold.HoldID, nil, h.auth("ann", ev.ID)).json(t, &after)
+	assert.Equal(t, hold.ExpiresAt, after.ExpiresAt, "the hold was not extended")
+	assert.Equal(t, before, expiry(), "nor its seats in Redis")
+	assert.Equal(t, "pending", after.Status)
+	assert.Zero(t, h.count(`SELECT count(*) FROM bookings`), "nothing booked")
+	assert.Zero(t, h.fp.Charges())
+
+	// The same key with a good token afterwards works: nothing was claimed.
+	headers := h.auth("ann", ev.ID)
+	headers["Idempotency-Key"] = "nul-0"
+	res := h.do(http.MethodPost, "/v1/bookings", map[string]string{"hold_id": hold.HoldID, "payment_method_token": payment.MethodVisa}, headers)
+	require.Equal(t, http.StatusAccepted, res.status, "%s", res.body)
 }

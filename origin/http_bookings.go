@@ -37,8 +37,27 @@ func parseBooking(body []byte) (holdID, method string, bad *response) {
 		return invalid("payment_method_token is required")
 	case len(*req.PaymentMethod) > maxPaymentMethodLen:
 		return invalid(fmt.Sprintf("payment_method_token is longer than %d characters", maxPaymentMethodLen))
+	case !tokenChars(*req.PaymentMethod):
+		return invalid("payment_method_token must be printable ASCII without spaces")
+	case !tokenChars(*req.HoldID):
+		return invalid("hold_id must be printable ASCII without spaces")
 	}
 	return *req.HoldID, *req.PaymentMethod, nil
+}
+
+// tokenChars reports whether v is made of printable ASCII other than space,
+// as every provider's token and every hold id is. Anything else is refused
+// before the hold is touched: a NUL, which the ledger can't store, would
+// otherwise fail the booking's row after the hold was extended; a control
+// character or the replacement rune (JSON's stand-in for invalid UTF-8) can
+// only be garbage.
+func tokenChars(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if v[i] <= ' ' || v[i] >= 0x7f {
+			return false
+		}
+	}
+	return true
 }
 
 func (s *Server) handleCreateBooking(w http.ResponseWriter, r *http.Request) {
