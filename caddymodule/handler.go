@@ -59,6 +59,9 @@ const (
 	readyWait = 3 * time.Second
 	// unavailableRetry is the Retry-After of a 503 while the store is down.
 	unavailableRetry = 5
+	// soldOutVary lists what the sold-out answer depends on: its form
+	// (Accept) and whether the request carried a queue token.
+	soldOutVary = "Accept, Cookie, " + HeaderToken
 )
 
 // Handler is a virtual waiting room in front of the handlers that follow it.
@@ -125,8 +128,10 @@ type Handler struct {
 	// Default: 200.
 	WaitingStatus int `json:"waiting_status,omitempty"`
 
-	// How long the sold-out answer may be cached (Cache-Control: public,
-	// max-age). Default: 10s.
+	// How long the sold-out answer may be cached: by shared caches
+	// (Cache-Control: public, max-age) when the request carried no queue
+	// token, only by the client's own cache (private, max-age) when it did.
+	// Default: 10s.
 	SoldOutMaxAge caddy.Duration `json:"sold_out_max_age,omitempty"`
 
 	// A file with an html/template for the waiting page, executed with a
@@ -140,18 +145,21 @@ type Handler struct {
 	// Raises the watermark by itself while visitors wait. Default: off.
 	Autopilot *Autopilot `json:"autopilot,omitempty"`
 
-	keys        *waitroom.KeySet
-	room        *roomEntry
-	roomKey     roomKey
-	eventID     string
-	cookieName  string
-	ttl         time.Duration
-	maxAge      string
-	waitingPage *template.Template
-	soldOutPage *template.Template
-	unavailPage *template.Template
-	m           eventMetrics
-	logger      *zap.Logger
+	keys       *waitroom.KeySet
+	room       *roomEntry
+	roomKey    roomKey
+	eventID    string
+	cookieName string
+	ttl        time.Duration
+	// Cache-Control of the sold-out answer to strangers and to token
+	// holders.
+	publicMaxAge  string
+	privateMaxAge string
+	waitingPage   *template.Template
+	soldOutPage   *template.Template
+	unavailPage   *template.Template
+	m             eventMetrics
+	logger        *zap.Logger
 	// now is the clock of token issue and verification; tests replace it.
 	now func() time.Time
 }
@@ -244,7 +252,9 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	h.m = metricsFor(h.eventID)
 	h.cookieName = "waitroom_" + h.eventID
 	h.ttl = time.Duration(h.TokenTTL)
-	h.maxAge = "public, max-age=" + strconv.FormatInt(int64(math.Ceil(time.Duration(h.SoldOutMaxAge).Seconds())), 10)
+	maxAge := strconv.FormatInt(int64(math.Ceil(time.Duration(h.SoldOutMaxAge).Seconds())), 10)
+	h.publicMaxAge = "public, max-age=" + maxAge
+	h.privateMaxAge = "private, max-age=" + maxAge
 
 	h.roomKey = roomKey{Store: spec.key(), Event: h.Event, Watermark: h.Watermark, HardCap: h.HardCap}
 	if h.Autopilot != nil {
@@ -325,7 +335,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	if presented {
 		h.m.invalidTokens.Inc()
 	}
-	return h.serveArrival(w, r, next, repl, state)
+	return h.serveArrival(w, r, next, repl, state, presented)
 }
 
 // Cleanup releases the room (and, with it, the store) once no config uses it.
@@ -386,16 +396,18 @@ func (h *Handler) serveTicket(w http.ResponseWriter, r *http.Request, next caddy
 		// Never to be admitted. A position at or below the watermark of a
 		// paused, sold-out event waits instead: its holder may have seats
 		// to pay for once entry resumes.
-		return h.soldOut(w, r, repl, t.Position)
+		return h.soldOut(w, r, repl, t.Position, true)
 	default:
 		return h.wait(w, r, repl, s, h.renew(w, r, t))
 	}
 }
 
-// serveArrival gives a request without a valid token its place in the queue.
-func (h *Handler) serveArrival(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, repl *caddy.Replacer, s waitroom.State) error {
+// serveArrival gives a request without a valid token its place in the
+// queue. presented tells whether it carried a token nonetheless (expired,
+// forged, of an older key).
+func (h *Handler) serveArrival(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, repl *caddy.Replacer, s waitroom.State, presented bool) error {
 	if s.SoldOut {
-		return h.soldOut(w, r, repl, 0)
+		return h.soldOut(w, r, repl, 0, presented)
 	}
 	var user string
 	if h.UserID != "" {
@@ -415,7 +427,7 @@ func (h *Handler) serveArrival(w http.ResponseWriter, r *http.Request, next cadd
 
 	s = h.room.room.State()
 	if s.BeyondCap(pos) {
-		return h.soldOut(w, r, repl, pos)
+		return h.soldOut(w, r, repl, pos, presented)
 	}
 	t, err := h.keys.Issue(user, h.Event, pos, h.ttl)
 	if err != nil {
@@ -522,15 +534,23 @@ func (h *Handler) wait(w http.ResponseWriter, r *http.Request, repl *caddy.Repla
 	})
 }
 
-// soldOut answers 410 with a cacheable body. It never sets a cookie: a
-// shared cache could hand it to someone else.
-func (h *Handler) soldOut(w http.ResponseWriter, r *http.Request, repl *caddy.Replacer, pos int64) error {
+// soldOut answers 410. It never sets a cookie, so the answer to a stranger
+// can be shared: a CDN may serve one copy to every newcomer. tokenHolder
+// says the request carried a queue token (valid or not): its answer is
+// about that token, so it is kept out of shared caches. Vary names every
+// header the answer depends on, so a cache never gives a token holder the
+// copy made for a stranger.
+func (h *Handler) soldOut(w http.ResponseWriter, r *http.Request, repl *caddy.Replacer, pos int64, tokenHolder bool) error {
 	hdr := w.Header()
 	hdr.Del("Set-Cookie")
 	hdr.Del(HeaderToken)
 	hdr.Set(HeaderStatus, StatusSoldOut)
-	hdr.Set("Cache-Control", h.maxAge)
-	hdr.Add("Vary", "Accept")
+	if tokenHolder {
+		hdr.Set("Cache-Control", h.privateMaxAge)
+	} else {
+		hdr.Set("Cache-Control", h.publicMaxAge)
+	}
+	hdr.Add("Vary", soldOutVary)
 	setPlaceholders(repl, StatusSoldOut, pos)
 	h.m.soldOut.Inc()
 	if wantsJSON(r) {

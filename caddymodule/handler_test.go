@@ -625,3 +625,65 @@ func TestPoolsAreReleased(t *testing.T) {
 		t.Fatal("the room's goroutine is still running after its release")
 	}
 }
+
+// TestSoldOutCaching follows API.md §7 "Sold-out caching": only the answer
+// to a request without a queue token may be kept by a shared cache, and
+// every 410 says what it varies on, so a CDN never hands a token holder the
+// copy made for a stranger.
+func TestSoldOutCaching(t *testing.T) {
+	clk := newClock()
+	h := &Handler{Watermark: 1, HardCap: 3, SoldOutMaxAge: caddy.Duration(20 * time.Second)}
+	h.now = clk.Now
+	provision(t, h)
+	expired, err := h.keys.Issue("someone", h.Event, 2, time.Second)
+	require.NoError(t, err)
+	clk.Advance(time.Minute)
+	var waiting string
+	for range 3 {
+		waiting, _ = join(t, h)
+	}
+	beyondCap, _ := tokenAt(t, h, 4)
+	inHeader := func(tok string) func() *http.Request {
+		return func() *http.Request {
+			r := get(h, "")
+			r.Header.Set(HeaderToken, tok)
+			return r
+		}
+	}
+	inCookie := func(tok string) func() *http.Request { return func() *http.Request { return get(h, tok) } }
+
+	for _, c := range []struct {
+		name    string
+		soldOut bool
+		req     func() *http.Request
+		cache   string
+	}{
+		{"stranger, beyond the hard cap", false, inCookie(""), "public, max-age=20"},
+		{"stranger, sold out", true, inCookie(""), "public, max-age=20"},
+		{"stranger, html", true, func() *http.Request {
+			return httptest.NewRequest(http.MethodGet, "http://tickets.test/", nil)
+		}, "public, max-age=20"},
+		{"expired token in the cookie", true, inCookie(expired.Raw), "private, max-age=20"},
+		{"garbage in the token header", true, inHeader("garbage"), "private, max-age=20"},
+		{"waiting token, sold out", true, inCookie(waiting), "private, max-age=20"},
+		{"waiting token in the header, sold out", true, inHeader(waiting), "private, max-age=20"},
+		{"token beyond the hard cap", false, inCookie(beyondCap), "private, max-age=20"},
+		{"token beyond the hard cap in the header", false, inHeader(beyondCap), "private, max-age=20"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			update(t, h, waitroom.Change{SoldOut: ptr(c.soldOut)})
+			res := serve(t, h, c.req())
+			require.Equal(t, http.StatusGone, res.rec.Code, res.rec.Body.String())
+			assert.Equal(t, StatusSoldOut, res.status())
+			assert.Equal(t, c.cache, res.rec.Header().Get("Cache-Control"))
+			var vary []string
+			for _, v := range res.rec.Header().Values("Vary") {
+				for _, f := range strings.Split(v, ",") {
+					vary = append(vary, strings.TrimSpace(f))
+				}
+			}
+			assert.ElementsMatch(t, []string{"Accept", "Cookie", "X-Waitroom-Token"}, vary)
+			assert.Empty(t, res.rec.Header().Values("Set-Cookie"), "a 410 never sets a cookie")
+		})
+	}
+}
