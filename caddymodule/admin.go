@@ -43,7 +43,9 @@ const adminTimeout = 5 * time.Second
 // {"error": "<code>", "message": "<text>"}: 400 invalid_request for a body
 // that is empty, not JSON, has an unknown field or a negative value, 404
 // not_found for an unknown route or event, 405 method_not_allowed, 413
-// request_too_large, 503 queue_unavailable when the store cannot be reached.
+// request_too_large, 422 watermark_overflow for a raise_by that would take
+// the watermark past the largest int64, 503 queue_unavailable when the
+// store cannot be reached.
 type Admin struct {
 	logger *zap.Logger
 }
@@ -223,6 +225,9 @@ func (a *Admin) route(w http.ResponseWriter, r *http.Request) error {
 	switch {
 	case errors.Is(err, waitroom.ErrNegative):
 		return apiError(http.StatusBadRequest, "%v", err)
+	case errors.Is(err, waitroom.ErrOverflow):
+		return caddy.APIError{HTTPStatus: http.StatusUnprocessableEntity, Message: "watermark_overflow",
+			Err: fmt.Errorf("the watermark cannot be raised that far: %w", err)}
 	case err != nil:
 		a.logger.Warn("event state change failed",
 			append(given, zap.Int64("event", id), zap.String("remote", r.RemoteAddr), zap.Error(err))...)

@@ -365,6 +365,8 @@ func TestAdminAPIErrors(t *testing.T) {
 		{http.MethodPost, events + "/watermark", `{"set": 5, "colour": "blue"}`, 400, "invalid_request"},
 		{http.MethodPost, events + "/watermark", `{"set": -1}`, 400, "invalid_request"},
 		{http.MethodPost, events + "/watermark", `{"raise_by": -10}`, 400, "invalid_request"},
+		{http.MethodPost, events + "/watermark", `{"raise_by": 9223372036854775807}`, 422, "watermark_overflow"},
+		{http.MethodPost, events + "/watermark", `{"raise_by": 9223372036854775805}`, 422, "watermark_overflow"},
 		{http.MethodPost, events + "/watermark", `{"set": 1, "raise_by": 1}`, 400, "invalid_request"},
 		{http.MethodPost, events + "/watermark", `{}`, 400, "invalid_request"},
 		{http.MethodPost, events + "/watermark", `{"set": "ten"}`, 400, "invalid_request"},

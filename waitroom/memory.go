@@ -91,12 +91,17 @@ func (m *MemoryStore) Update(_ context.Context, event int64, c Change) (State, e
 	}
 	m.mu.Lock()
 	e := m.event(event)
+	watermark := e.state.Watermark
 	if c.SetWatermark != nil {
-		e.state.Watermark = *c.SetWatermark
-		e.hasWatermark = true
+		watermark = *c.SetWatermark
 	}
-	if c.RaiseBy != 0 {
-		e.state.Watermark += c.RaiseBy
+	watermark, err := raise(watermark, c.RaiseBy)
+	if err != nil {
+		m.mu.Unlock()
+		return State{}, err
+	}
+	if c.SetWatermark != nil || c.RaiseBy != 0 {
+		e.state.Watermark = watermark
 		e.hasWatermark = true
 	}
 	if c.SoldOut != nil {

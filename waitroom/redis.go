@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -197,12 +198,13 @@ func (r *RedisStore) Update(ctx context.Context, event int64, c Change) (State, 
 		return State{}, err
 	}
 	key := stateKey(event)
-	return r.apply(ctx, event, "update state", func(p redis.Pipeliner) {
+	var incr *redis.IntCmd
+	s, err := r.apply(ctx, event, "update state", func(p redis.Pipeliner) {
 		if c.SetWatermark != nil {
 			p.HSet(ctx, key, fieldWatermark, *c.SetWatermark)
 		}
 		if c.RaiseBy != 0 {
-			p.HIncrBy(ctx, key, fieldWatermark, c.RaiseBy)
+			incr = p.HIncrBy(ctx, key, fieldWatermark, c.RaiseBy)
 		}
 		if c.SoldOut != nil {
 			p.HSet(ctx, key, fieldSoldOut, boolInt(*c.SoldOut))
@@ -214,6 +216,18 @@ func (r *RedisStore) Update(ctx context.Context, event int64, c Change) (State, 
 			p.HSet(ctx, key, fieldHardCap, *c.HardCap)
 		}
 	})
+	// HINCRBY refuses to overflow and leaves the watermark alone; it is
+	// the only write of a change that can fail on its value.
+	if err != nil && incr != nil && isOverflow(incr.Err()) {
+		return State{}, fmt.Errorf("update state: %w: %w", ErrOverflow, incr.Err())
+	}
+	return s, err
+}
+
+// isOverflow tells Redis's answer to an increment past the int64 range.
+func isOverflow(err error) bool {
+	var rerr redis.Error
+	return errors.As(err, &rerr) && strings.Contains(rerr.Error(), "overflow")
 }
 
 // apply runs writes, the state read and the change notice in one MULTI, so

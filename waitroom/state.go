@@ -3,6 +3,8 @@ package waitroom
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math"
 	"time"
 )
 
@@ -50,6 +52,18 @@ type Change struct {
 // ErrNegative is returned for a change that would make a count negative.
 var ErrNegative = errors.New("value must not be negative")
 
+// ErrOverflow is returned for a change that would raise the watermark past
+// the largest position there can be; nothing is changed.
+var ErrOverflow = errors.New("watermark would overflow")
+
+// raise is the watermark that results from adding by to w, or ErrOverflow.
+func raise(w, by int64) (int64, error) {
+	if by > math.MaxInt64-w {
+		return 0, fmt.Errorf("%w: %d + %d", ErrOverflow, w, by)
+	}
+	return w + by, nil
+}
+
 func (c Change) validate() error {
 	if c.SetWatermark != nil && *c.SetWatermark < 0 {
 		return ErrNegative
@@ -59,6 +73,11 @@ func (c Change) validate() error {
 	}
 	if c.HardCap != nil && *c.HardCap < 0 {
 		return ErrNegative
+	}
+	if c.SetWatermark != nil {
+		if _, err := raise(*c.SetWatermark, c.RaiseBy); err != nil {
+			return err
+		}
 	}
 	return nil
 }

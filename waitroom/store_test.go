@@ -3,6 +3,7 @@ package waitroom_test
 import (
 	"context"
 	"errors"
+	"math"
 	"sync"
 	"testing"
 	"time"
@@ -123,6 +124,33 @@ func TestStoreUpdate(t *testing.T) {
 		got, err = s.State(ctx, evt)
 		require.NoError(t, err)
 		assert.Equal(t, st, got, "a refused change changes nothing")
+	})
+}
+
+func TestStoreRefusesWatermarkOverflow(t *testing.T) {
+	stores(t, func(t *testing.T, s waitroom.Store) {
+		ctx := context.Background()
+		evt := testenv.EventID()
+		before, err := s.Update(ctx, evt, waitroom.Change{SetWatermark: ptr[int64](5)})
+		require.NoError(t, err)
+		for name, c := range map[string]waitroom.Change{
+			"raise past the top":       {RaiseBy: math.MaxInt64},
+			"raise by one past it":     {RaiseBy: math.MaxInt64 - 4},
+			"set then raise past it":   {SetWatermark: ptr[int64](math.MaxInt64 - 1), RaiseBy: 2},
+			"set at the top and raise": {SetWatermark: ptr[int64](math.MaxInt64), RaiseBy: 1},
+		} {
+			t.Run(name, func(t *testing.T) {
+				_, err := s.Update(ctx, evt, c)
+				require.ErrorIs(t, err, waitroom.ErrOverflow)
+				assert.NotErrorIs(t, err, waitroom.ErrUnavailable)
+				got, err := s.State(ctx, evt)
+				require.NoError(t, err)
+				assert.Equal(t, before, got, "a refused change changes nothing")
+			})
+		}
+		st, err := s.Update(ctx, evt, waitroom.Change{RaiseBy: math.MaxInt64 - 5})
+		require.NoError(t, err, "up to the top is fine")
+		assert.Equal(t, int64(math.MaxInt64), st.Watermark)
 	})
 }
 
