@@ -38,6 +38,10 @@ type Record struct {
 	KeyDigest  string `json:"k,omitempty"`
 	BodyDigest string `json:"b,omitempty"`
 	Confirmed  bool   `json:"c,omitempty"`
+	// Overflow marks the record of a buyer whose hold expired and who was
+	// then served from the overflow reserve: it takes no seat (Quantity 0)
+	// and only keeps the buyer's place in the one-hold-per-user guard.
+	Overflow bool `json:"o,omitempty"`
 }
 
 // Inventory runs the scripts on one Redis (or Redis Cluster).
@@ -188,11 +192,18 @@ func (inv *Inventory) Hold(ctx context.Context, req HoldRequest) (HoldResult, er
 type ReleaseMode string
 
 const (
-	// PendingOnly leaves a confirmed hold alone: the reaper and abandoned
-	// holds use it, so a sale is never undone by an expiry.
+	// PendingOnly leaves a confirmed hold alone: a hold with no ledger row
+	// (which cannot have been confirmed) uses it.
 	PendingOnly ReleaseMode = "pending"
-	// AnyHold returns a confirmed hold's seats too: a cancelled sale.
+	// AnyHold returns a confirmed hold's seats too: the ledger says the hold
+	// is over (a cancelled sale, an expiry the reaper decided while a
+	// confirmation's ledger step failed), and the ledger wins.
 	AnyHold ReleaseMode = "any"
+	// KeepBuyer returns the seats as AnyHold does, and leaves a record of no
+	// seats (Record.Overflow) for the buyer, so the one-hold-per-user guard
+	// still counts their purchase: a sale served from the overflow reserve.
+	// Use ReleaseKeepingBuyer, which names the buyer.
+	KeepBuyer ReleaseMode = "keep_buyer"
 )
 
 // ReleaseResult is the answer of Release.
@@ -210,8 +221,23 @@ type ReleaseResult struct {
 // a hold that is no longer live in Redis, changes nothing. While a rebuild
 // holds the fence it waits (until ctx ends) rather than lose the release.
 func (inv *Inventory) Release(ctx context.Context, event int64, holdID string, mode ReleaseMode) (ReleaseResult, error) {
+	if mode == KeepBuyer {
+		return ReleaseResult{}, fmt.Errorf("release hold %s of event %d: mode %s needs the buyer: use ReleaseKeepingBuyer", holdID, event, mode)
+	}
+	return inv.release(ctx, event, holdID, mode, "")
+}
+
+// ReleaseKeepingBuyer releases in the KeepBuyer mode: the hold's seats come
+// back whatever its flag (once), and user keeps a record of no seats under
+// holdID unless they hold other seats already. The record is written even
+// when the hold itself is gone from Redis (reclaimed at its expiry).
+func (inv *Inventory) ReleaseKeepingBuyer(ctx context.Context, event int64, holdID, user string) (ReleaseResult, error) {
+	return inv.release(ctx, event, holdID, KeepBuyer, user)
+}
+
+func (inv *Inventory) release(ctx context.Context, event int64, holdID string, mode ReleaseMode, user string) (ReleaseResult, error) {
 	for {
-		vals, err := releaseScript.Run(ctx, inv.rdb, KeysFor(event).all(), holdID, string(mode)).Slice()
+		vals, err := releaseScript.Run(ctx, inv.rdb, KeysFor(event).all(), holdID, string(mode), user).Slice()
 		if err != nil {
 			return ReleaseResult{}, fmt.Errorf("release hold %s of event %d: %w", holdID, event, err)
 		}

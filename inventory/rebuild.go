@@ -27,6 +27,9 @@ type LiveHold struct {
 	Quantity  int64
 	ExpiresAt time.Time
 	Confirmed bool
+	// Overflow: the buyer's record of no seats (Record.Overflow); Quantity
+	// is 0 and Confirmed is implied.
+	Overflow bool
 	// KeyDigest and BodyDigest as in Record.
 	KeyDigest, BodyDigest string
 }
@@ -34,7 +37,9 @@ type LiveHold struct {
 // Snapshot is the state the ledger says Redis should have.
 type Snapshot struct {
 	Remaining int64
-	Holds     []LiveHold
+	// Holds are loaded in order: a later hold of a user takes the user's
+	// place in the one-hold-per-user guard.
+	Holds []LiveHold
 }
 
 // Rebuild replaces event's keys with what read returns. It freezes the keys
@@ -109,12 +114,13 @@ func (inv *Inventory) rebuild(ctx context.Context, event int64, onlyMissing bool
 		args := make([]any, 0, 3+4*len(batch))
 		args = append(args, fence, mode, FenceTTL.Milliseconds())
 		for _, h := range batch {
-			rec, err := json.Marshal(Record{User: h.User, Quantity: h.Quantity, KeyDigest: h.KeyDigest, BodyDigest: h.BodyDigest, Confirmed: h.Confirmed})
+			rec, err := json.Marshal(Record{User: h.User, Quantity: h.Quantity, KeyDigest: h.KeyDigest, BodyDigest: h.BodyDigest,
+				Confirmed: h.Confirmed || h.Overflow, Overflow: h.Overflow})
 			if err != nil {
 				return false, fmt.Errorf("rebuild event %d: encode hold %s: %w", event, h.ID, err)
 			}
 			exp := int64(-1)
-			if !h.Confirmed {
+			if !h.Confirmed && !h.Overflow {
 				exp = ms(h.ExpiresAt)
 			}
 			args = append(args, h.ID, h.User, rec, exp)

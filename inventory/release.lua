@@ -2,16 +2,23 @@
 --
 -- KEYS[1] -> remaining  string  seats left to sell
 -- KEYS[2] -> users      hash    user id -> hold id
--- KEYS[3] -> holds      hash    hold id -> record (JSON: u user, q quantity, c confirmed)
+-- KEYS[3] -> holds      hash    hold id -> record (JSON: u user, q quantity,
+--                               c confirmed, o served from the overflow reserve)
 -- KEYS[4] -> expiry     zset    hold id -> expires_at (unix ms)
 -- KEYS[5] -> frozen     string  present while a rebuild loads the keys
 -- ARGV[1] -> hold id
--- ARGV[2] -> "pending": a confirmed hold is left alone (the reaper, an
---            abandoned hold); "any": a confirmed hold is released too (a
---            cancelled sale)
+-- ARGV[2] -> "pending": a confirmed hold is left alone (an abandoned hold);
+--            "any": a confirmed hold is released too (the ledger says the
+--            hold is over: a cancelled sale, an expiry the ledger decided);
+--            "keep_buyer": released whatever its flag, and the buyer keeps a
+--            record of no seats under the hold's id, so the one-hold-per-user
+--            guard still answers with it (a sale served from the overflow
+--            reserve after the hold expired)
+-- ARGV[3] -> with "keep_buyer": the buyer's user id (the record may be gone)
 -- returns {outcome, remaining, seats returned}
---   outcome: "released", "not_live" (unknown, already released or reclaimed),
---            "confirmed" (left alone), "not_loaded" or "frozen"
+--   outcome: "released", "not_live" (unknown, already released or reclaimed,
+--            or a buyer's record of no seats), "confirmed" (left alone),
+--            "not_loaded" or "frozen"
 if redis.call('EXISTS', KEYS[5]) == 1 then
   return {'frozen', 0, 0}
 end
@@ -20,10 +27,40 @@ if redis.call('EXISTS', KEYS[1]) == 0 then
   return {'not_loaded', 0, 0}
 end
 local rec = redis.call('HGET', KEYS[3], ARGV[1])
+
+if ARGV[2] == 'keep_buyer' then
+  local r = {u = ARGV[3]}
+  local seats = 0
+  if rec then
+    r = cjson.decode(rec)
+    if not r.o then
+      seats = r.q
+    end
+  end
+  redis.call('ZREM', KEYS[4], ARGV[1])
+  local current = redis.call('HGET', KEYS[2], r.u)
+  if current and current ~= ARGV[1] and redis.call('HEXISTS', KEYS[3], current) == 1 then
+    -- The buyer holds other seats already: that hold is the guard's now.
+    redis.call('HDEL', KEYS[3], ARGV[1])
+  else
+    r.q, r.c, r.o = 0, true, true
+    redis.call('HSET', KEYS[3], ARGV[1], cjson.encode(r))
+    redis.call('HSET', KEYS[2], r.u, ARGV[1])
+  end
+  if seats == 0 then
+    return {'not_live', tonumber(redis.call('GET', KEYS[1])), 0}
+  end
+  return {'released', redis.call('INCRBY', KEYS[1], seats), seats}
+end
+
 if not rec then
   return {'not_live', tonumber(redis.call('GET', KEYS[1])), 0}
 end
 local r = cjson.decode(rec)
+if r.o then
+  -- Takes no seat; only a rebuild from the ledger removes it.
+  return {'not_live', tonumber(redis.call('GET', KEYS[1])), 0}
+end
 if r.c and ARGV[2] ~= 'any' then
   return {'confirmed', tonumber(redis.call('GET', KEYS[1])), 0}
 end

@@ -631,11 +631,11 @@ func (s *Server) latePayment(ctx context.Context, ev *liveEvent, b Booking, paym
 	if err != nil {
 		return fmt.Errorf("late payment of booking %s: %w", b.ID, err)
 	}
-	if expired {
+	if expired || absorbed {
 		// This call took the hold from pending to expired, so it returns
 		// the seats, once (also when a failed confirmation left them
 		// confirmed in Redis).
-		s.releaseSeats(ctx, ev, b.HoldID, inventory.AnyHold)
+		s.releaseLateHold(ctx, ev, b, absorbed)
 	}
 	switch {
 	case absorbed:

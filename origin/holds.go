@@ -360,15 +360,55 @@ func (s *Server) compensate(ctx context.Context, ev *liveEvent, holdID string) {
 }
 
 // releaseSeats returns a hold's seats in Redis after the ledger says it is
-// no longer live. If Redis cannot take it now, the release is kept and
-// retried by the reaper; until then the seats are under-sold, never
-// over-sold.
+// no longer live. If Redis cannot take it now, the release is kept, in its
+// mode, and retried by the reaper; until then the seats are under-sold,
+// never over-sold.
 func (s *Server) releaseSeats(ctx context.Context, ev *liveEvent, holdID string, mode inventory.ReleaseMode) inventory.ReleaseResult {
-	res, err := s.inv.Release(ctx, ev.ID, holdID, mode)
+	return s.release(ctx, ev, holdID, pendingRelease{event: ev.ID, mode: mode})
+}
+
+// releaseKeepingBuyer returns the seats of a hold whose buyer was served from
+// the overflow reserve, and keeps the buyer counted by the one-hold-per-user
+// guard (inventory.KeepBuyer).
+func (s *Server) releaseKeepingBuyer(ctx context.Context, ev *liveEvent, holdID, user string) inventory.ReleaseResult {
+	return s.release(ctx, ev, holdID, pendingRelease{event: ev.ID, mode: inventory.KeepBuyer, user: user})
+}
+
+// releaseLateHold returns the seats of a paid hold that expired before its
+// payment landed; when the payment was served from the overflow reserve
+// (absorbed), the buyer stays counted by the one-hold-per-user guard.
+func (s *Server) releaseLateHold(ctx context.Context, ev *liveEvent, b Booking, absorbed bool) {
+	if absorbed {
+		s.releaseKeepingBuyer(ctx, ev, b.HoldID, b.UserID)
+		return
+	}
+	s.releaseSeats(ctx, ev, b.HoldID, inventory.AnyHold)
+}
+
+// pendingRelease is a release Redis could not take yet.
+type pendingRelease struct {
+	event int64
+	mode  inventory.ReleaseMode
+	// user is the buyer (KeepBuyer only).
+	user string
+}
+
+func (s *Server) runRelease(ctx context.Context, holdID string, p pendingRelease) (inventory.ReleaseResult, error) {
+	if p.mode == inventory.KeepBuyer {
+		return s.inv.ReleaseKeepingBuyer(ctx, p.event, holdID, p.user)
+	}
+	return s.inv.Release(ctx, p.event, holdID, p.mode)
+}
+
+func (s *Server) release(ctx context.Context, ev *liveEvent, holdID string, p pendingRelease) inventory.ReleaseResult {
+	res, err := s.runRelease(ctx, holdID, p)
 	if err != nil {
-		s.log.Warn("seat release deferred: redis unavailable", "event", ev.ID, "hold", holdID, "error", err)
+		s.log.Warn("seat release deferred: redis unavailable", "event", ev.ID, "hold", holdID, "mode", p.mode, "error", err)
 		s.pendingMu.Lock()
-		s.unreleased[holdID] = ev.ID
+		if prev, ok := s.unreleased[holdID]; !ok || p.mode != inventory.PendingOnly || prev.mode == inventory.PendingOnly {
+			// A weaker mode never replaces a stronger one kept for the hold.
+			s.unreleased[holdID] = p
+		}
 		s.pendingMu.Unlock()
 		return res
 	}
@@ -411,6 +451,8 @@ func (s *Server) ReleaseHold(ctx context.Context, h Hold) error {
 	if _, err := s.ledger.ReleaseHold(ctx, h.ID, s.now()); err != nil {
 		return err
 	}
-	s.releaseSeats(ctx, ev, h.ID, inventory.PendingOnly)
+	// The ledger has it released: whatever Redis says of it (a confirmation
+	// whose ledger step failed) is out of date.
+	s.releaseSeats(ctx, ev, h.ID, inventory.AnyHold)
 	return nil
 }

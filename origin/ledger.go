@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -92,6 +94,8 @@ type liveHold struct {
 // Ledger is the Postgres side of the origin.
 type Ledger struct {
 	pool *pgxpool.Pool
+	// lockTries counts the tries of a rebuild's read for its lock.
+	lockTries atomic.Int64
 }
 
 // LedgerOptions tunes the connection pool.
@@ -453,28 +457,65 @@ func (l *Ledger) SeatCounts(ctx context.Context, event int64, now time.Time) (Se
 	return collectOne[SeatCounts](rows, err, fmt.Sprintf("count seats of event %d", event))
 }
 
+// overflowBuyer is a buyer served from the overflow reserve.
+type overflowBuyer struct {
+	ID             string `db:"id"`
+	UserID         string `db:"user_id"`
+	IdempotencyKey string `db:"idempotency_key"`
+	RequestDigest  string `db:"request_digest"`
+}
+
 // liveHolds reads the live holds of an event for a rebuild, after any write
 // of the holds table still committing (see lockHoldWrites, tried until it
-// gets the lock: the event is frozen, so its writes are ending).
-func (l *Ledger) liveHolds(ctx context.Context, event int64, now time.Time) ([]liveHold, error) {
+// gets the lock: the event is frozen, so its writes are ending), and the
+// buyers served from the overflow reserve. Between tries it backs off
+// (jittered, at most maxLockBackoff): each try holds every hold write of
+// the table up while it waits.
+func (l *Ledger) liveHolds(ctx context.Context, event int64, now time.Time) ([]liveHold, []overflowBuyer, error) {
 	var live []liveHold
+	var buyers []overflowBuyer
 	read := func(tx pgx.Tx) error {
+		l.lockTries.Add(1)
 		if err := lockHoldWrites(ctx, tx); err != nil {
 			return err
 		}
 		rows, err := tx.Query(ctx, sqlLiveHolds, event, now)
-		live, err = collectAll[liveHold](rows, err, "read")
+		if live, err = collectAll[liveHold](rows, err, "read"); err != nil {
+			return err
+		}
+		rows, err = tx.Query(ctx, sqlOverflowBuyers, event)
+		buyers, err = collectAll[overflowBuyer](rows, err, "read overflow buyers")
 		return err
 	}
 	var err error
+	backoff := minLockBackoff
 	for {
 		err = pgx.BeginTxFunc(ctx, l.pool, pgx.TxOptions{}, read)
 		if !errors.Is(err, errHoldWritesBusy) || ctx.Err() != nil {
 			break
 		}
+		t := time.NewTimer(backoff/2 + rand.N(backoff/2+1))
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+		t.Stop()
+		backoff = min(2*backoff, maxLockBackoff)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read live holds of event %d: %w", event, err)
+		return nil, nil, fmt.Errorf("read live holds of event %d: %w", event, err)
 	}
-	return live, nil
+	return live, buyers, nil
 }
+
+// The pause between tries of lockHoldWrites for a rebuild's read: it
+// doubles from minLockBackoff up to maxLockBackoff, with jitter so that the
+// rebuilds of several nodes do not try in step.
+const (
+	minLockBackoff = 20 * time.Millisecond
+	maxLockBackoff = 500 * time.Millisecond
+)
+
+// LockTries is how many times the ledger has tried to take the lock a
+// rebuild's read waits on (for tests of its back-off).
+func (l *Ledger) LockTries() int64 { return l.lockTries.Load() }

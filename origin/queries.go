@@ -129,6 +129,12 @@ const (
 		FROM holds
 		WHERE event_id = $1 AND (status = 'confirmed' OR (status = 'pending' AND expires_at >= $2))`
 
+	// Buyers served from the overflow reserve: their holds expired, but the
+	// one-hold-per-user guard still counts their purchase.
+	sqlOverflowBuyers = `SELECT b.hold_id::text AS id, b.user_id, h.idempotency_key, h.request_digest
+		FROM bookings b JOIN holds h ON h.id = b.hold_id
+		WHERE b.event_id = $1 AND b.status = 'confirmed' AND b.overflow`
+
 	// Taken before a read that must see every write whose deadline has
 	// passed (a rebuild's, an uncertain write's check): a write checks its
 	// deadline after taking its own lock on the table (ROW EXCLUSIVE, held

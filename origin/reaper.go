@@ -12,7 +12,7 @@ import (
 // goes first: a row moves pending → expired in exactly one reaper (SKIP
 // LOCKED, status checked again under the lock), and only that reaper runs
 // the release script, which itself returns seats once. A confirmed hold is
-// never touched. Safe to run on every origin node at once.
+// never touched in the ledger. Safe to run on every origin node at once.
 func (s *Server) ReapOnce(ctx context.Context) (int, error) {
 	var errs []error
 	if err := s.retryReleases(ctx); err != nil {
@@ -31,8 +31,11 @@ func (s *Server) ReapOnce(ctx context.Context) (int, error) {
 				continue
 			}
 			// Usually 0 seats: a hold call reclaims lapsed holds in Redis
-			// before the reaper gets to them.
-			res := s.releaseSeats(ctx, ev, h.ID, inventory.PendingOnly)
+			// before the reaper gets to them. Whatever Redis holds for it
+			// goes back, confirmed or not: the ledger has it expired, so a
+			// confirmation whose ledger step failed can never complete, and
+			// its webhook's retry is served as a late payment.
+			res := s.releaseSeats(ctx, ev, h.ID, inventory.AnyHold)
 			s.metrics.reaperHolds.Inc()
 			s.metrics.reaperSeats.Add(float64(res.Seats))
 		}

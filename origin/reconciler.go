@@ -148,8 +148,8 @@ func (s *Server) quiet(ctx context.Context, ev *liveEvent) bool {
 	for _, u := range s.uncertain {
 		pending = pending || u.event == ev.ID
 	}
-	for _, event := range s.unreleased {
-		pending = pending || event == ev.ID
+	for _, p := range s.unreleased {
+		pending = pending || p.event == ev.ID
 	}
 	s.pendingMu.Unlock()
 	if pending {
@@ -322,11 +322,19 @@ func (s *Server) settle(ctx context.Context, ev *liveEvent) error {
 
 // snapshot is the state the ledger says Redis should hold.
 func (s *Server) snapshot(ctx context.Context, ev *liveEvent) (inventory.Snapshot, error) {
-	rows, err := s.ledger.liveHolds(ctx, ev.ID, s.now())
+	rows, buyers, err := s.ledger.liveHolds(ctx, ev.ID, s.now())
 	if err != nil {
 		return inventory.Snapshot{}, err
 	}
-	snap := inventory.Snapshot{Holds: make([]inventory.LiveHold, 0, len(rows))}
+	snap := inventory.Snapshot{Holds: make([]inventory.LiveHold, 0, len(buyers)+len(rows))}
+	// The buyers first: a live hold a buyer made since takes their place in
+	// the one-hold-per-user guard.
+	for _, b := range buyers {
+		snap.Holds = append(snap.Holds, inventory.LiveHold{
+			ID: b.ID, User: b.UserID, Overflow: true,
+			KeyDigest: KeyDigest(b.UserID, b.IdempotencyKey), BodyDigest: b.RequestDigest,
+		})
+	}
 	var active int64
 	for _, h := range rows {
 		active += h.Quantity

@@ -161,7 +161,7 @@ type Server struct {
 	// unreleased holds wait for Redis to take their release (reaper.go).
 	pendingMu  sync.Mutex
 	uncertain  map[string]uncertainHold
-	unreleased map[string]int64
+	unreleased map[string]pendingRelease
 }
 
 // New returns a server over ledger and rdb (both the caller's to close). It
@@ -192,7 +192,7 @@ func New(cfg Config, ledger *Ledger, rdb redis.UniversalClient) (*Server, error)
 		bg:         context.Background(),
 		events:     make(map[int64]*liveEvent),
 		uncertain:  make(map[string]uncertainHold),
-		unreleased: make(map[string]int64),
+		unreleased: make(map[string]pendingRelease),
 	}, nil
 }
 

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"time"
-
-	"github.com/waitroom/waitroom/inventory"
 )
 
 // A hold write whose connection broke after the INSERT was sent may still
@@ -89,25 +87,28 @@ func (s *Server) ResolveUncertain(ctx context.Context) (int, error) {
 	return settled, nil
 }
 
-// retryReleases retries the seat releases Redis could not take.
+// retryReleases retries the seat releases Redis could not take, each in the
+// mode it was started in.
 func (s *Server) retryReleases(ctx context.Context) error {
 	s.pendingMu.Lock()
-	todo := make(map[string]int64, len(s.unreleased))
-	for id, event := range s.unreleased {
-		todo[id] = event
+	todo := make(map[string]pendingRelease, len(s.unreleased))
+	for id, p := range s.unreleased {
+		todo[id] = p
 	}
 	s.pendingMu.Unlock()
-	for id, event := range todo {
-		ev, err := s.event(ctx, event)
+	for id, p := range todo {
+		ev, err := s.event(ctx, p.event)
 		if err != nil {
 			return err
 		}
-		res, err := s.inv.Release(ctx, event, id, inventory.PendingOnly)
+		res, err := s.runRelease(ctx, id, p)
 		if err != nil {
 			return err
 		}
 		s.pendingMu.Lock()
-		delete(s.unreleased, id)
+		if s.unreleased[id] == p {
+			delete(s.unreleased, id)
+		}
 		s.pendingMu.Unlock()
 		if res.Seats > 0 && ev.room.State().SoldOut {
 			s.syncSoldOut(ctx, ev)
