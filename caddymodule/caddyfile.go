@@ -42,6 +42,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		waiting_template <file>
 //		sold_out_template <file>
 //		autopilot        <step> <interval>
+//		cookie_secure    always|auto
 //	}
 //
 // event and at least one key are required; key may be repeated (the first
@@ -151,6 +152,17 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.Errf("autopilot: interval must be a positive duration (got %q)", args[1])
 			}
 			h.Autopilot = &Autopilot{Step: step, Interval: caddy.Duration(interval)}
+		case "cookie_secure":
+			v, err := stringArg(d, sub)
+			if err != nil {
+				return err
+			}
+			switch v {
+			case CookieSecureAlways, CookieSecureAuto:
+			default:
+				return d.Errf("cookie_secure: must be %s or %s (got %q)", CookieSecureAlways, CookieSecureAuto, v)
+			}
+			h.CookieSecure = v
 		default:
 			return d.Errf("unrecognized waitroom subdirective %q", sub)
 		}

@@ -50,6 +50,7 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 				waiting_template /etc/caddy/waiting.html
 				sold_out_template /etc/caddy/sold_out.html
 				autopilot 100 10s
+				cookie_secure always
 			}`,
 			want: Handler{
 				Event:           42,
@@ -65,11 +66,14 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 				WaitingTemplate: "/etc/caddy/waiting.html",
 				SoldOutTemplate: "/etc/caddy/sold_out.html",
 				Autopilot:       &Autopilot{Step: 100, Interval: caddy.Duration(10 * time.Second)},
+				CookieSecure:    "always",
 			},
 		},
 		{name: "memory store", input: "waitroom {\n store memory\n}", want: Handler{Store: "memory"}},
 		{name: "days", input: "waitroom {\n token_ttl 1d\n}", want: Handler{TokenTTL: caddy.Duration(24 * time.Hour)}},
 		{name: "zero watermark", input: "waitroom {\n watermark 0\n}", want: Handler{}},
+		{name: "cookie secure auto", input: "waitroom {\n cookie_secure auto\n}", want: Handler{CookieSecure: "auto"}},
+		{name: "cookie secure always", input: "waitroom {\n cookie_secure always\n}", want: Handler{CookieSecure: "always"}},
 		{name: "each waiting status", input: "waitroom {\n waiting_status 202\n waiting_status 503\n waiting_status 200\n}", want: Handler{WaitingStatus: 200}},
 
 		{name: "unknown subdirective", input: "waitroom {\n evnt 42\n}", err: `unrecognized waitroom subdirective "evnt"`},
@@ -96,6 +100,10 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 		{name: "sold out template missing", input: "waitroom {\n sold_out_template\n}", err: "sold_out_template: want exactly one argument"},
 		{name: "autopilot one arg", input: "waitroom {\n autopilot 100\n}", err: "autopilot: want <step> <interval>, got 1"},
 		{name: "autopilot bad step", input: "waitroom {\n autopilot 0 10s\n}", err: "autopilot: step must be a positive integer"},
+		{name: "cookie secure missing", input: "waitroom {\n cookie_secure\n}", err: "cookie_secure: want exactly one argument, got 0"},
+		{name: "cookie secure two values", input: "waitroom {\n cookie_secure always auto\n}", err: "cookie_secure: want exactly one argument, got 2"},
+		{name: "cookie secure unknown", input: "waitroom {\n cookie_secure sometimes\n}", err: `cookie_secure: must be always or auto (got "sometimes")`},
+		{name: "cookie secure wrong case", input: "waitroom {\n cookie_secure Always\n}", err: `cookie_secure: must be always or auto (got "Always")`},
 		{name: "autopilot bad interval", input: "waitroom {\n autopilot 10 never\n}", err: "autopilot: interval must be a positive duration"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -49,6 +49,12 @@ const (
 	DefaultSoldOutMaxAge = 10 * time.Second
 )
 
+// Values of cookie_secure.
+const (
+	CookieSecureAuto   = "auto"
+	CookieSecureAlways = "always"
+)
+
 const (
 	// joinTimeout bounds the one store call a new arrival makes; the Redis
 	// client's own timeouts normally answer well before it.
@@ -144,6 +150,13 @@ type Handler struct {
 
 	// Raises the watermark by itself while visitors wait. Default: off.
 	Autopilot *Autopilot `json:"autopilot,omitempty"`
+
+	// When the queue cookie is marked Secure: "auto" (the default) when
+	// the connection Caddy terminated is TLS, or when the request came
+	// through one of the server's trusted_proxies and that proxy said
+	// X-Forwarded-Proto: https (a load balancer that terminates TLS);
+	// "always" on every answer, for sites only ever reached over HTTPS.
+	CookieSecure string `json:"cookie_secure,omitempty"`
 
 	keys       *waitroom.KeySet
 	room       *roomEntry
@@ -307,6 +320,11 @@ func (h *Handler) Validate() error {
 			return fmt.Errorf("autopilot: step and interval must both be positive (got %d every %s)", a.Step, time.Duration(a.Interval))
 		}
 	}
+	switch h.CookieSecure {
+	case "", CookieSecureAuto, CookieSecureAlways:
+	default:
+		return fmt.Errorf("cookie_secure: must be %q or %q (got %q)", CookieSecureAlways, CookieSecureAuto, h.CookieSecure)
+	}
 	return nil
 }
 
@@ -464,10 +482,27 @@ func (h *Handler) giveToken(w http.ResponseWriter, r *http.Request, t waitroom.T
 		Path:     "/",
 		MaxAge:   int(h.ttl / time.Second),
 		HttpOnly: true,
-		Secure:   r.TLS != nil,
+		Secure:   h.secure(r),
 		SameSite: http.SameSiteLaxMode,
 	})
 	w.Header().Set(HeaderToken, t.Raw)
+}
+
+// secure tells whether the cookie is marked Secure (cookie_secure). Only a
+// proxy the server trusts is believed about the client's scheme, so a
+// client cannot take the flag off (or put it on) by sending the header
+// itself.
+func (h *Handler) secure(r *http.Request) bool {
+	if h.CookieSecure == CookieSecureAlways || r.TLS != nil {
+		return true
+	}
+	if trusted, _ := caddyhttp.GetVar(r.Context(), caddyhttp.TrustedProxyVarKey).(bool); !trusted {
+		return false
+	}
+	// A chain of proxies lists one scheme per hop; the first is the
+	// client's.
+	proto, _, _ := strings.Cut(r.Header.Get("X-Forwarded-Proto"), ",")
+	return strings.EqualFold(strings.TrimSpace(proto), "https")
 }
 
 // admit passes the request on with the identity headers.

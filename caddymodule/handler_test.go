@@ -248,13 +248,49 @@ func TestTokenFromHeaderAndIdentityHeadersReplaced(t *testing.T) {
 	assert.Equal(t, StatusAdmitted, res.status())
 }
 
-func TestSecureCookieOnHTTPS(t *testing.T) {
-	h := provision(t, &Handler{})
-	r := get(h, "")
-	r.TLS = &tls.ConnectionState{}
-	c := serve(t, h, r).cookie(t, h.cookieName)
-	require.NotNil(t, c)
-	assert.True(t, c.Secure)
+func TestSecureCookie(t *testing.T) {
+	auto := provision(t, &Handler{})
+	explicitAuto := provision(t, &Handler{CookieSecure: "auto"})
+	always := provision(t, &Handler{CookieSecure: "always"})
+	for _, c := range []struct {
+		name    string
+		h       *Handler
+		tls     bool
+		trusted any // the server's trusted-proxy verdict; nil when unset
+		proto   []string
+		want    bool
+	}{
+		{name: "plain http", h: auto},
+		{name: "tls terminated by caddy", h: auto, tls: true, want: true},
+		{name: "trusted proxy says https", h: auto, trusted: true, proto: []string{"https"}, want: true},
+		{name: "explicit auto, trusted proxy says https", h: explicitAuto, trusted: true, proto: []string{"https"}, want: true},
+		{name: "trusted proxy, any case", h: auto, trusted: true, proto: []string{"HTTPS"}, want: true},
+		{name: "chain of proxies, client came over https", h: auto, trusted: true, proto: []string{"https, http"}, want: true},
+		{name: "chain of proxies, client came over http", h: auto, trusted: true, proto: []string{"http, https"}},
+		{name: "trusted proxy says http", h: auto, trusted: true, proto: []string{"http"}},
+		{name: "trusted proxy says nothing", h: auto, trusted: true},
+		{name: "untrusted peer says https", h: auto, trusted: false, proto: []string{"https"}},
+		{name: "no verdict, peer says https", h: auto, proto: []string{"https"}},
+		{name: "always, plain http", h: always, want: true},
+		{name: "always, untrusted peer says http", h: always, trusted: false, proto: []string{"http"}, want: true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := get(c.h, "")
+			if c.tls {
+				r.TLS = &tls.ConnectionState{}
+			}
+			if c.trusted != nil {
+				r = r.WithContext(context.WithValue(r.Context(), caddyhttp.VarsCtxKey,
+					map[string]any{caddyhttp.TrustedProxyVarKey: c.trusted}))
+			}
+			for _, p := range c.proto {
+				r.Header.Add("X-Forwarded-Proto", p)
+			}
+			cookie := serve(t, c.h, r).cookie(t, c.h.cookieName)
+			require.NotNil(t, cookie)
+			assert.Equal(t, c.want, cookie.Secure)
+		})
+	}
 }
 
 func TestUserIDFromPlaceholder(t *testing.T) {
@@ -574,6 +610,7 @@ func TestProvisionRefusesBadConfig(t *testing.T) {
 		"negative max age":      {Handler{Event: 1, Keys: keys, SoldOutMaxAge: -1}, "sold_out_max_age"},
 		"bad waiting status":    {Handler{Event: 1, Keys: keys, WaitingStatus: 404}, "waiting_status"},
 		"half an autopilot":     {Handler{Event: 1, Keys: keys, Autopilot: &Autopilot{Step: 5}}, "autopilot"},
+		"bad cookie_secure":     {Handler{Event: 1, Keys: keys, CookieSecure: "never"}, `cookie_secure: must be "always" or "auto" (got "never")`},
 		"bad store":             {Handler{Event: 1, Keys: keys, Store: "postgres://x"}, "store"},
 		"bad redis url":         {Handler{Event: 1, Keys: keys, Store: "redis://host:notaport/0"}, "store"},
 		"store from empty env":  {Handler{Event: 1, Keys: keys, Store: "{env.WAITROOM_TEST_UNSET_STORE}"}, "store"},

@@ -543,3 +543,71 @@ func TestRedisDown(t *testing.T) {
 	assert.Equal(t, 3.0, res.json(t)["position"])
 	assert.Equal(t, "admitted", alice.get(s.url("/")).Header.Get(HeaderStatus))
 }
+
+// TestCookieSecureBehindTrustedProxy runs the cookie's Secure flag through
+// Caddy's own trusted_proxies: a load balancer that terminated TLS is
+// believed about the scheme only on the server that trusts it.
+func TestCookieSecureBehindTrustedProxy(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs Caddy")
+	}
+	trusting, plain, always := testenv.FreePort(t), testenv.FreePort(t), testenv.FreePort(t)
+	ev := testenv.EventID()
+	block := func(port int, extra string) string {
+		return fmt.Sprintf(`
+http://localhost:%d {
+	waitroom {
+		event %d
+		key k1 %s
+		%s
+	}
+	respond "the site"
+}
+`, port, ev, testSecret, extra)
+	}
+	tc := caddytest.NewTester(t)
+	tc.InitServer(fmt.Sprintf(`{
+	skip_install_trust
+	admin localhost:%d
+	http_port %d
+	https_port %d
+	grace_period 1ns
+	servers :%d {
+		trusted_proxies static 127.0.0.1/8 ::1
+	}
+}
+`, adminPort, trusting, testenv.FreePort(t), trusting)+
+		block(trusting, "")+block(plain, "cookie_secure auto")+block(always, "cookie_secure always"), "caddyfile")
+	if t.Failed() {
+		t.FailNow()
+	}
+
+	for _, c := range []struct {
+		name  string
+		port  int
+		proto string
+		want  bool
+	}{
+		{"trusted proxy, client on https", trusting, "https", true},
+		{"trusted proxy, client on http", trusting, "http", false},
+		{"trusted proxy, no header", trusting, "", false},
+		{"untrusted peer claims https", plain, "https", false},
+		{"always", always, "", true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var headers []string
+			if c.proto != "" {
+				headers = []string{"X-Forwarded-Proto", c.proto}
+			}
+			res := newVisitor(t).get(fmt.Sprintf("http://localhost:%d/", c.port), headers...)
+			require.Equal(t, http.StatusOK, res.StatusCode, res.body)
+			setCookie := res.Header.Get("Set-Cookie")
+			require.NotEmpty(t, setCookie)
+			if c.want {
+				assert.Contains(t, setCookie, "; Secure", setCookie)
+			} else {
+				assert.NotContains(t, setCookie, "Secure", setCookie)
+			}
+		})
+	}
+}
