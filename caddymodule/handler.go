@@ -25,8 +25,8 @@ func init() {
 }
 
 // Header names of the gateway. The identity headers (user, position, token)
-// are set on admitted requests for the next handler; copies sent by a client
-// are always removed first.
+// are set on admitted requests for the next handler; copies sent by a client,
+// under any spelling a backend may take for them, are always removed first.
 const (
 	HeaderStatus   = "X-Waitroom-Status"
 	HeaderUser     = "X-Waitroom-User"
@@ -337,11 +337,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	repl.Set("http.waitroom.event", h.eventID)
 
 	headerToken := r.Header.Get(HeaderToken)
-	// The identity headers are the gateway's to set: whatever a client sent
-	// under these names never reaches the next handler.
-	r.Header.Del(HeaderUser)
-	r.Header.Del(HeaderPosition)
-	r.Header.Del(HeaderToken)
+	stripGatewayHeaders(r.Header)
 
 	h.awaitRoom(r.Context())
 	state := h.room.room.State()
@@ -639,6 +635,52 @@ func writeJSON(w http.ResponseWriter, status int, v any) error {
 	w.WriteHeader(status)
 	_, err = w.Write(body)
 	return err
+}
+
+// gatewayHeaders are the headers the handler sets: on admitted requests
+// (the identity headers) and on its answers.
+var gatewayHeaders = [...]string{HeaderUser, HeaderPosition, HeaderToken, HeaderStatus}
+
+// stripGatewayHeaders removes every copy of the gateway's headers a client
+// sent, under any spelling a backend might read as one of them: any case,
+// and with _ for - (CGI-style servers, and proxies such as nginx with
+// underscores_in_headers, fold X_Waitroom_User into X-Waitroom-User).
+func stripGatewayHeaders(hdr http.Header) {
+	for name := range hdr {
+		for _, g := range gatewayHeaders {
+			if sameHeaderName(name, g) {
+				delete(hdr, name)
+				break
+			}
+		}
+	}
+}
+
+// sameHeaderName compares header names case-insensitively with _ and -
+// taken as one.
+func sameHeaderName(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range len(a) {
+		x, y := a[i], b[i]
+		if x == '_' {
+			x = '-'
+		}
+		if y == '_' {
+			y = '-'
+		}
+		if 'A' <= x && x <= 'Z' {
+			x += 'a' - 'A'
+		}
+		if 'A' <= y && y <= 'Z' {
+			y += 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
 }
 
 func setPlaceholders(repl *caddy.Replacer, status string, pos int64) {

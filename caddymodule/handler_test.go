@@ -248,6 +248,39 @@ func TestTokenFromHeaderAndIdentityHeadersReplaced(t *testing.T) {
 	assert.Equal(t, StatusAdmitted, res.status())
 }
 
+// TestClientCopiesOfGatewayHeadersAreStripped sends the gateway's headers
+// under the spellings a backend may fold into them (any case, _ for -):
+// none reaches the next handler, only the gateway's own values do.
+func TestClientCopiesOfGatewayHeadersAreStripped(t *testing.T) {
+	h := provision(t, &Handler{Watermark: 10})
+	tok, tk := tokenAt(t, h, 5)
+	for _, name := range []string{
+		"X_Waitroom_User", "x_waitroom_user", "X_WAITROOM_USER", "X-Waitroom_User", "x-waitroom-user",
+		"X_Waitroom_Position", "x_waitroom-position", "X_waitroom_position",
+		"X_Waitroom_Token", "x_waitroom_token",
+		"X-Waitroom-Status", "X_Waitroom_Status", "x-waitroom-status",
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := get(h, tok)
+			// Set the raw key: a server hands such names on as sent.
+			r.Header[name] = []string{"mallory"}
+			r.Header["X-Site-Header"] = []string{"kept"}
+			r.Header["X_Waitroom_Other"] = []string{"kept"}
+			res := serve(t, h, r)
+			require.NotNil(t, res.next)
+			for k, v := range res.next.Header {
+				assert.NotContains(t, v, "mallory", "header %s reached the next handler", k)
+			}
+			assert.Equal(t, []string{tk.Subject}, res.next.Header.Values(HeaderUser))
+			assert.Equal(t, []string{"5"}, res.next.Header.Values(HeaderPosition))
+			assert.Equal(t, []string{tok}, res.next.Header.Values(HeaderToken))
+			assert.Empty(t, res.next.Header.Values(HeaderStatus))
+			assert.Equal(t, []string{"kept"}, res.next.Header["X-Site-Header"])
+			assert.Equal(t, []string{"kept"}, res.next.Header["X_Waitroom_Other"], "a header the gateway never sets is the site's business")
+		})
+	}
+}
+
 func TestSecureCookie(t *testing.T) {
 	auto := provision(t, &Handler{})
 	explicitAuto := provision(t, &Handler{CookieSecure: "auto"})
