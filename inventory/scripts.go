@@ -37,3 +37,9 @@ var (
 	rebuildFinishSrc    string
 	rebuildFinishScript = redis.NewScript(rebuildFinishSrc)
 )
+
+var (
+	//go:embed correct.lua
+	correctSrc    string
+	correctScript = redis.NewScript(correctSrc)
+)

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -455,6 +456,49 @@ func (l *Ledger) ExpireDue(ctx context.Context, now time.Time, limit int) ([]Hol
 func (l *Ledger) SeatCounts(ctx context.Context, event int64, now time.Time) (SeatCounts, error) {
 	rows, err := l.pool.Query(ctx, sqlSeatCounts, event, now)
 	return collectOne[SeatCounts](rows, err, fmt.Sprintf("count seats of event %d", event))
+}
+
+// liveHoldsNow reads what liveHolds does, without waiting for writes still
+// committing: for the drift correction, which counts those from Redis.
+func (l *Ledger) liveHoldsNow(ctx context.Context, event int64, now time.Time) ([]liveHold, []overflowBuyer, error) {
+	var live []liveHold
+	var buyers []overflowBuyer
+	err := pgx.BeginTxFunc(ctx, l.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, sqlLiveHolds, event, now)
+		if live, err = collectAll[liveHold](rows, err, "read"); err != nil {
+			return err
+		}
+		rows, err = tx.Query(ctx, sqlOverflowBuyers, event)
+		buyers, err = collectAll[overflowBuyer](rows, err, "read overflow buyers")
+		return err
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("read live holds of event %d: %w", event, err)
+	}
+	return live, buyers, nil
+}
+
+// endedHolds returns those of ids whose holds are over in the ledger
+// (expired or released: for good). Ids that are not hold ids are skipped.
+func (l *Ledger) endedHolds(ctx context.Context, ids []string) ([]string, error) {
+	valid := make([]string, 0, len(ids))
+	for _, id := range ids {
+		if _, err := uuid.Parse(id); err == nil {
+			valid = append(valid, id)
+		}
+	}
+	if len(valid) == 0 {
+		return nil, nil
+	}
+	rows, err := l.pool.Query(ctx, sqlEndedHolds, valid)
+	if err != nil {
+		return nil, fmt.Errorf("read ended holds: %w", err)
+	}
+	ended, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("read ended holds: %w", err)
+	}
+	return ended, nil
 }
 
 // overflowBuyer is a buyer served from the overflow reserve.

@@ -10,15 +10,16 @@ import (
 // metrics are the origin's collectors. Labels come from configuration
 // (event ids) and fixed outcome names, never from users or tokens.
 type metrics struct {
-	holds          *prometheus.CounterVec
-	holdLatency    prometheus.Histogram
-	compensations  prometheus.Counter
-	reclaimedSeats prometheus.Counter
-	reaperHolds    prometheus.Counter
-	reaperSeats    prometheus.Counter
-	drift          *prometheus.GaugeVec
-	remaining      *prometheus.GaugeVec
-	rebuilds       *prometheus.CounterVec
+	holds            *prometheus.CounterVec
+	holdLatency      prometheus.Histogram
+	compensations    prometheus.Counter
+	reclaimedSeats   prometheus.Counter
+	reaperHolds      prometheus.Counter
+	reaperSeats      prometheus.Counter
+	drift            *prometheus.GaugeVec
+	remaining        *prometheus.GaugeVec
+	rebuilds         *prometheus.CounterVec
+	driftCorrections prometheus.Counter
 
 	bookingRequests  *prometheus.CounterVec
 	bookingLatency   prometheus.Histogram
@@ -74,6 +75,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "waitroom_origin_rebuilds_total",
 			Help: "Rebuilds of an event's inventory from the ledger, by reason (admin, missing, created, drift).",
 		}, []string{"reason"}),
+		driftCorrections: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "waitroom_origin_drift_corrections_total",
+			Help: "Corrections of an event's inventory from the ledger that changed something, made while its sale went on.",
+		}),
 		bookingRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "waitroom_origin_booking_requests_total",
 			Help: "POST /v1/bookings by outcome: created, declined, existing, replayed, hold_expired, hold_not_active, not_found, invalid_token, invalid_request, unavailable, …",
@@ -105,7 +110,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"outcome"}),
 	}
 	for _, c := range []prometheus.Collector{m.holds, m.holdLatency, m.compensations, m.reclaimedSeats,
-		m.reaperHolds, m.reaperSeats, m.drift, m.remaining, m.rebuilds,
+		m.reaperHolds, m.reaperSeats, m.drift, m.remaining, m.rebuilds, m.driftCorrections,
 		m.bookingRequests, m.bookingLatency, m.bookings, m.webhooksReceived, m.webhooks, m.latePayments, m.paymentChecks} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register origin metrics: %w", err)

@@ -135,6 +135,10 @@ const (
 		FROM bookings b JOIN holds h ON h.id = b.hold_id
 		WHERE b.event_id = $1 AND b.status = 'confirmed' AND b.overflow`
 
+	// Holds over for good, for the drift correction: their records in Redis
+	// are dropped.
+	sqlEndedHolds = `SELECT id::text FROM holds WHERE id = ANY($1::uuid[]) AND status IN ('expired', 'released')`
+
 	// Taken before a read that must see every write whose deadline has
 	// passed (a rebuild's, an uncertain write's check): a write checks its
 	// deadline after taking its own lock on the table (ROW EXCLUSIVE, held

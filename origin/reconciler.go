@@ -83,7 +83,8 @@ func (s *Server) CheckInvariant(ctx context.Context, id int64) (Invariant, error
 
 // ReconcileOnce checks the invariant of every event (loading any whose keys
 // are missing), exports the drift, logs it when it is not zero, and keeps
-// the sold-out flag in line with the inventory. Drift that stays the same
+// the sold-out flag in line with the inventory. Drift is corrected at once,
+// without stopping the sale (CorrectDrift); drift that still stays the same
 // over two checks with nothing in flight for the event is not transient:
 // the event is rebuilt from the ledger (Postgres wins).
 func (s *Server) ReconcileOnce(ctx context.Context) error {
@@ -102,8 +103,19 @@ func (s *Server) ReconcileOnce(ctx context.Context) error {
 		if inv.Drift != 0 {
 			s.log.Warn("inventory drift: redis and the ledger disagree", "event", ev.ID,
 				"remaining", inv.Remaining, "sellable", inv.Sellable, "active_holds", inv.ActiveHolds, "drift", inv.Drift)
+			// Most of a busy sale's drift is its writes in flight, which the
+			// correction leaves as they are; what it changes is lasting.
+			if _, err := s.correct(ctx, ev); err != nil && !errors.Is(err, inventory.ErrFrozen) && !errors.Is(err, inventory.ErrNotLoaded) {
+				errs = append(errs, fmt.Errorf("reconcile event %d: %w", ev.ID, err))
+			}
+			quiet = s.quiet(ctx, ev)
+			if inv, err = s.CheckInvariant(ctx, ev.ID); err != nil {
+				errs = append(errs, fmt.Errorf("reconcile event %d: %w", ev.ID, err))
+				continue
+			}
+			quiet = quiet && s.quiet(ctx, ev)
 		}
-		if err := s.correctDrift(ctx, ev, inv, quiet); err != nil {
+		if err := s.rebuildLastingDrift(ctx, ev, inv, quiet); err != nil {
 			errs = append(errs, fmt.Errorf("reconcile event %d: %w", ev.ID, err))
 		}
 		s.syncSoldOut(ctx, ev)
@@ -111,14 +123,68 @@ func (s *Server) ReconcileOnce(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// correctDrift rebuilds an event whose drift is the same as at the last
+// CorrectDrift corrects an event's inventory from the ledger while its sale
+// goes on: the holds Redis lost are added back, those the ledger ended are
+// dropped, and remaining is set from the hold records Redis keeps, in one
+// script (inventory.Correct), so the holds, releases and reclaims running
+// meanwhile on any node are counted exactly. Nothing is paused or frozen.
+func (s *Server) CorrectDrift(ctx context.Context, id int64) (inventory.Correction, error) {
+	ev, err := s.event(ctx, id)
+	if err != nil {
+		return inventory.Correction{}, err
+	}
+	return s.correct(ctx, ev)
+}
+
+func (s *Server) correct(ctx context.Context, ev *liveEvent) (inventory.Correction, error) {
+	// Redis first: a hold the ledger has ended stays ended, whenever read.
+	inRedis, err := s.inv.HoldIDs(ctx, ev.ID)
+	if err != nil {
+		return inventory.Correction{}, err
+	}
+	ended, err := s.ledger.endedHolds(ctx, inRedis)
+	if err != nil {
+		return inventory.Correction{}, err
+	}
+	snap, err := s.ledgerState(ctx, ev, func(ctx context.Context) ([]liveHold, []overflowBuyer, error) {
+		return s.ledger.liveHoldsNow(ctx, ev.ID, s.now())
+	})
+	if err != nil {
+		return inventory.Correction{}, err
+	}
+	have := make(map[string]bool, len(inRedis))
+	for _, id := range inRedis {
+		have[id] = true
+	}
+	var add []inventory.LiveHold
+	for _, h := range snap.Holds {
+		if !have[h.ID] {
+			add = append(add, h)
+		}
+	}
+	c, err := s.inv.Correct(ctx, ev.ID, ev.Sellable, add, ended)
+	if err != nil {
+		return c, err
+	}
+	if c.Before != c.After || c.Added > 0 || c.Dropped > 0 {
+		s.metrics.driftCorrections.Inc()
+		s.log.Warn("inventory corrected from the ledger", "event", ev.ID, "remaining_before", c.Before,
+			"remaining_after", c.After, "holds_added", c.Added, "holds_dropped", c.Dropped)
+		if ev.room.State().SoldOut != (c.After == 0) {
+			s.syncSoldOut(ctx, ev)
+		}
+	}
+	return c, nil
+}
+
+// rebuildLastingDrift rebuilds an event whose drift is the same as at the last
 // quiet check. A hold write, an uncertain write, a release still owed to
 // Redis or a rebuild under way each move the drift for a moment; the same
 // non-zero drift at two checks a reconcile interval apart, with none of
 // them under way either time, is a lasting disagreement (seats leaked, or
 // sellable twice). Other nodes' writes are not seen here, but would not
 // leave the same drift twice; and a rebuild waits for them anyway.
-func (s *Server) correctDrift(ctx context.Context, ev *liveEvent, inv Invariant, quiet bool) error {
+func (s *Server) rebuildLastingDrift(ctx context.Context, ev *liveEvent, inv Invariant, quiet bool) error {
 	seen := int64(0)
 	if quiet {
 		seen = inv.Drift
@@ -322,7 +388,15 @@ func (s *Server) settle(ctx context.Context, ev *liveEvent) error {
 
 // snapshot is the state the ledger says Redis should hold.
 func (s *Server) snapshot(ctx context.Context, ev *liveEvent) (inventory.Snapshot, error) {
-	rows, buyers, err := s.ledger.liveHolds(ctx, ev.ID, s.now())
+	return s.ledgerState(ctx, ev, func(ctx context.Context) ([]liveHold, []overflowBuyer, error) {
+		return s.ledger.liveHolds(ctx, ev.ID, s.now())
+	})
+}
+
+// ledgerState turns the ledger's live holds and overflow buyers, as read
+// returns them, into the state Redis should hold.
+func (s *Server) ledgerState(ctx context.Context, ev *liveEvent, read func(context.Context) ([]liveHold, []overflowBuyer, error)) (inventory.Snapshot, error) {
+	rows, buyers, err := read(ctx)
 	if err != nil {
 		return inventory.Snapshot{}, err
 	}

@@ -1,0 +1,72 @@
+package inventory
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+)
+
+// Correction is what Correct did.
+type Correction struct {
+	// Before and After are remaining before and after the call.
+	Before, After int64
+	// Added and Dropped count the hold records added and dropped.
+	Added, Dropped int64
+}
+
+// Correct brings an event's keys in line with the ledger without stopping
+// the sale: it adds the holds of add that Redis does not have (live in the
+// ledger, lost by Redis: a failover that dropped acknowledged writes), drops
+// the holds of drop (ended in the ledger) except buyers' records of no
+// seats, and sets remaining to sellable minus the seats of every hold
+// record, all in one script. Holds, releases and reclaims keep remaining and
+// the records in step, so that count is exact with any number of them in
+// flight; a hold whose ledger row is not written yet keeps its seats until
+// its own request settles it. Read the ledger after the Redis state the
+// drops were chosen from: a hold is added only if Redis still lacks it when
+// the script runs. It fails with ErrNotLoaded, or ErrFrozen while a rebuild
+// holds the fence (the rebuild sets everything anyway).
+func (inv *Inventory) Correct(ctx context.Context, event, sellable int64, add []LiveHold, drop []string) (Correction, error) {
+	args := make([]any, 0, 2+4*len(add)+len(drop))
+	args = append(args, sellable, len(add))
+	for _, h := range add {
+		rec, err := json.Marshal(Record{User: h.User, Quantity: h.Quantity, KeyDigest: h.KeyDigest, BodyDigest: h.BodyDigest,
+			Confirmed: h.Confirmed || h.Overflow, Overflow: h.Overflow})
+		if err != nil {
+			return Correction{}, fmt.Errorf("correct event %d: encode hold %s: %w", event, h.ID, err)
+		}
+		exp := int64(-1)
+		if !h.Confirmed && !h.Overflow {
+			exp = ms(h.ExpiresAt)
+		}
+		args = append(args, h.ID, h.User, rec, exp)
+	}
+	for _, id := range drop {
+		args = append(args, id)
+	}
+	vals, err := correctScript.Run(ctx, inv.rdb, KeysFor(event).all(), args...).Slice()
+	if err != nil {
+		return Correction{}, fmt.Errorf("correct event %d: %w", event, err)
+	}
+	r, err := parseReply(vals, 5)
+	if err != nil {
+		return Correction{}, fmt.Errorf("correct event %d: %w", event, err)
+	}
+	switch Outcome(r.str(0)) {
+	case frozen:
+		return Correction{}, fmt.Errorf("correct event %d: %w", event, ErrFrozen)
+	case notLoaded:
+		return Correction{}, fmt.Errorf("correct event %d: %w", event, ErrNotLoaded)
+	}
+	c := Correction{Before: r.int(1), After: r.int(2), Added: r.int(3), Dropped: r.int(4)}
+	return c, r.err
+}
+
+// HoldIDs lists the ids of the hold records Redis keeps for event.
+func (inv *Inventory) HoldIDs(ctx context.Context, event int64) ([]string, error) {
+	ids, err := inv.rdb.HKeys(ctx, KeysFor(event).Holds).Result()
+	if err != nil {
+		return nil, fmt.Errorf("list holds of event %d: %w", event, err)
+	}
+	return ids, nil
+}

@@ -1,0 +1,70 @@
+-- correct: bring the keys in line with the ledger while holds keep running:
+-- add the live holds the ledger has and Redis lost, drop the holds the
+-- ledger has ended, then set remaining to the sellable seats minus the
+-- seats of every hold record left. Every other script moves remaining and
+-- the records together, so this count is exact whatever is in flight: a
+-- hold whose ledger row is still being written has its record here, and
+-- its seats stay taken until its own request settles it.
+--
+-- KEYS[1] -> remaining  string  seats left to sell
+-- KEYS[2] -> users      hash    user id -> hold id
+-- KEYS[3] -> holds      hash    hold id -> record (JSON: u user, q quantity,
+--                               c confirmed, o served from the overflow reserve)
+-- KEYS[4] -> expiry     zset    hold id -> expires_at (unix ms)
+-- KEYS[5] -> frozen     string  present while a rebuild loads the keys
+-- ARGV[1] -> sellable seats of the event
+-- ARGV[2] -> n, the number of holds to add
+-- ARGV[3 .. 2+4n] -> four values per hold to add: hold id, user id, record
+--              (JSON), expires_at ms (-1: not in the expiry index); one that
+--              Redis has by now is left as it is
+-- ARGV[3+4n ..] -> ids of holds to drop (a buyer's record of no seats stays)
+-- returns {outcome, remaining before, remaining after, added, dropped}
+--   outcome: "ok", "not_loaded" or "frozen" (nothing changed)
+if redis.call('EXISTS', KEYS[5]) == 1 then
+  return {'frozen', 0, 0, 0, 0}
+end
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  return {'not_loaded', 0, 0, 0, 0}
+end
+local n = tonumber(ARGV[2])
+local added, dropped = 0, 0
+for i = 3, 2 + 4 * n, 4 do
+  local id, user, rec, exp = ARGV[i], ARGV[i + 1], ARGV[i + 2], tonumber(ARGV[i + 3])
+  if redis.call('HEXISTS', KEYS[3], id) == 0 then
+    redis.call('HSET', KEYS[3], id, rec)
+    if exp >= 0 then
+      redis.call('ZADD', KEYS[4], exp, id)
+    end
+    local current = redis.call('HGET', KEYS[2], user)
+    if not current or redis.call('HEXISTS', KEYS[3], current) == 0 then
+      redis.call('HSET', KEYS[2], user, id)
+    end
+    added = added + 1
+  end
+end
+for i = 3 + 4 * n, #ARGV do
+  local id = ARGV[i]
+  local rec = redis.call('HGET', KEYS[3], id)
+  if rec then
+    local r = cjson.decode(rec)
+    if not r.o then
+      redis.call('HDEL', KEYS[3], id)
+      redis.call('ZREM', KEYS[4], id)
+      if redis.call('HGET', KEYS[2], r.u) == id then
+        redis.call('HDEL', KEYS[2], r.u)
+      end
+      dropped = dropped + 1
+    end
+  end
+end
+local taken = 0
+for _, rec in ipairs(redis.call('HVALS', KEYS[3])) do
+  taken = taken + cjson.decode(rec).q
+end
+local before = tonumber(redis.call('GET', KEYS[1]))
+local after = tonumber(ARGV[1]) - taken
+if after < 0 then
+  after = 0
+end
+redis.call('SET', KEYS[1], after)
+return {'ok', before, after, added, dropped}

@@ -1,0 +1,85 @@
+package inventory_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/waitroom/waitroom/inventory"
+)
+
+func TestCorrect(t *testing.T) {
+	ctx := context.Background()
+	inv, rdb, event := loaded(t, 8,
+		inventory.LiveHold{ID: "kept", User: "ann", Quantity: 1, ExpiresAt: t0.Add(time.Hour)},
+		inventory.LiveHold{ID: "ended", User: "bob", Quantity: 3, ExpiresAt: t0.Add(time.Hour)},
+		inventory.LiveHold{ID: "buyer", User: "eve", Overflow: true})
+	// A hold whose ledger row is still being written: only Redis knows it.
+	inFlight := hold(t, inv, event, "cat", 2, t0)
+	require.Equal(t, inventory.Held, inFlight.Outcome)
+	// Redis lost dan's hold and gained 5 seats from nowhere.
+	k := inventory.KeysFor(event)
+	require.NoError(t, rdb.IncrBy(ctx, k.Remaining, 5).Err())
+	require.Equal(t, int64(6+5), remaining(t, inv, event))
+
+	dan := inventory.LiveHold{ID: "lost", User: "dan", Quantity: 4, ExpiresAt: t0.Add(time.Hour)}
+	again := inventory.LiveHold{ID: "kept", User: "ann", Quantity: 1, ExpiresAt: t0.Add(time.Hour)}
+	c, err := inv.Correct(ctx, event, 12, []inventory.LiveHold{dan, again}, []string{"ended", "buyer", "unknown"})
+	require.NoError(t, err)
+	// 12 sellable − ann 1 − cat 2 − dan 4.
+	assert.Equal(t, inventory.Correction{Before: 11, After: 5, Added: 1, Dropped: 1}, c)
+	assert.Equal(t, int64(5), remaining(t, inv, event))
+
+	assert.Equal(t, inventory.AlreadyHeld, hold(t, inv, event, "dan", 1, t0).Outcome, "dan's hold is back")
+	assert.Equal(t, inventory.AlreadyHeld, hold(t, inv, event, "eve", 1, t0).Outcome, "a buyer's record stays")
+	assert.Equal(t, inventory.Held, hold(t, inv, event, "bob", 1, t0).Outcome, "bob's ended hold is gone")
+	res, err := inv.Release(ctx, event, "lost", inventory.PendingOnly)
+	require.NoError(t, err)
+	assert.Equal(t, int64(4), res.Seats, "dan's hold is a hold like any other")
+
+	// Nothing to correct: nothing changes.
+	c, err = inv.Correct(ctx, event, 12, nil, nil)
+	require.NoError(t, err)
+	assert.Equal(t, c.Before, c.After)
+}
+
+func TestReleaseKeepingBuyer(t *testing.T) {
+	ctx := context.Background()
+	inv, _, event := loaded(t, 3)
+	h := hold(t, inv, event, "ann", 2, t0)
+	res, err := inv.ReleaseKeepingBuyer(ctx, event, h.HoldID, "ann")
+	require.NoError(t, err)
+	assert.Equal(t, inventory.ReleaseResult{Outcome: inventory.Released, Remaining: 3, Seats: 2}, res)
+	again := hold(t, inv, event, "ann", 1, t0)
+	assert.Equal(t, inventory.AlreadyHeld, again.Outcome)
+	assert.True(t, again.Record.Overflow)
+	assert.Zero(t, again.Record.Quantity)
+
+	for _, mode := range []inventory.ReleaseMode{inventory.PendingOnly, inventory.AnyHold} {
+		res, err = inv.Release(ctx, event, h.HoldID, mode)
+		require.NoError(t, err)
+		assert.Equal(t, inventory.NotLive, res.Outcome, "%s: the buyer's record takes no seat", mode)
+	}
+	res, err = inv.ReleaseKeepingBuyer(ctx, event, h.HoldID, "ann")
+	require.NoError(t, err)
+	assert.Zero(t, res.Seats, "seats come back once")
+
+	// A hold already reclaimed still leaves the buyer's record; a buyer who
+	// holds other seats keeps that hold in the guard.
+	b := hold(t, inv, event, "bob", 1, t0)
+	_, _, _, err = inv.Reclaim(ctx, event, t0.Add(time.Hour))
+	require.NoError(t, err)
+	res, err = inv.ReleaseKeepingBuyer(ctx, event, b.HoldID, "bob")
+	require.NoError(t, err)
+	assert.Zero(t, res.Seats)
+	assert.Equal(t, inventory.AlreadyHeld, hold(t, inv, event, "bob", 1, t0.Add(time.Hour)).Outcome)
+	c := hold(t, inv, event, "cat", 1, t0.Add(time.Hour))
+	_, err = inv.ReleaseKeepingBuyer(ctx, event, "old-hold-of-cat", "cat")
+	require.NoError(t, err)
+	got := hold(t, inv, event, "cat", 1, t0.Add(time.Hour))
+	assert.Equal(t, c.HoldID, got.HoldID, "cat's live hold stays hers")
+	assert.Equal(t, int64(1), got.Record.Quantity)
+}
