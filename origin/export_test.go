@@ -92,3 +92,6 @@ func (s *Server) InFlight(event int64) int64 {
 	defer s.mu.RUnlock()
 	return s.events[event].inflight.Load()
 }
+
+// SettleTime is how long a rebuild of s waits for other nodes' hold writes.
+func (s *Server) SettleTime() time.Duration { return s.cfg.RebuildSettle + s.cfg.ClockSkewMargin }

@@ -160,6 +160,8 @@ func (s *Server) ConfirmHold(ctx context.Context, holdID string, inTx func(pgx.T
 // ExtendHold moves a live pending hold's expiry to until (never earlier),
 // e.g. to cover payment processing: Redis first, then one transaction
 // updates the row and runs inTx (nil for none), e.g. to insert the booking.
+// until is capped at the hold's creation plus its whole-life cap
+// (HoldMaxLifeOf), so repeated booking attempts cannot keep seats forever.
 // ErrHoldExpired: past its expiry; ErrHoldNotActive: not pending.
 func (s *Server) ExtendHold(ctx context.Context, holdID string, until time.Time, inTx func(pgx.Tx, Hold) error) (Hold, error) {
 	h, err := s.ledger.Hold(ctx, holdID)
@@ -173,6 +175,9 @@ func (s *Server) ExtendHold(ctx context.Context, holdID string, until time.Time,
 	ev, err := s.event(ctx, h.EventID)
 	if err != nil {
 		return Hold{}, err
+	}
+	if limit := h.CreatedAt.Add(s.HoldMaxLifeOf(ev.Event)); until.After(limit) {
+		until = limit
 	}
 	until = until.UTC().Truncate(time.Second)
 	var outcome inventory.Outcome
@@ -212,6 +217,15 @@ func (s *Server) ExtendHold(ctx context.Context, holdID string, until time.Time,
 		return h, fmt.Errorf("extend hold %s: %w", holdID, err)
 	}
 	return extended, nil
+}
+
+// HoldMaxLifeOf is the whole-life cap of the holds of e: Config.HoldMaxLife,
+// or by default twice the event's hold lifetime.
+func (s *Server) HoldMaxLifeOf(e Event) time.Duration {
+	if s.cfg.HoldMaxLife > 0 {
+		return s.cfg.HoldMaxLife
+	}
+	return 2 * e.HoldTTL()
 }
 
 // notExtendable says why a hold that is not pending cannot be extended: one

@@ -56,6 +56,10 @@ type Config struct {
 	// can set it to a negative value (no wait): it waits for its own writes
 	// exactly.
 	RebuildSettle time.Duration
+	// HoldMaxLife caps a hold's whole life, counted from its creation: no
+	// extension (each booking attempt makes one) takes its expiry beyond
+	// created_at + HoldMaxLife. Default 2 × the event's hold lifetime.
+	HoldMaxLife time.Duration
 	// RoomPollInterval is how often the admission state is re-read besides
 	// change notices; default waitroom.DefaultPollInterval.
 	RoomPollInterval time.Duration
@@ -111,8 +115,17 @@ func (c *Config) defaults() error {
 	case c.ClockSkewMargin < 0:
 		c.ClockSkewMargin = 0
 	}
-	if c.RebuildSettle == 0 {
+	switch {
+	case c.RebuildSettle == 0:
 		c.RebuildSettle = c.HoldWriteTimeout
+	case c.RebuildSettle > 0 && c.RebuildSettle < c.HoldWriteTimeout:
+		// A rebuild would read the ledger while other nodes' hold rows may
+		// still commit: remaining too high, seats sold twice.
+		return fmt.Errorf("origin config: the rebuild settle time %v is shorter than the hold write timeout %v: "+
+			"leave it unset (it follows the timeout) or set it to at least the timeout", c.RebuildSettle, c.HoldWriteTimeout)
+	}
+	if c.HoldMaxLife < 0 {
+		return fmt.Errorf("origin config: the hold max life %v is negative", c.HoldMaxLife)
 	}
 	if c.Payments != nil && len(c.TicketKey) < MinTicketKeyLen {
 		return fmt.Errorf("origin config: the ticket key must be at least %d bytes", MinTicketKeyLen)

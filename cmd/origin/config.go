@@ -28,6 +28,7 @@ type config struct {
 	holdWriteTimeout  time.Duration
 	clockSkewMargin   time.Duration
 	rebuildSettle     time.Duration
+	holdMaxLife       time.Duration
 	logFormat         string
 
 	payment payment.Config
@@ -85,7 +86,8 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (co
 		{&c.reconcileInterval, "reconcile-interval", "ORIGIN_RECONCILE_INTERVAL", 30 * time.Second, "how often the invariant is checked"},
 		{&c.holdWriteTimeout, "hold-write-timeout", "ORIGIN_HOLD_WRITE_TIMEOUT", 2 * time.Second, "deadline of a hold's ledger write, checked by PostgreSQL too"},
 		{&c.clockSkewMargin, "clock-skew-margin", "ORIGIN_CLOCK_SKEW_MARGIN", time.Second, "most the wall clocks of the origin nodes and the database host differ by"},
-		{&c.rebuildSettle, "rebuild-settle", "ORIGIN_REBUILD_SETTLE", 2 * time.Second, "wait for other nodes' hold writes during a rebuild (their hold write timeout; the clock-skew margin is added)"},
+		{&c.rebuildSettle, "rebuild-settle", "ORIGIN_REBUILD_SETTLE", 0, "wait for other nodes' hold writes during a rebuild: at least their hold write timeout, which it is when unset (the clock-skew margin is added)"},
+		{&c.holdMaxLife, "hold-max-life", "ORIGIN_HOLD_MAX_LIFE", 0, "longest a hold may live from its creation, extensions included (default 2 × the event's hold lifetime)"},
 		{&c.paymentWindow, "payment-window", "ORIGIN_PAYMENT_WINDOW", 2 * time.Minute, "least time a booking keeps its hold for the payment (at most the hold lifetime)"},
 		{&c.paymentReconcileInterval, "payment-reconcile-interval", "ORIGIN_PAYMENT_RECONCILE_INTERVAL", 15 * time.Second, "how often the payment reconciliation runs"},
 		{&c.paymentPendingAfter, "payment-pending-after", "ORIGIN_PAYMENT_PENDING_AFTER", time.Minute, "how long a booking waits for its payment's webhook before the provider is asked"},
@@ -151,6 +153,11 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (co
 		errs = append(errs, fmt.Errorf("TICKET_KEY is malformed: at least %d bytes are required", origin.MinTicketKeyLen))
 	case c.payment.Provider == payment.NameStripe:
 		errs = append(errs, fmt.Errorf("TICKET_KEY is required with PAYMENT_PROVIDER=stripe"))
+	}
+	if c.rebuildSettle > 0 && c.rebuildSettle < c.holdWriteTimeout {
+		errs = append(errs, fmt.Errorf("ORIGIN_REBUILD_SETTLE (%v) must be at least ORIGIN_HOLD_WRITE_TIMEOUT (%v): "+
+			"a rebuild that reads the ledger sooner can miss hold rows still being written and sell their seats twice; "+
+			"leave it unset to follow the timeout", c.rebuildSettle, c.holdWriteTimeout))
 	}
 	if c.logFormat != "text" && c.logFormat != "json" {
 		errs = append(errs, fmt.Errorf("ORIGIN_LOG_FORMAT must be text or json, not %q", c.logFormat))

@@ -51,6 +51,20 @@ func TestLoadConfig(t *testing.T) {
 			assert.Equal(t, time.Minute, c.paymentPendingAfter)
 			assert.Equal(t, time.Second, c.clockSkewMargin)
 		}},
+		{name: "rebuild settle follows the hold write timeout", env: with("ORIGIN_HOLD_WRITE_TIMEOUT", "5s"), check: func(t *testing.T, c config) {
+			assert.Equal(t, 5*time.Second, c.holdWriteTimeout)
+			assert.Zero(t, c.rebuildSettle, "unset: the origin derives it from the hold write timeout")
+		}},
+		{name: "rebuild settle shorter than the hold write timeout", env: withAll(map[string]string{
+			"ORIGIN_HOLD_WRITE_TIMEOUT": "5s", "ORIGIN_REBUILD_SETTLE": "2s"}), wantErr: "ORIGIN_REBUILD_SETTLE (2s) must be at least ORIGIN_HOLD_WRITE_TIMEOUT (5s)"},
+		{name: "rebuild settle at least the timeout", env: withAll(map[string]string{
+			"ORIGIN_HOLD_WRITE_TIMEOUT": "5s", "ORIGIN_REBUILD_SETTLE": "6s"}), check: func(t *testing.T, c config) {
+			assert.Equal(t, 6*time.Second, c.rebuildSettle)
+		}},
+		{name: "hold max life", env: with("ORIGIN_HOLD_MAX_LIFE", "25m"), check: func(t *testing.T, c config) {
+			assert.Equal(t, 25*time.Minute, c.holdMaxLife)
+		}},
+		{name: "bad hold max life", env: with("ORIGIN_HOLD_MAX_LIFE", "forever"), wantErr: "ORIGIN_HOLD_MAX_LIFE"},
 		{name: "clock skew margin", env: with("ORIGIN_CLOCK_SKEW_MARGIN", "250ms"), check: func(t *testing.T, c config) {
 			assert.Equal(t, 250*time.Millisecond, c.clockSkewMargin)
 		}},

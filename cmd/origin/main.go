@@ -94,6 +94,7 @@ func run(cfg config, log *slog.Logger) error {
 		HoldWriteTimeout:         cfg.holdWriteTimeout,
 		ClockSkewMargin:          cfg.clockSkewMargin,
 		RebuildSettle:            cfg.rebuildSettle,
+		HoldMaxLife:              cfg.holdMaxLife,
 		Payments:                 payments,
 		TicketKey:                ticketKey,
 		PaymentWindow:            cfg.paymentWindow,
