@@ -61,12 +61,20 @@ const (
 	// event is taken (more holds were live than the event has seats: the
 	// invariant was broken): refunded.
 	ReasonNoSeatLeft = "no_seat_left"
+	// ReasonRefundedAtProvider: the payment of a confirmed booking was
+	// refunded at the provider (its dashboard, say), not through the
+	// origin: the tickets are void and the seats back on sale.
+	ReasonRefundedAtProvider = "refunded_at_provider"
 )
 
-// Refund states of a booking (refund_status).
+// Refund states of a booking (refund_status): none due (""), decided or
+// made and not over (pending), over (succeeded: only then is the booking
+// refunded), or failed at the provider (the booking stays cancelled, the
+// money owed, until a new attempt succeeds).
 const (
 	RefundPending   = "pending"
 	RefundSucceeded = "succeeded"
+	RefundFailed    = "failed"
 )
 
 // Booking errors.
@@ -102,6 +110,7 @@ type Booking struct {
 	Overflow       bool       `db:"overflow"`
 	RefundStatus   string     `db:"refund_status"`
 	RefundID       string     `db:"refund_id"`
+	RefundAttempts int        `db:"refund_attempts"` // refunds failed at the provider before the current one
 	IdempotencyKey string     `db:"idempotency_key"`
 	RequestDigest  string     `db:"request_digest"`
 	Response       []byte     `db:"response"`
@@ -129,19 +138,23 @@ type bookingJSON struct {
 	StatusReason string `json:"status_reason"`
 	// Overflow: confirmed from the overflow reserve (a late payment).
 	Overflow bool `json:"overflow"`
-	// RefundStatus: "" (none due), "pending" or "succeeded".
-	RefundStatus string `json:"refund_status"`
-	CreatedAt    string `json:"created_at"`
+	// RefundStatus: null (none due), "pending", "succeeded" or "failed".
+	RefundStatus *string `json:"refund_status"`
+	CreatedAt    string  `json:"created_at"`
 }
 
 func (b Booking) body(tickets []ticketJSON) []byte {
 	if tickets == nil {
 		tickets = []ticketJSON{}
 	}
+	var refund *string
+	if b.RefundStatus != "" {
+		refund = &b.RefundStatus
+	}
 	out, _ := json.Marshal(bookingJSON{
 		BookingID: b.ID, HoldID: b.HoldID, EventID: b.EventID, UserID: b.UserID, Status: b.Status,
 		Amount: b.Amount, Currency: b.Currency, PaymentID: b.PaymentID, Tickets: tickets, Quantity: b.Quantity,
-		StatusReason: b.StatusReason, Overflow: b.Overflow, RefundStatus: b.RefundStatus, CreatedAt: rfc3339(b.CreatedAt),
+		StatusReason: b.StatusReason, Overflow: b.Overflow, RefundStatus: refund, CreatedAt: rfc3339(b.CreatedAt),
 	})
 	return append(out, '\n')
 }
@@ -706,32 +719,42 @@ func (s *Server) refundUnbooked(ctx context.Context, b Booking, paymentID, reaso
 	return nil
 }
 
-// refundBooking makes a decided refund at the provider (the key derived
-// from the booking: the cancellation, the late payment and their retries
-// refund once) and marks the booking refunded.
+// refundBooking makes a decided refund at the provider, or asks about the
+// one made already, and records what the provider says of it (see
+// money.go). The key is derived from the booking and the attempt, so the
+// cancellation, the late payment, the webhooks and their retries refund
+// once.
 func (s *Server) refundBooking(ctx context.Context, b Booking) error {
-	if b.RefundStatus != RefundPending {
+	if b.RefundStatus == "" {
 		return nil
 	}
 	if b.PaymentID == "" {
 		return fmt.Errorf("refund booking %s: no payment id known", b.ID)
 	}
 	pctx, cancel := s.paymentContext(ctx)
-	r, err := s.cfg.Payments.Refund(pctx, payment.RefundRequest{PaymentID: b.PaymentID, BookingID: b.ID})
-	cancel()
-	if err != nil && !errors.Is(err, payment.ErrAlreadyRefunded) {
+	defer cancel()
+	var r payment.Refund
+	var err error
+	switch {
+	case b.RefundID != "":
+		r, err = s.cfg.Payments.GetRefund(pctx, b.RefundID)
+	case b.RefundStatus == RefundPending:
+		r, err = s.cfg.Payments.Refund(pctx, payment.RefundRequest{PaymentID: b.PaymentID, BookingID: b.ID,
+			IdempotencyKey: payment.RefundAttemptKey(b.ID, b.RefundAttempts)})
+	default:
+		// Money returned by a refund the origin did not make: there is
+		// nothing of its own to ask about.
+		return nil
+	}
+	switch {
+	case errors.Is(err, payment.ErrAlreadyRefunded):
+		// Nothing is left to refund: the money went back already.
+		r = payment.Refund{Status: payment.RefundSucceeded}
+	case err != nil:
+		s.metrics.refunds.WithLabelValues("error").Inc()
 		return fmt.Errorf("refund booking %s: %w", b.ID, err)
 	}
-	return s.refundDone(ctx, b.ID, r.ID)
-}
-
-func (s *Server) refundDone(ctx context.Context, bookingID, refundID string) error {
-	_, ok, err := updateBooking(context.WithoutCancel(ctx), s.ledger.pool, "refund booking "+bookingID,
-		sqlRefundDone, bookingID, refundID, s.now())
-	if ok {
-		s.metrics.bookings.WithLabelValues(BookingRefunded).Inc()
-	}
-	return err
+	return s.refundOutcome(ctx, b, r)
 }
 
 // CancelBooking cancels a confirmed booking: its tickets are voided and its
@@ -757,31 +780,8 @@ func (s *Server) CancelBooking(ctx context.Context, bookingID string) (Booking, 
 		default:
 			return fmt.Errorf("cancel booking %s (%s): %w", bookingID, cur.Status, ErrBookingNotCancellable)
 		}
-		if cur.Overflow {
-			tag, err := tx.Exec(ctx, sqlGiveOverflow, cur.EventID, cur.Quantity)
-			if err != nil {
-				return fmt.Errorf("give overflow seats back: %w", err)
-			}
-			if tag.RowsAffected() != 1 {
-				return fmt.Errorf("cancel booking %s: the overflow reserve does not count its seats", bookingID)
-			}
-		} else {
-			tag, err := tx.Exec(ctx, sqlReleaseConfirmedHold, cur.HoldID, now)
-			if err != nil {
-				return fmt.Errorf("release hold %s: %w", cur.HoldID, err)
-			}
-			if tag.RowsAffected() != 1 {
-				return fmt.Errorf("cancel booking %s: hold %s is not confirmed", bookingID, cur.HoldID)
-			}
-			release = true
-		}
-		rows, err := tx.Query(ctx, sqlVoidTickets, cur.ID)
-		seats, err := pgx.CollectRows(rows, pgx.RowTo[int32])
-		if err != nil {
-			return fmt.Errorf("void tickets of booking %s: %w", bookingID, err)
-		}
-		if _, err := tx.Exec(ctx, sqlFreeSeats, cur.EventID, seats); err != nil {
-			return fmt.Errorf("free seats of booking %s: %w", bookingID, err)
+		if release, err = giveSeatsBack(ctx, tx, cur, now); err != nil {
+			return fmt.Errorf("cancel booking %s: %w", bookingID, err)
 		}
 		refund := ""
 		if cur.Amount > 0 && cur.PaymentID != "" {
@@ -797,11 +797,9 @@ func (s *Server) CancelBooking(ctx context.Context, bookingID string) (Booking, 
 		s.metrics.bookings.WithLabelValues(BookingCancelled).Inc()
 	}
 	if release {
-		ev, err := s.event(ctx, cancelled.EventID)
-		if err != nil {
+		if err := s.returnSeats(ctx, cancelled); err != nil {
 			return Booking{}, err
 		}
-		s.releaseSeats(ctx, ev, cancelled.HoldID, inventory.AnyHold)
 	}
 	if cancelled.RefundStatus == RefundPending {
 		if err := s.refundBooking(ctx, cancelled); err != nil {
@@ -811,4 +809,51 @@ func (s *Server) CancelBooking(ctx context.Context, bookingID string) (Booking, 
 		return s.ledger.Booking(ctx, bookingID)
 	}
 	return cancelled, nil
+}
+
+// giveSeatsBack takes a confirmed booking's seats back, in tx: its tickets
+// are voided and their seat numbers freed, and its seats go to the overflow
+// reserve (a late payment's) or, its hold released, to the inventory:
+// release says the caller returns them to Redis (returnSeats) after the
+// commit. A cancellation and a refund made at the provider both end a sale
+// this way.
+func giveSeatsBack(ctx context.Context, tx pgx.Tx, b Booking, now time.Time) (release bool, err error) {
+	if b.Overflow {
+		tag, err := tx.Exec(ctx, sqlGiveOverflow, b.EventID, b.Quantity)
+		if err != nil {
+			return false, fmt.Errorf("give overflow seats back: %w", err)
+		}
+		if tag.RowsAffected() != 1 {
+			return false, errors.New("the overflow reserve does not count its seats")
+		}
+	} else {
+		tag, err := tx.Exec(ctx, sqlReleaseConfirmedHold, b.HoldID, now)
+		if err != nil {
+			return false, fmt.Errorf("release hold %s: %w", b.HoldID, err)
+		}
+		if tag.RowsAffected() != 1 {
+			return false, fmt.Errorf("hold %s is not confirmed", b.HoldID)
+		}
+		release = true
+	}
+	rows, err := tx.Query(ctx, sqlVoidTickets, b.ID)
+	seats, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil {
+		return false, fmt.Errorf("void tickets of booking %s: %w", b.ID, err)
+	}
+	if _, err := tx.Exec(ctx, sqlFreeSeats, b.EventID, seats); err != nil {
+		return false, fmt.Errorf("free seats of booking %s: %w", b.ID, err)
+	}
+	return release, nil
+}
+
+// returnSeats gives the seats of a booking whose hold giveSeatsBack
+// released back to Redis.
+func (s *Server) returnSeats(ctx context.Context, b Booking) error {
+	ev, err := s.event(ctx, b.EventID)
+	if err != nil {
+		return err
+	}
+	s.releaseSeats(ctx, ev, b.HoldID, inventory.AnyHold)
+	return nil
 }

@@ -28,6 +28,8 @@ type metrics struct {
 	webhooks         *prometheus.CounterVec
 	latePayments     *prometheus.CounterVec
 	paymentChecks    *prometheus.CounterVec
+	refunds          *prometheus.CounterVec
+	refundsFailed    prometheus.Gauge
 }
 
 func newRegistry() *prometheus.Registry {
@@ -108,10 +110,19 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "waitroom_origin_payment_checks_total",
 			Help: "Bookings the payment reconciliation asked the provider about, by what it said: succeeded, failed, pending, not_found, error.",
 		}, []string{"outcome"}),
+		refunds: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "waitroom_origin_refunds_total",
+			Help: "What the provider said of the refunds the origin made or followed: succeeded, pending, failed, error (no answer; retried).",
+		}, []string{"outcome"}),
+		refundsFailed: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "waitroom_origin_refunds_failed",
+			Help: "Bookings whose refund the provider reported failed and that no refund has made good yet (the payment reconciliation retries them).",
+		}),
 	}
 	for _, c := range []prometheus.Collector{m.holds, m.holdLatency, m.compensations, m.reclaimedSeats,
 		m.reaperHolds, m.reaperSeats, m.drift, m.remaining, m.rebuilds, m.driftCorrections,
-		m.bookingRequests, m.bookingLatency, m.bookings, m.webhooksReceived, m.webhooks, m.latePayments, m.paymentChecks} {
+		m.bookingRequests, m.bookingLatency, m.bookings, m.webhooksReceived, m.webhooks, m.latePayments, m.paymentChecks,
+		m.refunds, m.refundsFailed} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register origin metrics: %w", err)
 		}

@@ -10,11 +10,13 @@ import (
 
 // The payment reconciliation: a webhook may never come (lost, the endpoint
 // down for longer than the provider retries, a payment that succeeded
-// silently), and a refund call may fail. Every PaymentReconcileInterval,
-// each node takes a batch of the bookings still waiting for their payment
-// PaymentPendingAfter after they were made (or last looked at), or owing a
-// refund, leases them (SKIP LOCKED, so nodes split the work), and settles
-// them by asking the provider, through the same code as the webhooks.
+// silently), a refund call may fail, and a refund may stay pending or fail
+// at the provider. Every PaymentReconcileInterval, each node takes a batch
+// of the bookings still waiting for their payment PaymentPendingAfter after
+// they were made (or last looked at), or owing a refund (pending or
+// failed), leases them (SKIP LOCKED, so nodes split the work), and settles
+// them by asking the provider, through the same code as the webhooks: a
+// pending refund is asked about, a failed one made again.
 
 // reconcileBatch is how many bookings one statement leases.
 const reconcileBatch = 100
@@ -36,9 +38,12 @@ func (s *Server) ReconcilePaymentsOnce(ctx context.Context) (int, error) {
 		}
 		for _, b := range due {
 			var err error
-			if b.RefundStatus == RefundPending {
+			switch {
+			case b.RefundStatus == RefundPending:
 				err = s.refundBooking(ctx, b)
-			} else {
+			case b.RefundStatus == RefundFailed:
+				err = s.retryRefund(ctx, b)
+			case b.Status == BookingPaymentPending:
 				err = s.resolvePayment(ctx, b)
 			}
 			if err != nil {
@@ -51,6 +56,7 @@ func (s *Server) ReconcilePaymentsOnce(ctx context.Context) (int, error) {
 			break
 		}
 	}
+	s.countFailedRefunds(ctx)
 	return total, errors.Join(errs...)
 }
 

@@ -157,7 +157,7 @@ const (
 const (
 	bookingColumns = `id::text AS id, hold_id::text AS hold_id, event_id, user_id, quantity, amount, currency,
 		status, status_reason, provider, payment_method, coalesce(payment_id, '') AS payment_id, overflow,
-		refund_status, coalesce(refund_id, '') AS refund_id, idempotency_key, request_digest, response,
+		refund_status, coalesce(refund_id, '') AS refund_id, refund_attempts, idempotency_key, request_digest, response,
 		created_at, updated_at, confirmed_at, checked_at`
 
 	sqlInsertBooking = `INSERT INTO bookings (id, hold_id, event_id, user_id, quantity, amount, currency, status,
@@ -194,9 +194,13 @@ const (
 		WHERE id = $1 AND status = 'confirmed'
 		RETURNING ` + bookingColumns
 
+	// The provider reported the refund succeeded: $2 is the refund (''
+	// when the money went back through a refund the origin did not make),
+	// $4 the attempt it is about (see money.go).
 	sqlRefundDone = `UPDATE bookings SET status = 'refunded', refund_status = 'succeeded',
-			refund_id = coalesce(refund_id, nullif($2, '')), updated_at = $3
-		WHERE id = $1 AND refund_status = 'pending'
+			refund_id = coalesce(nullif($2, ''), refund_id), updated_at = $3
+		WHERE id = $1 AND refund_attempts = $4 AND refund_status IN ('pending', 'failed')
+			AND (refund_id IS NULL OR $2 = '' OR refund_id = $2)
 		RETURNING ` + bookingColumns
 
 	// The payment reconciliation takes the unsettled bookings not looked at
@@ -204,7 +208,7 @@ const (
 	sqlClaimUnsettled = `UPDATE bookings SET checked_at = $1
 		WHERE id IN (
 			SELECT id FROM bookings
-			WHERE (status = 'payment_pending' OR refund_status = 'pending') AND checked_at < $2
+			WHERE (status = 'payment_pending' OR refund_status IN ('pending', 'failed')) AND checked_at < $2
 			ORDER BY checked_at
 			LIMIT $3
 			FOR UPDATE SKIP LOCKED)
@@ -278,4 +282,60 @@ const (
 	sqlRecordPaymentEvent = `INSERT INTO payment_events (provider, event_id, type, payment_id, booking_id, received_at)
 		VALUES ($1, $2, $3, $4, $5, $6)
 		ON CONFLICT DO NOTHING`
+)
+
+// Money: refunds followed to the provider's word, refunds made at the
+// provider, and the ledger's account of the money taken (money.go). Every
+// change of a refund names the attempt it is about ($4), so an answer about
+// an attempt given up on changes nothing.
+const (
+	// A refund made and not over yet: its id, to ask about it later.
+	sqlRefundMade = `UPDATE bookings SET refund_id = $2, updated_at = $3
+		WHERE id = $1 AND refund_attempts = $4 AND refund_status = 'pending' AND refund_id IS NULL
+		RETURNING ` + bookingColumns
+
+	// The provider reported the refund failed, maybe after it had
+	// succeeded (a card refund can fail days later): the booking is
+	// cancelled and owes a refund again.
+	sqlRefundFailed = `UPDATE bookings SET status = 'cancelled', refund_status = 'failed',
+			refund_id = coalesce(nullif($2, ''), refund_id), updated_at = $3
+		WHERE id = $1 AND refund_attempts = $4 AND (
+			(refund_status = 'pending' AND (refund_id IS NULL OR refund_id = $2))
+			OR (refund_status = 'succeeded' AND refund_id = $2))
+		RETURNING ` + bookingColumns
+
+	// A failed refund is tried again as a new attempt, by one node.
+	sqlRetryRefund = `UPDATE bookings SET refund_status = 'pending', refund_id = NULL,
+			refund_attempts = refund_attempts + 1, updated_at = $3
+		WHERE id = $1 AND refund_status = 'failed' AND refund_attempts = $2
+		RETURNING ` + bookingColumns
+
+	// The payment of a confirmed booking was refunded at the provider.
+	sqlRefundedAtProvider = `UPDATE bookings SET status = 'refunded', status_reason = $2, refund_status = 'succeeded',
+			updated_at = $3
+		WHERE id = $1 AND status = 'confirmed'
+		RETURNING ` + bookingColumns
+
+	sqlCountFailedRefunds = `SELECT count(*) FROM bookings WHERE refund_status = 'failed'`
+
+	// Every booking that took money (amount > 0) in one bucket: confirmed
+	// with a valid ticket per seat, refunded, refund pending or failed, or
+	// kept (money taken, and none of those). Bookings waiting for their
+	// payment are counted apart; failed ones took nothing.
+	sqlMoneyReport = `WITH b AS (
+			SELECT bk.status, bk.refund_status, bk.amount, bk.quantity,
+				(SELECT count(*) FROM tickets t WHERE t.booking_id = bk.id AND t.valid) AS valid_tickets
+			FROM bookings bk
+			WHERE bk.event_id = $1 AND bk.amount > 0)
+		SELECT bucket, count(*) AS count, coalesce(sum(amount), 0)::bigint AS amount
+		FROM (SELECT amount, CASE
+				WHEN status = 'payment_pending' AND refund_status = '' AND valid_tickets = 0 THEN 'payment_pending'
+				WHEN status = 'failed' AND refund_status = '' AND valid_tickets = 0 THEN 'not_taken'
+				WHEN status = 'confirmed' AND refund_status = '' AND valid_tickets = quantity THEN 'confirmed'
+				WHEN status = 'refunded' AND refund_status = 'succeeded' AND valid_tickets = 0 THEN 'refunded'
+				WHEN status = 'cancelled' AND refund_status = 'pending' AND valid_tickets = 0 THEN 'refund_pending'
+				WHEN status = 'cancelled' AND refund_status = 'failed' AND valid_tickets = 0 THEN 'refund_failed'
+				ELSE 'kept' END AS bucket
+			FROM b) x
+		GROUP BY bucket`
 )

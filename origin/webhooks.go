@@ -26,6 +26,8 @@ import (
 //   - the booking is found by payment id, or by the booking id in the
 //     payment's metadata when the create call has not recorded the payment
 //     id yet;
+//   - refund events (charge.refunded, refund.*) are followed up by asking
+//     the provider, never taken at their word (money.go);
 //   - an event for a payment no booking knows, or of a type the flow does
 //     not act on, answers 200 and changes nothing.
 
@@ -128,10 +130,9 @@ func (s *Server) HandlePaymentEvent(ctx context.Context, ev payment.Event) (stri
 			}
 			return nil, s.settleFailed(ctx, b, ev.PaymentID, reason)
 		case payment.KindRefunded:
-			// A refund whose call answered ambiguously is confirmed here.
-			if b.RefundStatus == RefundPending && ev.AmountRefunded >= b.Amount {
-				return nil, s.refundDone(ctx, b.ID, "")
-			}
+			return nil, s.chargeRefunded(ctx, b, ev)
+		case payment.KindRefundUpdated:
+			return nil, s.refundUpdated(ctx, b, ev)
 		}
 		return nil, nil
 	})

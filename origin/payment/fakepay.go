@@ -9,6 +9,7 @@ import (
 	mrand "math/rand/v2"
 	"net/http"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -26,10 +27,15 @@ const (
 	// MethodSilent succeeds at the provider but sends no webhook: the
 	// reconciliation (GetPayment) or a test (Redeliver) has to find it.
 	MethodSilent = "pm_fakepay_silent"
+	// MethodRefundFails pays normally, and every refund of the payment
+	// fails (status failed, with a refund.failed webhook), until
+	// SetRefundOutcome says otherwise.
+	MethodRefundFails = "pm_fakepay_refund_fails"
 )
 
 type methodOutcome struct {
 	silent      bool
+	refundFails bool
 	code        stripe.ErrorCode
 	declineCode stripe.DeclineCode
 	message     string // set for declines only
@@ -41,6 +47,7 @@ var fakepayMethods = map[string]methodOutcome{
 	"pm_card_mastercard": {},
 	"pm_card_amex":       {},
 	MethodSilent:         {silent: true},
+	MethodRefundFails:    {refundFails: true},
 	MethodDeclined: {code: stripe.ErrorCodeCardDeclined, declineCode: stripe.DeclineCodeGenericDecline,
 		message: "Your card was declined."},
 	"pm_card_chargeDeclinedInsufficientFunds": {code: stripe.ErrorCodeCardDeclined, declineCode: stripe.DeclineCodeInsufficientFunds,
@@ -99,8 +106,9 @@ type FakepayConfig struct {
 type FakepayStats struct {
 	// Charges counts payments that took money, Declines those refused.
 	Charges, Declines int64
-	// Refunds counts refunds made.
-	Refunds int64
+	// Refunds counts refunds that succeeded (at once, or later through
+	// SettleRefund), RefundFailures those that failed.
+	Refunds, RefundFailures int64
 	// InjectedFailures counts calls failed before reaching the provider,
 	// InjectedTimeouts calls that did their work and then failed.
 	InjectedFailures, InjectedTimeouts int64
@@ -123,7 +131,7 @@ type Fakepay struct {
 	wg       sync.WaitGroup
 	closing  sync.Once
 	counters struct {
-		charges, declines, refunds, failures, timeouts, sent, attempts, failed atomic.Int64
+		charges, declines, refunds, refundFailures, failures, timeouts, sent, attempts, failed atomic.Int64
 	}
 
 	mu          sync.Mutex
@@ -136,6 +144,7 @@ type Fakepay struct {
 	inflight    int
 	idle        chan struct{} // closed when inflight drops to 0
 	payments    map[string]*fakePayment
+	refunds     map[string]*fakeRefund
 	byBooking   map[string][]string
 	paymentKeys map[string]*idemRecord
 	refundKeys  map[string]*idemRecord
@@ -149,6 +158,15 @@ type fakePayment struct {
 	chargeID string
 	outcome  *fakeEvent // payment_intent.succeeded or payment_intent.payment_failed
 	metadata map[string]string
+	// refundOutcome is how the payment's next refunds end.
+	refundOutcome RefundStatus
+	refundIDs     []string
+}
+
+type fakeRefund struct {
+	Refund
+	bookingID string
+	created   time.Time
 }
 
 type fakeEvent struct {
@@ -203,7 +221,7 @@ func NewFakepay(ctx context.Context, cfg FakepayConfig) (*Fakepay, error) {
 	f := &Fakepay{
 		secret: cfg.WebhookSecret, now: cfg.Now, client: cfg.HTTPClient, log: cfg.Logger, cfg: cfg,
 		url: cfg.WebhookURL, failureRate: cfg.FailureRate, timeoutRate: cfg.TimeoutRate,
-		payments: map[string]*fakePayment{}, byBooking: map[string][]string{},
+		payments: map[string]*fakePayment{}, refunds: map[string]*fakeRefund{}, byBooking: map[string][]string{},
 		paymentKeys: map[string]*idemRecord{}, refundKeys: map[string]*idemRecord{},
 	}
 	if f.secret == "" {
@@ -257,7 +275,7 @@ func (f *Fakepay) SetFaults(failureRate, timeoutRate float64) error {
 func (f *Fakepay) Stats() FakepayStats {
 	c := &f.counters
 	return FakepayStats{
-		Charges: c.charges.Load(), Declines: c.declines.Load(), Refunds: c.refunds.Load(),
+		Charges: c.charges.Load(), Declines: c.declines.Load(), Refunds: c.refunds.Load(), RefundFailures: c.refundFailures.Load(),
 		InjectedFailures: c.failures.Load(), InjectedTimeouts: c.timeouts.Load(),
 		WebhooksSent: c.sent.Load(), WebhookAttempts: c.attempts.Load(), WebhookFailures: c.failed.Load(),
 	}
@@ -266,8 +284,11 @@ func (f *Fakepay) Stats() FakepayStats {
 // Charges is the number of payments that took money.
 func (f *Fakepay) Charges() int64 { return f.counters.charges.Load() }
 
-// Refunds is the number of refunds made.
+// Refunds is the number of refunds that succeeded.
 func (f *Fakepay) Refunds() int64 { return f.counters.refunds.Load() }
+
+// RefundFailures is the number of refunds that failed.
+func (f *Fakepay) RefundFailures() int64 { return f.counters.refundFailures.Load() }
 
 // WebhooksSent is the number of webhook deliveries answered 2xx.
 func (f *Fakepay) WebhooksSent() int64 { return f.counters.sent.Load() }
@@ -322,7 +343,10 @@ func (f *Fakepay) charge(req CreateRequest) *fakePayment {
 	p := &fakePayment{
 		Payment: Payment{ID: "pi_" + randomID(), BookingID: req.BookingID, Amount: req.Amount,
 			Currency: req.Currency, Status: StatusSucceeded, Created: now.UTC().Truncate(time.Second)},
-		method: req.PaymentMethod, silent: outcome.silent, metadata: req.Metadata,
+		method: req.PaymentMethod, silent: outcome.silent, metadata: req.Metadata, refundOutcome: RefundSucceeded,
+	}
+	if outcome.refundFails {
+		p.refundOutcome = RefundFailed
 	}
 	typ := stripe.EventTypePaymentIntentSucceeded
 	if outcome.message != "" {
@@ -438,14 +462,157 @@ func (f *Fakepay) refund(req RefundRequest) (Refund, *fakeEvent, error) {
 	case amount > left:
 		return Refund{}, nil, fmt.Errorf("%w: refund of %d exceeds the %d left", ErrInvalidRequest, amount, left)
 	}
-	p.AmountRefunded += amount
-	f.counters.refunds.Add(1)
-	r := Refund{ID: "re_" + randomID(), PaymentID: p.ID, Amount: amount, Currency: p.Currency, Status: RefundSucceeded}
-	ev := f.newEvent(stripe.EventTypeChargeRefunded, p.ID, chargeObject(p), f.now())
+	now := f.now()
+	r := &fakeRefund{Refund: Refund{ID: "re_" + randomID(), PaymentID: p.ID, Amount: amount, Currency: p.Currency,
+		Status: p.refundOutcome}, bookingID: p.BookingID, created: now.UTC().Truncate(time.Second)}
+	f.refunds[r.ID] = r
+	p.refundIDs = append(p.refundIDs, r.ID)
+	var ev *fakeEvent
+	switch r.Status {
+	case RefundSucceeded:
+		p.AmountRefunded += amount
+		f.counters.refunds.Add(1)
+		ev = f.newEvent(stripe.EventTypeChargeRefunded, p.ID, chargeObject(p), now)
+	case RefundPending:
+		// As at Stripe, a pending refund counts in the charge's amount
+		// refunded until it fails.
+		p.AmountRefunded += amount
+		ev = f.newEvent(stripe.EventTypeRefundCreated, p.ID, refundObject(r, p), now)
+	default:
+		r.FailureReason = string(stripe.RefundFailureReasonLostOrStolenCard)
+		f.counters.refundFailures.Add(1)
+		ev = f.newEvent(stripe.EventTypeRefundFailed, p.ID, refundObject(r, p), now)
+	}
 	if p.silent {
 		ev = nil
 	}
-	return r, ev, nil
+	return r.Refund, ev, nil
+}
+
+// GetRefund reads a refund as it is now.
+func (f *Fakepay) GetRefund(ctx context.Context, refundID string) (Refund, error) {
+	if err := f.enter(ctx, "get refund "+refundID); err != nil {
+		return Refund{}, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	r, ok := f.refunds[refundID]
+	if !ok {
+		return Refund{}, fmt.Errorf("fakepay: get refund %s: %w", refundID, ErrNotFound)
+	}
+	return r.Refund, nil
+}
+
+// SetRefundOutcome decides how the payment's next refunds end: succeeded
+// (the default), failed (the default of MethodRefundFails), or pending
+// until SettleRefund.
+func (f *Fakepay) SetRefundOutcome(paymentID string, s RefundStatus) error {
+	switch s {
+	case RefundSucceeded, RefundFailed, RefundPending:
+	default:
+		return fmt.Errorf("fakepay: refund outcome %q: %w", s, ErrInvalidRequest)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	p, ok := f.payments[paymentID]
+	if !ok {
+		return fmt.Errorf("fakepay: set refund outcome of %s: %w", paymentID, ErrNotFound)
+	}
+	p.refundOutcome = s
+	return nil
+}
+
+// SettleRefund ends a pending refund (succeeded or failed), or fails one
+// that succeeded (as a card refund can, days later), and sends its webhook:
+// refund.updated and charge.refunded when it succeeded, refund.failed when
+// it failed.
+func (f *Fakepay) SettleRefund(refundID string, s RefundStatus) error {
+	f.mu.Lock()
+	r, ok := f.refunds[refundID]
+	if !ok {
+		f.mu.Unlock()
+		return fmt.Errorf("fakepay: settle refund %s: %w", refundID, ErrNotFound)
+	}
+	p := f.payments[r.PaymentID]
+	now := f.now()
+	var evs []*fakeEvent
+	switch {
+	case s == RefundSucceeded && r.Status == RefundPending:
+		r.Status = RefundSucceeded
+		f.counters.refunds.Add(1)
+		evs = append(evs, f.newEvent(stripe.EventTypeRefundUpdated, p.ID, refundObject(r, p), now),
+			f.newEvent(stripe.EventTypeChargeRefunded, p.ID, chargeObject(p), now))
+	case s == RefundFailed && (r.Status == RefundPending || r.Status == RefundSucceeded):
+		r.Status, r.FailureReason = RefundFailed, string(stripe.RefundFailureReasonExpiredOrCanceledCard)
+		p.AmountRefunded -= r.Amount
+		f.counters.refundFailures.Add(1)
+		evs = append(evs, f.newEvent(stripe.EventTypeRefundFailed, p.ID, refundObject(r, p), now))
+	default:
+		f.mu.Unlock()
+		return fmt.Errorf("fakepay: settle refund %s (%s) as %s: %w", refundID, r.Status, s, ErrInvalidRequest)
+	}
+	silent := p.silent
+	f.mu.Unlock()
+	if !silent {
+		for _, ev := range evs {
+			f.dispatch(ev)
+		}
+	}
+	return nil
+}
+
+// RefundsForPayment lists a payment's refunds, oldest first.
+func (f *Fakepay) RefundsForPayment(paymentID string) []Refund {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	p, ok := f.payments[paymentID]
+	if !ok {
+		return nil
+	}
+	out := make([]Refund, 0, len(p.refundIDs))
+	for _, id := range p.refundIDs {
+		out = append(out, f.refunds[id].Refund)
+	}
+	return out
+}
+
+// FakepayMoney is what fakepay really moved, to hold a ledger's account
+// against.
+type FakepayMoney struct {
+	// Charges counts the payments that took money, Charged their amount.
+	Charges, Charged int64
+	// Refunded is the amount returned by succeeded refunds, RefundPending
+	// the amount of refunds not over yet.
+	Refunded, RefundPending int64
+	// FailedRefunds counts the refunds that failed.
+	FailedRefunds int64
+}
+
+// Money sums the payments of one event (by the event_id of their
+// metadata), or of every event when eventID is 0.
+func (f *Fakepay) Money(eventID int64) FakepayMoney {
+	want := strconv.FormatInt(eventID, 10)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var m FakepayMoney
+	for _, p := range f.payments {
+		if p.Status != StatusSucceeded || (eventID != 0 && p.metadata["event_id"] != want) {
+			continue
+		}
+		m.Charges++
+		m.Charged += p.Amount
+		for _, id := range p.refundIDs {
+			switch r := f.refunds[id]; r.Status {
+			case RefundSucceeded:
+				m.Refunded += r.Amount
+			case RefundPending:
+				m.RefundPending += r.Amount
+			default:
+				m.FailedRefunds++
+			}
+		}
+	}
+	return m
 }
 
 // ParseWebhook verifies and parses a webhook signed with fakepay's secret.

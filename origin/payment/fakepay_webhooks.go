@@ -64,6 +64,25 @@ type (
 	}
 )
 
+type refundJSON struct {
+	ID            string              `json:"id"`
+	Object        string              `json:"object"`
+	Amount        int64               `json:"amount"`
+	Currency      string              `json:"currency"`
+	Created       int64               `json:"created"`
+	Charge        string              `json:"charge"`
+	PaymentIntent string              `json:"payment_intent"`
+	Status        stripe.RefundStatus `json:"status"`
+	FailureReason string              `json:"failure_reason,omitempty"`
+	Metadata      map[string]string   `json:"metadata"`
+}
+
+func refundObject(r *fakeRefund, p *fakePayment) refundJSON {
+	return refundJSON{ID: r.ID, Object: "refund", Amount: r.Amount, Currency: r.Currency, Created: r.created.Unix(),
+		Charge: p.chargeID, PaymentIntent: p.ID, Status: stripe.RefundStatus(r.Status), FailureReason: r.FailureReason,
+		Metadata: map[string]string{MetadataBookingID: r.bookingID}}
+}
+
 func intentObject(p *fakePayment) intentJSON {
 	o := intentJSON{ID: p.ID, Object: "payment_intent", Amount: p.Amount, Currency: p.Currency,
 		Created: p.Created.Unix(), PaymentMethod: p.method, Metadata: p.metadata}

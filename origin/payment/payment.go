@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -22,8 +23,14 @@ type Provider interface {
 	// GetPayment reads a payment's current state, for the reconciliation of
 	// bookings whose webhook never came. Unknown ids give ErrNotFound.
 	GetPayment(ctx context.Context, paymentID string) (Payment, error)
-	// Refund returns money of a succeeded payment.
+	// Refund returns money of a succeeded payment. The refund it makes may
+	// not be over yet (RefundPending) or may have failed at once
+	// (RefundFailed): its Status says, and a refund that fails later is
+	// reported by GetRefund and the refund webhooks.
 	Refund(ctx context.Context, req RefundRequest) (Refund, error)
+	// GetRefund reads a refund's current state, for following a pending
+	// refund to its end. Unknown ids give ErrNotFound.
+	GetRefund(ctx context.Context, refundID string) (Refund, error)
 	// ParseWebhook verifies a webhook's Stripe-Signature header against the
 	// raw body and the provider's secret, then parses the event. Signature
 	// failures are ErrInvalidSignature; a signed body that isn't an event is
@@ -51,6 +58,19 @@ func PaymentKey(bookingID string) string { return "waitroom-booking-" + bookingI
 // RefundKey is the idempotency key of a booking's refund, shared by the
 // cancellation and the late-payment paths so that racing them refunds once.
 func RefundKey(bookingID string) string { return "waitroom-booking-" + bookingID + "-refund" }
+
+// RefundAttemptKey is the idempotency key of a booking's refund after
+// attempt failed ones: a failed refund is final at the provider, and its key
+// would only return it again, so trying once more is a new refund under a
+// new key. Attempt 0 is RefundKey. A new attempt is made only once the
+// previous one is known to have failed, so no two attempts can both return
+// money (and the provider refuses to refund more than was charged anyway).
+func RefundAttemptKey(bookingID string, attempt int) string {
+	if attempt <= 0 {
+		return RefundKey(bookingID)
+	}
+	return RefundKey(bookingID) + "-" + strconv.Itoa(attempt)
+}
 
 // CreateRequest describes a charge.
 type CreateRequest struct {
@@ -155,13 +175,19 @@ func (r RefundRequest) normalise() (RefundRequest, error) {
 	return r, nil
 }
 
-// RefundStatus is a refund's state.
+// RefundStatus is a refund's state, reduced from the provider's to what a
+// booking needs to decide.
 type RefundStatus string
 
 const (
-	RefundPending   RefundStatus = "pending"
+	// RefundPending: not over yet (processing, or waiting on an action).
+	RefundPending RefundStatus = "pending"
+	// RefundSucceeded: the money went back to the buyer.
 	RefundSucceeded RefundStatus = "succeeded"
-	RefundFailed    RefundStatus = "failed"
+	// RefundFailed: the money did not go back (failed or canceled at the
+	// provider, possibly after it was reported succeeded); it is the
+	// merchant's again, and a new refund has to be made.
+	RefundFailed RefundStatus = "failed"
 )
 
 // Refund is a provider's refund.
@@ -171,6 +197,8 @@ type Refund struct {
 	Amount    int64
 	Currency  string
 	Status    RefundStatus
+	// FailureReason explains a failed refund, when the provider says.
+	FailureReason string
 }
 
 // Errors, checked with errors.Is.

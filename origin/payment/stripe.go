@@ -129,19 +129,28 @@ func (s *Stripe) Refund(ctx context.Context, req RefundRequest) (Refund, error) 
 		_, err := stripeError(err)
 		return Refund{}, fmt.Errorf("stripe: refund payment %s: %w", req.PaymentID, err)
 	}
-	out := Refund{ID: r.ID, PaymentID: req.PaymentID, Amount: r.Amount, Currency: string(r.Currency)}
+	return fromRefund(r, req.PaymentID), nil
+}
+
+// GetRefund retrieves a refund, for its current status: Stripe answers a
+// repeated create under the same key with the refund as it was made, which
+// says nothing of how it ended.
+func (s *Stripe) GetRefund(ctx context.Context, refundID string) (Refund, error) {
+	r, err := s.client.V1Refunds.Retrieve(ctx, refundID, &stripe.RefundRetrieveParams{})
+	if err != nil {
+		_, err := stripeError(err)
+		return Refund{}, fmt.Errorf("stripe: get refund %s: %w", refundID, err)
+	}
+	return fromRefund(r, ""), nil
+}
+
+func fromRefund(r *stripe.Refund, paymentID string) Refund {
+	out := Refund{ID: r.ID, PaymentID: paymentID, Amount: r.Amount, Currency: string(r.Currency),
+		Status: refundStatus(r.Status), FailureReason: string(r.FailureReason)}
 	if r.PaymentIntent != nil && r.PaymentIntent.ID != "" {
 		out.PaymentID = r.PaymentIntent.ID
 	}
-	switch r.Status {
-	case stripe.RefundStatusSucceeded:
-		out.Status = RefundSucceeded
-	case stripe.RefundStatusFailed, stripe.RefundStatusCanceled:
-		out.Status = RefundFailed
-	default:
-		out.Status = RefundPending
-	}
-	return out, nil
+	return out
 }
 
 // ParseWebhook verifies and parses a webhook from Stripe.

@@ -30,8 +30,13 @@ const (
 	KindPaymentSucceeded EventKind = "payment_succeeded"
 	// KindPaymentFailed: payment_intent.payment_failed.
 	KindPaymentFailed EventKind = "payment_failed"
-	// KindRefunded: charge.refunded.
+	// KindRefunded: charge.refunded, money of the charge returned (by the
+	// booking flow, or by someone at the provider, e.g. from the
+	// dashboard).
 	KindRefunded EventKind = "refunded"
+	// KindRefundUpdated: a refund was made or changed state (refund.created,
+	// refund.updated, refund.failed, charge.refund.updated).
+	KindRefundUpdated EventKind = "refund_updated"
 )
 
 // Event is a verified webhook event in Stripe's format.
@@ -50,8 +55,12 @@ type Event struct {
 	BookingID string
 	Amount    int64
 	Currency  string
-	// AmountRefunded is set on refund events.
+	// AmountRefunded is set on charge.refunded: the charge's whole amount
+	// returned so far.
 	AmountRefunded int64
+	// RefundID and RefundStatus are set on refund events (KindRefundUpdated).
+	RefundID     string
+	RefundStatus RefundStatus
 	// FailureCode and FailureMessage explain a payment_failed event.
 	FailureCode    string
 	FailureMessage string
@@ -66,7 +75,15 @@ var eventKinds = map[stripe.EventType]EventKind{
 	stripe.EventTypePaymentIntentSucceeded:     KindPaymentSucceeded,
 	stripe.EventTypePaymentIntentPaymentFailed: KindPaymentFailed,
 	stripe.EventTypeChargeRefunded:             KindRefunded,
+	stripe.EventTypeRefundCreated:              KindRefundUpdated,
+	stripe.EventTypeRefundUpdated:              KindRefundUpdated,
+	stripe.EventTypeRefundFailed:               KindRefundUpdated,
+	stripe.EventTypeChargeRefundUpdated:        KindRefundUpdated,
 }
+
+// ActedOn reports whether events of type typ are ones the booking flow acts
+// on (the others are acknowledged and change nothing).
+func ActedOn(typ string) bool { return eventKinds[stripe.EventType(typ)] != KindOther }
 
 // SignWebhook returns the Stripe-Signature header value for body signed with
 // secret at time t: "t=<unix>,v1=<hex HMAC-SHA256 of "<t>.<body>">".
@@ -175,11 +192,41 @@ func parseEvent(body []byte) (Event, error) {
 		}
 		ev.BookingID = ch.Metadata[MetadataBookingID]
 		ev.Amount, ev.Currency, ev.AmountRefunded = ch.Amount, string(ch.Currency), ch.AmountRefunded
+	case KindRefundUpdated:
+		var r stripe.Refund
+		if err := json.Unmarshal(se.Data.Raw, &r); err != nil {
+			return ev, fmt.Errorf("parse webhook event %s: %w: refund: %w", se.ID, ErrMalformedEvent, err)
+		}
+		if r.ID == "" {
+			return ev, fmt.Errorf("parse webhook event %s: %w: no refund id in data.object", se.ID, ErrMalformedEvent)
+		}
+		switch {
+		case r.PaymentIntent != nil:
+			ev.PaymentID = r.PaymentIntent.ID
+		case r.Charge != nil && r.Charge.PaymentIntent != nil:
+			ev.PaymentID = r.Charge.PaymentIntent.ID
+		}
+		ev.RefundID, ev.RefundStatus = r.ID, refundStatus(r.Status)
+		ev.BookingID = r.Metadata[MetadataBookingID]
+		ev.Amount, ev.Currency = r.Amount, string(r.Currency)
 	}
 	if ev.PaymentID == "" {
 		return ev, fmt.Errorf("parse webhook event %s: %w: no payment id in data.object", se.ID, ErrMalformedEvent)
 	}
 	return ev, nil
+}
+
+// refundStatus reduces Stripe's refund status: canceled returns no money
+// (failed), requires_action is not over yet (pending).
+func refundStatus(s stripe.RefundStatus) RefundStatus {
+	switch s {
+	case stripe.RefundStatusSucceeded:
+		return RefundSucceeded
+	case stripe.RefundStatusFailed, stripe.RefundStatusCanceled:
+		return RefundFailed
+	default:
+		return RefundPending
+	}
 }
 
 func failureCode(e *stripe.Error) string {

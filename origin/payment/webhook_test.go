@@ -49,6 +49,8 @@ const (
 		`"metadata":{"booking_id":"b_2"}}`
 	refundedCharge = `{"id":"ch_1","object":"charge","amount":90000,"amount_refunded":90000,"currency":"inr","refunded":true,` +
 		`"payment_intent":"pi_1","metadata":{"booking_id":"b_1"}}`
+	failedRefund = `{"id":"re_1","object":"refund","amount":90000,"currency":"inr","charge":"ch_1","payment_intent":"pi_1",` +
+		`"status":"failed","failure_reason":"lost_or_stolen_card","metadata":{"booking_id":"b_1"}}`
 )
 
 func TestVerifyWebhook(t *testing.T) {
@@ -76,6 +78,19 @@ func TestVerifyWebhook(t *testing.T) {
 			header: sig(eventBody("charge.refunded", refundedCharge), now),
 			want: Event{ID: "evt_1", Type: "charge.refunded", Kind: KindRefunded, PaymentID: "pi_1", BookingID: "b_1",
 				Amount: 90000, AmountRefunded: 90000, Currency: "inr", Created: time.Unix(1795946400, 0).UTC()}},
+		{name: "refund failed", body: eventBody("refund.failed", failedRefund),
+			header: sig(eventBody("refund.failed", failedRefund), now),
+			want: Event{ID: "evt_1", Type: "refund.failed", Kind: KindRefundUpdated, PaymentID: "pi_1", BookingID: "b_1",
+				Amount: 90000, Currency: "inr", RefundID: "re_1", RefundStatus: RefundFailed, Created: time.Unix(1795946400, 0).UTC()}},
+		{name: "charge.refund.updated, the payment through the charge",
+			body:   eventBody("charge.refund.updated", `{"id":"re_2","object":"refund","status":"requires_action","charge":{"id":"ch_1","payment_intent":"pi_1"}}`),
+			header: sig(eventBody("charge.refund.updated", `{"id":"re_2","object":"refund","status":"requires_action","charge":{"id":"ch_1","payment_intent":"pi_1"}}`), now),
+			want: Event{ID: "evt_1", Type: "charge.refund.updated", Kind: KindRefundUpdated, PaymentID: "pi_1",
+				RefundID: "re_2", RefundStatus: RefundPending, Created: time.Unix(1795946400, 0).UTC()}},
+		{name: "refund event without refund id", body: eventBody("refund.updated", `{"object":"refund","payment_intent":"pi_1"}`),
+			header: sig(eventBody("refund.updated", `{"object":"refund","payment_intent":"pi_1"}`), now), err: []error{ErrMalformedEvent}},
+		{name: "refund event without payment", body: eventBody("refund.updated", `{"id":"re_1","object":"refund","status":"succeeded"}`),
+			header: sig(eventBody("refund.updated", `{"id":"re_1","object":"refund","status":"succeeded"}`), now), err: []error{ErrMalformedEvent}},
 		{name: "unknown type parses, flagged", body: eventBody("customer.created", `{"id":"cus_1","object":"customer"}`),
 			header: sig(eventBody("customer.created", `{"id":"cus_1","object":"customer"}`), now),
 			want:   Event{ID: "evt_1", Type: "customer.created", Kind: KindOther, Created: time.Unix(1795946400, 0).UTC()}},
@@ -221,6 +236,10 @@ func FuzzParseWebhook(f *testing.F) {
 		eventBody("payment_intent.payment_failed", failedIntent),
 		eventBody("charge.refunded", refundedCharge),
 		eventBody("charge.refunded", `{"id":"ch_1","payment_intent":{"id":"pi_1"}}`),
+		eventBody("refund.failed", failedRefund),
+		eventBody("refund.updated", `{"id":"re_1","payment_intent":"pi_1","status":"succeeded"}`),
+		eventBody("charge.refund.updated", `{"id":"re_1","charge":{"id":"ch_1","payment_intent":"pi_1"},"status":"pending"}`),
+		eventBody("refund.created", `"re_1"`),
 		eventBody("payment_intent.succeeded", `"pi_1"`),
 		eventBody("payment_intent.succeeded", `{"id":"pi_1","metadata":{"booking_id":7}}`),
 		eventBody("customer.created", `null`),
@@ -259,9 +278,19 @@ func FuzzParseWebhook(f *testing.F) {
 		if json.Unmarshal(body, &raw) != nil {
 			t.Fatalf("accepted a body that is not a JSON object: %q", body)
 		}
-		if ev.Known() != (ev.Type == string(stripe.EventTypePaymentIntentSucceeded) ||
-			ev.Type == string(stripe.EventTypePaymentIntentPaymentFailed) || ev.Type == string(stripe.EventTypeChargeRefunded)) {
-			t.Fatalf("kind %q for type %q", ev.Kind, ev.Type)
+		switch stripe.EventType(ev.Type) {
+		case stripe.EventTypePaymentIntentSucceeded, stripe.EventTypePaymentIntentPaymentFailed, stripe.EventTypeChargeRefunded,
+			stripe.EventTypeRefundCreated, stripe.EventTypeRefundUpdated, stripe.EventTypeRefundFailed, stripe.EventTypeChargeRefundUpdated:
+			if !ev.Known() {
+				t.Fatalf("type %q not acted on", ev.Type)
+			}
+		default:
+			if ev.Known() {
+				t.Fatalf("kind %q for type %q", ev.Kind, ev.Type)
+			}
+		}
+		if ev.Kind == KindRefundUpdated && ev.RefundID == "" {
+			t.Fatalf("accepted a refund event without a refund id: %+v", ev)
 		}
 	})
 }
