@@ -65,23 +65,36 @@ func (s *Server) admitted(ctx context.Context, ev *liveEvent, position int64) bo
 }
 
 // reachedWatermark is the admission check for buyers who already hold seats:
-// their position must be at or below the watermark, but a pause (a rebuild)
+// their position must be at or below the watermark, but a pause
 // or the hard cap must not stop them from paying.
 func (s *Server) reachedWatermark(ctx context.Context, ev *liveEvent, position int64) bool {
 	return s.judge(ctx, ev, func(st waitroom.State) bool { return position <= st.Watermark })
 }
 
+// judgeTimeout bounds the store read of an admission check shared by every
+// request waiting on it.
+const judgeTimeout = 2 * time.Second
+
 func (s *Server) judge(ctx context.Context, ev *liveEvent, ok func(waitroom.State) bool) bool {
 	if ok(ev.room.State()) {
 		return true
 	}
-	v, err, _ := s.flight.Do(fmt.Sprintf("state:%d", ev.ID), func() (any, error) {
+	// One read for every request asking at once, detached from the first
+	// caller: a client that hangs up must not fail the others waiting on it.
+	ch := s.flight.DoChan(fmt.Sprintf("state:%d", ev.ID), func() (any, error) {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), judgeTimeout)
+		defer cancel()
 		return ev.room.Refresh(ctx)
 	})
-	if err != nil {
+	select {
+	case <-ctx.Done():
 		return false
+	case r := <-ch:
+		if r.Err != nil {
+			return false
+		}
+		return ok(r.Val.(waitroom.State))
 	}
-	return ok(v.(waitroom.State))
 }
 
 // isAdmin checks the admin bearer token, answering 401 when it is wrong.

@@ -467,7 +467,7 @@ func TestHolderPaysWhileAdmissionIsPaused(t *testing.T) {
 	n := 0
 	require.Eventually(t, func() bool {
 		n++
-		return h.hold(ev.ID, fmt.Sprintf("bob-%d", n), 1, "k").status == http.StatusForbidden
+		return h.hold(ev.ID, fmt.Sprintf("bob-%d", n), 1, "k").status == http.StatusServiceUnavailable
 	}, 10*time.Second, 20*time.Millisecond, "no new holds while paused")
 	b := h.mustBook(ev.ID, "ann", hold.HoldID, "pm_card_visa")
 	assert.Equal(t, "confirmed", h.settled(ev.ID, "ann", b.BookingID).Status, "a buyer holding seats still pays")

@@ -1,9 +1,12 @@
 package origin
 
 import (
+	"context"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/waitroom/waitroom/waitroom"
 )
 
 // HoldBatchGate holds the first batch of hold rows back, so that the rows
@@ -95,3 +98,32 @@ func (s *Server) InFlight(event int64) int64 {
 
 // SettleTime is how long a rebuild of s waits for other nodes' hold writes.
 func (s *Server) SettleTime() time.Duration { return s.cfg.RebuildSettle + s.cfg.ClockSkewMargin }
+
+// DuringRebuild has s run f in every rebuild once the inventory is frozen.
+// Set it before any request.
+func (s *Server) DuringRebuild(f func()) { s.duringRebuild = f }
+
+// LoadNewEvent loads a just-created event into Redis as CreateEvent does.
+func (s *Server) LoadNewEvent(ctx context.Context, id int64) error {
+	ev, err := s.event(ctx, id)
+	if err != nil {
+		return err
+	}
+	return s.rebuild(ctx, ev, reasonCreated)
+}
+
+// Admitted is the admission check of a hold request.
+func (s *Server) Admitted(ctx context.Context, event, position int64) bool {
+	ev, err := s.event(ctx, event)
+	if err != nil {
+		return false
+	}
+	return s.admitted(ctx, ev, position)
+}
+
+// AdmissionState is the admission state s last saw for event.
+func (s *Server) AdmissionState(event int64) waitroom.State {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.events[event].room.State()
+}

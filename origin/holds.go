@@ -420,7 +420,10 @@ func (s *Server) release(ctx context.Context, ev *liveEvent, holdID string, p pe
 
 // syncSoldOut makes the shared sold-out flag match the inventory: set when
 // remaining is 0, cleared when released seats came back. Every gateway
-// follows the flag within a second.
+// follows the flag within a second. A flag the origin did not set (an
+// operator's) is never cleared here: it stays until the operator lifts it.
+// The origin knows its own by a mark it writes next to the flag
+// (soldOutMark).
 func (s *Server) syncSoldOut(ctx context.Context, ev *liveEvent) {
 	ev.soldOutMu.Lock()
 	defer ev.soldOutMu.Unlock()
@@ -431,15 +434,45 @@ func (s *Server) syncSoldOut(ctx context.Context, ev *liveEvent) {
 		return
 	}
 	want := n == 0
-	if ev.room.State().SoldOut == want {
+	st := ev.room.State()
+	mark := soldOutMark(ev.ID)
+	switch {
+	case want && !st.SoldOut:
+		// The mark first: a flag set without it would pass for an
+		// operator's and never be cleared.
+		if err := s.rdb.Set(ctx, mark, "1", 0).Err(); err != nil {
+			s.log.Warn("could not mark the sold-out flag as the origin's", "event", ev.ID, "error", err)
+			return
+		}
+	case !want && st.SoldOut:
+		ours, err := s.rdb.Exists(ctx, mark).Result()
+		if err != nil || ours == 0 {
+			return // an operator's flag, or unknown: left as it is
+		}
+	case !st.SoldOut:
+		// Lifted by anyone: a mark left would claim a later operator's flag.
+		if err := s.rdb.Del(ctx, mark).Err(); err != nil {
+			s.log.Warn("could not clear the sold-out mark", "event", ev.ID, "error", err)
+		}
+		return
+	default:
 		return
 	}
 	if _, err := ev.room.Update(ctx, waitroomChange(want)); err != nil {
 		s.log.Warn("could not update the sold-out flag", "event", ev.ID, "sold_out", want, "error", err)
 		return
 	}
+	if !want {
+		if err := s.rdb.Del(ctx, mark).Err(); err != nil {
+			s.log.Warn("could not clear the sold-out mark", "event", ev.ID, "error", err)
+		}
+	}
 	s.log.Info("sold-out flag updated", "event", ev.ID, "sold_out", want, "remaining", n)
 }
+
+// soldOutMark is the key that says the event's sold-out flag is the
+// origin's, on the event's slot.
+func soldOutMark(event int64) string { return "origin:" + inventory.Tag(event) + ":sold_out_set" }
 
 // ReleaseHold gives a buyer's pending hold back: the ledger first (the
 // truth), then the seats in Redis.

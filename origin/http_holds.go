@@ -47,6 +47,10 @@ func parseQuantity(body []byte, maxPerUser int64) (int64, *response) {
 	return q, nil
 }
 
+// pausedRetryAfter is the Retry-After, in seconds, of a hold request made
+// while the sale is paused.
+const pausedRetryAfter = 5
+
 func (s *Server) handleCreateHold(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	resp := s.createHold(w, r)
@@ -82,6 +86,12 @@ func (s *Server) createHold(w http.ResponseWriter, r *http.Request) response {
 		return *bad
 	}
 	if !s.admitted(ctx, ev, ticket.Position) {
+		if st := ev.room.State(); st.Paused && ticket.Position <= st.Watermark && !st.BeyondCap(ticket.Position) {
+			// Admitted, while the sale is paused: a wait, not a refusal.
+			r := unavailableResponse("the sale is paused; retry shortly")
+			r.retryAfter = pausedRetryAfter
+			return r
+		}
 		return errorResponse(http.StatusForbidden, "not_admitted", "your place in the queue has not been admitted yet")
 	}
 	key := r.Header.Get("Idempotency-Key")

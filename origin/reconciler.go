@@ -274,34 +274,36 @@ const (
 	// reasonDrift: the reconciler found the same drift twice with nothing
 	// in flight.
 	reasonDrift = "drift"
-	// reasonCreated: a new event, which cannot have holds yet, so there is
-	// nothing to pause or wait for.
+	// reasonCreated: a new event, which cannot have holds yet unless
+	// another node loaded it first, so there is nothing to wait for.
 	reasonCreated = "created"
 )
 
-// rebuild is the recovery procedure: pause admission, freeze the inventory,
-// let the hold writes already under way finish, count the ledger, load
-// Redis, restore admission as it was. Concurrent calls on this node share
-// one run.
+// rebuild is the recovery procedure: freeze the inventory (the fence: no
+// hold, release or change runs while it is set, and it lapses by itself if
+// this node dies mid-way), let the hold writes already under way finish,
+// count the ledger, load Redis, lift the fence. The fence is the rebuild's
+// pause: the admission state an operator controls (paused, sold out) is
+// never touched. Concurrent calls on this node share one run.
 func (s *Server) rebuild(ctx context.Context, ev *liveEvent, reason string) error {
 	_, err, _ := s.flight.Do(fmt.Sprintf("rebuild:%d", ev.ID), func() (any, error) {
 		// Detached: callers may give up waiting, the rebuild must not stop
 		// half way (it would only leave the event unloaded, but needlessly).
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), inventory.FenceTTL)
 		defer cancel()
-		if reason == reasonMissing {
-			// Loaded meanwhile: not even a pause of admission. (Reload below
-			// checks again, under the freeze.)
+		onlyMissing := reason == reasonMissing || reason == reasonCreated
+		if onlyMissing {
+			// Loaded meanwhile: nothing to do. (Reload below checks again,
+			// under the fence.)
 			if _, loaded, err := s.inv.Remaining(ctx, ev.ID); err == nil && loaded {
 				return nil, nil
 			}
 		}
-		if reason != reasonCreated {
-			restore := s.pauseAdmission(ctx, ev)
-			defer restore()
-		}
 		start := time.Now()
 		read := func(ctx context.Context) (inventory.Snapshot, error) {
+			if s.duringRebuild != nil {
+				s.duringRebuild()
+			}
 			if reason != reasonCreated {
 				if err := s.settle(ctx, ev); err != nil {
 					return inventory.Snapshot{}, err
@@ -309,9 +311,11 @@ func (s *Server) rebuild(ctx context.Context, ev *liveEvent, reason string) erro
 			}
 			return s.snapshot(ctx, ev)
 		}
-		if reason == reasonMissing {
+		if onlyMissing {
 			// Requests that found the keys missing may get here just after
-			// another rebuild loaded them; Reload leaves them alone then.
+			// another rebuild loaded them, and a new event may have been
+			// loaded by another node's first hold, whose seats a reset would
+			// give away: Reload leaves loaded keys alone.
 			if loaded, err := s.inv.Reload(ctx, ev.ID, read); err != nil || !loaded {
 				return nil, err
 			}
@@ -323,32 +327,6 @@ func (s *Server) rebuild(ctx context.Context, ev *liveEvent, reason string) erro
 		return nil, nil
 	})
 	return err
-}
-
-// pauseAdmission pauses the event in the shared store so gateways stop
-// admitting while Redis is rebuilt; the returned func restores the flag as
-// it was. A store failure is logged, not fatal: the freeze is what keeps the
-// rebuild exact.
-func (s *Server) pauseAdmission(ctx context.Context, ev *liveEvent) func() {
-	st, err := ev.room.Refresh(ctx)
-	if err != nil {
-		s.log.Warn("rebuild: could not read admission state", "event", ev.ID, "error", err)
-		return func() {}
-	}
-	if st.Paused {
-		return func() {}
-	}
-	paused := true
-	if _, err := ev.room.Update(ctx, waitroom.Change{Paused: &paused}); err != nil {
-		s.log.Warn("rebuild: could not pause admission", "event", ev.ID, "error", err)
-		return func() {}
-	}
-	return func() {
-		resume := false
-		if _, err := ev.room.Update(context.WithoutCancel(ctx), waitroom.Change{Paused: &resume}); err != nil {
-			s.log.Error("rebuild: could not resume admission", "event", ev.ID, "error", err)
-		}
-	}
 }
 
 // settle waits, once the inventory is frozen, until no hold write that ran

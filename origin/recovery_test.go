@@ -71,7 +71,8 @@ func TestRedisFlushedMidSale(t *testing.T) {
 }
 
 // retryWhileUnavailable retries a request the way a client does while the
-// event is paused for a rebuild (403) or the origin asks to retry (503).
+// origin asks it to retry (503: a rebuild, a pause) or the event is not
+// admitting it yet (403).
 func retryWhileUnavailable(h *harness, do func() result) result {
 	for range 200 {
 		res := do()

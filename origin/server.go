@@ -163,6 +163,9 @@ type Server struct {
 	// afterRedisStep, when set (tests), runs between the Redis step and the
 	// ledger step of a change to a hold (lifecycle.go).
 	afterRedisStep func()
+	// duringRebuild, when set (tests), runs in a rebuild once the
+	// inventory is frozen.
+	duringRebuild func()
 
 	// bg is the context background work (admission rooms) runs under.
 	bg context.Context

@@ -1,0 +1,136 @@
+package origin_test
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/waitroom/waitroom/internal/testenv"
+	"github.com/waitroom/waitroom/origin"
+	"github.com/waitroom/waitroom/waitroom"
+)
+
+// The admission check a request shares with the others asking at once does
+// not run on the first caller's context: that client hanging up does not
+// fail the read everyone waiting on it gets.
+func TestAdmissionCheckOutlivesTheFirstCaller(t *testing.T) {
+	h := newHarness(t, harnessOptions{config: func(c *origin.Config) { c.RoomPollInterval = time.Hour }})
+	ev := h.createEvent(nil)
+	ctx := context.Background()
+	require.False(t, h.srv.Admitted(ctx, ev.ID, 2_000_000))
+	// Staff raise the watermark; the change notice is lost.
+	require.NoError(t, h.rdb.HSet(ctx, "waitroom:"+waitroom.EventTag(ev.ID)+":state", "watermark", 3_000_000).Err())
+
+	gone, cancel := context.WithCancel(ctx)
+	cancel()
+	assert.False(t, h.srv.Admitted(gone, ev.ID, 2_000_000), "the client hung up")
+	assert.Eventually(t, func() bool { return h.srv.AdmissionState(ev.ID).Watermark == 3_000_000 },
+		5*time.Second, 5*time.Millisecond, "the shared read went on without it")
+	assert.True(t, h.srv.Admitted(ctx, ev.ID, 2_000_000))
+}
+
+// An operator's sold-out flag stays until the operator lifts it; the
+// origin's own flag follows the seats.
+func TestOperatorSoldOutWins(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	ev := h.createEvent(map[string]any{"capacity": 1})
+	ctx := context.Background()
+	set := func(v bool) {
+		t.Helper()
+		_, err := h.store.Update(ctx, ev.ID, waitroom.Change{SoldOut: &v})
+		require.NoError(t, err)
+		require.Eventually(t, func() bool { return h.srv.AdmissionState(ev.ID).SoldOut == v }, 10*time.Second, 5*time.Millisecond)
+	}
+	set(true)
+	require.NoError(t, h.srv.ReconcileOnce(ctx))
+	assert.True(t, h.state(ev.ID).SoldOut, "the operator stopped the sale with seats left")
+	set(false)
+	require.NoError(t, h.srv.ReconcileOnce(ctx))
+	assert.False(t, h.state(ev.ID).SoldOut)
+
+	id := h.holdID(ev.ID, "ann", "a", 1)
+	assert.True(t, h.state(ev.ID).SoldOut, "the origin's flag: the last seat went")
+	hold, err := h.ledger.Hold(ctx, id)
+	require.NoError(t, err)
+	require.NoError(t, h.srv.ReleaseHold(ctx, hold))
+	require.NoError(t, h.srv.ReconcileOnce(ctx))
+	assert.False(t, h.state(ev.ID).SoldOut, "and it is lifted when the seat comes back")
+}
+
+// A rebuild never touches the admission state: its own pause is the fence
+// on the inventory, which lapses by itself if the rebuild dies.
+func TestRebuildLeavesThePausedFlagAlone(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	ev := h.createEvent(nil)
+	ctx := context.Background()
+	var during []bool
+	operatorPauses := false
+	h.srv.DuringRebuild(func() {
+		during = append(during, h.state(ev.ID).Paused)
+		if operatorPauses {
+			paused := true
+			_, err := h.store.Update(ctx, ev.ID, waitroom.Change{Paused: &paused})
+			assert.NoError(t, err)
+		}
+	})
+	_, err := h.srv.Rebuild(ctx, ev.ID)
+	require.NoError(t, err)
+	assert.Equal(t, []bool{false}, during, "a rebuild that dies mid-way leaves no pause behind")
+
+	operatorPauses = true
+	_, err = h.srv.Rebuild(ctx, ev.ID)
+	require.NoError(t, err)
+	assert.True(t, h.state(ev.ID).Paused, "the operator's pause made during a rebuild stands")
+}
+
+// While the sale is paused an admitted buyer is told to retry, not refused.
+func TestHoldWhilePausedIsRetryLater(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	ev := h.createEvent(nil)
+	paused := true
+	_, err := h.store.Update(context.Background(), ev.ID, waitroom.Change{Paused: &paused})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return h.srv.AdmissionState(ev.ID).Paused }, 10*time.Second, 5*time.Millisecond)
+
+	res := h.hold(ev.ID, "ann", 1, "a")
+	assert.Equal(t, http.StatusServiceUnavailable, res.status, "%s", res.body)
+	assert.Equal(t, "unavailable", res.errorCode(t))
+	assert.Equal(t, "5", res.header.Get("Retry-After"))
+	res = h.do(http.MethodPost, "/v1/events/"+itoa(ev.ID)+"/holds", map[string]any{"quantity": 1},
+		map[string]string{origin.TokenHeader: h.token("bob", ev.ID, 2_000_000), "Idempotency-Key": "b"})
+	assert.Equal(t, http.StatusForbidden, res.status, "a position not admitted yet is still refused")
+	assert.Equal(t, "not_admitted", res.errorCode(t))
+}
+
+// Loading a new event never undoes a hold another node made on it first.
+func TestNewEventLoadKeepsAnotherNodesFirstHold(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	ctx := context.Background()
+	created, err := h.ledger.CreateEvent(ctx, origin.Event{ID: nextEventID(), Name: "Final", Capacity: 10, Sellable: 10,
+		Price: 100, Currency: "inr", HoldTTLSeconds: 600, MaxPerUser: 4, CreatedAt: h.clock.Now()})
+	require.NoError(t, err)
+	h.admit(created.ID, 1_000_000)
+
+	// This node sees the event first and holds on it; the row is still
+	// being written when the creating node loads the event.
+	gate := origin.GateHoldBatches(h.srv)
+	var wg sync.WaitGroup
+	wg.Go(func() { assert.Equal(t, http.StatusCreated, h.hold(created.ID, "ann", 3, "a").status) })
+	gate.WaitQueued(t, 0)
+	creator := h.newServer(h.clock, nil)
+	require.NoError(t, creator.LoadNewEvent(ctx, created.ID))
+	gate.Open()
+	wg.Wait()
+	inv := h.requireInvariant(created.ID, 3)
+	assert.Equal(t, int64(7), inv.Remaining)
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+func nextEventID() int64 { return testenv.EventID() }
