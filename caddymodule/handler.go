@@ -65,6 +65,9 @@ const (
 	readyWait = 3 * time.Second
 	// unavailableRetry is the Retry-After of a 503 while the store is down.
 	unavailableRetry = 5
+	// restoringRetry is the Retry-After of a 503 while the store's lost
+	// state is put back, which takes about waitroom.DefaultRestoreWindow.
+	restoringRetry = 2
 	// soldOutVary lists what the sold-out answer depends on: its form
 	// (Accept) and whether the request carried a queue token.
 	soldOutVary = "Accept, Cookie, " + HeaderToken
@@ -86,7 +89,10 @@ const (
 // (admin.api.waitroom) or the autopilot; the request path only reads them
 // from memory. A new arrival costs one store call (its position); if the
 // store is down, new arrivals get 503 with Retry-After while token holders
-// are still judged by the last known state.
+// are still judged by the last known state. If the store loses the event's
+// state (Redis restarted empty, flushed, failed over), new arrivals get 503
+// with Retry-After until every gateway has put back what it remembers, and
+// the queue then carries on after the highest position any of them knew of.
 //
 // Placeholders set: {http.waitroom.status} (admitted, waiting, sold_out or
 // unavailable), {http.waitroom.position} and {http.waitroom.event}.
@@ -403,6 +409,9 @@ func (h *Handler) verify(r *http.Request, headerToken string) (t waitroom.Ticket
 
 // serveTicket answers a bearer of a valid token.
 func (h *Handler) serveTicket(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, repl *caddy.Replacer, s waitroom.State, t waitroom.Ticket) error {
+	// Should the store lose its counter, it is put back above every
+	// position a token proves was handed out.
+	h.room.room.Seen(t.Position)
 	switch {
 	case s.Admits(t.Position):
 		return h.admit(w, r, next, repl, h.renew(w, r, t))
@@ -435,6 +444,8 @@ func (h *Handler) serveArrival(w http.ResponseWriter, r *http.Request, next cadd
 	pos, err := h.room.room.Join(ctx)
 	cancel()
 	if err != nil {
+		// A store down, or one that lost the event's state and is having
+		// it put back: never a position it might have handed out before.
 		return h.unavailable(w, r, repl, err)
 	}
 	h.m.arrivals.Inc()
@@ -594,13 +605,18 @@ func (h *Handler) soldOut(w http.ResponseWriter, r *http.Request, repl *caddy.Re
 }
 
 // unavailable answers a new arrival whose position could not be taken
-// because the store is down: try again shortly, never a hang or a 500.
+// because the store is down, or lost the event's state and is having it
+// restored: try again shortly, never a hang or a 500.
 func (h *Handler) unavailable(w http.ResponseWriter, r *http.Request, repl *caddy.Replacer, err error) error {
 	h.logger.Debug("queue store unavailable for a new arrival", zap.Int64("event", h.Event), zap.Error(err))
+	retry := unavailableRetry
+	if errors.Is(err, waitroom.ErrRestoring) || errors.Is(err, waitroom.ErrNoState) {
+		retry = restoringRetry
+	}
 	hdr := w.Header()
 	hdr.Set(HeaderStatus, StatusUnavailable)
 	hdr.Set("Cache-Control", "no-store")
-	hdr.Set("Retry-After", strconv.Itoa(unavailableRetry))
+	hdr.Set("Retry-After", strconv.Itoa(retry))
 	hdr.Add("Vary", "Accept")
 	setPlaceholders(repl, StatusUnavailable, 0)
 	if wantsJSON(r) {
@@ -609,7 +625,7 @@ func (h *Handler) unavailable(w http.ResponseWriter, r *http.Request, repl *cadd
 			Message string `json:"message"`
 		}{"queue_unavailable", "The queue cannot take new arrivals right now; try again in a few seconds."})
 	}
-	return h.render(w, http.StatusServiceUnavailable, h.unavailPage, UnavailablePage{Event: h.Event, RetryAfterSeconds: unavailableRetry})
+	return h.render(w, http.StatusServiceUnavailable, h.unavailPage, UnavailablePage{Event: h.Event, RetryAfterSeconds: retry})
 }
 
 func (h *Handler) render(w http.ResponseWriter, status int, t *template.Template, data any) error {

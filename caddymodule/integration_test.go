@@ -6,6 +6,7 @@ package caddymodule
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -25,6 +26,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom/internal/testenv"
+	"github.com/waitroom/waitroom/waitroom"
 )
 
 // adminPort is the admin endpoint of the in-process Caddy, fixed for the
@@ -485,6 +487,8 @@ func TestRedisDown(t *testing.T) {
 	srv := testenv.StartRedis(t)
 	ev := testenv.EventID()
 	evs := strconv.FormatInt(ev, 10)
+	clk := useClock(t)
+	setUpEvent(t, srv.URL(), ev)
 	s := load(t, testenv.FreePort(t), fmt.Sprintf(`
 	waitroom {
 		event %d
@@ -531,17 +535,117 @@ func TestRedisDown(t *testing.T) {
 
 	// Redis comes back empty (this one keeps nothing on disk): the gateway
 	// reconnects by itself and puts back the queue it remembers, so the
-	// watermark holds and positions carry on instead of restarting at 1.
+	// watermark holds and positions carry on instead of restarting at 1;
+	// new arrivals wait (503) until the restore is done.
 	srv.Start()
 	require.Eventually(t, func() bool {
 		code, state, _ := adminCall(t, adminPort, http.MethodPost, "/waitroom/events/"+evs+"/watermark", `{"raise_by": 0}`)
 		return code == http.StatusOK && state["watermark"] == 1.0 && state["last_position"] == 2.0
 	}, 30*time.Second, 100*time.Millisecond)
-	res = newVisitor(t).get(s.url("/"))
-	require.Equal(t, http.StatusOK, res.StatusCode, res.body)
+	res = joinAfterRestore(t, clk, s.url("/"))
 	assert.Equal(t, "waiting", res.Header.Get(HeaderStatus))
 	assert.Equal(t, 3.0, res.json(t)["position"])
 	assert.Equal(t, "admitted", alice.get(s.url("/")).Header.Get(HeaderStatus))
+}
+
+// useClock makes the stores and rooms created during the test read a clock
+// the test moves.
+func useClock(t *testing.T) *clock {
+	clk := newClock()
+	prev := poolClock
+	poolClock = clk.Now
+	t.Cleanup(func() { poolClock = prev })
+	return clk
+}
+
+// setUpEvent writes an event's state into the Redis at url as a gateway
+// that ran before would have left it, so the test's gateway starts on it
+// rather than on a new event (which waits out a restore window first).
+func setUpEvent(t *testing.T, url string, event int64) {
+	rdb, err := waitroom.NewRedisClient(url)
+	require.NoError(t, err)
+	defer rdb.Close()
+	_, err = waitroom.NewRedisStore(rdb, waitroom.RedisOptions{}).Ensure(context.Background(), event, waitroom.Defaults{})
+	require.NoError(t, err)
+}
+
+// joinAfterRestore makes new arrivals, moving the clock on, until one is
+// taken: until then each must have been told to come back (503 with
+// Retry-After), never given a place.
+func joinAfterRestore(t *testing.T, clk *clock, url string) response {
+	t.Helper()
+	var res response
+	require.Eventually(t, func() bool {
+		res = newVisitor(t).get(url)
+		if res.StatusCode == http.StatusServiceUnavailable {
+			assert.Equal(t, "unavailable", res.Header.Get(HeaderStatus))
+			assert.NotEmpty(t, res.Header.Get("Retry-After"))
+			assert.Empty(t, res.Header.Get("Set-Cookie"))
+			clk.Advance(time.Second)
+			return false
+		}
+		return true
+	}, 30*time.Second, 20*time.Millisecond)
+	require.Equal(t, http.StatusOK, res.StatusCode, res.body)
+	return res
+}
+
+// TestLostStoreStateHoldsJoins follows API.md §7 "Lost store state": Redis
+// loses the event (FLUSHALL) under a watermark the gateway remembers; new
+// arrivals are told to come back until the state is put back, and then take
+// places after the highest one handed out, never one admitted at once.
+func TestLostStoreStateHoldsJoins(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs Caddy and Redis")
+	}
+	srv := testenv.StartRedis(t)
+	rdb, err := waitroom.NewRedisClient(srv.URL())
+	require.NoError(t, err)
+	defer rdb.Close()
+	ev := testenv.EventID()
+	evs := strconv.FormatInt(ev, 10)
+	clk := useClock(t)
+	setUpEvent(t, srv.URL(), ev)
+	s := load(t, testenv.FreePort(t), fmt.Sprintf(`
+	waitroom {
+		event %d
+		key k1 %s
+		store %s
+	}
+	respond "the site"`, ev, testSecret, srv.URL()))
+
+	visitors := []*visitor{newVisitor(t), newVisitor(t), newVisitor(t)}
+	for i, v := range visitors {
+		require.Equal(t, float64(i+1), v.get(s.url("/")).json(t)["position"])
+	}
+	code, _, raw := adminCall(t, adminPort, http.MethodPost, "/waitroom/events/"+evs+"/watermark", `{"set": 2}`)
+	require.Equal(t, http.StatusOK, code, raw)
+	require.Equal(t, "admitted", visitors[0].get(s.url("/")).Header.Get(HeaderStatus))
+
+	require.NoError(t, rdb.FlushAll(context.Background()).Err())
+
+	// The counter would restart at 1, under the watermark of 2.
+	res := newVisitor(t).get(s.url("/"))
+	require.Equal(t, http.StatusServiceUnavailable, res.StatusCode, "a new arrival after the loss: %s %s", res.Header.Get(HeaderStatus), res.body)
+	assert.Equal(t, "unavailable", res.Header.Get(HeaderStatus))
+	assert.NotEmpty(t, res.Header.Get("Retry-After"))
+	assert.Equal(t, "no-store", res.Header.Get("Cache-Control"))
+	assert.Empty(t, res.Header.Get("Set-Cookie"))
+	assert.Equal(t, "queue_unavailable", res.json(t)["error"])
+
+	// Token holders are judged by what the gateway remembers.
+	assert.Equal(t, "admitted", visitors[0].get(s.url("/")).Header.Get(HeaderStatus))
+	assert.Equal(t, "admitted", visitors[1].get(s.url("/")).Header.Get(HeaderStatus))
+	assert.Equal(t, "waiting", visitors[2].get(s.url("/")).Header.Get(HeaderStatus))
+
+	res = joinAfterRestore(t, clk, s.url("/"))
+	assert.Equal(t, "waiting", res.Header.Get(HeaderStatus), "never admitted on account of the loss")
+	assert.Equal(t, 4.0, res.json(t)["position"], "after the highest position handed out")
+	assert.Equal(t, 5.0, newVisitor(t).get(s.url("/")).json(t)["position"])
+	_, state, _ := adminCall(t, adminPort, http.MethodGet, "/waitroom/events/"+evs, "")
+	assert.Equal(t, 2.0, state["watermark"])
+	assert.Equal(t, 5.0, state["last_position"])
+	assert.Equal(t, "admitted", visitors[1].get(s.url("/")).Header.Get(HeaderStatus))
 }
 
 // TestCookieSecureBehindTrustedProxy runs the cookie's Secure flag through

@@ -26,6 +26,10 @@ var (
 	rooms  = caddy.NewUsagePool()
 )
 
+// poolClock is the clock of the stores and rooms created from now on (the
+// restore windows of lost state, the pace of the queue); tests replace it.
+var poolClock = time.Now
+
 // storeSpec says which store a handler uses; its key names the store in the
 // pool.
 type storeSpec struct {
@@ -84,7 +88,7 @@ func acquireStore(spec storeSpec) (*storeEntry, error) {
 			return nil, fmt.Errorf("store: %w", err)
 		}
 		return &storeEntry{
-			store:  waitroom.NewRedisStore(client, waitroom.RedisOptions{Lease: spec.lease}),
+			store:  waitroom.NewRedisStore(client, waitroom.RedisOptions{Lease: spec.lease, Now: poolClock}),
 			client: client,
 		}, nil
 	})
@@ -113,8 +117,9 @@ type roomEntry struct {
 	room  *waitroom.Room
 	store *storeEntry
 	// ready is closed after the room's first read of the store, successful
-	// or not; until then its state is only the configured defaults.
-	ready  chan struct{}
+	// or not, once no restore of the state holds new arrivals back; until
+	// then its state is only the configured defaults.
+	ready  <-chan struct{}
 	cancel context.CancelFunc
 	done   chan struct{}
 }
@@ -148,16 +153,15 @@ func acquireRoom(key roomKey, spec storeSpec) (*roomEntry, error) {
 		room := waitroom.NewRoom(st.store, key.Event, waitroom.RoomOptions{
 			Defaults:  waitroom.Defaults{Watermark: key.Watermark, HardCap: key.HardCap},
 			Autopilot: waitroom.Autopilot{Step: key.PilotStep, Interval: key.PilotInterval},
+			Now:       poolClock,
 			Logger:    roomLogger(),
 		})
 		// The room's life is the pool entry's, not a config's: a config's
 		// context ends at every reload.
 		ctx, cancel := context.WithCancel(context.Background())
-		e := &roomEntry{key: key, room: room, store: st, ready: make(chan struct{}), cancel: cancel, done: make(chan struct{})}
+		e := &roomEntry{key: key, room: room, store: st, ready: room.Ready(), cancel: cancel, done: make(chan struct{})}
 		go func() {
 			defer close(e.done)
-			_, _ = room.Refresh(ctx)
-			close(e.ready)
 			room.Run(ctx)
 		}()
 		return e, nil

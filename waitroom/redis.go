@@ -18,16 +18,24 @@ import (
 // tag ({evt:42}), the same tag the inventory uses, so one event lives on one
 // Redis Cluster slot.
 type RedisStore struct {
-	rdb   redis.UniversalClient
-	lease int64
-	node  string
+	rdb     redis.UniversalClient
+	lease   int64
+	node    string
+	restore time.Duration
+	now     func() time.Time
 
 	mu     sync.Mutex
-	blocks map[int64]*block
+	events map[int64]*redisEvent
 }
 
-// block is a run of positions leased from Redis and handed out locally.
-type block struct{ next, last int64 }
+// redisEvent is what a node keeps of one event's positions.
+type redisEvent struct {
+	// next..last is the block of leased positions not handed out yet.
+	next, last int64
+	// high is the highest counter value this node has had from Redis: a
+	// counter found below it was lost, and is put back above it.
+	high int64
+}
 
 // RedisOptions tunes a RedisStore.
 type RedisOptions struct {
@@ -38,6 +46,13 @@ type RedisOptions struct {
 	Lease int64
 	// Node names this process in leases; random when empty.
 	Node string
+	// RestoreWindow is how long a restore of lost state holds new
+	// positions back (Defaults.Restore). Default: DefaultRestoreWindow.
+	RestoreWindow time.Duration
+	// Now is the clock of restore windows; time.Now when nil. Every node
+	// compares its own clock with the window's end, so clocks should agree
+	// to well within the window.
+	Now func() time.Time
 }
 
 // NewRedisStore wraps rdb. The client is the caller's to close.
@@ -48,7 +63,14 @@ func NewRedisStore(rdb redis.UniversalClient, opts RedisOptions) *RedisStore {
 	if opts.Node == "" {
 		opts.Node = NewVisitorID()
 	}
-	return &RedisStore{rdb: rdb, lease: opts.Lease, node: opts.Node, blocks: make(map[int64]*block)}
+	if opts.RestoreWindow <= 0 {
+		opts.RestoreWindow = DefaultRestoreWindow
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	return &RedisStore{rdb: rdb, lease: opts.Lease, node: opts.Node, restore: opts.RestoreWindow,
+		now: opts.Now, events: make(map[int64]*redisEvent)}
 }
 
 // NewRedisClient parses a redis:// URL and sets timeouts fit for a request
@@ -89,49 +111,96 @@ var ensureLua string
 
 var ensureScript = redis.NewScript(ensureLua)
 
+//go:embed next.lua
+var nextLua string
+
+var nextScript = redis.NewScript(nextLua)
+
+// Answers of next.lua that are not a position.
 const (
-	fieldWatermark = "watermark"
-	fieldHardCap   = "hard_cap"
-	fieldSoldOut   = "sold_out"
-	fieldPaused    = "paused"
+	nextLost      = -1
+	nextRestoring = -2
+)
+
+const (
+	fieldWatermark    = "watermark"
+	fieldHardCap      = "hard_cap"
+	fieldSoldOut      = "sold_out"
+	fieldPaused       = "paused"
+	fieldRestoreUntil = "restore_until"
 )
 
 func unavailable(op string, err error) error {
 	return fmt.Errorf("%s: %w: %w", op, ErrUnavailable, err)
 }
 
+func (r *RedisStore) event(id int64) *redisEvent {
+	e, ok := r.events[id]
+	if !ok {
+		e = &redisEvent{}
+		r.events[id] = e
+	}
+	return e
+}
+
+// high is the highest counter value this node has had for event.
+func (r *RedisStore) high(event int64) int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.event(event).high
+}
+
+// take runs next.lua for n positions and returns the last one taken.
+func (r *RedisStore) take(ctx context.Context, event, n, floor int64) (int64, error) {
+	last, err := nextScript.Run(ctx, r.rdb, []string{stateKey(event), positionsKey(event)},
+		n, r.now().UnixMilli(), floor).Int64()
+	switch {
+	case err != nil:
+		return 0, unavailable("next position", err)
+	case last == nextLost:
+		return 0, fmt.Errorf("next position: %w", ErrNoState)
+	case last == nextRestoring:
+		return 0, fmt.Errorf("next position: %w", ErrRestoring)
+	}
+	return last, nil
+}
+
 // NextPosition implements Store.
 func (r *RedisStore) NextPosition(ctx context.Context, event int64) (int64, error) {
 	if r.lease == 1 {
-		pos, err := r.rdb.Incr(ctx, positionsKey(event)).Result()
+		pos, err := r.take(ctx, event, 1, r.high(event))
 		if err != nil {
-			return 0, unavailable("next position", err)
+			return 0, err
 		}
+		r.mu.Lock()
+		e := r.event(event)
+		e.high = max(e.high, pos)
+		r.mu.Unlock()
 		return pos, nil
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	b := r.blocks[event]
-	if b == nil || b.next > b.last {
-		last, err := r.rdb.IncrBy(ctx, positionsKey(event), r.lease).Result()
+	e := r.event(event)
+	if e.next == 0 || e.next > e.last {
+		last, err := r.take(ctx, event, r.lease, e.high)
 		if err != nil {
-			return 0, unavailable("lease positions", err)
+			return 0, err
 		}
-		b = &block{next: last - r.lease + 1, last: last}
-		r.blocks[event] = b
+		e.next, e.last = last-r.lease+1, last
+		e.high = max(e.high, last)
 	}
-	pos := b.next
-	b.next++
+	pos := e.next
+	e.next++
 	return pos, nil
 }
 
 // readState queues the reads of event's state on p.
 func readState(ctx context.Context, p redis.Pipeliner, event int64) (*redis.SliceCmd, *redis.StringCmd) {
-	return p.HMGet(ctx, stateKey(event), fieldWatermark, fieldHardCap, fieldSoldOut, fieldPaused),
+	return p.HMGet(ctx, stateKey(event), fieldWatermark, fieldHardCap, fieldSoldOut, fieldPaused, fieldRestoreUntil),
 		p.Get(ctx, positionsKey(event))
 }
 
-func decodeState(event int64, fields *redis.SliceCmd, last *redis.StringCmd) (State, error) {
+func (r *RedisStore) decodeState(event int64, fields *redis.SliceCmd, last *redis.StringCmd) (State, error) {
 	s := State{Event: event}
 	vals, err := fields.Result()
 	if err != nil {
@@ -150,14 +219,21 @@ func decodeState(event int64, fields *redis.SliceCmd, last *redis.StringCmd) (St
 		ints[i] = n
 	}
 	s.Watermark, s.HardCap, s.SoldOut, s.Paused = ints[0], ints[1], ints[2] != 0, ints[3] != 0
+	if until := time.UnixMilli(ints[4]); r.now().Before(until) {
+		s.RestoringUntil = until
+	}
 	s.LastPosition, err = last.Int64()
 	if errors.Is(err, redis.Nil) {
 		err = nil
 	}
-	if err == nil && vals[0] == nil {
+	switch {
+	case err != nil:
+	case vals[0] == nil:
 		// Ensure always writes the watermark: without it the state is
 		// missing or was lost.
 		err = ErrNoState
+	case s.LastPosition < r.high(event):
+		err = fmt.Errorf("%w: the position counter is at %d, below %d handed out by this node", ErrNoState, s.LastPosition, r.high(event))
 	}
 	return s, err
 }
@@ -169,7 +245,7 @@ func (r *RedisStore) State(ctx context.Context, event int64) (State, error) {
 	if _, err := p.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return State{}, unavailable("read state", err)
 	}
-	s, err := decodeState(event, fields, last)
+	s, err := r.decodeState(event, fields, last)
 	if errors.Is(err, ErrNoState) {
 		return s, err
 	}
@@ -184,11 +260,14 @@ func (r *RedisStore) Ensure(ctx context.Context, event int64, d Defaults) (State
 	if err := d.validate(); err != nil {
 		return State{}, err
 	}
+	// What this node took from the counter is something it remembers too.
+	d.LastPosition = max(d.LastPosition, r.high(event))
 	return r.apply(ctx, event, "ensure state", func(p redis.Pipeliner) {
 		// EVAL rather than EVALSHA: inside MULTI a missing script can't be
 		// retried, and Ensure is rare.
 		ensureScript.Eval(ctx, p, []string{stateKey(event), positionsKey(event)},
-			d.Watermark, d.HardCap, boolInt(d.SoldOut), boolInt(d.Paused), d.LastPosition)
+			d.Watermark, d.HardCap, boolInt(d.SoldOut), boolInt(d.Paused), d.LastPosition,
+			boolInt(d.Restore), r.now().UnixMilli(), r.restore.Milliseconds())
 	})
 }
 
@@ -244,7 +323,7 @@ func (r *RedisStore) apply(ctx context.Context, event int64, op string, writes f
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return State{}, unavailable(op, err)
 	}
-	s, err := decodeState(event, fields, last)
+	s, err := r.decodeState(event, fields, last)
 	if errors.Is(err, ErrNoState) {
 		// Changes that don't set the watermark (sold out from the origin)
 		// can come before any gateway set the event up.

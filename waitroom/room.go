@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -46,6 +47,21 @@ type Room struct {
 	// synced is set once the store has confirmed the defaults.
 	synced atomic.Bool
 	rate   *rateMeter
+	// issued is the highest position the room knows was handed out, by
+	// its joins and in the store's state: a counter found below it was
+	// lost. shown is the highest on a token it was shown. A lost counter is
+	// put back above both.
+	issued atomic.Int64
+	shown  atomic.Int64
+	// joined is the end (unix ms) of the last restore the room added what
+	// it remembers to, so it does so once per restore.
+	joined atomic.Int64
+	// wake asks Run for a refresh now: a join found the state lost.
+	wake chan struct{}
+	// ready is closed once the room has read the store (or failed to) and
+	// no restore holds new positions back.
+	ready     chan struct{}
+	readyOnce sync.Once
 }
 
 // NewRoom returns a room for event that starts from opts.Defaults. It does no
@@ -60,7 +76,8 @@ func NewRoom(store Store, event int64, opts RoomOptions) *Room {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	r := &Room{event: event, store: store, opts: opts, rate: newRateMeter(opts.Now)}
+	r := &Room{event: event, store: store, opts: opts, rate: newRateMeter(opts.Now),
+		wake: make(chan struct{}, 1), ready: make(chan struct{})}
 	r.state.Store(&State{Event: event, Watermark: opts.Defaults.Watermark, HardCap: opts.Defaults.HardCap})
 	return r
 }
@@ -77,12 +94,41 @@ func (r *Room) State() State { return *r.state.Load() }
 func (r *Room) observe(s State) {
 	r.state.Store(&s)
 	r.rate.observe(s.Watermark)
+	raiseTo(&r.issued, s.LastPosition)
 }
 
+// Seen records that position was handed out, as a valid token for it
+// proves: should the store lose its counter, it is put back above it (a
+// gateway that restarted along with Redis remembers nothing else).
+func (r *Room) Seen(position int64) { raiseTo(&r.shown, position) }
+
+// raiseTo moves v up to n, never down.
+func raiseTo(v *atomic.Int64, n int64) {
+	for {
+		cur := v.Load()
+		if n <= cur || v.CompareAndSwap(cur, n) {
+			return
+		}
+	}
+}
+
+// Ready is closed once the room has read the store, or failed to, and no
+// restore of the state holds new positions back.
+func (r *Room) Ready() <-chan struct{} { return r.ready }
+
 // Refresh reads the state from the store now. A room that owns its event
-// (not Follow) sets the state up the first time, and sets it up again from
-// what it remembers if the store lost it.
+// (not Follow) sets the state up the first time, sets it up again from
+// what it remembers if the store lost it, and adds what it remembers to a
+// restore another node started.
 func (r *Room) Refresh(ctx context.Context) (State, error) {
+	s, err := r.refresh(ctx)
+	if err != nil || !s.Restoring(r.opts.Now()) {
+		r.readyOnce.Do(func() { close(r.ready) })
+	}
+	return s, err
+}
+
+func (r *Room) refresh(ctx context.Context) (State, error) {
 	if !r.opts.Follow && !r.synced.Load() {
 		return r.ensure(ctx)
 	}
@@ -94,10 +140,18 @@ func (r *Room) Refresh(ctx context.Context) (State, error) {
 		// follower keeps what it last saw rather than forget who was let in.
 		return r.State(), nil
 	case errors.Is(err, ErrNoState):
-		r.opts.Logger.Warn("queue state missing from the store; restoring it from memory", "event", r.event)
+		r.opts.Logger.Warn("queue state missing from the store; restoring it from memory", "event", r.event, "error", err)
 		return r.ensure(ctx)
 	case err != nil:
 		return r.State(), err
+	case r.opts.Follow:
+		// A follower hands out no positions: what it saw restores nothing.
+	case s.LastPosition < r.issued.Load():
+		r.opts.Logger.Warn("the store's position counter went back; restoring it from memory",
+			"event", r.event, "counter", s.LastPosition, "handed_out", r.issued.Load())
+		return r.ensure(ctx)
+	case s.Restoring(r.opts.Now()) && s.RestoringUntil.UnixMilli() != r.joined.Load():
+		return r.ensure(ctx)
 	}
 	r.observe(s)
 	return s, nil
@@ -106,14 +160,19 @@ func (r *Room) Refresh(ctx context.Context) (State, error) {
 func (r *Room) ensure(ctx context.Context) (State, error) {
 	cur, d := r.State(), r.opts.Defaults
 	d.Watermark = max(d.Watermark, cur.Watermark)
-	d.LastPosition = max(d.LastPosition, cur.LastPosition)
+	d.LastPosition = max(d.LastPosition, cur.LastPosition, r.issued.Load(), r.shown.Load())
 	d.SoldOut = d.SoldOut || cur.SoldOut
 	d.Paused = d.Paused || cur.Paused
+	d.Restore = true
 	s, err := r.store.Ensure(ctx, r.event, d)
 	if err != nil {
 		return cur, err
 	}
 	r.synced.Store(true)
+	if s.Restoring(r.opts.Now()) && r.joined.Swap(s.RestoringUntil.UnixMilli()) != s.RestoringUntil.UnixMilli() {
+		r.opts.Logger.Info("queue state being restored; new arrivals wait until every gateway added what it remembers",
+			"event", r.event, "until", s.RestoringUntil, "watermark", s.Watermark, "last_position", s.LastPosition)
+	}
 	r.observe(s)
 	return s, nil
 }
@@ -132,12 +191,24 @@ func (r *Room) Update(ctx context.Context, c Change) (State, error) {
 	return s, nil
 }
 
-// Join hands out the next position.
+// Join hands out the next position. While the store's state is being
+// restored it hands out none (ErrRestoring); when the store lost it
+// (ErrNoState) it asks Run to restore it at once.
 func (r *Room) Join(ctx context.Context) (int64, error) {
+	if r.State().Restoring(r.opts.Now()) {
+		return 0, ErrRestoring
+	}
 	pos, err := r.store.NextPosition(ctx, r.event)
+	if errors.Is(err, ErrNoState) || errors.Is(err, ErrRestoring) {
+		select {
+		case r.wake <- struct{}{}:
+		default:
+		}
+	}
 	if err != nil {
 		return 0, err
 	}
+	raiseTo(&r.issued, pos)
 	// Keep last_position roughly current between polls without a write race:
 	// only ever move it forward.
 	for {
@@ -185,9 +256,14 @@ func (r *Room) Run(ctx context.Context) {
 		defer t.Stop()
 		pilot = t.C
 	}
+	// restored fires when a restore's window ends, so new arrivals are
+	// taken again at once rather than at the next poll.
+	restored := time.NewTimer(time.Hour)
+	restored.Stop()
+	defer restored.Stop()
 	failing := false
 	refresh := func() {
-		_, err := r.Refresh(ctx)
+		s, err := r.Refresh(ctx)
 		switch {
 		case err != nil && !failing && ctx.Err() == nil:
 			failing = true
@@ -196,6 +272,9 @@ func (r *Room) Run(ctx context.Context) {
 			failing = false
 			r.opts.Logger.Info("queue store reachable again", "event", r.event)
 		}
+		if now := r.opts.Now(); s.Restoring(now) {
+			restored.Reset(s.RestoringUntil.Sub(now) + time.Millisecond)
+		}
 	}
 	refresh()
 	for {
@@ -203,6 +282,10 @@ func (r *Room) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-changed:
+			refresh()
+		case <-r.wake:
+			refresh()
+		case <-restored.C:
 			refresh()
 		case <-poll.C:
 			refresh()

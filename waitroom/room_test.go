@@ -2,8 +2,12 @@ package waitroom
 
 import (
 	"context"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -159,6 +163,29 @@ func TestRateMeterForgetsOldPace(t *testing.T) {
 
 func ptrTo[T any](v T) *T { return &v }
 
+// lockedClock is a settable clock that goroutines may read while a test
+// moves it.
+type lockedClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newLockedClock() *lockedClock {
+	return &lockedClock{t: time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)}
+}
+
+func (c *lockedClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *lockedClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
 func TestRoomRestoresStateTheStoreLost(t *testing.T) {
 	srv := testenvRedis(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -166,12 +193,14 @@ func TestRoomRestoresStateTheStoreLost(t *testing.T) {
 	rdb, err := NewRedisClient(srv.URL())
 	require.NoError(t, err)
 	defer rdb.Close()
-	store := NewRedisStore(rdb, RedisOptions{})
-	r := NewRoom(store, 9, RoomOptions{Defaults: Defaults{Watermark: 10, HardCap: 1000}})
-	follower := NewRoom(store, 9, RoomOptions{Follow: true})
+	clock := newLockedClock()
+	store := NewRedisStore(rdb, RedisOptions{Now: clock.Now})
+	r := NewRoom(store, 9, RoomOptions{Defaults: Defaults{Watermark: 10, HardCap: 1000}, Now: clock.Now})
+	follower := NewRoom(store, 9, RoomOptions{Follow: true, Now: clock.Now})
 
 	_, err = r.Refresh(ctx)
 	require.NoError(t, err)
+	clock.Advance(DefaultRestoreWindow) // a new event waits as a lost one does
 	for range 50 {
 		_, err := r.Join(ctx)
 		require.NoError(t, err)
@@ -181,7 +210,7 @@ func TestRoomRestoresStateTheStoreLost(t *testing.T) {
 	seen, err := follower.Refresh(ctx)
 	require.NoError(t, err)
 	require.Equal(t, int64(40), seen.Watermark)
-	fresh := NewRoom(store, 9, RoomOptions{Follow: true})
+	fresh := NewRoom(store, 9, RoomOptions{Follow: true, Now: clock.Now})
 
 	// Redis restarts empty.
 	srv.Stop()
@@ -197,8 +226,235 @@ func TestRoomRestoresStateTheStoreLost(t *testing.T) {
 	require.Eventually(t, func() bool { _, err := r.Refresh(ctx); return err == nil }, 10*time.Second, 50*time.Millisecond)
 	st, err = store.State(ctx, 9)
 	require.NoError(t, err)
+	assert.True(t, st.Restoring(clock.Now()))
+	st.RestoringUntil = time.Time{}
 	assert.Equal(t, State{Event: 9, Watermark: 40, LastPosition: 50, HardCap: 1000, SoldOut: true}, st)
+	_, err = r.Join(ctx)
+	require.ErrorIs(t, err, ErrRestoring)
+	clock.Advance(DefaultRestoreWindow)
 	pos, err := r.Join(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, int64(51), pos, "no position is handed out twice")
+}
+
+// gatewayRooms are rooms of one event on separate gateway nodes (each its
+// own RedisStore, as separate processes have) sharing one Redis.
+func gatewayRooms(t *testing.T, rdb *redis.Client, clock *lockedClock, event int64, lease int64, n int) []*Room {
+	var out []*Room
+	for i := range n {
+		store := NewRedisStore(rdb, RedisOptions{Lease: lease, Node: string(rune('a' + i)), Now: clock.Now})
+		out = append(out, NewRoom(store, event, RoomOptions{Defaults: Defaults{Watermark: 0}, Now: clock.Now}))
+	}
+	return out
+}
+
+// TestLostStoreStateHoldsJoinsUntilRestored follows API.md §7 "Lost store
+// state": when Redis loses an event's state, no new arrival is admitted on
+// that account and no position is handed out twice; joins are refused
+// until the state is restored from what the gateways remember, then carry
+// on after the highest position any of them handed out.
+func TestLostStoreStateHoldsJoinsUntilRestored(t *testing.T) {
+	for _, lease := range []int64{1, 10} {
+		t.Run(fmt.Sprintf("lease %d", lease), func(t *testing.T) {
+			srv := testenvRedis(t)
+			rdb, err := NewRedisClient(srv.URL())
+			require.NoError(t, err)
+			defer rdb.Close()
+			ctx := context.Background()
+			clock := newLockedClock()
+			const event = 77
+			gws := gatewayRooms(t, rdb, clock, event, lease, 3)
+			a, b, c := gws[0], gws[1], gws[2]
+			for _, g := range gws {
+				_, err := g.Refresh(ctx)
+				require.NoError(t, err)
+			}
+			clock.Advance(DefaultRestoreWindow)
+
+			issued := map[int64]string{}
+			join := func(g *Room, name string) int64 {
+				t.Helper()
+				pos, err := g.Join(ctx)
+				require.NoError(t, err)
+				require.NotContains(t, issued, pos, "position %d handed out twice (by %s and %s)", pos, issued[pos], name)
+				issued[pos] = name
+				return pos
+			}
+			for range 5 {
+				join(a, "a")
+				join(b, "b")
+			}
+			_, err = a.Update(ctx, Change{SetWatermark: ptrTo[int64](4)})
+			require.NoError(t, err)
+			for _, g := range gws {
+				_, err := g.Refresh(ctx)
+				require.NoError(t, err)
+			}
+			// b hands out a few more that nobody else has read yet.
+			for range 3 {
+				join(b, "b")
+			}
+			var highest int64
+			for p := range issued {
+				highest = max(highest, p)
+			}
+
+			require.NoError(t, rdb.FlushAll(ctx).Err())
+
+			// A join on the node that notices: refused, and it starts the
+			// restore rather than restart the counter at 1. A node first
+			// spends the block it leased before the loss: positions taken
+			// from the old counter, handed out once.
+			for {
+				pos, err := a.Join(ctx)
+				if err != nil {
+					require.ErrorIs(t, err, ErrNoState)
+					break
+				}
+				require.Greater(t, lease, int64(1), "only a leased block outlives the counter")
+				require.NotContains(t, issued, pos)
+				issued[pos] = "a"
+			}
+			_, err = a.Refresh(ctx)
+			require.NoError(t, err)
+			for _, g := range []*Room{a, c} {
+				_, err := g.Join(ctx)
+				require.ErrorIs(t, err, ErrRestoring, "joins wait while the gateways add what they remember")
+				assert.True(t, g.State().Admits(4), "token holders are still judged by what was known")
+				assert.False(t, g.State().Admits(5))
+			}
+			_, err = b.Refresh(ctx)
+			require.NoError(t, err)
+			_, err = b.Join(ctx)
+			require.ErrorIs(t, err, ErrRestoring)
+
+			clock.Advance(DefaultRestoreWindow)
+			st, err := a.Refresh(ctx)
+			require.NoError(t, err)
+			assert.False(t, st.Restoring(clock.Now()))
+			assert.Equal(t, int64(4), st.Watermark, "the watermark every gateway remembers")
+			assert.GreaterOrEqual(t, st.LastPosition, highest)
+			for range 4 {
+				for i, g := range gws {
+					pos := join(g, string(rune('a'+i)))
+					assert.Greater(t, pos, int64(4), "a new arrival is never admitted because the counter restarted")
+					if lease == 1 {
+						assert.Greater(t, pos, highest, "after the highest position ever handed out")
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestLostCounterBelowWhatWasHandedOut covers a failover to a replica that
+// missed the last increments: the state is there, the counter went back.
+func TestLostCounterBelowWhatWasHandedOut(t *testing.T) {
+	srv := testenvRedis(t)
+	rdb, err := NewRedisClient(srv.URL())
+	require.NoError(t, err)
+	defer rdb.Close()
+	ctx := context.Background()
+	clock := newLockedClock()
+	const event = 78
+	gws := gatewayRooms(t, rdb, clock, event, 1, 2)
+	a, b := gws[0], gws[1]
+	for _, g := range gws {
+		_, err := g.Refresh(ctx)
+		require.NoError(t, err)
+	}
+	clock.Advance(DefaultRestoreWindow)
+	for range 20 {
+		_, err := a.Join(ctx)
+		require.NoError(t, err)
+	}
+	require.NoError(t, rdb.Set(ctx, positionsKey(event), 12, 0).Err())
+
+	_, err = a.Join(ctx)
+	require.ErrorIs(t, err, ErrNoState, "the counter is below what this node handed out")
+	_, err = a.Refresh(ctx)
+	require.NoError(t, err)
+	_, err = b.Join(ctx)
+	require.ErrorIs(t, err, ErrRestoring, "every node waits for the restore")
+	clock.Advance(DefaultRestoreWindow)
+	pos, err := b.Join(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, int64(21), pos)
+}
+
+// TestFreshGatewayAfterLostStateWaitsForTheOthers: a gateway that starts
+// with no memory while Redis is empty cannot tell a new event from a lost
+// one, so it too holds joins back while the others add what they know.
+func TestFreshGatewayAfterLostStateWaitsForTheOthers(t *testing.T) {
+	srv := testenvRedis(t)
+	rdb, err := NewRedisClient(srv.URL())
+	require.NoError(t, err)
+	defer rdb.Close()
+	ctx := context.Background()
+	clock := newLockedClock()
+	const event = 79
+	old := gatewayRooms(t, rdb, clock, event, 1, 1)[0]
+	_, err = old.Refresh(ctx)
+	require.NoError(t, err)
+	clock.Advance(DefaultRestoreWindow)
+	for range 30 {
+		_, err := old.Join(ctx)
+		require.NoError(t, err)
+	}
+	_, err = old.Update(ctx, Change{SetWatermark: ptrTo[int64](25)})
+	require.NoError(t, err)
+
+	require.NoError(t, rdb.FlushAll(ctx).Err())
+	fresh := gatewayRooms(t, rdb, clock, event, 1, 1)[0]
+	st, err := fresh.Refresh(ctx)
+	require.NoError(t, err)
+	assert.True(t, st.Restoring(clock.Now()))
+	select {
+	case <-fresh.Ready():
+		t.Fatal("ready while new arrivals are held back")
+	default:
+	}
+	_, err = fresh.Join(ctx)
+	require.ErrorIs(t, err, ErrRestoring)
+	// The old gateway sees the restore and adds what it remembers.
+	_, err = old.Refresh(ctx)
+	require.NoError(t, err)
+	clock.Advance(DefaultRestoreWindow)
+	st, err = fresh.Refresh(ctx)
+	require.NoError(t, err)
+	<-fresh.Ready()
+	assert.Equal(t, int64(25), st.Watermark)
+	pos, err := fresh.Join(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, int64(31), pos)
+}
+
+// TestRoomSeenTokensRaiseTheRestoredCounter: a gateway that restarted
+// remembers nothing, but the tokens it is shown prove how far the queue
+// had gone.
+func TestRoomSeenTokensRaiseTheRestoredCounter(t *testing.T) {
+	srv := testenvRedis(t)
+	rdb, err := NewRedisClient(srv.URL())
+	require.NoError(t, err)
+	defer rdb.Close()
+	ctx := context.Background()
+	clock := newLockedClock()
+	g := gatewayRooms(t, rdb, clock, 80, 1, 1)[0]
+	_, err = g.Refresh(ctx)
+	require.NoError(t, err)
+	clock.Advance(DefaultRestoreWindow)
+	g.Seen(500)
+	_, err = g.Refresh(ctx)
+	require.NoError(t, err)
+	pos, err := g.Join(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), pos, "a token alone changes nothing while the store holds the state")
+
+	require.NoError(t, rdb.FlushAll(ctx).Err())
+	_, err = g.Refresh(ctx)
+	require.NoError(t, err)
+	clock.Advance(DefaultRestoreWindow)
+	pos, err = g.Join(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, int64(501), pos)
 }

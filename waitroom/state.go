@@ -20,7 +20,14 @@ type State struct {
 	HardCap int64 `json:"hard_cap"`
 	SoldOut bool  `json:"sold_out"`
 	Paused  bool  `json:"paused"`
+	// RestoringUntil is set while the store puts back state it lost (or
+	// sets up a new event): until then no position is handed out, so that
+	// every gateway can first add what it remembers. Zero otherwise.
+	RestoringUntil time.Time `json:"-"`
 }
+
+// Restoring reports whether the state is still being restored at now.
+func (s State) Restoring(now time.Time) bool { return now.Before(s.RestoringUntil) }
 
 // Admits reports whether a token at position may pass. Sold out does not
 // matter here: buyers already admitted must still be able to pay.
@@ -94,6 +101,14 @@ type Defaults struct {
 	LastPosition int64
 	SoldOut      bool
 	Paused       bool
+	// Restore is set by a node that hands out positions (a gateway): when
+	// the store has no state for the event, or a position counter below
+	// LastPosition, the store lost it (or the event is new), and it holds
+	// new positions back for its restore window while every such node
+	// adds what it remembers; a node that joins a restore in progress
+	// raises the watermark and the counter to its values. Without it,
+	// Ensure only fills in what is missing.
+	Restore bool
 }
 
 func (d Defaults) validate() error {
@@ -108,20 +123,35 @@ func (d Defaults) validate() error {
 var ErrUnavailable = errors.New("queue store unavailable")
 
 // ErrNoState is returned by Store.State when the store holds no state for
-// the event: never set up, or lost with a Redis restart.
+// the event: never set up, or lost with a Redis restart. Store.NextPosition
+// returns it too, rather than hand out a position from a counter that
+// restarted.
 var ErrNoState = errors.New("no queue state stored for event")
+
+// ErrRestoring is returned by Store.NextPosition (and Room.Join) while the
+// event's state is being restored: no position is handed out until every
+// gateway had the chance to say how far the queue had gone.
+var ErrRestoring = errors.New("queue state being restored")
+
+// DefaultRestoreWindow is how long a restore holds new positions back:
+// three of a gateway's polls, so that each live gateway has read the
+// state (or had the change notice) and added what it remembers.
+const DefaultRestoreWindow = 3 * DefaultPollInterval
 
 // Store keeps positions and admission state. MemoryStore serves one node;
 // RedisStore lets many gateway nodes and the origin share one queue.
 type Store interface {
-	// NextPosition hands out the next queue position of event (1-based).
+	// NextPosition hands out the next queue position of event (1-based);
+	// ErrNoState when the store lost the event's state and ErrRestoring
+	// while it is being restored, so no position is handed out twice.
 	NextPosition(ctx context.Context, event int64) (int64, error)
 	// State reads event's current state; ErrNoState (with whatever partial
 	// state there is) when the store has none.
 	State(ctx context.Context, event int64) (State, error)
 	// Ensure writes d for the fields event has no value for yet (the hard
-	// cap always; the position counter is raised to d.LastPosition) and
-	// returns the resulting state.
+	// cap always; the position counter is raised to d.LastPosition), or
+	// restores them (see Defaults.Restore), and returns the resulting
+	// state.
 	Ensure(ctx context.Context, event int64, d Defaults) (State, error)
 	// Update applies c atomically, tells every watcher, and returns the new
 	// state.

@@ -94,6 +94,8 @@ func TestStoreUpdate(t *testing.T) {
 	stores(t, func(t *testing.T, s waitroom.Store) {
 		ctx := context.Background()
 		evt := testenv.EventID()
+		_, err := s.Ensure(ctx, evt, waitroom.Defaults{})
+		require.NoError(t, err)
 		for range 3 {
 			_, err := s.NextPosition(ctx, evt)
 			require.NoError(t, err)
@@ -284,6 +286,8 @@ func TestRedisStoreDown(t *testing.T) {
 	defer rdb.Close()
 	s := waitroom.NewRedisStore(rdb, waitroom.RedisOptions{})
 	ctx := context.Background()
+	_, err = s.Ensure(ctx, 1, waitroom.Defaults{})
+	require.NoError(t, err)
 	_, err = s.NextPosition(ctx, 1)
 	require.NoError(t, err)
 
@@ -298,7 +302,81 @@ func TestRedisStoreDown(t *testing.T) {
 
 	srv.Start()
 	require.Eventually(t, func() bool {
-		_, err := s.NextPosition(ctx, 1)
-		return err == nil
-	}, 10*time.Second, 50*time.Millisecond, "recovers by itself")
+		_, err := s.State(ctx, 1)
+		return !errors.Is(err, waitroom.ErrUnavailable)
+	}, 10*time.Second, 50*time.Millisecond, "reconnects by itself")
+	// This Redis came back empty: its counter would restart at 1.
+	_, err = s.NextPosition(ctx, 1)
+	assert.ErrorIs(t, err, waitroom.ErrNoState, "no position from a counter that lost what it had handed out")
+}
+
+// TestRedisStoreNeverRestartsTheCounter: whatever Redis lost, NextPosition
+// refuses rather than hand out a position again, and a restore (Ensure with
+// Restore) holds positions back for its window, then carries on.
+func TestRedisStoreNeverRestartsTheCounter(t *testing.T) {
+	rdb := testenv.Redis(t)
+	ctx := context.Background()
+	now := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	var mu sync.Mutex
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); defer mu.Unlock(); now = now.Add(d) }
+	s := waitroom.NewRedisStore(rdb, waitroom.RedisOptions{Now: clock})
+	evt := testenv.EventID()
+	tag := waitroom.EventTag(evt)
+
+	_, err := s.NextPosition(ctx, evt)
+	require.ErrorIs(t, err, waitroom.ErrNoState, "nothing set up: no counter to trust")
+	st, err := s.Ensure(ctx, evt, waitroom.Defaults{Watermark: 3, Restore: true})
+	require.NoError(t, err)
+	assert.True(t, st.Restoring(clock()), "a new event cannot be told from a lost one")
+	assert.WithinDuration(t, clock().Add(waitroom.DefaultRestoreWindow), st.RestoringUntil, 0)
+	_, err = s.NextPosition(ctx, evt)
+	require.ErrorIs(t, err, waitroom.ErrRestoring)
+	// A node joining the restore raises what was put back, never lowers it.
+	st, err = s.Ensure(ctx, evt, waitroom.Defaults{Watermark: 8, LastPosition: 40, Restore: true})
+	require.NoError(t, err)
+	assert.Equal(t, int64(8), st.Watermark)
+	assert.Equal(t, int64(40), st.LastPosition)
+	st, err = s.Ensure(ctx, evt, waitroom.Defaults{Watermark: 2, LastPosition: 10, Restore: true})
+	require.NoError(t, err)
+	assert.Equal(t, int64(8), st.Watermark)
+	assert.Equal(t, int64(40), st.LastPosition)
+
+	advance(waitroom.DefaultRestoreWindow)
+	pos, err := s.NextPosition(ctx, evt)
+	require.NoError(t, err)
+	assert.Equal(t, int64(41), pos)
+	st, err = s.Ensure(ctx, evt, waitroom.Defaults{Watermark: 100, Restore: true})
+	require.NoError(t, err)
+	assert.Equal(t, int64(8), st.Watermark, "outside a restore the stored watermark wins")
+	assert.False(t, st.Restoring(clock()))
+
+	for name, lose := range map[string]func(){
+		"state hash gone": func() { rdb.Del(ctx, "waitroom:"+tag+":state") },
+		"counter gone":    func() { rdb.Del(ctx, "waitroom:"+tag+":positions") },
+		"counter went back": func() {
+			rdb.Set(ctx, "waitroom:"+tag+":positions", 5, 0)
+		},
+		"watermark rewritten by a raise on an empty hash": func() {
+			rdb.Del(ctx, "waitroom:"+tag+":state", "waitroom:"+tag+":positions")
+			rdb.HIncrBy(ctx, "waitroom:"+tag+":state", "watermark", 100)
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			lose()
+			_, err := s.NextPosition(ctx, evt)
+			require.ErrorIs(t, err, waitroom.ErrNoState)
+			_, err = s.State(ctx, evt)
+			require.ErrorIs(t, err, waitroom.ErrNoState)
+			_, err = s.Ensure(ctx, evt, waitroom.Defaults{Restore: true})
+			require.NoError(t, err)
+			_, err = s.NextPosition(ctx, evt)
+			require.ErrorIs(t, err, waitroom.ErrRestoring)
+			advance(waitroom.DefaultRestoreWindow)
+			next, err := s.NextPosition(ctx, evt)
+			require.NoError(t, err)
+			assert.Equal(t, pos+1, next, "carries on after the highest position this node handed out")
+			pos = next
+		})
+	}
 }
