@@ -21,9 +21,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddytest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 
 	"github.com/waitroom/waitroom/internal/testenv"
 	"github.com/waitroom/waitroom/waitroom"
@@ -51,9 +53,32 @@ func TestMain(m *testing.M) {
 	l.Close()
 	caddytest.Default.AdminPort = adminPort
 	caddytest.Default.LoadRequestTimeout = 15 * time.Second
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	goleak.VerifyTestMain(stopCaddyAfter{m},
+		// What caddytest starts once per process and keeps to its end:
+		// Caddy's main (blocked in cmdRun), its signal handlers and its
+		// admin endpoint. Everything of a config is stopped before the check.
+		goleak.IgnoreTopFunction("github.com/caddyserver/caddy/v2/cmd.cmdRun"),
+		goleak.IgnoreTopFunction("github.com/caddyserver/caddy/v2.trapSignalsPosix.func1"),
+		goleak.IgnoreTopFunction("github.com/caddyserver/caddy/v2.trapSignalsCrossPlatform.func1"),
+		goleak.IgnoreAnyFunction("github.com/caddyserver/caddy/v2.replaceLocalAdminServer.func2"),
+		goleak.Cleanup(func(code int) {
+			os.RemoveAll(dir)
+			os.Exit(code)
+		}))
+}
+
+// stopCaddyAfter runs the tests, then unloads the in-process Caddy's last
+// config, so every room, store and server the tests started must be gone
+// when goleak looks.
+type stopCaddyAfter struct{ m *testing.M }
+
+func (s stopCaddyAfter) Run() int {
+	code := s.m.Run()
+	if err := caddy.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "stopping caddy:", err)
+	}
+	http.DefaultTransport.(*http.Transport).CloseIdleConnections()
+	return code
 }
 
 // site is a Caddy config served by the in-process Caddy.
