@@ -393,6 +393,18 @@ type pendingRelease struct {
 	user string
 }
 
+// releaseRank orders the modes by what they do: each does what the one
+// before does, and more.
+func releaseRank(m inventory.ReleaseMode) int {
+	switch m {
+	case inventory.KeepBuyer:
+		return 2
+	case inventory.AnyHold:
+		return 1
+	}
+	return 0
+}
+
 func (s *Server) runRelease(ctx context.Context, holdID string, p pendingRelease) (inventory.ReleaseResult, error) {
 	if p.mode == inventory.KeepBuyer {
 		return s.inv.ReleaseKeepingBuyer(ctx, p.event, holdID, p.user)
@@ -405,7 +417,7 @@ func (s *Server) release(ctx context.Context, ev *liveEvent, holdID string, p pe
 	if err != nil {
 		s.log.Warn("seat release deferred: redis unavailable", "event", ev.ID, "hold", holdID, "mode", p.mode, "error", err)
 		s.pendingMu.Lock()
-		if prev, ok := s.unreleased[holdID]; !ok || p.mode != inventory.PendingOnly || prev.mode == inventory.PendingOnly {
+		if prev, ok := s.unreleased[holdID]; !ok || releaseRank(p.mode) >= releaseRank(prev.mode) {
 			// A weaker mode never replaces a stronger one kept for the hold.
 			s.unreleased[holdID] = p
 		}
