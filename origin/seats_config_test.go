@@ -48,9 +48,10 @@ func TestRebuildSettleCoversTheHoldWriteTimeout(t *testing.T) {
 	}
 }
 
-// No extension takes a hold beyond its creation plus its whole-life cap.
+// No hold lives beyond its creation plus its whole-life cap: not the first
+// expiry (a cap below the hold lifetime), not an extension.
 func TestHoldLifeIsCapped(t *testing.T) {
-	for _, maxLife := range []time.Duration{0, 12 * time.Minute} {
+	for _, maxLife := range []time.Duration{0, 12 * time.Minute, 5 * time.Minute} {
 		t.Run(fmt.Sprintf("max life %v", maxLife), func(t *testing.T) {
 			h := newHarness(t, harnessOptions{config: func(c *origin.Config) { c.HoldMaxLife = maxLife }})
 			ev := h.createEvent(map[string]any{"capacity": 1, "hold_ttl_seconds": 600})
