@@ -33,6 +33,23 @@ bench-go: ## Go benchmarks: queue tokens (issue, verify) and the handler's cost 
 clean:
 	rm -rf $(BIN)
 
+# The whole-sale simulation (sim/, see its doc.go): seeded, replayable runs
+# of whole sales against the origin under faults. SEED=… with STEPS=… (a
+# count, or count:indices of a shrunk run) or SIMSTEPS=<file> replays one.
+SEED ?=
+SEEDS ?=
+STEPS ?=
+SIMSTEPS ?=
+SIM_PARALLEL ?= 2
+.PHONY: sim sim-long
+sim: ## the seeded whole-sale simulation under faults (CI's 24 seeds; SEED=… STEPS=… replays a run)
+	scripts/services.sh env SEED='$(SEED)' SEEDS='$(SEEDS)' STEPS='$(STEPS)' SIMSTEPS='$(SIMSTEPS)' \
+		$(GO) test -count=1 -timeout 30m -parallel $(SIM_PARALLEL) -run '^TestSim$$' -v ./sim/
+
+sim-long: ## the simulation over 200 more seeds of 300 steps (about half an hour)
+	scripts/services.sh env SEEDS='$(or $(SEEDS),200)' SEED_BASE=1000 STEPS='$(or $(STEPS),300)' \
+		$(GO) test -count=1 -timeout 120m -parallel 3 -run '^TestSim$$' -v ./sim/
+
 # The load generator (loadtest/): the demo and the benchmarks. Each target
 # builds what it runs and starts private Redis and PostgreSQL servers through
 # scripts/services.sh (unless REDIS_URL and DATABASE_URL name running ones).

@@ -1,0 +1,424 @@
+package sim
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// violation is a broken promise found by a step or a check.
+type violation struct {
+	// check names the invariant (shrinking keeps to the same one).
+	check string
+	msg   string
+}
+
+func (v *violation) Error() string { return v.check + ": " + v.msg }
+
+func violated(check, format string, args ...any) *violation {
+	return &violation{check: check, msg: fmt.Sprintf(format, args...)}
+}
+
+// exec runs one step and returns what it found broken, if anything.
+func (w *world) exec(s Step) *violation {
+	n := w.nodes[s.Node%len(w.nodes)]
+	var v *violation
+	switch s.Kind {
+	case Admit:
+		w.setWatermark(w.watermark + int64(s.Qty))
+	case Hold:
+		v = w.wrap(s, n, func() *violation { return w.hold(s, n) })
+	case Release:
+		v = w.wrap(s, n, func() *violation { return w.release(s, n) })
+	case Book:
+		v = w.wrap(s, n, func() *violation { return w.book(s, n) })
+	case Cancel:
+		v = w.wrap(s, n, func() *violation { return w.cancel(s, n) })
+	case Webhook:
+		v = w.wrap(s, n, func() *violation { return w.webhook(s, n) })
+	case Reap, Reconcile, Resolve, PayRecon:
+		v = w.wrap(s, n, func() *violation { return w.pass(s.Kind, n) })
+	case Clock:
+		w.clock.Advance(s.Dur)
+	case RedisRestart:
+		w.fault("redis-restart")
+		if !w.redisDown {
+			w.redis.Stop()
+		}
+		w.redis.Start()
+		w.redisDown = false
+	case RedisFlush:
+		if !w.redisDown {
+			w.fault("redis-flush")
+			_ = w.direct.FlushAll(w.ctx).Err()
+		}
+	case RedisDown:
+		if !w.redisDown {
+			w.fault("redis-down")
+			w.redis.Stop()
+			w.redisDown = true
+		}
+	case PGDown:
+		if !n.pgDown {
+			w.fault("pg-down")
+			n.pgProxy.Cut()
+			n.pgDown = true
+		}
+	case Heal:
+		w.heal()
+	case Settle:
+		v = w.settle(false)
+	}
+	w.drainHooks()
+	return v
+}
+
+func (w *world) fault(kind string) {
+	w.stats.fault(kind)
+	w.trouble = time.Now()
+}
+
+// wrap runs op under the step's fault.
+func (w *world) wrap(s Step, n *node, op func() *violation) *violation {
+	switch s.Wrap {
+	case NoWrap:
+		return op()
+	case RedisReplyLost:
+		if w.redisDown {
+			return op()
+		}
+		w.fault(s.Wrap.String())
+		n.redisProxy.StallReplies()
+		defer n.redisProxy.Resume()
+		return op()
+	case PayFailure, PayTimeout:
+		w.fault(s.Wrap.String())
+		if s.Wrap == PayFailure {
+			_ = w.fp.SetFaults(1, 0)
+		} else {
+			_ = w.fp.SetFaults(0, 1)
+		}
+		defer func() { _ = w.fp.SetFaults(0, 0) }()
+		return op()
+	case PGCutPaused, PGCutReplies:
+		if n.pgDown {
+			return op()
+		}
+		w.fault(s.Wrap.String())
+		if s.Wrap == PGCutPaused {
+			n.pgProxy.Pause()
+		} else {
+			n.pgProxy.StallReplies()
+		}
+		done := make(chan *violation, 1)
+		go func() { done <- op() }()
+		select {
+		case v := <-done:
+			n.pgProxy.Resume()
+			return v
+		case <-time.After(s.Dur):
+		}
+		n.pgProxy.Cut()
+		v := <-done
+		n.pgProxy.Restore()
+		n.pgProxy.Resume()
+		return v
+	}
+	return nil
+}
+
+// answered checks what every answer must be: never a 500, never hung.
+func answered(what string, a answer) *violation {
+	switch {
+	case a.stuck:
+		return violated("liveness", "%s did not answer within %s", what, requestTimeout)
+	case a.status >= 500 && a.status != http.StatusServiceUnavailable:
+		return violated("no-500", "%s answered %d: %s", what, a.status, a.body)
+	}
+	return nil
+}
+
+func pick[T any](list []T, sel int) (T, bool) {
+	var zero T
+	if len(list) == 0 {
+		return zero, false
+	}
+	return list[sel%len(list)], true
+}
+
+func (w *world) hold(s Step, n *node) *violation {
+	u := w.users[s.User%len(w.users)]
+	qty := s.Qty
+	key := ""
+	switch {
+	case s.Mode == KeyReplay && u.holdKey != "":
+		key, qty = u.holdKey, u.holdQty
+	case s.Mode == KeyOtherBody && u.holdKey != "":
+		key, qty = u.holdKey, u.holdQty%4+1
+	default:
+		u.keys++
+		key = fmt.Sprintf("hold-%s-%d", u.id, u.keys)
+	}
+	u.holdKey, u.holdQty = key, qty
+	headers := w.auth(u)
+	headers["Idempotency-Key"] = key
+	path := fmt.Sprintf("/v1/events/%d/holds", w.event)
+	body := map[string]any{"quantity": qty}
+	answers := w.race(s, n, func(n *node) answer { return w.call(n, http.MethodPost, path, body, headers) })
+	for _, a := range answers {
+		if v := answered("hold", a); v != nil {
+			return v
+		}
+		if a.status != http.StatusCreated && a.status != http.StatusOK {
+			continue
+		}
+		var h struct {
+			HoldID   string `json:"hold_id"`
+			Quantity int    `json:"quantity"`
+			UserID   string `json:"user_id"`
+		}
+		if err := json.Unmarshal(a.body, &h); err != nil || h.HoldID == "" {
+			return violated("api", "hold answered %d with %s", a.status, a.body)
+		}
+		if u.pos > w.maxWatermark {
+			return violated("admission", "user at position %d got a hold (%d) though the watermark never passed %d", u.pos, a.status, w.maxWatermark)
+		}
+		if h.Quantity > w.setup.MaxPerUser || h.UserID != u.id {
+			return violated("api", "hold for %s of %d seats answered %s", u.id, qty, a.body)
+		}
+		// Only a key that made a hold is kept for good (in the hold's
+		// row): what a 200 (the user's hold already) answered may be
+		// forgotten with Redis.
+		use, seen := w.holdKeys[key]
+		body := fmt.Sprint(qty)
+		switch {
+		case !seen && a.status == http.StatusCreated:
+			w.holdKeys[key] = keyUse{body: body, status: a.status, id: h.HoldID}
+		case !seen:
+		case use.body != body && a.status == http.StatusCreated:
+			return violated("idempotency", "key %s first used for %s seats made a new hold for %s", key, use.body, body)
+		case use.body == body && use.status == http.StatusCreated && a.status == http.StatusCreated && use.id != h.HoldID:
+			return violated("idempotency", "key %s replayed made a second hold %s (first %s)", key, h.HoldID, use.id)
+		}
+		if !contains(u.holds, h.HoldID) {
+			u.holds = append(u.holds, h.HoldID)
+		}
+	}
+	return nil
+}
+
+// race sends a request once, or twice at once (to this node and the next)
+// when the step races.
+func (w *world) race(s Step, n *node, send func(*node) answer) []answer {
+	if !s.Race {
+		return []answer{send(n)}
+	}
+	w.stats.fault("race")
+	other := w.nodes[(s.Node+1)%len(w.nodes)]
+	out := make([]answer, 2)
+	var wg sync.WaitGroup
+	for i, m := range []*node{n, other} {
+		wg.Go(func() { out[i] = send(m) })
+	}
+	wg.Wait()
+	return out
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// someone is the step's user if they have what the step acts on, else the
+// next user who has: a step is rarely wasted.
+func (w *world) someone(s Step, has func(*user) bool) *user {
+	for i := range w.users {
+		if u := w.users[(s.User+i)%len(w.users)]; has(u) {
+			return u
+		}
+	}
+	return w.users[s.User%len(w.users)]
+}
+
+func withHolds(u *user) bool    { return len(u.holds) > 0 }
+func withBookings(u *user) bool { return len(u.bookings) > 0 }
+
+func (w *world) release(s Step, n *node) *violation {
+	u := w.someone(s, withHolds)
+	id, ok := pick(u.holds, s.Sel)
+	if !ok {
+		return nil
+	}
+	return answered("release", w.call(n, http.MethodDelete, "/v1/holds/"+id, nil, w.auth(u)))
+}
+
+func (w *world) book(s Step, n *node) *violation {
+	u := w.someone(s, withHolds)
+	// Mostly the user's latest hold; now and then an older one.
+	holdID, ok := pick(u.holds, s.Sel)
+	if ok && s.Sel%4 != 0 {
+		holdID = u.holds[len(u.holds)-1]
+	}
+	if !ok {
+		return nil
+	}
+	pm := methods[s.Method%len(methods)]
+	key := ""
+	switch {
+	case s.Mode == KeyReplay && u.bookKey != "":
+		key, holdID, pm = u.bookKey, u.bookHold, u.bookPM
+	case s.Mode == KeyOtherBody && u.bookKey != "":
+		key, holdID = u.bookKey, u.bookHold
+		if pm == u.bookPM {
+			pm = methods[(s.Method+1)%len(methods)]
+		}
+	default:
+		u.keys++
+		key = fmt.Sprintf("book-%s-%d", u.id, u.keys)
+	}
+	u.bookKey, u.bookHold, u.bookPM = key, holdID, pm
+	headers := w.auth(u)
+	headers["Idempotency-Key"] = key
+	body := map[string]string{"hold_id": holdID, "payment_method_token": pm}
+	answers := w.race(s, n, func(n *node) answer { return w.call(n, http.MethodPost, "/v1/bookings", body, headers) })
+	for _, a := range answers {
+		if v := answered("booking", a); v != nil {
+			return v
+		}
+		if a.status != http.StatusAccepted && a.status != http.StatusOK {
+			continue
+		}
+		var b struct {
+			BookingID string `json:"booking_id"`
+		}
+		if err := json.Unmarshal(a.body, &b); err != nil || b.BookingID == "" {
+			return violated("api", "booking answered %d with %s", a.status, a.body)
+		}
+		use, seen := w.bookKeys[key]
+		bodyKey := holdID + " " + pm
+		switch {
+		case !seen:
+			w.bookKeys[key] = keyUse{body: bodyKey, status: a.status, id: b.BookingID}
+		case use.body != bodyKey && a.status == http.StatusAccepted && b.BookingID != use.id:
+			return violated("idempotency", "key %s first used for %s made another booking for %s", key, use.body, bodyKey)
+		case use.body == bodyKey && a.status == http.StatusAccepted && use.status == http.StatusAccepted && use.id != b.BookingID:
+			return violated("idempotency", "key %s replayed made a second booking %s (first %s)", key, b.BookingID, use.id)
+		}
+		if !contains(u.bookings, b.BookingID) {
+			u.bookings = append(u.bookings, b.BookingID)
+		}
+	}
+	return nil
+}
+
+func (w *world) cancel(s Step, n *node) *violation {
+	u := w.someone(s, withBookings)
+	id, ok := pick(u.bookings, s.Sel)
+	if !ok {
+		return nil
+	}
+	return answered("cancellation", w.call(n, http.MethodPost, "/v1/bookings/"+id+"/cancellation", nil, w.auth(u)))
+}
+
+func (w *world) webhook(s Step, n *node) *violation {
+	mode := s.Mode % webhookModes
+	if mode == WebhookResend {
+		id, ok := pick(w.fp.all(), s.Sel)
+		if !ok {
+			return nil
+		}
+		pays := w.fp.PaymentsForBooking(id)
+		if len(pays) == 0 {
+			return nil
+		}
+		w.stats.fault("webhook-resend")
+		_ = w.fp.Redeliver(w.ctx, pays[len(pays)-1].ID)
+		return nil
+	}
+	if len(w.queue) == 0 {
+		return nil
+	}
+	i := s.Sel % len(w.queue)
+	h := w.queue[i]
+	if i > 0 {
+		w.stats.fault("webhook-reorder")
+	}
+	remove := func() { w.queue = append(w.queue[:i:i], w.queue[i+1:]...) }
+	switch mode {
+	case WebhookDrop:
+		w.stats.fault("webhook-lost")
+		remove()
+		return nil
+	case WebhookDuplicate:
+		w.stats.fault("webhook-duplicate")
+		answers := w.race(Step{Node: s.Node, Race: true}, n, func(n *node) answer { return w.deliver(n, h) })
+		ok := false
+		for _, a := range answers {
+			if v := answered("webhook", a); v != nil {
+				return v
+			}
+			ok = ok || a.status == http.StatusOK
+		}
+		if ok {
+			remove()
+		}
+		return checkWebhookAnswer(answers...)
+	case WebhookKeep:
+		w.stats.fault("webhook-duplicate")
+		a := w.deliver(n, h)
+		if v := answered("webhook", a); v != nil {
+			return v
+		}
+		return checkWebhookAnswer(a)
+	}
+	a := w.deliver(n, h)
+	if v := answered("webhook", a); v != nil {
+		return v
+	}
+	if a.status == http.StatusOK {
+		remove()
+	}
+	return checkWebhookAnswer(a)
+}
+
+// checkWebhookAnswer: a signed event from the provider is never refused
+// as badly signed.
+func checkWebhookAnswer(as ...answer) *violation {
+	for _, a := range as {
+		if a.status == http.StatusBadRequest {
+			return violated("api", "a webhook fakepay signed was refused: %s", a.body)
+		}
+	}
+	return nil
+}
+
+func (w *world) pass(k Kind, n *node) *violation {
+	ctx, cancel := w.passCtx()
+	defer cancel()
+	start := time.Now()
+	var err error
+	switch k {
+	case Reap:
+		_, err = n.srv.ReapOnce(ctx)
+	case Reconcile:
+		err = n.srv.ReconcileOnce(ctx)
+	case Resolve:
+		_, err = n.srv.ResolveUncertain(ctx)
+	case PayRecon:
+		_, err = n.srv.ReconcilePaymentsOnce(ctx)
+	}
+	if err != nil {
+		w.stats.passErrors++
+		w.trouble = time.Now()
+	}
+	if time.Since(start) >= requestTimeout {
+		return violated("liveness", "%s pass did not end within %s", k, requestTimeout)
+	}
+	return nil
+}

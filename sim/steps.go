@@ -1,0 +1,468 @@
+package sim
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Kind is what a step does.
+type Kind uint8
+
+// The step kinds. Their names are the replay file's words; keep them.
+const (
+	Admit Kind = iota + 1
+	Hold
+	Release
+	Book
+	Cancel
+	Webhook
+	Reap
+	Reconcile
+	Resolve
+	PayRecon
+	Clock
+	RedisRestart
+	RedisFlush
+	RedisDown
+	PGDown
+	Heal
+	Settle
+)
+
+var kindNames = map[Kind]string{
+	Admit: "admit", Hold: "hold", Release: "release", Book: "book", Cancel: "cancel", Webhook: "webhook",
+	Reap: "reap", Reconcile: "reconcile", Resolve: "resolve", PayRecon: "payrecon", Clock: "clock",
+	RedisRestart: "redis-restart", RedisFlush: "redis-flush", RedisDown: "redis-down", PGDown: "pg-down",
+	Heal: "heal", Settle: "settle",
+}
+
+func (k Kind) String() string {
+	if n, ok := kindNames[k]; ok {
+		return n
+	}
+	return fmt.Sprintf("kind%d", k)
+}
+
+// Wrap is a fault put around one request or pass of a step.
+type Wrap uint8
+
+const (
+	NoWrap Wrap = iota
+	// RedisReplyLost: the node's Redis replies of the connections open now
+	// are held (the commands run, the answers do not come back) while the
+	// step runs.
+	RedisReplyLost
+	// PGCutPaused: the node's PostgreSQL traffic is held while the step
+	// runs, and the connections cut after Step.Dur: what was sent never ran.
+	PGCutPaused
+	// PGCutReplies: PostgreSQL gets and runs what the node sends, the
+	// replies are held, and the connections are cut after Step.Dur: a
+	// commit may have happened that the node never heard of.
+	PGCutReplies
+	// PayFailure: every provider call during the step fails before
+	// reaching the provider; PayTimeout: every one does its work and then
+	// loses its answer.
+	PayFailure
+	PayTimeout
+)
+
+var wrapNames = map[Wrap]string{
+	RedisReplyLost: "redis-reply-lost", PGCutPaused: "pg-cut-mid-tx", PGCutReplies: "pg-cut-reply-lost",
+	PayFailure: "pay-failure", PayTimeout: "pay-timeout",
+}
+
+func (w Wrap) String() string { return wrapNames[w] }
+
+// Key choices of hold and booking requests.
+const (
+	KeyNew = iota
+	// KeyReplay: the user's last key with the same body.
+	KeyReplay
+	// KeyOtherBody: the user's last key with another body (422).
+	KeyOtherBody
+)
+
+// Webhook step modes.
+const (
+	// WebhookDeliver delivers a queued event once; a 5xx answer keeps it
+	// queued, as a provider retries.
+	WebhookDeliver = iota
+	// WebhookDuplicate delivers it twice at once, to two nodes.
+	WebhookDuplicate
+	// WebhookKeep delivers it and keeps it queued: it comes again later.
+	WebhookKeep
+	// WebhookDrop loses it.
+	WebhookDrop
+	// WebhookResend has the provider send a payment's outcome event again
+	// (also a silent payment's, which never sent it).
+	WebhookResend
+	webhookModes
+)
+
+var webhookModeNames = []string{"deliver", "duplicate", "keep", "drop", "resend"}
+
+// Payment methods a booking uses, by index.
+var methods = []string{"pm_card_visa", "pm_card_chargeDeclined", "pm_fakepay_silent", "pm_fakepay_refund_fails"}
+
+// Step is one move of the simulation. Every parameter is drawn when the
+// run is generated, none when it runs, so a step list replays the same
+// decisions and any sub-list is a valid run (a step that finds nothing to
+// act on does nothing).
+type Step struct {
+	Kind Kind
+	Node int
+	User int
+	Qty  int
+	// Sel chooses among what the step could act on (the user's holds, the
+	// queued webhooks, …), modulo their number.
+	Sel    int
+	Mode   int
+	Method int
+	// Race sends the request twice at once (to two nodes).
+	Race bool
+	Dur  time.Duration
+	Wrap Wrap
+}
+
+func (s Step) String() string {
+	var b strings.Builder
+	b.WriteString(s.Kind.String())
+	add := func(k string, v any) { fmt.Fprintf(&b, " %s=%v", k, v) }
+	switch s.Kind {
+	case Admit:
+		add("qty", s.Qty)
+	case Hold:
+		add("node", s.Node)
+		add("user", s.User)
+		add("qty", s.Qty)
+		add("key", keyName(s.Mode))
+	case Release, Cancel:
+		add("node", s.Node)
+		add("user", s.User)
+		add("sel", s.Sel)
+	case Book:
+		add("node", s.Node)
+		add("user", s.User)
+		add("sel", s.Sel)
+		add("method", methods[s.Method%len(methods)])
+		add("key", keyName(s.Mode))
+	case Webhook:
+		add("node", s.Node)
+		add("sel", s.Sel)
+		add("mode", webhookModeNames[s.Mode%webhookModes])
+	case Reap, Reconcile, Resolve, PayRecon, PGDown:
+		add("node", s.Node)
+	case Clock:
+		add("dur", s.Dur)
+	}
+	if s.Race {
+		add("race", true)
+	}
+	if s.Wrap != NoWrap {
+		add("fault", s.Wrap)
+		if s.Wrap == PGCutPaused || s.Wrap == PGCutReplies {
+			add("after", s.Dur)
+		}
+	}
+	return b.String()
+}
+
+func keyName(m int) string { return [...]string{"new", "replay", "other-body"}[m%3] }
+
+// ParseStep reads a step as String writes it.
+func ParseStep(line string) (Step, error) {
+	f := strings.Fields(line)
+	if len(f) == 0 {
+		return Step{}, fmt.Errorf("empty step")
+	}
+	var s Step
+	for k, n := range kindNames {
+		if n == f[0] {
+			s.Kind = k
+		}
+	}
+	if s.Kind == 0 {
+		return s, fmt.Errorf("unknown step %q", f[0])
+	}
+	for _, kv := range f[1:] {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return s, fmt.Errorf("step %q: %q is not key=value", line, kv)
+		}
+		var err error
+		atoi := func() int {
+			n, e := strconv.Atoi(v)
+			err = e
+			return n
+		}
+		switch k {
+		case "node":
+			s.Node = atoi()
+		case "user":
+			s.User = atoi()
+		case "qty":
+			s.Qty = atoi()
+		case "sel":
+			s.Sel = atoi()
+		case "key":
+			s.Mode = index([]string{"new", "replay", "other-body"}, v, &err)
+		case "mode":
+			s.Mode = index(webhookModeNames, v, &err)
+		case "method":
+			s.Method = index(methods, v, &err)
+		case "race":
+			s.Race = v == "true"
+		case "dur", "after":
+			s.Dur, err = time.ParseDuration(v)
+		case "fault":
+			s.Wrap = 0
+			for w, n := range wrapNames {
+				if n == v {
+					s.Wrap = w
+				}
+			}
+			if s.Wrap == 0 {
+				err = fmt.Errorf("unknown fault %q", v)
+			}
+		default:
+			err = fmt.Errorf("unknown field %q", k)
+		}
+		if err != nil {
+			return s, fmt.Errorf("step %q: %w", line, err)
+		}
+	}
+	return s, nil
+}
+
+func index(names []string, v string, err *error) int {
+	for i, n := range names {
+		if n == v {
+			return i
+		}
+	}
+	*err = fmt.Errorf("unknown value %q", v)
+	return 0
+}
+
+// Setup is the sale a seed runs: drawn from the seed, like the steps.
+type Setup struct {
+	Nodes      int
+	Users      int
+	Capacity   int
+	OverflowPc int
+	MaxPerUser int
+	HoldTTL    time.Duration
+}
+
+func (s Setup) String() string {
+	return fmt.Sprintf("%d origin nodes, %d users, %d seats (overflow %d%%), max %d per user, holds of %s",
+		s.Nodes, s.Users, s.Capacity, s.OverflowPc, s.MaxPerUser, s.HoldTTL)
+}
+
+func rngOf(seed, stream uint64) *rand.Rand {
+	return rand.New(rand.NewPCG(seed, stream^0x9e3779b97f4a7c15))
+}
+
+// SetupOf draws the sale of a seed.
+func SetupOf(seed uint64) Setup {
+	r := rngOf(seed, 1)
+	return Setup{
+		Nodes:      2 + r.IntN(2),
+		Users:      6 + r.IntN(14),
+		Capacity:   4 + r.IntN(24),
+		OverflowPc: []int{0, 10, 25}[r.IntN(3)],
+		MaxPerUser: 1 + r.IntN(4),
+		HoldTTL:    time.Duration(30+r.IntN(4)*30) * time.Second,
+	}
+}
+
+// Options chooses what a generated run may do.
+type Options struct {
+	// Faults allows every fault kind; without it only the sale's own
+	// moves (and its passes) are drawn.
+	Faults bool
+	// Skip leaves out step kinds and faults by name (Kind and Wrap names).
+	Skip map[string]bool
+}
+
+type weighted struct {
+	kind   Kind
+	weight int
+	fault  bool
+}
+
+var weights = []weighted{
+	{Admit, 4, false}, {Hold, 18, false}, {Release, 3, false}, {Book, 16, false}, {Cancel, 4, false},
+	{Webhook, 16, false}, {Reap, 4, false}, {Reconcile, 4, false}, {Resolve, 2, false}, {PayRecon, 4, false},
+	{Clock, 8, false}, {Settle, 2, false},
+	{RedisRestart, 1, true}, {RedisFlush, 1, true}, {RedisDown, 1, true}, {PGDown, 1, true}, {Heal, 3, true},
+}
+
+// Generate draws n steps from seed.
+func Generate(seed uint64, n int, o Options) []Step {
+	setup := SetupOf(seed)
+	r := rngOf(seed, 2)
+	var table []weighted
+	total := 0
+	for _, w := range weights {
+		if (w.fault && !o.Faults) || o.Skip[w.kind.String()] {
+			continue
+		}
+		table = append(table, w)
+		total += w.weight
+	}
+	var wraps []Wrap
+	if o.Faults {
+		for _, w := range []Wrap{RedisReplyLost, PGCutPaused, PGCutReplies, PayFailure, PayTimeout} {
+			if !o.Skip[w.String()] {
+				wraps = append(wraps, w)
+			}
+		}
+	}
+	steps := make([]Step, n)
+	for i := range steps {
+		pick := r.IntN(total)
+		var k Kind
+		for _, w := range table {
+			if pick < w.weight {
+				k = w.kind
+				break
+			}
+			pick -= w.weight
+		}
+		s := Step{Kind: k, Node: r.IntN(setup.Nodes), User: r.IntN(setup.Users), Sel: r.IntN(1 << 16)}
+		switch k {
+		case Admit:
+			s.Qty = 1 + r.IntN(max(setup.Users/3, 1))
+		case Hold:
+			s.Qty = 1 + r.IntN(setup.MaxPerUser)
+			if r.IntN(20) == 0 {
+				s.Qty = setup.MaxPerUser + 1 // refused: over the limit
+			}
+			s.Mode = pickKey(r)
+			s.Race = r.IntN(10) == 0
+		case Book:
+			s.Method = []int{0, 0, 0, 1, 2, 3}[r.IntN(6)]
+			s.Mode = pickKey(r)
+			s.Race = r.IntN(8) == 0
+		case Webhook:
+			s.Mode = []int{WebhookDeliver, WebhookDeliver, WebhookDeliver, WebhookDuplicate, WebhookKeep, WebhookDrop, WebhookResend}[r.IntN(7)]
+		case Clock:
+			switch r.IntN(4) {
+			case 0, 1:
+				s.Dur = time.Duration(1+r.IntN(10)) * time.Second
+			case 2:
+				s.Dur = time.Duration(20+r.IntN(30)) * time.Second
+			default:
+				s.Dur = setup.HoldTTL + time.Duration(1+r.IntN(int(setup.HoldTTL/time.Second)))*time.Second
+			}
+		}
+		switch k {
+		case Hold, Release, Book, Cancel, Webhook, Reap, PayRecon, Reconcile:
+			if len(wraps) > 0 && r.IntN(8) == 0 {
+				s.Wrap = wraps[r.IntN(len(wraps))]
+				s.Dur = time.Duration(r.IntN(30)) * time.Millisecond
+			}
+		}
+		steps[i] = s
+	}
+	return steps
+}
+
+func pickKey(r *rand.Rand) int {
+	return []int{KeyNew, KeyNew, KeyNew, KeyNew, KeyReplay, KeyOtherBody}[r.IntN(6)]
+}
+
+// Spec names the steps of a run: "300" (that many, generated from the
+// seed), "300:4,17,20-25" (those indices of the 300), or the path of a
+// file with one step per line (String's form; # starts a comment).
+func Spec(seed uint64, spec string, o Options) ([]Step, error) {
+	if n, err := strconv.Atoi(spec); err == nil {
+		return Generate(seed, n, o), nil
+	}
+	if count, list, ok := strings.Cut(spec, ":"); ok {
+		n, err := strconv.Atoi(count)
+		if err != nil {
+			return nil, fmt.Errorf("steps %q: %w", spec, err)
+		}
+		all := Generate(seed, n, o)
+		idx, err := parseIndices(list, n)
+		if err != nil {
+			return nil, fmt.Errorf("steps %q: %w", spec, err)
+		}
+		out := make([]Step, len(idx))
+		for i, j := range idx {
+			out[i] = all[j]
+		}
+		return out, nil
+	}
+	raw, err := os.ReadFile(spec)
+	if err != nil {
+		return nil, fmt.Errorf("steps: %w", err)
+	}
+	var out []Step
+	for _, line := range strings.Split(string(raw), "\n") {
+		line, _, _ = strings.Cut(line, "#")
+		if strings.TrimSpace(line) == "" {
+			continue
+		}
+		s, err := ParseStep(line)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+func parseIndices(list string, n int) ([]int, error) {
+	var out []int
+	for _, part := range strings.Split(list, ",") {
+		if part == "" {
+			continue
+		}
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err := strconv.Atoi(lo)
+		if err != nil {
+			return nil, err
+		}
+		b := a
+		if isRange {
+			if b, err = strconv.Atoi(hi); err != nil {
+				return nil, err
+			}
+		}
+		for i := a; i <= b; i++ {
+			if i < 0 || i >= n {
+				return nil, fmt.Errorf("index %d outside 0..%d", i, n-1)
+			}
+			out = append(out, i)
+		}
+	}
+	return out, nil
+}
+
+// FormatIndices writes indices (sorted) in parseIndices' form, with ranges.
+func FormatIndices(idx []int) string {
+	idx = append([]int(nil), idx...)
+	sort.Ints(idx)
+	var parts []string
+	for i := 0; i < len(idx); {
+		j := i
+		for j+1 < len(idx) && idx[j+1] == idx[j]+1 {
+			j++
+		}
+		if j > i {
+			parts = append(parts, fmt.Sprintf("%d-%d", idx[i], idx[j]))
+		} else {
+			parts = append(parts, strconv.Itoa(idx[i]))
+		}
+		i = j + 1
+	}
+	return strings.Join(parts, ",")
+}
