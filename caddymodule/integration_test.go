@@ -56,11 +56,15 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(stopCaddyAfter{m},
 		// What caddytest starts once per process and keeps to its end:
 		// Caddy's main (blocked in cmdRun), its signal handlers and its
-		// admin endpoint. Everything of a config is stopped before the check.
+		// admin endpoint. Everything of a config is stopped before the
+		// check.
 		goleak.IgnoreTopFunction("github.com/caddyserver/caddy/v2/cmd.cmdRun"),
 		goleak.IgnoreTopFunction("github.com/caddyserver/caddy/v2.trapSignalsPosix.func1"),
 		goleak.IgnoreTopFunction("github.com/caddyserver/caddy/v2.trapSignalsCrossPlatform.func1"),
 		goleak.IgnoreAnyFunction("github.com/caddyserver/caddy/v2.replaceLocalAdminServer.func2"),
+		// certmagic notices a released storage lock only at its next
+		// freshness tick, seconds later.
+		goleak.IgnoreAnyFunction("github.com/caddyserver/certmagic.keepLockfileFresh"),
 		goleak.Cleanup(func(code int) {
 			os.RemoveAll(dir)
 			os.Exit(code)
