@@ -17,6 +17,7 @@ import (
 	"github.com/waitroom/waitroom/loadtest/report"
 	"github.com/waitroom/waitroom/loadtest/sale"
 	"github.com/waitroom/waitroom/loadtest/stack"
+	"github.com/waitroom/waitroom/origin"
 )
 
 // faultNames are the faults --faults accepts.
@@ -153,9 +154,19 @@ func runFlashSale(ctx context.Context, args []string, out, errOut io.Writer) err
 		return err
 	}
 	if res.Broken() {
-		return fmt.Errorf("%w: oversold %d, drift %d%s", errBroken, res.Oversold, res.Invariant.Drift, invErr(res))
+		return fmt.Errorf("%w: oversold %d, drift %d%s%s", errBroken, res.Oversold, res.Invariant.Drift, invErr(res), moneyErr(res))
 	}
 	return nil
+}
+
+func moneyErr(r *sale.Result) string {
+	switch {
+	case r.MoneyError != "":
+		return " (money account unreadable: " + r.MoneyError + ")"
+	case r.MoneyKept():
+		return fmt.Sprintf(", money kept silently: %d payments (%d)", r.Money.Kept.Count, r.Money.Kept.Amount)
+	}
+	return ""
 }
 
 func invErr(r *sale.Result) string {
@@ -179,6 +190,9 @@ func flashSale(ctx context.Context, f saleFlags, faults []string, out, errOut io
 		"ORIGIN_REAPER_INTERVAL=" + f.reaper.String(),
 		"ORIGIN_RECONCILE_INTERVAL=" + f.reaper.String(),
 		"ORIGIN_PAYMENT_RECONCILE_INTERVAL=" + f.reaper.String(),
+		// Payments whose webhook is late or lost are asked about soon, so
+		// the money is settled when the report is read.
+		"ORIGIN_PAYMENT_PENDING_AFTER=" + (3 * f.reaper).String(),
 		"ORIGIN_LOG_FORMAT=json",
 		"FAKEPAY_LATENCY=" + f.payLatency.String(),
 		"FAKEPAY_LATENCY_JITTER=" + f.payLatency.String(),
@@ -291,7 +305,28 @@ func saleTarget(sys *stack.System, cmds *redisCounter) sale.Target {
 		Commands: func(ctx context.Context) (int64, error) {
 			return cmds.read(ctx, sys.RedisURL)
 		},
+		Money: func(ctx context.Context) (sale.Money, error) { return readMoney(ctx, sys) },
 	}
+}
+
+// readMoney reads the origin's account of the event's money from its
+// ledger.
+func readMoney(ctx context.Context, sys *stack.System) (sale.Money, error) {
+	l, err := origin.OpenLedger(ctx, sys.DB.URL, origin.LedgerOptions{MaxConns: 2})
+	if err != nil {
+		return sale.Money{}, err
+	}
+	defer l.Close()
+	r, err := l.MoneyReport(ctx, sys.Event.ID)
+	if err != nil {
+		return sale.Money{}, err
+	}
+	c := func(m origin.MoneyCount) sale.MoneyCount { return sale.MoneyCount{Count: m.Count, Amount: m.Amount} }
+	return sale.Money{
+		Captured: c(r.Captured), Confirmed: c(r.Confirmed), Refunded: c(r.Refunded),
+		RefundPending: c(r.RefundPending), RefundFailed: c(r.RefundFailed), Kept: c(r.Kept),
+		PaymentPending: c(r.PaymentPending),
+	}, nil
 }
 
 // restartRedis kills the Redis under the origin and the gateway and starts

@@ -125,6 +125,18 @@ func TestFlashSale(t *testing.T) {
 			for _, fr := range res.Faults {
 				assert.Empty(t, fr.Error, fr.Name)
 			}
+			// The money line balances: every captured payment is a sale
+			// with its tickets, a refund, or a refund pending or failed.
+			assert.Empty(t, res.MoneyError)
+			require.NotNil(t, res.Money)
+			m := res.Money
+			assert.True(t, m.Balanced(), "money: %+v", m)
+			assert.Zero(t, m.Kept.Count, "payments kept silently")
+			assert.Equal(t, m.Captured.Count, m.Confirmed.Count+m.Refunded.Count+m.RefundPending.Count+m.RefundFailed.Count)
+			assert.Equal(t, m.Captured.Amount, m.Confirmed.Amount+m.Refunded.Amount+m.RefundPending.Amount+m.RefundFailed.Amount)
+			assert.Equal(t, res.Confirmed, m.Confirmed.Count, "bookings the buyers saw confirmed vs the ledger's")
+			assert.Positive(t, m.Captured.Count)
+			assert.Contains(t, report.String(), "money")
 		})
 	}
 }

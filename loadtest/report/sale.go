@@ -46,6 +46,9 @@ func PrintSale(w io.Writer, r *sale.Result) {
 	}
 	t.Add("invariant drift at the end", drift, verdict(r.InvariantError == "" && r.Invariant.Drift == 0)+
 		fmt.Sprintf(" (remaining %d, active %d, sellable %d)", r.Invariant.Remaining, r.Invariant.ActiveHolds, r.Invariant.Sellable))
+	if r.Money != nil || r.MoneyError != "" {
+		t.Add("money", moneyFigure(r), moneyNote(r))
+	}
 	t.Add("Postgres rows written per seat sold", fmt.Sprintf("%.1f", r.WritesPerSeat),
 		fmt.Sprintf("%s rows, %s commits; %s", Count(r.PostgresRows), Count(r.PostgresCommits), byTable(r.PostgresTables)))
 	t.Add("time to sell out (first hold refused)", orDash(r.SoldOutAfter > 0, Seconds(r.SoldOutAfter)), "")
@@ -101,6 +104,37 @@ func PrintSale(w io.Writer, r *sale.Result) {
 			fmt.Fprintf(w, "  - %s\n", e)
 		}
 	}
+}
+
+// moneyFigure is the money line's equation, in bookings and amounts.
+func moneyFigure(r *sale.Result) string {
+	if r.Money == nil {
+		return "unknown"
+	}
+	m := r.Money
+	c := func(mc sale.MoneyCount) string { return fmt.Sprintf("%s (%s)", Count(mc.Count), Count(mc.Amount)) }
+	eq := "="
+	if !m.Balanced() {
+		eq = "≠"
+	}
+	return fmt.Sprintf("captured %s %s confirmed %s + refunded %s + refund pending %s + refund failed %s",
+		c(m.Captured), eq, c(m.Confirmed), c(m.Refunded), c(m.RefundPending), c(m.RefundFailed))
+}
+
+func moneyNote(r *sale.Result) string {
+	if r.Money == nil {
+		return verdict(false) + " (account unreadable: " + r.MoneyError + ")"
+	}
+	m := r.Money
+	note := fmt.Sprintf("%s (kept silently: %s", verdict(!r.MoneyKept()), Count(m.Kept.Count))
+	if m.Kept.Count > 0 {
+		note += fmt.Sprintf(", %s %s", Count(m.Kept.Amount), r.Event.Currency)
+	}
+	note += fmt.Sprintf("; amounts in %s's smallest unit", r.Event.Currency)
+	if m.PaymentPending.Count > 0 {
+		note += fmt.Sprintf("; %s payments still without an outcome", Count(m.PaymentPending.Count))
+	}
+	return note + ")"
 }
 
 // byTable lists rows written per table, most first.

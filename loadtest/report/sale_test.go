@@ -21,6 +21,11 @@ func sampleResult() *sale.Result {
 	r.Requests.Gateway, r.Requests.Origin, r.Requests.Edge = 90000, 9000, 81000
 	r.Admitted, r.Holds, r.Confirmed, r.SeatsSold = 5000, 560, 495, 495
 	r.Invariant = api.Invariant{Event: 42, Capacity: 500, Sellable: 490, ActiveHolds: 490, Confirmed: 495}
+	r.Money = &sale.Money{
+		Captured: sale.MoneyCount{Count: 500, Amount: 45_000_000}, Confirmed: sale.MoneyCount{Count: 480, Amount: 43_200_000},
+		Refunded: sale.MoneyCount{Count: 15, Amount: 1_350_000}, RefundFailed: sale.MoneyCount{Count: 5, Amount: 450_000},
+	}
+	r.Event.Currency = "inr"
 	r.Outcomes = map[string]int64{"bought": 480, "told sold out by the gateway": 44000}
 	r.Latency = map[string]latency.Summary{"join": {Count: 50000, P50: time.Millisecond, P95: 5 * time.Millisecond, P99: 9 * time.Millisecond}}
 	r.Rates = map[string]float64{"gateway": 2250, "origin": 225}
@@ -44,11 +49,39 @@ func TestPrintSale(t *testing.T) {
 		assert.Contains(t, out, want)
 	}
 	assert.NotContains(t, out, "FAILED")
+	assert.Contains(t, out, "captured 500 (45,000,000) = confirmed 480 (43,200,000) + refunded 15 (1,350,000) + refund pending 0 (0) + refund failed 5 (450,000)")
+	assert.Contains(t, out, "kept silently: 0")
 	r := sampleResult()
 	r.Oversold = 3
 	b.Reset()
 	PrintSale(&b, r)
 	assert.Contains(t, b.String(), "FAILED")
+}
+
+// A captured payment in none of the honest ends fails the money line.
+func TestPrintSaleMoneyKept(t *testing.T) {
+	tests := []struct {
+		name  string
+		money *sale.Money
+		err   string
+		want  []string
+	}{
+		{"kept", &sale.Money{Captured: sale.MoneyCount{Count: 2, Amount: 2000}, Confirmed: sale.MoneyCount{Count: 1, Amount: 1000},
+			Kept: sale.MoneyCount{Count: 1, Amount: 1000}}, "", []string{"captured 2 (2,000) ≠ confirmed 1 (1,000)", "FAILED (kept silently: 1, 1,000 inr"}},
+		{"unreadable", nil, "connection refused", []string{"money", "unknown", "FAILED (account unreadable: connection refused)"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := sampleResult()
+			r.Money, r.MoneyError = tc.money, tc.err
+			var b bytes.Buffer
+			PrintSale(&b, r)
+			for _, w := range tc.want {
+				assert.Contains(t, b.String(), w)
+			}
+			assert.True(t, r.Broken())
+		})
+	}
 }
 
 func TestSaleChart(t *testing.T) {

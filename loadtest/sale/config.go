@@ -128,7 +128,45 @@ type Target struct {
 	// Commands reads Redis's command counter. Either may be nil.
 	Writes   func(ctx context.Context) (Writes, error)
 	Commands func(ctx context.Context) (int64, error)
+	// Money reads where the money of the event's bookings stands, from the
+	// ledger; nil: the report has no money line.
+	Money func(ctx context.Context) (Money, error)
 }
+
+// MoneyCount is a number of bookings and the sum of their amounts, in the
+// currency's smallest unit.
+type MoneyCount struct {
+	Count  int64 `json:"count"`
+	Amount int64 `json:"amount"`
+}
+
+// Money is where the money of the sale stands: every payment captured is a
+// confirmed booking with its tickets, a refund the provider made, or a
+// refund pending or failed; Kept is any other, money taken silently.
+type Money struct {
+	Captured      MoneyCount `json:"captured"`
+	Confirmed     MoneyCount `json:"confirmed"`
+	Refunded      MoneyCount `json:"refunded"`
+	RefundPending MoneyCount `json:"refund_pending"`
+	RefundFailed  MoneyCount `json:"refund_failed"`
+	Kept          MoneyCount `json:"kept"`
+	// PaymentPending is the bookings still waiting for their payment's
+	// outcome (not captured, as far as the ledger knows).
+	PaymentPending MoneyCount `json:"payment_pending"`
+}
+
+// Balanced reports whether the captured payments are exactly the sum of the
+// four honest ends and none was kept.
+func (m Money) Balanced() bool {
+	sum := MoneyCount{
+		Count:  m.Confirmed.Count + m.Refunded.Count + m.RefundPending.Count + m.RefundFailed.Count,
+		Amount: m.Confirmed.Amount + m.Refunded.Amount + m.RefundPending.Amount + m.RefundFailed.Amount,
+	}
+	return m.Kept.Count == 0 && sum == m.Captured
+}
+
+// settled: no payment and no refund waits for the provider.
+func (m Money) settled() bool { return m.PaymentPending.Count == 0 && m.RefundPending.Count == 0 }
 
 // Writes is what PostgreSQL counted for the origin's database.
 type Writes struct {

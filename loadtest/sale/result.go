@@ -60,6 +60,10 @@ type Result struct {
 	Invariant      api.Invariant `json:"invariant"`
 	InvariantError string        `json:"invariant_error,omitempty"`
 	SettledIn      time.Duration `json:"settled_in_ns"`
+	// Money is read once the payments settled (or Settle ran out); nil
+	// without Target.Money.
+	Money      *Money `json:"money,omitempty"`
+	MoneyError string `json:"money_error,omitempty"`
 
 	PostgresRows    int64            `json:"postgres_rows_written"`
 	PostgresCommits int64            `json:"postgres_commits"`
@@ -87,7 +91,13 @@ type Result struct {
 // Broken reports whether the sale broke the inventory: any seat oversold,
 // drift left at the end, or the invariant unreadable.
 func (r *Result) Broken() bool {
-	return r.Oversold != 0 || r.Invariant.Drift != 0 || r.InvariantError != "" || r.DoubleBooked != 0
+	return r.Oversold != 0 || r.Invariant.Drift != 0 || r.InvariantError != "" || r.DoubleBooked != 0 || r.MoneyKept()
+}
+
+// MoneyKept reports whether a captured payment ended as neither a sale
+// with its tickets nor a refund (or the account could not be read).
+func (r *Result) MoneyKept() bool {
+	return r.MoneyError != "" || (r.Money != nil && !r.Money.Balanced())
 }
 
 func (s *sim) result(ctx context.Context, end time.Time, before outside, timedOut bool) *Result {
@@ -146,6 +156,7 @@ func (s *sim) result(ctx context.Context, end time.Time, before outside, timedOu
 		}
 	}
 	r.SettledIn = time.Since(settleStart)
+	s.readMoney(ctx, r)
 
 	c.mu.Lock()
 	r.DuplicateSeats = c.dupSeats
@@ -198,6 +209,31 @@ func (s *sim) result(ctx context.Context, end time.Time, before outside, timedOu
 	r.Timeline = append([]Sample(nil), s.timeline...)
 	s.mu.Unlock()
 	return r
+}
+
+// readMoney reads the money account once no payment or refund waits for
+// the provider any more, or after Settle.
+func (s *sim) readMoney(ctx context.Context, r *Result) {
+	if s.target.Money == nil {
+		return
+	}
+	deadline := time.Now().Add(s.cfg.Settle)
+	for {
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		m, err := s.target.Money(rctx)
+		cancel()
+		if err == nil {
+			r.Money, r.MoneyError = &m, ""
+			if m.settled() {
+				return
+			}
+		} else {
+			r.MoneyError = err.Error()
+		}
+		if time.Now().After(deadline) || !sleep(ctx, 500*time.Millisecond) {
+			return
+		}
+	}
 }
 
 // Steps lists the steps whose latency a Result holds, in report order.
