@@ -50,7 +50,7 @@ func TestReleaseKeepingBuyer(t *testing.T) {
 	ctx := context.Background()
 	inv, _, event := loaded(t, 3)
 	h := hold(t, inv, event, "ann", 2, t0)
-	res, err := inv.ReleaseKeepingBuyer(ctx, event, h.HoldID, "ann")
+	res, err := inv.ReleaseKeepingBuyer(ctx, event, h.HoldID, "ann", t0)
 	require.NoError(t, err)
 	assert.Equal(t, inventory.ReleaseResult{Outcome: inventory.Released, Remaining: 3, Seats: 2}, res)
 	again := hold(t, inv, event, "ann", 1, t0)
@@ -63,7 +63,7 @@ func TestReleaseKeepingBuyer(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, inventory.NotLive, res.Outcome, "%s: the buyer's record takes no seat", mode)
 	}
-	res, err = inv.ReleaseKeepingBuyer(ctx, event, h.HoldID, "ann")
+	res, err = inv.ReleaseKeepingBuyer(ctx, event, h.HoldID, "ann", t0)
 	require.NoError(t, err)
 	assert.Zero(t, res.Seats, "seats come back once")
 
@@ -72,14 +72,26 @@ func TestReleaseKeepingBuyer(t *testing.T) {
 	b := hold(t, inv, event, "bob", 1, t0)
 	_, _, _, err = inv.Reclaim(ctx, event, t0.Add(time.Hour))
 	require.NoError(t, err)
-	res, err = inv.ReleaseKeepingBuyer(ctx, event, b.HoldID, "bob")
+	res, err = inv.ReleaseKeepingBuyer(ctx, event, b.HoldID, "bob", t0.Add(time.Hour))
 	require.NoError(t, err)
 	assert.Zero(t, res.Seats)
 	assert.Equal(t, inventory.AlreadyHeld, hold(t, inv, event, "bob", 1, t0.Add(time.Hour)).Outcome)
 	c := hold(t, inv, event, "cat", 1, t0.Add(time.Hour))
-	_, err = inv.ReleaseKeepingBuyer(ctx, event, "old-hold-of-cat", "cat")
+	_, err = inv.ReleaseKeepingBuyer(ctx, event, "old-hold-of-cat", "cat", t0.Add(time.Hour))
 	require.NoError(t, err)
 	got := hold(t, inv, event, "cat", 1, t0.Add(time.Hour))
 	assert.Equal(t, c.HoldID, got.HoldID, "cat's live hold stays hers")
 	assert.Equal(t, int64(1), got.Record.Quantity)
+
+	// A hold of the buyer's that lapsed (not reclaimed yet) holds no seat:
+	// the buyer's record takes the guard, and stays once the lapsed hold is
+	// reclaimed.
+	d := hold(t, inv, event, "dan", 1, t0)
+	late := t0.Add(time.Hour)
+	_, err = inv.ReleaseKeepingBuyer(ctx, event, "old-hold-of-dan", "dan", late)
+	require.NoError(t, err)
+	got = hold(t, inv, event, "dan", 1, late)
+	assert.Equal(t, inventory.AlreadyHeld, got.Outcome)
+	assert.Equal(t, "old-hold-of-dan", got.HoldID, "the buyer's record, not the lapsed hold %s", d.HoldID)
+	assert.True(t, got.Record.Overflow)
 }

@@ -224,20 +224,21 @@ func (inv *Inventory) Release(ctx context.Context, event int64, holdID string, m
 	if mode == KeepBuyer {
 		return ReleaseResult{}, fmt.Errorf("release hold %s of event %d: mode %s needs the buyer: use ReleaseKeepingBuyer", holdID, event, mode)
 	}
-	return inv.release(ctx, event, holdID, mode, "")
+	return inv.release(ctx, event, holdID, mode, "", time.Time{})
 }
 
 // ReleaseKeepingBuyer releases in the KeepBuyer mode: the hold's seats come
 // back whatever its flag (once), and user keeps a record of no seats under
-// holdID unless they hold other seats already. The record is written even
-// when the hold itself is gone from Redis (reclaimed at its expiry).
-func (inv *Inventory) ReleaseKeepingBuyer(ctx context.Context, event int64, holdID, user string) (ReleaseResult, error) {
-	return inv.release(ctx, event, holdID, KeepBuyer, user)
+// holdID unless they hold other seats already at now (a confirmed hold, or a
+// pending one not past its expiry). The record is written even when the
+// hold itself is gone from Redis (reclaimed at its expiry).
+func (inv *Inventory) ReleaseKeepingBuyer(ctx context.Context, event int64, holdID, user string, now time.Time) (ReleaseResult, error) {
+	return inv.release(ctx, event, holdID, KeepBuyer, user, now)
 }
 
-func (inv *Inventory) release(ctx context.Context, event int64, holdID string, mode ReleaseMode, user string) (ReleaseResult, error) {
+func (inv *Inventory) release(ctx context.Context, event int64, holdID string, mode ReleaseMode, user string, now time.Time) (ReleaseResult, error) {
 	for {
-		vals, err := releaseScript.Run(ctx, inv.rdb, KeysFor(event).all(), holdID, string(mode), user).Slice()
+		vals, err := releaseScript.Run(ctx, inv.rdb, KeysFor(event).all(), holdID, string(mode), user, ms(now)).Slice()
 		if err != nil {
 			return ReleaseResult{}, fmt.Errorf("release hold %s of event %d: %w", holdID, event, err)
 		}

@@ -15,6 +15,8 @@
 --            guard still answers with it (a sale served from the overflow
 --            reserve after the hold expired)
 -- ARGV[3] -> with "keep_buyer": the buyer's user id (the record may be gone)
+-- ARGV[4] -> with "keep_buyer": now, unix ms, from the caller's clock: a
+--            pending hold of the buyer's past its expiry holds no seat
 -- returns {outcome, remaining, seats returned}
 --   outcome: "released", "not_live" (unknown, already released or reclaimed,
 --            or a buyer's record of no seats), "confirmed" (left alone),
@@ -39,8 +41,15 @@ if ARGV[2] == 'keep_buyer' then
   end
   redis.call('ZREM', KEYS[4], ARGV[1])
   local current = redis.call('HGET', KEYS[2], r.u)
+  local holding = false
   if current and current ~= ARGV[1] and redis.call('HEXISTS', KEYS[3], current) == 1 then
+    local exp = redis.call('ZSCORE', KEYS[4], current)
+    holding = not exp or tonumber(exp) >= tonumber(ARGV[4])
+  end
+  if holding then
     -- The buyer holds other seats already: that hold is the guard's now.
+    -- One that lapsed is not: it goes when reclaimed, and the guard would
+    -- go with it.
     redis.call('HDEL', KEYS[3], ARGV[1])
   else
     r.q, r.c, r.o = 0, true, true

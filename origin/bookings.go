@@ -47,6 +47,11 @@ const (
 	// ReasonLateSoldOut: the payment landed after the hold expired, with the
 	// overflow reserve used up: refunded.
 	ReasonLateSoldOut = "late_payment_sold_out"
+	// ReasonLatePerUserLimit: the payment landed after the hold expired,
+	// and the buyer holds other seats meanwhile (a new hold, or another
+	// late payment confirmed first) that with these would exceed the
+	// event's max_per_user: refunded.
+	ReasonLatePerUserLimit = "late_per_user_limit"
 	// ReasonPaidAfterFailure: a payment succeeded for a booking already
 	// failed (the buyer may have paid again through another booking):
 	// refunded.
@@ -91,6 +96,9 @@ var (
 	errNoSeatLeft = errors.New("no seat number left")
 	// errOverflowUsedUp: the overflow reserve has no seat left.
 	errOverflowUsedUp = errors.New("overflow reserve used up")
+	// errPerUserLimit: the buyer holds other seats that with these would
+	// exceed the event's max_per_user.
+	errPerUserLimit = errors.New("over the per-user limit")
 )
 
 // Booking is a row of the bookings table.
@@ -586,8 +594,16 @@ func (s *Server) confirmAfterHold(ctx context.Context, b Booking, paymentID stri
 
 // latePayment settles a payment whose hold expired before it landed: the
 // seats come from the overflow reserve if it has them (a conditional
-// update: never oversold), otherwise the money goes back. The hold's own
-// seats went (or go now) back to the sellable pool either way.
+// update: never oversold) and the buyer stays within max_per_user with
+// them, otherwise the money goes back. The hold's own seats went (or go
+// now) back to the sellable pool either way.
+//
+// The buyer may have held again after the hold expired, or have had
+// another late payment confirmed: neither the one-live-hold index nor the
+// one-hold-per-user guard in Redis knows this booking's expired hold, so
+// the limit is counted here, from the ledger, after the event's row is
+// locked by taking the reserve's seats (which orders this count after any
+// other late payment of the event).
 func (s *Server) latePayment(ctx context.Context, ev *liveEvent, b Booking, paymentID string) error {
 	now := s.now()
 	var settled Booking
@@ -625,6 +641,13 @@ func (s *Server) latePayment(ctx context.Context, ev *liveEvent, b Booking, paym
 			if err != nil {
 				return fmt.Errorf("take overflow seats: %w", err)
 			}
+			var others int64
+			if err := sp.QueryRow(ctx, sqlSeatsOfBuyer, ev.ID, cur.UserID, cur.ID, cur.HoldID, now).Scan(&others); err != nil {
+				return fmt.Errorf("count seats of buyer %s: %w", cur.UserID, err)
+			}
+			if others+cur.Quantity > ev.MaxPerUser {
+				return errPerUserLimit
+			}
 			settled, err = s.confirmBookingTx(ctx, sp, cur, paymentID, true, ReasonLateOverflow, now)
 			return err
 		})
@@ -635,6 +658,8 @@ func (s *Server) latePayment(ctx context.Context, ev *liveEvent, b Booking, paym
 			return nil
 		case errors.Is(err, errNoSeatLeft):
 			reason = ReasonNoSeatLeft
+		case errors.Is(err, errPerUserLimit):
+			reason = ReasonLatePerUserLimit
 		case !errors.Is(err, errOverflowUsedUp):
 			return err
 		}
@@ -657,10 +682,14 @@ func (s *Server) latePayment(ctx context.Context, ev *liveEvent, b Booking, paym
 		s.log.Info("late payment confirmed from the overflow reserve", "booking", b.ID, "event", ev.ID, "seats", b.Quantity)
 	case refund:
 		s.metrics.latePayments.WithLabelValues("refunded").Inc()
-		if settled.StatusReason == ReasonNoSeatLeft {
+		switch settled.StatusReason {
+		case ReasonNoSeatLeft:
 			s.log.Error("late payment refunded: no seat number left although the overflow reserve had room; "+
 				"the inventory invariant was broken", "booking", b.ID, "event", ev.ID)
-		} else {
+		case ReasonLatePerUserLimit:
+			s.log.Info("late payment refunded: the buyer holds other seats, and with these would exceed max_per_user",
+				"booking", b.ID, "event", ev.ID, "user", b.UserID)
+		default:
 			s.log.Info("late payment refunded: the overflow reserve is used up", "booking", b.ID, "event", ev.ID)
 		}
 		if err := s.refundBooking(ctx, settled); err != nil {

@@ -407,7 +407,7 @@ func releaseRank(m inventory.ReleaseMode) int {
 
 func (s *Server) runRelease(ctx context.Context, holdID string, p pendingRelease) (inventory.ReleaseResult, error) {
 	if p.mode == inventory.KeepBuyer {
-		return s.inv.ReleaseKeepingBuyer(ctx, p.event, holdID, p.user)
+		return s.inv.ReleaseKeepingBuyer(ctx, p.event, holdID, p.user, s.now())
 	}
 	return s.inv.Release(ctx, p.event, holdID, p.mode)
 }

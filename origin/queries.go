@@ -247,6 +247,16 @@ const (
 	sqlGiveOverflow = `UPDATE events SET overflow_used = overflow_used - $2
 		WHERE id = $1 AND overflow_used >= $2`
 
+	// The seats a buyer has in the event besides booking $3 (of hold $4),
+	// at $5: live holds, and bookings confirmed from the overflow reserve,
+	// whose holds expired.
+	sqlSeatsOfBuyer = `SELECT
+			(SELECT coalesce(sum(quantity), 0) FROM holds
+				WHERE event_id = $1 AND user_id = $2 AND id <> $4::uuid
+					AND (status = 'confirmed' OR (status = 'pending' AND expires_at >= $5)))
+			+ (SELECT coalesce(sum(quantity), 0) FROM bookings
+				WHERE event_id = $1 AND user_id = $2 AND id <> $3::uuid AND status = 'confirmed' AND overflow)`
+
 	// $2 seat numbers in one statement (one round trip, since the event's
 	// row stays locked until commit and every confirmation of the event
 	// waits for it): freed seats first (one another confirmation has
