@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/waitroom/waitroom/inventory"
+	"github.com/waitroom/waitroom/inventory/strategy"
 	"github.com/waitroom/waitroom/loadtest/report"
 	"github.com/waitroom/waitroom/loadtest/stack"
 )
@@ -25,7 +26,7 @@ func runStrategies(ctx context.Context, args []string, out, errOut io.Writer) er
 	capacity := fs.Int64("capacity", 100, "tickets")
 	rounds := fs.Int("rounds", 3, "rounds per strategy (interleaved); the table shows each strategy's median round by time")
 	pgConns := fs.Int("pg-conns", 100, "PostgreSQL connections shared by the buyers")
-	only := fs.String("only", strings.Join(inventory.StrategyNames, ","), "strategies to run, comma-separated")
+	only := fs.String("only", strings.Join(strategy.Names, ","), "strategies to run, comma-separated")
 	jsonPath := fs.String("json", "", "also write the rounds to this JSON file")
 	if err := fs.parse(args); err != nil {
 		return err
@@ -35,8 +36,8 @@ func runStrategies(ctx context.Context, args []string, out, errOut io.Writer) er
 	}
 	names := strings.Split(*only, ",")
 	for _, n := range names {
-		if !slices.Contains(inventory.StrategyNames, n) {
-			return usagef("--only: unknown strategy %q (want some of %s)", n, strings.Join(inventory.StrategyNames, ","))
+		if !slices.Contains(strategy.Names, n) {
+			return usagef("--only: unknown strategy %q (want some of %s)", n, strings.Join(strategy.Names, ","))
 		}
 	}
 	if err := srv.check(true, true); err != nil {
@@ -59,7 +60,7 @@ func runStrategies(ctx context.Context, args []string, out, errOut io.Writer) er
 		return fmt.Errorf("postgres: %w", err)
 	}
 	defer pool.Close()
-	if err := inventory.PrepareStrategies(ctx, pool); err != nil {
+	if err := strategy.Prepare(ctx, pool); err != nil {
 		return err
 	}
 	ropts, err := redis.ParseURL(srv.redisURL)
@@ -76,9 +77,9 @@ func runStrategies(ctx context.Context, args []string, out, errOut io.Writer) er
 		rdb.Del(context.WithoutCancel(ctx), k.Remaining, k.Users, k.Holds, k.Expiry, k.Frozen)
 	}()
 
-	strategies := make([]inventory.Strategy, len(names))
+	strategies := make([]strategy.Strategy, len(names))
 	for i, n := range names {
-		if strategies[i], err = inventory.NewStrategy(n, pool, rdb, event); err != nil {
+		if strategies[i], err = strategy.New(n, pool, rdb, event); err != nil {
 			return err
 		}
 	}
@@ -88,10 +89,10 @@ func runStrategies(ctx context.Context, args []string, out, errOut io.Writer) er
 	}
 
 	fmt.Fprintf(out, "%d concurrent buyers, %d tickets, %d round(s) per strategy, %d PostgreSQL connections\n\n", *buyers, *capacity, *rounds, *pgConns)
-	results := make([][]inventory.Round, len(names))
+	results := make([][]strategy.Round, len(names))
 	for r := range *rounds {
 		for i, s := range strategies {
-			round, err := inventory.Contend(ctx, s, *capacity, *buyers)
+			round, err := strategy.Contend(ctx, s, *capacity, *buyers)
 			if err != nil {
 				return fmt.Errorf("round %d: %w", r+1, err)
 			}
@@ -100,13 +101,13 @@ func runStrategies(ctx context.Context, args []string, out, errOut io.Writer) er
 	}
 
 	t := report.Table{Header: []string{"strategy", "capacity", "sold", "OVERSOLD", "time", "buys/s"}}
-	var medians []inventory.Round
+	var medians []strategy.Round
 	broken := false
 	for i, rs := range results {
 		m := median(rs)
 		medians = append(medians, m)
 		t.Add(m.Strategy, m.Capacity, m.Sold, m.Oversold, report.Seconds(m.Elapsed), report.Rate(m.BuysPerSecond()))
-		if names[i] != inventory.NaiveName && slices.ContainsFunc(rs, func(r inventory.Round) bool { return r.Oversold != 0 }) {
+		if names[i] != strategy.NaiveName && slices.ContainsFunc(rs, func(r strategy.Round) bool { return r.Oversold != 0 }) {
 			broken = true
 		}
 	}
@@ -123,9 +124,9 @@ func runStrategies(ctx context.Context, args []string, out, errOut io.Writer) er
 }
 
 // median is the round with the median time.
-func median(rs []inventory.Round) inventory.Round {
+func median(rs []strategy.Round) strategy.Round {
 	s := slices.Clone(rs)
-	slices.SortFunc(s, func(a, b inventory.Round) int { return int(a.Elapsed - b.Elapsed) })
+	slices.SortFunc(s, func(a, b strategy.Round) int { return int(a.Elapsed - b.Elapsed) })
 	return s[len(s)/2]
 }
 

@@ -1,10 +1,16 @@
-package inventory
+// Package strategy holds the benchmark's "four ways to sell the last
+// ticket" (make bench-strategies): the same buyers and the same durable order
+// row, differing only in how the check and the decrement are put together.
+// Only AtomicRedis is how the origin sells, through the production hold
+// script of package inventory; the others exist to be measured against it,
+// and Naive to show the oversell a check-then-act race causes. Nothing on the
+// production path imports this package.
+package strategy
 
 import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -12,13 +18,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
-)
 
-// The contending strategies below are the benchmark's "four ways to sell the
-// last ticket": the same buyers and the same durable order row, differing
-// only in how the check and the decrement are put together. Only AtomicRedis
-// is how the origin sells; the others exist to be measured against it, and
-// Naive to show the oversell a check-then-act race causes.
+	"github.com/waitroom/waitroom/inventory"
+)
 
 // Strategy sells seats of one stock to buyers.
 type Strategy interface {
@@ -42,8 +44,8 @@ const (
 	AtomicRedisName = "atomicRedis"
 )
 
-// StrategyNames lists the strategies in the order of the reference table.
-var StrategyNames = []string{NaiveName, PessimisticName, AtomicDBName, AtomicRedisName}
+// Names lists the strategies in the order of the reference table.
+var Names = []string{NaiveName, PessimisticName, AtomicDBName, AtomicRedisName}
 
 // strategySchema holds every strategy's stock and orders, apart by name.
 // remaining >= 0 holds even for Naive: it writes back a stale count, never a
@@ -76,17 +78,17 @@ const (
 	strategyHoldTTL = 10 * time.Minute
 )
 
-// PrepareStrategies creates the tables the strategies write to.
-func PrepareStrategies(ctx context.Context, db *pgxpool.Pool) error {
+// Prepare creates the tables the strategies write to.
+func Prepare(ctx context.Context, db *pgxpool.Pool) error {
 	if _, err := db.Exec(ctx, strategySchema); err != nil {
 		return fmt.Errorf("create strategy tables: %w", err)
 	}
 	return nil
 }
 
-// NewStrategy returns the strategy called name. AtomicRedis sells event's
+// New returns the strategy called name. AtomicRedis sells event's
 // inventory in rdb; the others use only db.
-func NewStrategy(name string, db *pgxpool.Pool, rdb redis.UniversalClient, event int64) (Strategy, error) {
+func New(name string, db *pgxpool.Pool, rdb redis.UniversalClient, event int64) (Strategy, error) {
 	base := sqlStock{db: db, name: name}
 	switch name {
 	case NaiveName:
@@ -99,9 +101,9 @@ func NewStrategy(name string, db *pgxpool.Pool, rdb redis.UniversalClient, event
 		if rdb == nil {
 			return nil, errors.New("strategy atomicRedis needs a Redis client")
 		}
-		return &atomicRedis{sqlStock: base, inv: New(rdb), event: event}, nil
+		return &atomicRedis{sqlStock: base, inv: inventory.New(rdb), event: event}, nil
 	}
-	return nil, fmt.Errorf("unknown strategy %q (want one of %v)", name, StrategyNames)
+	return nil, fmt.Errorf("unknown strategy %q (want one of %v)", name, Names)
 }
 
 // sqlStock is the stock row and the orders every strategy shares.
@@ -211,7 +213,7 @@ func (s *atomicDB) Buy(ctx context.Context, user string) (bool, error) {
 // durable row; a row that can't be written gives the seat back at once.
 type atomicRedis struct {
 	sqlStock
-	inv   *Inventory
+	inv   *inventory.Inventory
 	event int64
 }
 
@@ -219,8 +221,8 @@ func (s *atomicRedis) Reset(ctx context.Context, capacity int64) error {
 	if err := s.sqlStock.Reset(ctx, capacity); err != nil {
 		return err
 	}
-	err := s.inv.Rebuild(ctx, s.event, func(context.Context) (Snapshot, error) {
-		return Snapshot{Remaining: capacity}, nil
+	err := s.inv.Rebuild(ctx, s.event, func(context.Context) (inventory.Snapshot, error) {
+		return inventory.Snapshot{Remaining: capacity}, nil
 	})
 	if err != nil {
 		return fmt.Errorf("atomicRedis: load stock: %w", err)
@@ -230,20 +232,20 @@ func (s *atomicRedis) Reset(ctx context.Context, capacity int64) error {
 
 func (s *atomicRedis) Buy(ctx context.Context, user string) (bool, error) {
 	now := time.Now()
-	res, err := s.inv.Hold(ctx, HoldRequest{
+	res, err := s.inv.Hold(ctx, inventory.HoldRequest{
 		Event: s.event, HoldID: newHoldID(), User: user, Quantity: 1,
 		ExpiresAt: now.Add(strategyHoldTTL), Now: now,
 	})
 	if err != nil {
 		return false, fmt.Errorf("atomicRedis: %w", err)
 	}
-	if res.Outcome != Held {
+	if res.Outcome != inventory.Held {
 		return false, nil
 	}
 	if _, err := s.db.Exec(ctx, sqlInsertOrder, s.name, user, res.HoldID); err != nil {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 		defer cancel()
-		_, rerr := s.inv.Release(rctx, s.event, res.HoldID, PendingOnly)
+		_, rerr := s.inv.Release(rctx, s.event, res.HoldID, inventory.PendingOnly)
 		return false, errors.Join(fmt.Errorf("atomicRedis: insert order: %w", err), rerr)
 	}
 	return true, nil
@@ -321,30 +323,4 @@ func Contend(ctx context.Context, s Strategy, capacity int64, buyers int) (Round
 		return r, fmt.Errorf("%s: %d of %d buys failed, first: %w", s.Name(), failed, buyers, firstErr)
 	}
 	return r, nil
-}
-
-// HoldScriptSource is the hold script's text, for a benchmark that runs it
-// bare (redis-benchmark's EVALSHA) beside the origin that wraps it.
-func HoldScriptSource() string { return holdSrc }
-
-// HoldScriptArgs are the KEYS and ARGV of one hold call, in the order the
-// script takes them: what Hold sends, for running it outside this package.
-func HoldScriptArgs(req HoldRequest, reclaimLimit int) (keys []string, argv []any, err error) {
-	rec, err := json.Marshal(Record{User: req.User, Quantity: req.Quantity, KeyDigest: req.KeyDigest, BodyDigest: req.BodyDigest})
-	if err != nil {
-		return nil, nil, fmt.Errorf("encode record: %w", err)
-	}
-	keys = KeysFor(req.Event).all()
-	argv = []any{req.User, req.HoldID, req.Quantity, ms(req.ExpiresAt), ms(req.Now), string(rec), reclaimLimit}
-	if req.Claim != "" {
-		keys = append(keys, req.Claim)
-		argv = append(argv, req.ClaimValue, req.ClaimTTL.Milliseconds(), req.ClaimReplace)
-	}
-	if !req.Deadline.IsZero() {
-		if req.Claim == "" {
-			argv = append(argv, "", 0, "")
-		}
-		argv = append(argv, ms(req.Deadline))
-	}
-	return keys, argv, nil
 }

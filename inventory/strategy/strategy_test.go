@@ -1,4 +1,4 @@
-package inventory_test
+package strategy_test
 
 import (
 	"context"
@@ -10,10 +10,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom/internal/testenv"
-	"github.com/waitroom/waitroom/inventory"
+	"github.com/waitroom/waitroom/inventory/strategy"
 )
 
-func strategyEnv(t *testing.T) (*pgxpool.Pool, func(name string) inventory.Strategy) {
+func strategyEnv(t *testing.T) (*pgxpool.Pool, func(name string) strategy.Strategy) {
 	t.Helper()
 	rdb := testenv.Redis(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -24,9 +24,9 @@ func strategyEnv(t *testing.T) (*pgxpool.Pool, func(name string) inventory.Strat
 	db, err := pgxpool.NewWithConfig(ctx, cfg)
 	require.NoError(t, err)
 	t.Cleanup(db.Close)
-	require.NoError(t, inventory.PrepareStrategies(ctx, db))
-	return db, func(name string) inventory.Strategy {
-		s, err := inventory.NewStrategy(name, db, rdb, testenv.EventID())
+	require.NoError(t, strategy.Prepare(ctx, db))
+	return db, func(name string) strategy.Strategy {
+		s, err := strategy.New(name, db, rdb, testenv.EventID())
 		require.NoError(t, err)
 		return s
 	}
@@ -43,17 +43,17 @@ func TestStrategiesUnderContention(t *testing.T) {
 		buyers   int
 		exact    bool
 	}{
-		{inventory.PessimisticName, 100, 500, true},
-		{inventory.AtomicDBName, 100, 500, true},
-		{inventory.AtomicRedisName, 100, 500, true},
-		{inventory.AtomicRedisName, 7, 50, true},
-		{inventory.NaiveName, 100, 500, false},
+		{strategy.PessimisticName, 100, 500, true},
+		{strategy.AtomicDBName, 100, 500, true},
+		{strategy.AtomicRedisName, 100, 500, true},
+		{strategy.AtomicRedisName, 7, 50, true},
+		{strategy.NaiveName, 100, 500, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			r, err := inventory.Contend(ctx, newStrategy(tc.name), tc.capacity, tc.buyers)
+			r, err := strategy.Contend(ctx, newStrategy(tc.name), tc.capacity, tc.buyers)
 			require.NoError(t, err)
 			assert.Equal(t, tc.name, r.Strategy)
 			assert.LessOrEqual(t, r.Sold, int64(tc.buyers))
@@ -73,10 +73,10 @@ func TestStrategyRoundsAreIndependent(t *testing.T) {
 	_, newStrategy := strategyEnv(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	for _, name := range []string{inventory.AtomicDBName, inventory.AtomicRedisName} {
+	for _, name := range []string{strategy.AtomicDBName, strategy.AtomicRedisName} {
 		s := newStrategy(name)
 		for range 2 {
-			r, err := inventory.Contend(ctx, s, 10, 30)
+			r, err := strategy.Contend(ctx, s, 10, 30)
 			require.NoError(t, err)
 			assert.Equal(t, int64(10), r.Sold, name)
 		}
@@ -89,16 +89,16 @@ func TestStrategiesSellToEveryBuyerWhenStockSuffices(t *testing.T) {
 	_, newStrategy := strategyEnv(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	for _, name := range []string{inventory.PessimisticName, inventory.AtomicDBName, inventory.AtomicRedisName} {
-		r, err := inventory.Contend(ctx, newStrategy(name), 100, 40)
+	for _, name := range []string{strategy.PessimisticName, strategy.AtomicDBName, strategy.AtomicRedisName} {
+		r, err := strategy.Contend(ctx, newStrategy(name), 100, 40)
 		require.NoError(t, err)
 		assert.Equal(t, int64(40), r.Sold, name)
 	}
 }
 
 func TestUnknownStrategy(t *testing.T) {
-	_, err := inventory.NewStrategy("optimistic", nil, nil, 1)
+	_, err := strategy.New("optimistic", nil, nil, 1)
 	require.Error(t, err)
-	_, err = inventory.NewStrategy(inventory.AtomicRedisName, nil, nil, 1)
+	_, err = strategy.New(strategy.AtomicRedisName, nil, nil, 1)
 	require.Error(t, err)
 }
