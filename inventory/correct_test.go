@@ -95,3 +95,31 @@ func TestReleaseKeepingBuyer(t *testing.T) {
 	assert.Equal(t, "old-hold-of-dan", got.HoldID, "the buyer's record, not the lapsed hold %s", d.HoldID)
 	assert.True(t, got.Record.Overflow)
 }
+
+func TestReleaseDroppingBuyer(t *testing.T) {
+	ctx := context.Background()
+	inv, _, event := loaded(t, 3)
+	h := hold(t, inv, event, "ann", 2, t0)
+	_, err := inv.ReleaseKeepingBuyer(ctx, event, h.HoldID, "ann", t0)
+	require.NoError(t, err)
+	require.Equal(t, inventory.AlreadyHeld, hold(t, inv, event, "ann", 1, t0).Outcome)
+
+	// The sale ended: the buyer's record goes, and the buyer holds again.
+	res, err := inv.Release(ctx, event, h.HoldID, inventory.DropBuyer)
+	require.NoError(t, err)
+	assert.Equal(t, inventory.ReleaseResult{Outcome: inventory.Released, Remaining: 3}, res, "the record took no seat")
+	again := hold(t, inv, event, "ann", 1, t0)
+	assert.Equal(t, inventory.Held, again.Outcome)
+	res, err = inv.Release(ctx, event, h.HoldID, inventory.DropBuyer)
+	require.NoError(t, err)
+	assert.Equal(t, inventory.NotLive, res.Outcome, "once")
+	assert.Equal(t, inventory.AlreadyHeld, hold(t, inv, event, "ann", 1, t0).Outcome, "her new hold is left alone")
+
+	// On a hold with seats it does what AnyHold does.
+	c := hold(t, inv, event, "cat", 1, t0)
+	_, err = inv.Confirm(ctx, event, c.HoldID, t0)
+	require.NoError(t, err)
+	res, err = inv.Release(ctx, event, c.HoldID, inventory.DropBuyer)
+	require.NoError(t, err)
+	assert.Equal(t, inventory.ReleaseResult{Outcome: inventory.Released, Remaining: 2, Seats: 1}, res)
+}

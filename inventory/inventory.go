@@ -204,11 +204,17 @@ const (
 	// still counts their purchase: a sale served from the overflow reserve.
 	// Use ReleaseKeepingBuyer, which names the buyer.
 	KeepBuyer ReleaseMode = "keep_buyer"
+	// DropBuyer returns the seats as AnyHold does, and also removes a
+	// buyer's record of no seats (Record.Overflow) kept under the hold: the
+	// sale served from the overflow reserve ended (cancelled, refunded), so
+	// the buyer may hold again.
+	DropBuyer ReleaseMode = "drop_buyer"
 )
 
 // ReleaseResult is the answer of Release.
 type ReleaseResult struct {
-	// Outcome is Released, NotLive (already returned, reclaimed or unknown;
+	// Outcome is Released (also for a buyer's record of no seats that
+	// DropBuyer removed), NotLive (already returned, reclaimed or unknown;
 	// also when the event is not loaded: a rebuild counts from the ledger)
 	// or Confirmed (left alone).
 	Outcome   Outcome

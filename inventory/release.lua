@@ -13,14 +13,16 @@
 --            "keep_buyer": released whatever its flag, and the buyer keeps a
 --            record of no seats under the hold's id, so the one-hold-per-user
 --            guard still answers with it (a sale served from the overflow
---            reserve after the hold expired)
+--            reserve after the hold expired);
+--            "drop_buyer": as "any", and a buyer's record of no seats goes too
+--            (the sale served from the overflow reserve ended)
 -- ARGV[3] -> with "keep_buyer": the buyer's user id (the record may be gone)
 -- ARGV[4] -> with "keep_buyer": now, unix ms, from the caller's clock: a
 --            pending hold of the buyer's past its expiry holds no seat
 -- returns {outcome, remaining, seats returned}
 --   outcome: "released", "not_live" (unknown, already released or reclaimed,
---            or a buyer's record of no seats), "confirmed" (left alone),
---            "not_loaded" or "frozen"
+--            or a buyer's record of no seats but with "drop_buyer"),
+--            "confirmed" (left alone), "not_loaded" or "frozen"
 if redis.call('EXISTS', KEYS[5]) == 1 then
   return {'frozen', 0, 0}
 end
@@ -67,10 +69,17 @@ if not rec then
 end
 local r = cjson.decode(rec)
 if r.o then
-  -- Takes no seat; only a rebuild from the ledger removes it.
-  return {'not_live', tonumber(redis.call('GET', KEYS[1])), 0}
+  if ARGV[2] ~= 'drop_buyer' then
+    -- Takes no seat; only the end of the buyer's sale removes it.
+    return {'not_live', tonumber(redis.call('GET', KEYS[1])), 0}
+  end
+  redis.call('HDEL', KEYS[3], ARGV[1])
+  if redis.call('HGET', KEYS[2], r.u) == ARGV[1] then
+    redis.call('HDEL', KEYS[2], r.u)
+  end
+  return {'released', tonumber(redis.call('GET', KEYS[1])), 0}
 end
-if r.c and ARGV[2] ~= 'any' then
+if r.c and ARGV[2] == 'pending' then
   return {'confirmed', tonumber(redis.call('GET', KEYS[1])), 0}
 end
 redis.call('HDEL', KEYS[3], ARGV[1])

@@ -843,9 +843,10 @@ func (s *Server) CancelBooking(ctx context.Context, bookingID string) (Booking, 
 // giveSeatsBack takes a confirmed booking's seats back, in tx: its tickets
 // are voided and their seat numbers freed, and its seats go to the overflow
 // reserve (a late payment's) or, its hold released, to the inventory:
-// release says the caller returns them to Redis (returnSeats) after the
-// commit. A cancellation and a refund made at the provider both end a sale
-// this way.
+// release says the caller settles Redis (returnSeats) after the commit:
+// the hold's seats returned, or the overflow buyer's record of no seats
+// removed from the one-hold-per-user guard. A cancellation and a refund
+// made at the provider both end a sale this way.
 func giveSeatsBack(ctx context.Context, tx pgx.Tx, b Booking, now time.Time) (release bool, err error) {
 	if b.Overflow {
 		tag, err := tx.Exec(ctx, sqlGiveOverflow, b.EventID, b.Quantity)
@@ -855,6 +856,7 @@ func giveSeatsBack(ctx context.Context, tx pgx.Tx, b Booking, now time.Time) (re
 		if tag.RowsAffected() != 1 {
 			return false, errors.New("the overflow reserve does not count its seats")
 		}
+		release = true
 	} else {
 		tag, err := tx.Exec(ctx, sqlReleaseConfirmedHold, b.HoldID, now)
 		if err != nil {
@@ -876,13 +878,19 @@ func giveSeatsBack(ctx context.Context, tx pgx.Tx, b Booking, now time.Time) (re
 	return release, nil
 }
 
-// returnSeats gives the seats of a booking whose hold giveSeatsBack
-// released back to Redis.
+// returnSeats settles Redis for a sale giveSeatsBack ended: the seats of
+// its hold back, or, for a sale served from the overflow reserve, the
+// buyer's record of no seats gone, so the buyer, who has no seat any more,
+// may hold again.
 func (s *Server) returnSeats(ctx context.Context, b Booking) error {
 	ev, err := s.event(ctx, b.EventID)
 	if err != nil {
 		return err
 	}
-	s.releaseSeats(ctx, ev, b.HoldID, inventory.AnyHold)
+	mode := inventory.AnyHold
+	if b.Overflow {
+		mode = inventory.DropBuyer
+	}
+	s.releaseSeats(ctx, ev, b.HoldID, mode)
 	return nil
 }

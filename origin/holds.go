@@ -397,6 +397,9 @@ type pendingRelease struct {
 // before does, and more.
 func releaseRank(m inventory.ReleaseMode) int {
 	switch m {
+	case inventory.DropBuyer:
+		// The end of the sale KeepBuyer kept the buyer for.
+		return 3
 	case inventory.KeepBuyer:
 		return 2
 	case inventory.AnyHold:
