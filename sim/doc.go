@@ -32,6 +32,9 @@
 //   - redis-restart (empty), redis-flush (FLUSHALL), redis-down (until
 //     healed), pg-down (one node's PostgreSQL connections cut until
 //     healed), heal;
+//   - refund: the provider's refunds of a payment stay pending from now
+//     on, or a pending one ends late, succeeded or failed, with its
+//     webhooks (queued like the others);
 //   - settle: see below.
 //
 // and a hold, release, booking, cancellation, webhook or pass may run

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/waitroom/waitroom/origin/payment"
 )
 
 // violation is a broken promise found by a step or a check.
@@ -70,6 +72,8 @@ func (w *world) exec(s Step) *violation {
 		w.heal()
 	case Settle:
 		v = w.settle(false)
+	case RefundOutcome:
+		w.refundOutcome(s)
 	}
 	w.drainHooks()
 	return v
@@ -396,6 +400,45 @@ func checkWebhookAnswer(as ...answer) *violation {
 		}
 	}
 	return nil
+}
+
+// refundOutcome plays the provider's side of refunds that do not end at
+// once: a payment's refunds from now on stay pending, or a pending one
+// ends, succeeded or failed, with its webhooks (queued like the others).
+func (w *world) refundOutcome(s Step) {
+	var paid []payment.Payment
+	for _, id := range w.fp.all() {
+		for _, p := range w.fp.PaymentsForBooking(id) {
+			if p.Status == payment.StatusSucceeded {
+				paid = append(paid, p)
+			}
+		}
+	}
+	if s.Mode%refundModes == RefundsPending {
+		if p, ok := pick(paid, s.Sel); ok && w.fp.SetRefundOutcome(p.ID, payment.RefundPending) == nil {
+			w.stats.fault("refund-pending")
+		}
+		return
+	}
+	var pending []payment.Refund
+	for _, p := range paid {
+		for _, r := range w.fp.RefundsForPayment(p.ID) {
+			if r.Status == payment.RefundPending {
+				pending = append(pending, r)
+			}
+		}
+	}
+	r, ok := pick(pending, s.Sel)
+	if !ok {
+		return
+	}
+	end, kind := payment.RefundSucceeded, "refund-succeeded-late"
+	if s.Mode%refundModes == RefundFails {
+		end, kind = payment.RefundFailed, "refund-failed-late"
+	}
+	if w.fp.SettleRefund(r.ID, end) == nil {
+		w.stats.fault(kind)
+	}
 }
 
 func (w *world) pass(k Kind, n *node) *violation {

@@ -32,13 +32,17 @@ const (
 	PGDown
 	Heal
 	Settle
+	// RefundOutcome: the provider's refunds of a payment stay pending from
+	// now on, or one pending refund ends (succeeded or failed) with its
+	// webhook.
+	RefundOutcome
 )
 
 var kindNames = map[Kind]string{
 	Admit: "admit", Hold: "hold", Release: "release", Book: "book", Cancel: "cancel", Webhook: "webhook",
 	Reap: "reap", Reconcile: "reconcile", Resolve: "resolve", PayRecon: "payrecon", Clock: "clock",
 	RedisRestart: "redis-restart", RedisFlush: "redis-flush", RedisDown: "redis-down", PGDown: "pg-down",
-	Heal: "heal", Settle: "settle",
+	Heal: "heal", Settle: "settle", RefundOutcome: "refund",
 }
 
 func (k Kind) String() string {
@@ -106,6 +110,16 @@ const (
 
 var webhookModeNames = []string{"deliver", "duplicate", "keep", "drop", "resend"}
 
+// Refund step modes.
+const (
+	RefundsPending = iota
+	RefundSucceeds
+	RefundFails
+	refundModes
+)
+
+var refundModeNames = []string{"pending", "succeeds", "fails"}
+
 // Payment methods a booking uses, by index.
 var methods = []string{"pm_card_visa", "pm_card_chargeDeclined", "pm_fakepay_silent", "pm_fakepay_refund_fails"}
 
@@ -157,6 +171,9 @@ func (s Step) String() string {
 		add("mode", webhookModeNames[s.Mode%webhookModes])
 	case Reap, Reconcile, Resolve, PayRecon, PGDown:
 		add("node", s.Node)
+	case RefundOutcome:
+		add("sel", s.Sel)
+		add("mode", refundModeNames[s.Mode%refundModes])
 	case Clock:
 		add("dur", s.Dur)
 	}
@@ -212,7 +229,11 @@ func ParseStep(line string) (Step, error) {
 		case "key":
 			s.Mode = index([]string{"new", "replay", "other-body"}, v, &err)
 		case "mode":
-			s.Mode = index(webhookModeNames, v, &err)
+			if s.Kind == RefundOutcome {
+				s.Mode = index(refundModeNames, v, &err)
+			} else {
+				s.Mode = index(webhookModeNames, v, &err)
+			}
 		case "method":
 			s.Method = index(methods, v, &err)
 		case "race":
@@ -301,6 +322,7 @@ var weights = []weighted{
 	{Webhook, 16, false}, {Reap, 4, false}, {Reconcile, 4, false}, {Resolve, 2, false}, {PayRecon, 4, false},
 	{Clock, 8, false}, {Settle, 2, false},
 	{RedisRestart, 1, true}, {RedisFlush, 1, true}, {RedisDown, 1, true}, {PGDown, 1, true}, {Heal, 3, true},
+	{RefundOutcome, 3, true},
 }
 
 // Generate draws n steps from seed.
@@ -352,6 +374,8 @@ func Generate(seed uint64, n int, o Options) []Step {
 			s.Race = r.IntN(8) == 0
 		case Webhook:
 			s.Mode = []int{WebhookDeliver, WebhookDeliver, WebhookDeliver, WebhookDuplicate, WebhookKeep, WebhookDrop, WebhookResend}[r.IntN(7)]
+		case RefundOutcome:
+			s.Mode = r.IntN(refundModes)
 		case Clock:
 			switch r.IntN(4) {
 			case 0, 1:

@@ -208,7 +208,7 @@ type world struct {
 	// made then are final only a write timeout later.
 	trouble time.Time
 	stats   *Stats
-	mu sync.Mutex
+	mu      sync.Mutex
 	// skipChecks are checks left out while their finding is open
 	// (SIM_SKIP_CHECKS); a full run skips none.
 	skipChecks map[string]bool
