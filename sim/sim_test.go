@@ -103,7 +103,14 @@ func report(t *testing.T, seed uint64, spec string, steps []Step, f *Failure, bu
 	if f.Step >= 0 && f.Step < len(steps) {
 		fmt.Fprintf(&b, "  the step: %s\n", steps[f.Step])
 	}
-	fmt.Fprintf(&b, "  replay: make sim SEED=%d STEPS=%s\n", seed, spec)
+	// A replay needs the same generation knobs.
+	knobs := ""
+	for _, k := range []string{"SIM_SKIP", "SIM_FAULTS"} {
+		if v := os.Getenv(k); v != "" {
+			knobs += k + "=" + v + " "
+		}
+	}
+	fmt.Fprintf(&b, "  replay: %smake sim SEED=%d STEPS=%s\n", knobs, seed, spec)
 	idx := make([]int, len(steps))
 	for i := range idx {
 		idx[i] = i
@@ -128,7 +135,7 @@ func report(t *testing.T, seed uint64, spec string, steps []Step, f *Failure, bu
 		fmt.Fprintf(&b, "    %3d  %s\n", i, s)
 	}
 	if n, err := strconv.Atoi(spec); err == nil {
-		fmt.Fprintf(&b, "  replay the shrunk run: make sim SEED=%d STEPS=%d:%s\n", seed, n, FormatIndices(idx))
+		fmt.Fprintf(&b, "  replay the shrunk run: %smake sim SEED=%d STEPS=%d:%s\n", knobs, seed, n, FormatIndices(idx))
 	}
 	fmt.Fprintf(&b, "  or: make sim SEED=%d SIMSTEPS=%s\n", seed, path)
 	if len(best.Logs) > 0 {

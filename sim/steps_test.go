@@ -1,0 +1,79 @@
+package sim
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// A seed draws the same steps every time, and every step reads back from
+// the form it is printed in: a printed list replays exactly.
+func TestStepsReplay(t *testing.T) {
+	opts := Options{Faults: true}
+	a, b := Generate(7, 500, opts), Generate(7, 500, opts)
+	require.Equal(t, a, b)
+	assert.NotEqual(t, a, Generate(8, 500, opts))
+	kinds := map[Kind]bool{}
+	for _, s := range a {
+		kinds[s.Kind] = true
+		got, err := ParseStep(s.String())
+		require.NoError(t, err, s.String())
+		want := s
+		// Only what the step's kind uses is printed.
+		want.Node, want.User, want.Qty, want.Sel, want.Mode, want.Method, want.Dur = got.Node, got.User, got.Qty, got.Sel, got.Mode, got.Method, got.Dur
+		assert.Equal(t, want, got, s.String())
+		assert.Equal(t, s.String(), got.String())
+	}
+	assert.Len(t, kinds, len(kindNames), "every kind is drawn in 500 steps")
+	for _, s := range Generate(7, 500, Options{}) {
+		assert.Equal(t, NoWrap, s.Wrap, "no faults without Faults")
+		assert.NotContains(t, []Kind{RedisRestart, RedisFlush, RedisDown, PGDown, Heal, RefundOutcome}, s.Kind)
+	}
+}
+
+func TestSpec(t *testing.T) {
+	opts := Options{Faults: true}
+	all := Generate(3, 40, opts)
+	file := filepath.Join(t.TempDir(), "run.steps")
+	var lines strings.Builder
+	lines.WriteString("# a comment\n")
+	for _, s := range all[5:8] {
+		lines.WriteString(s.String() + "\n")
+	}
+	require.NoError(t, os.WriteFile(file, []byte(lines.String()), 0o644))
+	tests := []struct {
+		spec string
+		want []Step
+		err  string
+	}{
+		{"40", all, ""},
+		{"40:5-7", all[5:8], ""},
+		{"40:0,39", []Step{all[0], all[39]}, ""},
+		{"40:40", nil, "outside"},
+		{file, nil, ""},
+		{"no/such/file", nil, "steps"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.spec, func(t *testing.T) {
+			got, err := Spec(3, tc.spec, opts)
+			if tc.err != "" {
+				require.ErrorContains(t, err, tc.err)
+				return
+			}
+			require.NoError(t, err)
+			if tc.want == nil {
+				require.Len(t, got, 3)
+				for i, s := range got {
+					assert.Equal(t, all[5+i].String(), s.String())
+				}
+				return
+			}
+			assert.Equal(t, tc.want, got)
+		})
+	}
+	assert.Equal(t, "0-2,5,7-8", FormatIndices([]int{8, 0, 1, 2, 5, 7}))
+}
