@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/waitroom/waitroom/internal/apitest"
 	"github.com/waitroom/waitroom/internal/testenv"
 	"github.com/waitroom/waitroom/origin"
 	"github.com/waitroom/waitroom/waitroom"
@@ -99,9 +100,23 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 	ts := httptest.NewServer(h.srv.Handler())
 	t.Cleanup(ts.Close)
 	h.url = ts.URL
-	h.client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 600}, Timeout: 30 * time.Second}
+	h.client = &http.Client{Transport: checkedTransport(t, &http.Transport{MaxIdleConnsPerHost: 600}), Timeout: 30 * time.Second}
 	t.Cleanup(h.client.CloseIdleConnections)
 	return h
+}
+
+// checkedTransport validates every request a test sends to the origin and
+// every answer against docs/openapi.yaml: an answer the document does not
+// describe fails the test.
+func checkedTransport(t *testing.T, base http.RoundTripper) http.RoundTripper {
+	t.Helper()
+	v, err := apitest.Origin()
+	require.NoError(t, err)
+	tr := v.Transport(t, base)
+	t.Cleanup(func() {
+		t.Logf("openapi: %d responses validated in this test, %d in all so far", tr.Count(), v.Count())
+	})
+	return tr
 }
 
 // with is h reporting to t (a subtest).

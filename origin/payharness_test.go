@@ -36,6 +36,9 @@ func newPayHarness(t *testing.T, o payOptions) *payHarness {
 	fcfg := o.fakepay
 	fcfg.Now = c.Now
 	fcfg.WebhookSecret = "whsec_test_secret"
+	if fcfg.HTTPClient == nil {
+		fcfg.HTTPClient = &http.Client{Transport: checkedTransport(t, nil), Timeout: 10 * time.Second}
+	}
 	if fcfg.Seed == 0 {
 		fcfg.Seed = 42
 	}
