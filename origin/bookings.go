@@ -483,13 +483,48 @@ func (s *Server) settleFailed(ctx context.Context, b Booking, paymentID, reason 
 
 // settlePaid records a succeeded payment: the hold and the booking confirmed
 // and the tickets issued, in one transaction; or, when the hold is gone, the
-// late-payment policy. Calling it again changes nothing.
+// late-payment policy; or, when the money went back at the provider before
+// the payment was settled, the booking refunded. Calling it again changes
+// nothing.
 func (s *Server) settlePaid(ctx context.Context, b Booking, paymentID string) error {
+	return s.settlePayment(ctx, b, paymentID, nil)
+}
+
+// settlePayment is settlePaid with the payment as the provider has it now,
+// when the caller has just asked (nil: asked here).
+func (s *Server) settlePayment(ctx context.Context, b Booking, paymentID string, known *payment.Payment) error {
 	switch b.Status {
 	case BookingConfirmed, BookingCancelled, BookingRefunded:
 		return nil
 	case BookingFailed:
 		return s.refundUnbooked(ctx, b, paymentID, ReasonPaidAfterFailure)
+	}
+	if paymentID == "" {
+		paymentID = b.PaymentID
+	}
+	if b.Amount > 0 && paymentID != "" {
+		// A refund at the provider (its dashboard) may have returned the
+		// money before the payment's success reached the origin: its
+		// charge.refunded found nothing to end then. The success event may
+		// be older than the refund, so the provider's present word decides.
+		p := known
+		if p == nil {
+			pctx, cancel := s.paymentContext(ctx)
+			got, err := s.cfg.Payments.GetPayment(pctx, paymentID)
+			cancel()
+			switch {
+			case errors.Is(err, payment.ErrNotFound):
+				// No refund to tell of: the signed event is the provider's
+				// word that the payment succeeded.
+				s.log.Warn("the provider does not know the payment its event names", "booking", b.ID, "payment", paymentID)
+			case err != nil:
+				return fmt.Errorf("settle payment of booking %s: %w", b.ID, err)
+			}
+			p = &got
+		}
+		if p.AmountRefunded >= b.Amount {
+			return s.refundedBeforeSettled(ctx, b, paymentID)
+		}
 	}
 	ev, err := s.event(ctx, b.EventID)
 	if err != nil {
@@ -518,6 +553,60 @@ func (s *Server) settlePaid(ctx context.Context, b Booking, paymentID string) er
 		return s.refundUnseated(ctx, ev, b, paymentID)
 	}
 	return err
+}
+
+// refundedBeforeSettled ends a booking whose payment was refunded at the
+// provider before the origin settled it: refunded, with no ticket, and its
+// hold released, the seats back on sale. A settlement that confirmed it
+// meanwhile leaves a confirmed booking, which ends as any confirmed booking
+// refunded at the provider does.
+func (s *Server) refundedBeforeSettled(ctx context.Context, b Booking, paymentID string) error {
+	now := s.now()
+	var done Booking
+	var acted, release, confirmed bool
+	err := pgx.BeginTxFunc(ctx, s.ledger.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+		acted, release, confirmed = false, false, false
+		cur, err := lockBooking(ctx, tx, b.ID)
+		if err != nil {
+			return err
+		}
+		if cur.Status != BookingPaymentPending {
+			confirmed = cur.Status == BookingConfirmed
+			return nil
+		}
+		// A hold past its expiry ends expired, as it would have without
+		// the payment; a live one is released.
+		for _, sql := range []string{sqlExpireHold, sqlReleaseUnseatedHold} {
+			tag, err := tx.Exec(ctx, sql, cur.HoldID, now)
+			if err != nil {
+				return fmt.Errorf("end hold %s: %w", cur.HoldID, err)
+			}
+			if release = tag.RowsAffected() == 1; release {
+				break
+			}
+		}
+		done, acted, err = updateBooking(ctx, tx, "refund booking "+b.ID, sqlRefundedUnsettled, cur.ID,
+			ReasonRefundedAtProvider, paymentID, now)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("booking %s refunded at the provider before it settled: %w", b.ID, err)
+	}
+	if confirmed {
+		return s.refundedAtProvider(ctx, b.ID)
+	}
+	if !acted {
+		return nil
+	}
+	s.metrics.bookings.WithLabelValues(BookingRefunded).Inc()
+	s.log.Warn("payment refunded at the provider before it settled: the booking is refunded, its hold released",
+		"booking", b.ID, "event", done.EventID, "seats", done.Quantity)
+	if release {
+		// Whatever Redis holds for the hold goes back, also a confirmation
+		// whose ledger step never came.
+		return s.returnSeats(ctx, done)
+	}
+	return nil
 }
 
 // confirmBookingTx confirms a waiting booking and issues its tickets, in tx.

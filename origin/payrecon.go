@@ -101,7 +101,7 @@ func (s *Server) resolvePayment(ctx context.Context, b Booking) error {
 	switch p.Status {
 	case payment.StatusSucceeded:
 		s.metrics.paymentChecks.WithLabelValues("succeeded").Inc()
-		return s.settlePaid(ctx, b, p.ID)
+		return s.settlePayment(ctx, b, p.ID, &p)
 	case payment.StatusFailed, payment.StatusCanceled:
 		s.metrics.paymentChecks.WithLabelValues("failed").Inc()
 		reason := p.FailureCode

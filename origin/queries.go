@@ -326,6 +326,13 @@ const (
 		WHERE id = $1 AND status = 'confirmed'
 		RETURNING ` + bookingColumns
 
+	// The payment of a booking still waiting for it was refunded at the
+	// provider before the origin settled it.
+	sqlRefundedUnsettled = `UPDATE bookings SET status = 'refunded', status_reason = $2, refund_status = 'succeeded',
+			payment_id = coalesce(payment_id, nullif($3, '')), updated_at = $4
+		WHERE id = $1 AND status = 'payment_pending'
+		RETURNING ` + bookingColumns
+
 	sqlCountFailedRefunds = `SELECT count(*) FROM bookings WHERE refund_status = 'failed'`
 
 	// Every booking that took money (amount > 0) in one bucket: confirmed
