@@ -49,8 +49,8 @@ const (
 	ReasonLateSoldOut = "late_payment_sold_out"
 	// ReasonLatePerUserLimit: the payment landed after the hold expired,
 	// and the buyer holds other seats meanwhile (a new hold, or another
-	// late payment confirmed first) that with these would exceed the
-	// event's max_per_user: refunded.
+	// late payment confirmed first): refunded. A buyer holds one hold at a
+	// time, which is what keeps them within max_per_user.
 	ReasonLatePerUserLimit = "late_per_user_limit"
 	// ReasonPaidAfterFailure: a payment succeeded for a booking already
 	// failed (the buyer may have paid again through another booking):
@@ -96,8 +96,8 @@ var (
 	errNoSeatLeft = errors.New("no seat number left")
 	// errOverflowUsedUp: the overflow reserve has no seat left.
 	errOverflowUsedUp = errors.New("overflow reserve used up")
-	// errPerUserLimit: the buyer holds other seats that with these would
-	// exceed the event's max_per_user.
+	// errPerUserLimit: the buyer holds other seats, or these would exceed
+	// the event's max_per_user.
 	errPerUserLimit = errors.New("over the per-user limit")
 )
 
@@ -690,9 +690,12 @@ func (s *Server) confirmAfterHold(ctx context.Context, b Booking, paymentID stri
 // The buyer may have held again after the hold expired, or have had
 // another late payment confirmed: neither the one-live-hold index nor the
 // one-hold-per-user guard in Redis knows this booking's expired hold, so
-// the limit is counted here, from the ledger, after the event's row is
-// locked by taking the reserve's seats (which orders this count after any
-// other late payment of the event).
+// the buyer's other seats are counted here, from the ledger, after the
+// event's row is locked by taking the reserve's seats (which orders this
+// count after any other late payment of the event). A buyer with any is
+// refunded, even within max_per_user: the guard keeps one hold per buyer,
+// and a second sale would be uncounted once the other hold ended, leaving
+// the buyer free to hold the limit on top of it.
 func (s *Server) latePayment(ctx context.Context, ev *liveEvent, b Booking, paymentID string) error {
 	now := s.now()
 	var settled Booking
@@ -734,7 +737,7 @@ func (s *Server) latePayment(ctx context.Context, ev *liveEvent, b Booking, paym
 			if err := sp.QueryRow(ctx, sqlSeatsOfBuyer, ev.ID, cur.UserID, cur.ID, cur.HoldID, now).Scan(&others); err != nil {
 				return fmt.Errorf("count seats of buyer %s: %w", cur.UserID, err)
 			}
-			if others+cur.Quantity > ev.MaxPerUser {
+			if others > 0 || cur.Quantity > ev.MaxPerUser {
 				return errPerUserLimit
 			}
 			settled, err = s.confirmBookingTx(ctx, sp, cur, paymentID, true, ReasonLateOverflow, now)
@@ -776,7 +779,7 @@ func (s *Server) latePayment(ctx context.Context, ev *liveEvent, b Booking, paym
 			s.log.Error("late payment refunded: no seat number left although the overflow reserve had room; "+
 				"the inventory invariant was broken", "booking", b.ID, "event", ev.ID)
 		case ReasonLatePerUserLimit:
-			s.log.Info("late payment refunded: the buyer holds other seats, and with these would exceed max_per_user",
+			s.log.Info("late payment refunded: the buyer holds other seats meanwhile",
 				"booking", b.ID, "event", ev.ID, "user", b.UserID)
 		default:
 			s.log.Info("late payment refunded: the overflow reserve is used up", "booking", b.ID, "event", ev.ID)
