@@ -133,7 +133,7 @@ func (r createEventRequest) event(now time.Time) (Event, error) {
 	return e, nil
 }
 
-// eventJSON is <event> of API.md.
+// eventJSON is <event> of docs/api.md §6.
 type eventJSON struct {
 	ID              int64  `json:"id"`
 	Name            string `json:"name"`

@@ -14,7 +14,7 @@ import (
 	"github.com/waitroom/waitroom/inventory"
 )
 
-// holdJSON is <hold> of API.md.
+// holdJSON is <hold> of docs/api.md §7.
 type holdJSON struct {
 	HoldID    string `json:"hold_id"`
 	EventID   int64  `json:"event_id"`

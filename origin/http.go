@@ -22,7 +22,7 @@ type apiError struct {
 	Message string `json:"message"`
 }
 
-// Handler serves the origin's HTTP API (API.md sections 4 and 5).
+// Handler serves the origin's HTTP API (docs/api.md §5–§13; docs/openapi.yaml).
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/events", s.handleCreateEvent)

@@ -15,8 +15,8 @@ import (
 	"github.com/waitroom/waitroom/waitroom"
 )
 
-// config is the origin's configuration: environment variables (API.md
-// section 6), each overridable by a flag.
+// config is the origin's configuration: environment variables (docs/api.md
+// §14), each overridable by a flag.
 type config struct {
 	addr              string
 	databaseURL       string

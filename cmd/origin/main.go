@@ -1,7 +1,8 @@
 // Command origin runs the bundled origin service: seat holds in Redis, the
 // Postgres ledger, the reaper and the reconciler, bookings paid through
-// fakepay or Stripe, behind the HTTP API of API.md sections 4 and 5. Configuration comes from the environment (API.md
-// section 6); flags override it (origin -h lists them).
+// fakepay or Stripe, behind the HTTP API of docs/api.md §5–§13. Configuration
+// comes from the environment (docs/api.md §14); flags override it (origin -h
+// lists them).
 package main
 
 import (
