@@ -12,6 +12,7 @@ type MemoryStore struct {
 	mu       sync.Mutex
 	events   map[int64]*memEvent
 	watchers map[int64]map[chan struct{}]struct{}
+	nonces   map[nonceKey]time.Time
 	now      func() time.Time
 }
 
@@ -19,6 +20,7 @@ type memEvent struct {
 	state        State
 	hasWatermark bool
 	leases       map[string]time.Time
+	lottery      *memLottery
 }
 
 // NewMemoryStore returns an empty store reading the clock from now
@@ -162,3 +164,140 @@ func (m *MemoryStore) Lead(_ context.Context, event int64, name string, ttl time
 }
 
 var _ Store = (*MemoryStore)(nil)
+
+// memLottery is an event's lottery in memory.
+type memLottery struct {
+	seed      []byte
+	entrants  map[string]struct{}
+	closed    bool
+	reserved  Closed
+	drawn     bool
+	positions map[string]int64
+}
+
+func (m *MemoryStore) lottery(event int64) *memLottery {
+	e := m.event(event)
+	if e.lottery == nil {
+		e.lottery = &memLottery{entrants: make(map[string]struct{}), positions: make(map[string]int64)}
+	}
+	return e.lottery
+}
+
+// EnsureSeed implements LotteryStore.
+func (m *MemoryStore) EnsureSeed(_ context.Context, event int64, seed []byte, _ time.Time) ([]byte, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	l := m.lottery(event)
+	if l.seed == nil {
+		l.seed = append([]byte(nil), seed...)
+	}
+	return append([]byte(nil), l.seed...), nil
+}
+
+// Enter implements LotteryStore.
+func (m *MemoryStore) Enter(_ context.Context, event int64, subject string, _ time.Time) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	l := m.lottery(event)
+	if l.closed {
+		return ErrEntriesClosed
+	}
+	l.entrants[subject] = struct{}{}
+	return nil
+}
+
+// CloseEntries implements LotteryStore.
+func (m *MemoryStore) CloseEntries(_ context.Context, event int64, _ time.Time) (Closed, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	l := m.lottery(event)
+	if !l.closed {
+		e := m.event(event)
+		l.closed = true
+		l.reserved = Closed{Base: e.state.LastPosition, Count: int64(len(l.entrants))}
+		e.state.LastPosition += l.reserved.Count
+	}
+	return l.reserved, nil
+}
+
+// Entrants implements LotteryStore.
+func (m *MemoryStore) Entrants(_ context.Context, event int64) ([]string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	l := m.lottery(event)
+	out := make([]string, 0, len(l.entrants))
+	for id := range l.entrants {
+		out = append(out, id)
+	}
+	return out, nil
+}
+
+// SaveDraw implements LotteryStore.
+func (m *MemoryStore) SaveDraw(_ context.Context, event int64, positions map[string]int64, _ time.Time) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	l := m.lottery(event)
+	for id, pos := range positions {
+		l.positions[id] = pos
+	}
+	l.drawn = true
+	return nil
+}
+
+// Lottery implements LotteryStore.
+func (m *MemoryStore) Lottery(_ context.Context, event int64) (LotteryRecord, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	l := m.lottery(event)
+	return LotteryRecord{Seed: append([]byte(nil), l.seed...), EntriesClosed: l.closed, Reserved: l.reserved, Drawn: l.drawn}, nil
+}
+
+// DrawnPosition implements LotteryStore.
+func (m *MemoryStore) DrawnPosition(_ context.Context, event int64, subject string) (int64, bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	pos, ok := m.lottery(event).positions[subject]
+	return pos, ok, nil
+}
+
+// maxMemoryNonces bounds the used-nonce set; each entry took a solved
+// challenge to make, and expired ones are dropped first.
+const maxMemoryNonces = 1 << 20
+
+// UseNonce implements NonceStore.
+func (m *MemoryStore) UseNonce(_ context.Context, event int64, id string, until time.Time) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := m.now()
+	if m.nonces == nil {
+		m.nonces = make(map[nonceKey]time.Time)
+	}
+	k := nonceKey{event, id}
+	if exp, ok := m.nonces[k]; ok && now.Before(exp) {
+		return false, nil
+	}
+	if len(m.nonces) >= maxMemoryNonces {
+		for k, exp := range m.nonces {
+			if !now.Before(exp) {
+				delete(m.nonces, k)
+			}
+		}
+		if len(m.nonces) >= maxMemoryNonces {
+			// Full of live nonces: refuse rather than forget one that
+			// could then be used again.
+			return false, ErrUnavailable
+		}
+	}
+	m.nonces[k] = until
+	return true, nil
+}
+
+type nonceKey struct {
+	event int64
+	id    string
+}
+
+var (
+	_ LotteryStore = (*MemoryStore)(nil)
+	_ NonceStore   = (*MemoryStore)(nil)
+)

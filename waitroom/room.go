@@ -3,6 +3,7 @@ package waitroom
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -32,6 +33,10 @@ type RoomOptions struct {
 	Follow       bool
 	PollInterval time.Duration
 	Autopilot    Autopilot
+	// Opening schedules the queue's opening with a pre-queue and a draw;
+	// nil opens at once. The store must be a LotteryStore (both of this
+	// package's are).
+	Opening *Opening
 	// Now is the clock; time.Now when nil.
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -62,6 +67,8 @@ type Room struct {
 	// no restore holds new positions back.
 	ready     chan struct{}
 	readyOnce sync.Once
+	// lot is the scheduled opening; nil without one.
+	lot *roomLottery
 }
 
 // NewRoom returns a room for event that starts from opts.Defaults. It does no
@@ -79,6 +86,13 @@ func NewRoom(store Store, event int64, opts RoomOptions) *Room {
 	r := &Room{event: event, store: store, opts: opts, rate: newRateMeter(opts.Now),
 		wake: make(chan struct{}, 1), ready: make(chan struct{})}
 	r.state.Store(&State{Event: event, Watermark: opts.Defaults.Watermark, HardCap: opts.Defaults.HardCap})
+	if opts.Opening != nil {
+		lot, err := newRoomLottery(store, *opts.Opening)
+		if err != nil {
+			panic(fmt.Sprintf("waitroom: opening of event %d: %v", event, err))
+		}
+		r.lot = lot
+	}
 	return r
 }
 
@@ -122,6 +136,10 @@ func (r *Room) Ready() <-chan struct{} { return r.ready }
 // restore another node started.
 func (r *Room) Refresh(ctx context.Context) (State, error) {
 	s, err := r.refresh(ctx)
+	if r.lot != nil && !r.opts.Follow {
+		// The fleet's seed, so the commitment shown is the one drawn with.
+		_, _ = r.syncSeed(ctx)
+	}
 	if err != nil || !s.Restoring(r.opts.Now()) {
 		r.readyOnce.Do(func() { close(r.ready) })
 	}
@@ -164,6 +182,13 @@ func (r *Room) ensure(ctx context.Context) (State, error) {
 	d.SoldOut = d.SoldOut || cur.SoldOut
 	d.Paused = d.Paused || cur.Paused
 	d.Restore = true
+	if r.lot != nil {
+		// A store that lost the state may have lost the seed too: put
+		// back the one this node knows.
+		r.lot.mu.Lock()
+		r.lot.synced = false
+		r.lot.mu.Unlock()
+	}
 	s, err := r.store.Ensure(ctx, r.event, d)
 	if err != nil {
 		return cur, err
@@ -198,13 +223,19 @@ func (r *Room) Join(ctx context.Context) (int64, error) {
 	if r.State().Restoring(r.opts.Now()) {
 		return 0, ErrRestoring
 	}
-	pos, err := r.store.NextPosition(ctx, r.event)
-	if errors.Is(err, ErrNoState) || errors.Is(err, ErrRestoring) {
-		select {
-		case r.wake <- struct{}{}:
-		default:
+	if r.lot != nil && !r.lot.closed.Load() {
+		// Nobody queues before the entrants: the entries close (and their
+		// positions are reserved) before the first position after them.
+		if r.opts.Now().Before(r.lot.opening.At) {
+			return 0, ErrNotOpen
+		}
+		if err := r.closeEntries(ctx); err != nil {
+			r.wakeOn(err)
+			return 0, err
 		}
 	}
+	pos, err := r.store.NextPosition(ctx, r.event)
+	r.wakeOn(err)
 	if err != nil {
 		return 0, err
 	}
@@ -223,6 +254,16 @@ func (r *Room) Join(ctx context.Context) (int64, error) {
 		}
 	}
 	return pos, nil
+}
+
+// wakeOn asks Run for a refresh now when err says the store lost the state.
+func (r *Room) wakeOn(err error) {
+	if errors.Is(err, ErrNoState) || errors.Is(err, ErrRestoring) {
+		select {
+		case r.wake <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // EstimateWait is how long a visitor at position will likely wait, from the
@@ -261,6 +302,14 @@ func (r *Room) Run(ctx context.Context) {
 	restored := time.NewTimer(time.Hour)
 	restored.Stop()
 	defer restored.Stop()
+	// opening fires at the scheduled opening, so the draw is made then
+	// rather than at the next poll.
+	opening := time.NewTimer(time.Hour)
+	opening.Stop()
+	defer opening.Stop()
+	if r.lot != nil && !r.opts.Follow {
+		opening.Reset(max(r.lot.opening.At.Sub(r.opts.Now()), 0))
+	}
 	failing := false
 	refresh := func() {
 		s, err := r.Refresh(ctx)
@@ -289,6 +338,11 @@ func (r *Room) Run(ctx context.Context) {
 			refresh()
 		case <-poll.C:
 			refresh()
+			if !r.opts.Follow {
+				r.openIfDue(ctx)
+			}
+		case <-opening.C:
+			r.openIfDue(ctx)
 		case <-pilot:
 			if err := r.autopilot(ctx); err != nil && !errors.Is(err, context.Canceled) {
 				r.opts.Logger.Warn("autopilot skipped a step", "event", r.event, "error", err)

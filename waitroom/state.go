@@ -31,8 +31,9 @@ func (s State) Restoring(now time.Time) bool { return now.Before(s.RestoringUnti
 
 // Admits reports whether a token at position may pass. Sold out does not
 // matter here: buyers already admitted must still be able to pay.
+// A position below 1 (a pre-queue token has none) is never admitted.
 func (s State) Admits(position int64) bool {
-	return !s.Paused && position <= s.Watermark && !s.BeyondCap(position)
+	return position >= 1 && !s.Paused && position <= s.Watermark && !s.BeyondCap(position)
 }
 
 // BeyondCap reports whether position is past the hard cap and so can never

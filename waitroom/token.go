@@ -98,10 +98,13 @@ func ParseKeys(s string) ([]Key, error) {
 // SigningKeyID is the kid of the key new tokens are signed with.
 func (ks *KeySet) SigningKeyID() string { return ks.keys[0].ID }
 
-// Claims are the claims of a queue token.
+// Claims are the claims of a queue token. A pre-queue token (PreQueue,
+// the pre claim) has no position: it says its bearer entered a scheduled
+// opening's draw, and Verify never accepts it, so nothing can admit it.
 type Claims struct {
 	Event    int64 `json:"evt"`
-	Position int64 `json:"pos"`
+	Position int64 `json:"pos,omitempty"`
+	PreQueue bool  `json:"pre,omitempty"`
 	jwt.RegisteredClaims
 }
 
@@ -112,7 +115,9 @@ func (c Claims) Validate() error {
 		return errors.New("missing sub")
 	case c.Event <= 0:
 		return errors.New("evt must be a positive number")
-	case c.Position <= 0:
+	case c.PreQueue && c.Position != 0:
+		return errors.New("a pre-queue token has no pos")
+	case !c.PreQueue && c.Position <= 0:
 		return errors.New("pos must be a positive number")
 	case c.IssuedAt == nil:
 		return errors.New("missing iat")
@@ -127,6 +132,8 @@ type Ticket struct {
 	Position  int64
 	IssuedAt  time.Time
 	ExpiresAt time.Time
+	// PreQueue marks a pre-queue token: no position, never admitted.
+	PreQueue bool
 	// Raw is the token as it was presented or issued.
 	Raw string
 }
@@ -134,13 +141,24 @@ type Ticket struct {
 // Issue signs a token for subject at position in event, valid for ttl.
 func (ks *KeySet) Issue(subject string, event, position int64, ttl time.Duration) (Ticket, error) {
 	now := ks.now().UTC().Truncate(time.Second)
-	t := Ticket{Subject: subject, Event: event, Position: position, IssuedAt: now, ExpiresAt: now.Add(ttl)}
+	return ks.issue(Ticket{Subject: subject, Event: event, Position: position, IssuedAt: now, ExpiresAt: now.Add(ttl)})
+}
+
+// IssuePreQueue signs a pre-queue token for subject in event, valid until
+// expires: it carries no position and only VerifyPreQueue accepts it.
+func (ks *KeySet) IssuePreQueue(subject string, event int64, expires time.Time) (Ticket, error) {
+	now := ks.now().UTC().Truncate(time.Second)
+	return ks.issue(Ticket{Subject: subject, Event: event, PreQueue: true, IssuedAt: now, ExpiresAt: expires.UTC().Truncate(time.Second)})
+}
+
+func (ks *KeySet) issue(t Ticket) (Ticket, error) {
 	claims := Claims{
-		Event:    event,
-		Position: position,
+		Event:    t.Event,
+		Position: t.Position,
+		PreQueue: t.PreQueue,
 		RegisteredClaims: jwt.RegisteredClaims{
 			Issuer:    Issuer,
-			Subject:   subject,
+			Subject:   t.Subject,
 			IssuedAt:  jwt.NewNumericDate(t.IssuedAt),
 			ExpiresAt: jwt.NewNumericDate(t.ExpiresAt),
 		},
@@ -160,9 +178,39 @@ func (ks *KeySet) Issue(subject string, event, position int64, ttl time.Duration
 }
 
 // Verify checks raw's signature (HS256 only, key chosen by kid), its
-// registered claims (issuer, iat, exp with DefaultLeeway) and that it belongs
-// to event. Any failure wraps ErrInvalidToken.
+// registered claims (issuer, iat, exp with DefaultLeeway), that it belongs
+// to event and that it carries a position: a pre-queue token is refused, so
+// neither the gateway nor the origin can ever admit one. Any failure wraps
+// ErrInvalidToken.
 func (ks *KeySet) Verify(raw string, event int64) (Ticket, error) {
+	t, err := ks.verify(raw, event)
+	if err == nil && t.PreQueue {
+		return Ticket{}, fmt.Errorf("%w: %w", ErrInvalidToken, ErrPreQueueToken)
+	}
+	return t, err
+}
+
+// VerifyPreQueue checks raw as Verify does, but accepts only a pre-queue
+// token.
+func (ks *KeySet) VerifyPreQueue(raw string, event int64) (Ticket, error) {
+	t, err := ks.verify(raw, event)
+	if err == nil && !t.PreQueue {
+		return Ticket{}, fmt.Errorf("%w: not a pre-queue token", ErrInvalidToken)
+	}
+	return t, err
+}
+
+// VerifyAny checks raw as Verify does but accepts a pre-queue token too:
+// the caller tells them apart by Ticket.PreQueue. A pre-queue ticket has no
+// position, which State.Admits never admits.
+func (ks *KeySet) VerifyAny(raw string, event int64) (Ticket, error) {
+	return ks.verify(raw, event)
+}
+
+// ErrPreQueueToken is why Verify refuses a pre-queue token.
+var ErrPreQueueToken = errors.New("a pre-queue token has no position")
+
+func (ks *KeySet) verify(raw string, event int64) (Ticket, error) {
 	if t, ok := ks.seen.get(raw); ok && t.fresh(ks.now()) {
 		if t.Event != event {
 			return Ticket{}, fmt.Errorf("%w: %w: token is for event %d, not %d", ErrInvalidToken, ErrWrongEvent, t.Event, event)
@@ -181,6 +229,7 @@ func (ks *KeySet) Verify(raw string, event int64) (Ticket, error) {
 		Subject:   c.Subject,
 		Event:     c.Event,
 		Position:  c.Position,
+		PreQueue:  c.PreQueue,
 		IssuedAt:  c.IssuedAt.Time.UTC(),
 		ExpiresAt: c.ExpiresAt.Time.UTC(),
 		Raw:       raw,
