@@ -19,6 +19,8 @@
 //   - release, cancel: of one of the user's holds or bookings;
 //   - book: with pm_card_visa, pm_card_chargeDeclined, pm_fakepay_silent or
 //     pm_fakepay_refund_fails, keys chosen as for holds, sometimes raced;
+//   - persist: a buyer whose card is declined books the same hold again and
+//     again, the clock moving on between attempts;
 //   - webhook: fakepay's webhooks are caught, not delivered; this step
 //     delivers a queued one (any of them: out of order), twice at once to
 //     two nodes, delivers it and keeps it for later (a duplicate), drops it

@@ -74,6 +74,8 @@ func (w *world) exec(s Step) *violation {
 		v = w.settle(false)
 	case RefundOutcome:
 		w.refundOutcome(s)
+	case Persist:
+		v = w.persist(s, n)
 	}
 	w.drainHooks()
 	return v
@@ -398,6 +400,39 @@ func checkWebhookAnswer(as ...answer) *violation {
 		if a.status == http.StatusBadRequest {
 			return violated("api", "a webhook fakepay signed was refused: %s", a.body)
 		}
+	}
+	return nil
+}
+
+// persist books the user's latest hold with a declined card Qty times,
+// the clock moving Dur between attempts, checking after each.
+func (w *world) persist(s Step, n *node) *violation {
+	u := w.someone(s, withHolds)
+	if len(u.holds) == 0 {
+		return nil
+	}
+	holdID := u.holds[len(u.holds)-1]
+	for range s.Qty {
+		u.keys++
+		headers := w.auth(u)
+		headers["Idempotency-Key"] = fmt.Sprintf("book-%s-%d", u.id, u.keys)
+		a := w.call(n, http.MethodPost, "/v1/bookings", map[string]string{"hold_id": holdID, "payment_method_token": methods[1]}, headers)
+		if v := answered("booking", a); v != nil {
+			return v
+		}
+		if a.status != http.StatusAccepted {
+			return nil
+		}
+		var b struct {
+			BookingID string `json:"booking_id"`
+		}
+		if json.Unmarshal(a.body, &b) == nil && b.BookingID != "" && !contains(u.bookings, b.BookingID) {
+			u.bookings = append(u.bookings, b.BookingID)
+		}
+		if v := w.check(); v != nil {
+			return v
+		}
+		w.clock.Advance(s.Dur)
 	}
 	return nil
 }

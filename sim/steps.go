@@ -36,13 +36,17 @@ const (
 	// now on, or one pending refund ends (succeeded or failed) with its
 	// webhook.
 	RefundOutcome
+	// Persist: a buyer whose card is declined pays again and again on the
+	// same hold (Qty attempts, Dur apart), as a buyer keeping seats with a
+	// card that never works would.
+	Persist
 )
 
 var kindNames = map[Kind]string{
 	Admit: "admit", Hold: "hold", Release: "release", Book: "book", Cancel: "cancel", Webhook: "webhook",
 	Reap: "reap", Reconcile: "reconcile", Resolve: "resolve", PayRecon: "payrecon", Clock: "clock",
 	RedisRestart: "redis-restart", RedisFlush: "redis-flush", RedisDown: "redis-down", PGDown: "pg-down",
-	Heal: "heal", Settle: "settle", RefundOutcome: "refund",
+	Heal: "heal", Settle: "settle", RefundOutcome: "refund", Persist: "persist",
 }
 
 func (k Kind) String() string {
@@ -171,6 +175,11 @@ func (s Step) String() string {
 		add("mode", webhookModeNames[s.Mode%webhookModes])
 	case Reap, Reconcile, Resolve, PayRecon, PGDown:
 		add("node", s.Node)
+	case Persist:
+		add("node", s.Node)
+		add("user", s.User)
+		add("qty", s.Qty)
+		add("dur", s.Dur)
 	case RefundOutcome:
 		add("sel", s.Sel)
 		add("mode", refundModeNames[s.Mode%refundModes])
@@ -320,7 +329,7 @@ type weighted struct {
 var weights = []weighted{
 	{Admit, 4, false}, {Hold, 18, false}, {Release, 3, false}, {Book, 16, false}, {Cancel, 4, false},
 	{Webhook, 16, false}, {Reap, 4, false}, {Reconcile, 4, false}, {Resolve, 2, false}, {PayRecon, 4, false},
-	{Clock, 8, false}, {Settle, 2, false},
+	{Clock, 8, false}, {Settle, 2, false}, {Persist, 1, false},
 	{RedisRestart, 1, true}, {RedisFlush, 1, true}, {RedisDown, 1, true}, {PGDown, 1, true}, {Heal, 3, true},
 	{RefundOutcome, 3, true},
 }
@@ -376,6 +385,9 @@ func Generate(seed uint64, n int, o Options) []Step {
 			s.Mode = []int{WebhookDeliver, WebhookDeliver, WebhookDeliver, WebhookDuplicate, WebhookKeep, WebhookDrop, WebhookResend}[r.IntN(7)]
 		case RefundOutcome:
 			s.Mode = r.IntN(refundModes)
+		case Persist:
+			s.Qty = 2 + r.IntN(7)
+			s.Dur = time.Duration(10+r.IntN(20)) * time.Second
 		case Clock:
 			switch r.IntN(4) {
 			case 0, 1:
