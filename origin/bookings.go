@@ -10,10 +10,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/waitroom/waitroom/inventory"
+	"github.com/waitroom/waitroom/origin/ledger"
 	"github.com/waitroom/waitroom/origin/payment"
 )
 
@@ -28,15 +27,6 @@ import (
 // provider call carries a key derived from the booking, so a webhook
 // delivered five times, a reconciliation racing it, or a double-clicked
 // request all settle a booking once and move money once.
-
-// Booking statuses (API.md <booking>).
-const (
-	BookingPaymentPending = "payment_pending"
-	BookingConfirmed      = "confirmed"
-	BookingFailed         = "failed"
-	BookingCancelled      = "cancelled"
-	BookingRefunded       = "refunded"
-)
 
 // Reasons a booking gives for its status (status_reason); a failed payment
 // gives the provider's decline code instead.
@@ -72,61 +62,16 @@ const (
 	ReasonRefundedAtProvider = "refunded_at_provider"
 )
 
-// Refund states of a booking (refund_status): none due (""), decided or
-// made and not over (pending), over (succeeded: only then is the booking
-// refunded), or failed at the provider (the booking stays cancelled, the
-// money owed, until a new attempt succeeds).
-const (
-	RefundPending   = "pending"
-	RefundSucceeded = "succeeded"
-	RefundFailed    = "failed"
-)
-
 // Booking errors.
 var (
 	// ErrBookingNotCancellable: only a confirmed booking can be cancelled.
 	ErrBookingNotCancellable = errors.New("booking is not cancellable")
-	// errBookingExists: the hold has a live booking already.
-	errBookingExists = errors.New("the hold has a booking already")
-	// errBookingKeyUsed: the user made a booking with this key already.
-	errBookingKeyUsed = errors.New("idempotency key already used for a booking")
 	// errBookingSettled: the booking no longer waits for its payment.
 	errBookingSettled = errors.New("booking is no longer waiting for its payment")
-	// errNoSeatLeft: every seat number of the event is taken.
-	errNoSeatLeft = errors.New("no seat number left")
-	// errOverflowUsedUp: the overflow reserve has no seat left.
-	errOverflowUsedUp = errors.New("overflow reserve used up")
 	// errPerUserLimit: the buyer holds other seats, or these would exceed
 	// the event's max_per_user.
 	errPerUserLimit = errors.New("over the per-user limit")
 )
-
-// Booking is a row of the bookings table.
-type Booking struct {
-	ID             string     `db:"id"`
-	HoldID         string     `db:"hold_id"`
-	EventID        int64      `db:"event_id"`
-	UserID         string     `db:"user_id"`
-	Quantity       int64      `db:"quantity"`
-	Amount         int64      `db:"amount"`
-	Currency       string     `db:"currency"`
-	Status         string     `db:"status"`
-	StatusReason   string     `db:"status_reason"`
-	Provider       string     `db:"provider"`
-	PaymentMethod  string     `db:"payment_method"`
-	PaymentID      string     `db:"payment_id"`
-	Overflow       bool       `db:"overflow"`
-	RefundStatus   string     `db:"refund_status"`
-	RefundID       string     `db:"refund_id"`
-	RefundAttempts int        `db:"refund_attempts"` // refunds failed at the provider before the current one
-	IdempotencyKey string     `db:"idempotency_key"`
-	RequestDigest  string     `db:"request_digest"`
-	Response       []byte     `db:"response"`
-	CreatedAt      time.Time  `db:"created_at"`
-	UpdatedAt      time.Time  `db:"updated_at"`
-	ConfirmedAt    *time.Time `db:"confirmed_at"`
-	CheckedAt      time.Time  `db:"checked_at"`
-}
 
 // bookingJSON is <booking> of API.md, with a few fields added.
 type bookingJSON struct {
@@ -151,7 +96,7 @@ type bookingJSON struct {
 	CreatedAt    string  `json:"created_at"`
 }
 
-func (b Booking) body(tickets []ticketJSON) []byte {
+func bookingBody(b Booking, tickets []ticketJSON) []byte {
 	if tickets == nil {
 		tickets = []ticketJSON{}
 	}
@@ -167,83 +112,18 @@ func (b Booking) body(tickets []ticketJSON) []byte {
 	return append(out, '\n')
 }
 
-// Ledger access of bookings.
-
-func bookingConstraintError(err error) error {
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == "23505" {
-		switch pgErr.ConstraintName {
-		case "bookings_one_per_hold":
-			return errBookingExists
-		case "bookings_idempotency_key":
-			return errBookingKeyUsed
-		}
-	}
-	return nil
-}
-
-// Booking reads one booking.
-func (l *Ledger) Booking(ctx context.Context, id string) (Booking, error) {
-	rows, err := l.pool.Query(ctx, sqlBooking, id)
-	return collectOne[Booking](rows, err, "read booking "+id)
-}
-
-func (l *Ledger) bookingByKey(ctx context.Context, user, key string) (Booking, error) {
-	rows, err := l.pool.Query(ctx, sqlBookingByKey, user, key)
-	return collectOne[Booking](rows, err, "read booking by idempotency key")
-}
-
-func (l *Ledger) liveBookingOfHold(ctx context.Context, holdID string) (Booking, error) {
-	rows, err := l.pool.Query(ctx, sqlLiveBookingOfHold, holdID)
-	return collectOne[Booking](rows, err, "read booking of hold "+holdID)
-}
-
-func (l *Ledger) bookingByPayment(ctx context.Context, provider, paymentID string) (Booking, error) {
-	rows, err := l.pool.Query(ctx, sqlBookingByPayment, provider, paymentID)
-	return collectOne[Booking](rows, err, "read booking of payment "+paymentID)
-}
-
-// TicketsOf reads the valid tickets of a booking, by seat.
-func (l *Ledger) TicketsOf(ctx context.Context, bookingID string) ([]ticketJSON, error) {
-	rows, err := l.pool.Query(ctx, sqlTicketsOfBooking, bookingID)
-	return collectAll[ticketJSON](rows, err, "read tickets of booking "+bookingID)
-}
-
-// TicketIsValid reports whether a ticket was issued and not cancelled.
-func (l *Ledger) TicketIsValid(ctx context.Context, code string) (bool, error) {
-	var ok bool
-	if err := l.pool.QueryRow(ctx, sqlTicketIsValid, code).Scan(&ok); err != nil {
-		return false, fmt.Errorf("check ticket: %w", err)
-	}
-	return ok, nil
-}
-
-func lockBooking(ctx context.Context, tx pgx.Tx, id string) (Booking, error) {
-	rows, err := tx.Query(ctx, sqlLockBooking, id)
-	return collectOne[Booking](rows, err, "lock booking "+id)
-}
-
-func updateBooking(ctx context.Context, q interface {
-	Query(context.Context, string, ...any) (pgx.Rows, error)
-}, what, sql string, args ...any) (Booking, bool, error) {
-	rows, err := q.Query(ctx, sql, args...)
-	b, err := collectOne[Booking](rows, err, what)
-	if errors.Is(err, ErrNotFound) {
-		return Booking{}, false, nil
-	}
-	return b, err == nil, err
-}
-
 // fullBody is the booking's body with its tickets, as GET answers it.
 func (s *Server) fullBody(ctx context.Context, b Booking) ([]byte, error) {
 	var tickets []ticketJSON
 	if b.Status == BookingConfirmed {
 		var err error
-		if tickets, err = s.ledger.TicketsOf(ctx, b.ID); err != nil {
+		rows, err := s.ledger.TicketsOf(ctx, b.ID)
+		if err != nil {
 			return nil, err
 		}
+		tickets = ticketsJSON(rows)
 	}
-	return b.body(tickets), nil
+	return bookingBody(b, tickets), nil
 }
 
 // The booking request.
@@ -263,12 +143,12 @@ func canonicalBooking(holdID, method string) string {
 // createBooking is the booking flow after the request is authenticated,
 // validated and its idempotency key claimed.
 func (s *Server) createBooking(ctx context.Context, ev *liveEvent, h Hold, req bookingRequest) response {
-	if b, err := s.ledger.bookingByKey(ctx, req.user, req.key); err == nil {
+	if b, err := s.ledger.Bookings().ByKey(ctx, req.user, req.key); err == nil {
 		return s.resumeBooking(ctx, ev, b, req.digest)
 	} else if !errors.Is(err, ErrNotFound) {
 		return errUnavailable
 	}
-	if b, err := s.ledger.liveBookingOfHold(ctx, h.ID); err == nil {
+	if b, err := s.ledger.Bookings().LiveOfHold(ctx, h.ID); err == nil {
 		return s.existingBooking(ctx, b)
 	} else if !errors.Is(err, ErrNotFound) {
 		return errUnavailable
@@ -286,28 +166,28 @@ func (s *Server) createBooking(ctx context.Context, ev *liveEvent, h Hold, req b
 	until := now.Add(min(s.cfg.PaymentWindow, ev.HoldTTL()))
 	id := uuid.Must(uuid.NewV7()).String()
 	var created Booking
-	_, err := s.ExtendHold(ctx, h.ID, until, func(tx pgx.Tx, held Hold) error {
-		rows, err := tx.Query(ctx, sqlInsertBooking, id, h.ID, ev.ID, req.user, held.Quantity, held.Amount,
-			ev.Currency, s.cfg.Payments.Name(), req.method, req.key, req.digest, now)
-		created, err = collectOne[Booking](rows, err, "insert booking "+id)
-		if cerr := bookingConstraintError(err); cerr != nil {
-			return cerr
-		}
+	_, err := s.ExtendHold(ctx, h.ID, until, func(tx ledger.Tx, held Hold) error {
+		var err error
+		created, err = tx.Bookings().Insert(ctx, ledger.NewBooking{
+			ID: id, HoldID: h.ID, EventID: ev.ID, UserID: req.user, Quantity: held.Quantity, Amount: held.Amount,
+			Currency: ev.Currency, Provider: s.cfg.Payments.Name(), PaymentMethod: req.method,
+			IdempotencyKey: req.key, RequestDigest: req.digest, CreatedAt: now,
+		})
 		return err
 	})
 	switch {
 	case err == nil:
-	case errors.Is(err, errBookingExists), errors.Is(err, ErrHoldNotActive):
+	case errors.Is(err, ledger.ErrBookingExists), errors.Is(err, ErrHoldNotActive):
 		// A booking with another key won the hold a moment ago.
-		if b, lerr := s.ledger.liveBookingOfHold(ctx, h.ID); lerr == nil {
+		if b, lerr := s.ledger.Bookings().LiveOfHold(ctx, h.ID); lerr == nil {
 			return s.existingBooking(ctx, b)
 		}
-		if errors.Is(err, errBookingExists) {
+		if errors.Is(err, ledger.ErrBookingExists) {
 			return errUnavailable
 		}
 		return errHoldNotActive("no longer pending")
-	case errors.Is(err, errBookingKeyUsed):
-		b, lerr := s.ledger.bookingByKey(ctx, req.user, req.key)
+	case errors.Is(err, ledger.ErrBookingKeyUsed):
+		b, lerr := s.ledger.Bookings().ByKey(ctx, req.user, req.key)
 		if lerr != nil {
 			return errUnavailable
 		}
@@ -353,18 +233,11 @@ func (s *Server) resumeBooking(ctx context.Context, ev *liveEvent, b Booking, di
 	if b.Status == BookingPaymentPending && b.PaymentID == "" {
 		return s.pay(ctx, ev, b)
 	}
-	body := b.body(nil)
-	if err := s.ledger.bookingAnswered(ctx, b.ID, b.PaymentID, body, s.now()); err != nil {
+	body := bookingBody(b, nil)
+	if err := s.ledger.Bookings().Answered(ctx, b.ID, b.PaymentID, body, s.now()); err != nil {
 		s.log.Warn("booking response not kept", "booking", b.ID, "error", err)
 	}
 	return response{status: http.StatusAccepted, body: body, outcome: "replayed"}
-}
-
-func (l *Ledger) bookingAnswered(ctx context.Context, id, paymentID string, body []byte, now time.Time) error {
-	if _, err := l.pool.Exec(ctx, sqlBookingAnswered, id, paymentID, body, now); err != nil {
-		return fmt.Errorf("keep response of booking %s: %w", id, err)
-	}
-	return nil
 }
 
 func (s *Server) paymentRequest(b Booking) payment.CreateRequest {
@@ -432,13 +305,13 @@ func (s *Server) pay(ctx context.Context, ev *liveEvent, b Booking) response {
 			s.log.Warn("payment outcome unknown; left to the reconciliation", "booking", b.ID, "error", err)
 		}
 	}
-	body := b.body(nil)
+	body := bookingBody(b, nil)
 	if b.Status == BookingConfirmed {
 		if full, err := s.fullBody(ctx, b); err == nil {
 			body = full
 		}
 	}
-	if err := s.ledger.bookingAnswered(context.WithoutCancel(ctx), b.ID, b.PaymentID, body, s.now()); err != nil {
+	if err := s.ledger.Bookings().Answered(context.WithoutCancel(ctx), b.ID, b.PaymentID, body, s.now()); err != nil {
 		s.log.Warn("booking response not kept", "booking", b.ID, "error", err)
 	}
 	outcome := "created"
@@ -452,7 +325,7 @@ func (s *Server) pay(ctx context.Context, ev *liveEvent, b Booking) response {
 // Its hold is left alone: the buyer may pay again (a new booking) until it
 // expires.
 func (s *Server) failPayment(ctx context.Context, b Booking, paymentID, reason string) Booking {
-	failed, ok, err := updateBooking(ctx, s.ledger.pool, "fail booking "+b.ID, sqlFailBooking, b.ID, reason, paymentID, s.now())
+	failed, ok, err := s.ledger.Bookings().Fail(ctx, b.ID, paymentID, reason, s.now())
 	switch {
 	case err != nil:
 		s.log.Warn("booking not marked failed", "booking", b.ID, "error", err)
@@ -474,7 +347,7 @@ func (s *Server) settleFailed(ctx context.Context, b Booking, paymentID, reason 
 	if b.Status != BookingPaymentPending {
 		return nil
 	}
-	_, ok, err := updateBooking(ctx, s.ledger.pool, "fail booking "+b.ID, sqlFailBooking, b.ID, reason, paymentID, s.now())
+	_, ok, err := s.ledger.Bookings().Fail(ctx, b.ID, paymentID, reason, s.now())
 	if ok {
 		s.metrics.bookings.WithLabelValues(BookingFailed).Inc()
 	}
@@ -531,7 +404,7 @@ func (s *Server) settlePayment(ctx context.Context, b Booking, paymentID string,
 		return err
 	}
 	ran := false
-	_, err = s.ConfirmHold(ctx, b.HoldID, func(tx pgx.Tx, _ Hold) error {
+	_, err = s.ConfirmHold(ctx, b.HoldID, func(tx ledger.Tx, _ Hold) error {
 		ran = true
 		_, err := s.confirmBookingTx(ctx, tx, b, paymentID, false, "", s.now())
 		return err
@@ -549,7 +422,7 @@ func (s *Server) settlePayment(ctx context.Context, b Booking, paymentID string,
 	case errors.Is(err, errBookingSettled):
 		return nil
 	}
-	if errors.Is(err, errNoSeatLeft) {
+	if errors.Is(err, ledger.ErrNoSeatLeft) {
 		return s.refundUnseated(ctx, ev, b, paymentID)
 	}
 	return err
@@ -564,9 +437,9 @@ func (s *Server) refundedBeforeSettled(ctx context.Context, b Booking, paymentID
 	now := s.now()
 	var done Booking
 	var acted, release, confirmed bool
-	err := pgx.BeginTxFunc(ctx, s.ledger.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+	err := s.ledger.InTx(ctx, time.Time{}, func(tx ledger.Tx) error {
 		acted, release, confirmed = false, false, false
-		cur, err := lockBooking(ctx, tx, b.ID)
+		cur, err := tx.Bookings().Lock(ctx, b.ID)
 		if err != nil {
 			return err
 		}
@@ -576,17 +449,13 @@ func (s *Server) refundedBeforeSettled(ctx context.Context, b Booking, paymentID
 		}
 		// A hold past its expiry ends expired, as it would have without
 		// the payment; a live one is released.
-		for _, sql := range []string{sqlExpireHold, sqlReleaseUnseatedHold} {
-			tag, err := tx.Exec(ctx, sql, cur.HoldID, now)
-			if err != nil {
-				return fmt.Errorf("end hold %s: %w", cur.HoldID, err)
-			}
-			if release = tag.RowsAffected() == 1; release {
-				break
-			}
+		if release, err = tx.ExpireLateHold(ctx, cur.HoldID, now); err == nil && !release {
+			release, err = tx.ReleaseUnseatedHold(ctx, cur.HoldID, now)
 		}
-		done, acted, err = updateBooking(ctx, tx, "refund booking "+b.ID, sqlRefundedUnsettled, cur.ID,
-			ReasonRefundedAtProvider, paymentID, now)
+		if err != nil {
+			return err
+		}
+		done, acted, err = tx.Bookings().RefundedUnsettled(ctx, cur.ID, ReasonRefundedAtProvider, paymentID, now)
 		return err
 	})
 	if err != nil {
@@ -610,8 +479,8 @@ func (s *Server) refundedBeforeSettled(ctx context.Context, b Booking, paymentID
 }
 
 // confirmBookingTx confirms a waiting booking and issues its tickets, in tx.
-func (s *Server) confirmBookingTx(ctx context.Context, tx pgx.Tx, b Booking, paymentID string, overflow bool, reason string, now time.Time) (Booking, error) {
-	c, ok, err := updateBooking(ctx, tx, "confirm booking "+b.ID, sqlConfirmBooking, b.ID, reason, overflow, paymentID, now)
+func (s *Server) confirmBookingTx(ctx context.Context, tx ledger.Tx, b Booking, paymentID string, overflow bool, reason string, now time.Time) (Booking, error) {
+	c, ok, err := tx.Bookings().Confirm(ctx, b.ID, paymentID, overflow, reason, now)
 	if err != nil {
 		return Booking{}, err
 	}
@@ -628,15 +497,10 @@ func (s *Server) confirmBookingTx(ctx context.Context, tx pgx.Tx, b Booking, pay
 // of the event are handed out under its row lock: freed seats first, then
 // new numbers, which a constraint keeps within the event's capacity
 // (errNoSeatLeft, and tx is left aborted: the caller rolls back).
-func (s *Server) issueTickets(ctx context.Context, tx pgx.Tx, b Booking, now time.Time) error {
-	rows, err := tx.Query(ctx, sqlTakeSeats, b.EventID, b.Quantity)
-	seats, err := pgx.CollectRows(rows, pgx.RowTo[int32])
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.ConstraintName == "events_next_seat" {
-		err = errNoSeatLeft
-	}
+func (s *Server) issueTickets(ctx context.Context, tx ledger.Tx, b Booking, now time.Time) error {
+	seats, err := tx.TakeSeats(ctx, b.EventID, b.Quantity)
 	if err != nil {
-		return fmt.Errorf("issue tickets of booking %s: take seats: %w", b.ID, err)
+		return fmt.Errorf("issue tickets of booking %s: %w", b.ID, err)
 	}
 	if int64(len(seats)) != b.Quantity {
 		return fmt.Errorf("issue tickets of booking %s: %d seat numbers for %d seats", b.ID, len(seats), b.Quantity)
@@ -649,22 +513,18 @@ func (s *Server) issueTickets(ctx context.Context, tx pgx.Tx, b Booking, now tim
 		}
 		codes[i] = code
 	}
-	if _, err := tx.Exec(ctx, sqlInsertTickets, codes, b.ID, b.EventID, seats, now); err != nil {
-		return fmt.Errorf("issue tickets of booking %s: %w", b.ID, err)
-	}
-	return nil
+	return tx.InsertTickets(ctx, b.ID, b.EventID, codes, seats, now)
 }
 
 // confirmAfterHold confirms a booking whose hold is confirmed already.
 func (s *Server) confirmAfterHold(ctx context.Context, b Booking, paymentID string) error {
 	confirmed := false
-	err := pgx.BeginTxFunc(ctx, s.ledger.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
-		cur, err := lockBooking(ctx, tx, b.ID)
+	err := s.ledger.InTx(ctx, time.Time{}, func(tx ledger.Tx) error {
+		cur, err := tx.Bookings().Lock(ctx, b.ID)
 		if err != nil || cur.Status != BookingPaymentPending {
 			return err
 		}
-		rows, err := tx.Query(ctx, sqlLockHold, cur.HoldID)
-		h, err := collectOne[Hold](rows, err, "lock hold "+cur.HoldID)
+		h, err := tx.LockHold(ctx, cur.HoldID)
 		if err != nil {
 			return err
 		}
@@ -700,14 +560,13 @@ func (s *Server) latePayment(ctx context.Context, ev *liveEvent, b Booking, paym
 	now := s.now()
 	var settled Booking
 	var expired, absorbed, refund bool
-	err := pgx.BeginTxFunc(ctx, s.ledger.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+	err := s.ledger.InTx(ctx, time.Time{}, func(tx ledger.Tx) error {
 		expired, absorbed, refund = false, false, false
-		cur, err := lockBooking(ctx, tx, b.ID)
+		cur, err := tx.Bookings().Lock(ctx, b.ID)
 		if err != nil || cur.Status != BookingPaymentPending {
 			return err
 		}
-		rows, err := tx.Query(ctx, sqlLockHold, cur.HoldID)
-		h, err := collectOne[Hold](rows, err, "lock hold "+cur.HoldID)
+		h, err := tx.LockHold(ctx, cur.HoldID)
 		if err != nil {
 			return err
 		}
@@ -717,25 +576,20 @@ func (s *Server) latePayment(ctx context.Context, ev *liveEvent, b Booking, paym
 		case h.Status == StatusPending && !h.ExpiresAt.Before(now):
 			return fmt.Errorf("late payment of booking %s: hold %s is live in the ledger, not in redis: retry", b.ID, h.ID)
 		case h.Status == StatusPending:
-			if _, err := tx.Exec(ctx, sqlExpireHold, h.ID, now); err != nil {
-				return fmt.Errorf("expire hold %s: %w", h.ID, err)
+			if _, err := tx.ExpireLateHold(ctx, h.ID, now); err != nil {
+				return err
 			}
 			expired = true
 		}
 		// The reserve's seats and the tickets in a savepoint: without a
 		// seat to give, they are undone and the money goes back.
-		err = pgx.BeginFunc(ctx, tx, func(sp pgx.Tx) error {
-			var used int64
-			err := sp.QueryRow(ctx, sqlTakeOverflow, ev.ID, cur.Quantity).Scan(&used)
-			if errors.Is(err, pgx.ErrNoRows) {
-				return errOverflowUsedUp
+		err = tx.Savepoint(ctx, func(sp ledger.Tx) error {
+			if err := sp.TakeOverflow(ctx, ev.ID, cur.Quantity); err != nil {
+				return err
 			}
+			others, err := sp.SeatsOfBuyer(ctx, ev.ID, cur.UserID, cur.ID, cur.HoldID, now)
 			if err != nil {
-				return fmt.Errorf("take overflow seats: %w", err)
-			}
-			var others int64
-			if err := sp.QueryRow(ctx, sqlSeatsOfBuyer, ev.ID, cur.UserID, cur.ID, cur.HoldID, now).Scan(&others); err != nil {
-				return fmt.Errorf("count seats of buyer %s: %w", cur.UserID, err)
+				return err
 			}
 			if others > 0 || cur.Quantity > ev.MaxPerUser {
 				return errPerUserLimit
@@ -748,14 +602,14 @@ func (s *Server) latePayment(ctx context.Context, ev *liveEvent, b Booking, paym
 		case err == nil:
 			absorbed = true
 			return nil
-		case errors.Is(err, errNoSeatLeft):
+		case errors.Is(err, ledger.ErrNoSeatLeft):
 			reason = ReasonNoSeatLeft
 		case errors.Is(err, errPerUserLimit):
 			reason = ReasonLatePerUserLimit
-		case !errors.Is(err, errOverflowUsedUp):
+		case !errors.Is(err, ledger.ErrOverflowUsedUp):
 			return err
 		}
-		settled, refund, err = updateBooking(ctx, tx, "refund booking "+b.ID, sqlRefundPayment, b.ID, reason, paymentID, now)
+		settled, refund, err = tx.Bookings().RefundPayment(ctx, b.ID, reason, paymentID, now)
 		return err
 	})
 	if err != nil {
@@ -802,15 +656,15 @@ func (s *Server) refundUnseated(ctx context.Context, ev *liveEvent, b Booking, p
 	now := s.now()
 	var settled Booking
 	var refund bool
-	err := pgx.BeginTxFunc(ctx, s.ledger.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
-		cur, err := lockBooking(ctx, tx, b.ID)
+	err := s.ledger.InTx(ctx, time.Time{}, func(tx ledger.Tx) error {
+		cur, err := tx.Bookings().Lock(ctx, b.ID)
 		if err != nil || cur.Status != BookingPaymentPending {
 			return err
 		}
-		if _, err := tx.Exec(ctx, sqlReleaseUnseatedHold, cur.HoldID, now); err != nil {
-			return fmt.Errorf("release hold %s: %w", cur.HoldID, err)
+		if _, err := tx.ReleaseUnseatedHold(ctx, cur.HoldID, now); err != nil {
+			return err
 		}
-		settled, refund, err = updateBooking(ctx, tx, "refund booking "+b.ID, sqlRefundPayment, b.ID, ReasonNoSeatLeft, paymentID, now)
+		settled, refund, err = tx.Bookings().RefundPayment(ctx, b.ID, ReasonNoSeatLeft, paymentID, now)
 		return err
 	})
 	if err != nil {
@@ -829,7 +683,7 @@ func (s *Server) refundUnseated(ctx context.Context, ev *liveEvent, b Booking, p
 
 // refundUnbooked refunds a payment that no booking can use.
 func (s *Server) refundUnbooked(ctx context.Context, b Booking, paymentID, reason string) error {
-	settled, ok, err := updateBooking(ctx, s.ledger.pool, "refund booking "+b.ID, sqlRefundPayment, b.ID, reason, paymentID, s.now())
+	settled, ok, err := s.ledger.Bookings().RefundPayment(ctx, b.ID, reason, paymentID, s.now())
 	if err != nil || !ok {
 		return err
 	}
@@ -887,9 +741,9 @@ func (s *Server) CancelBooking(ctx context.Context, bookingID string) (Booking, 
 	now := s.now()
 	var cancelled Booking
 	var acted, release bool
-	err := pgx.BeginTxFunc(ctx, s.ledger.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+	err := s.ledger.InTx(ctx, time.Time{}, func(tx ledger.Tx) error {
 		acted, release = false, false
-		cur, err := lockBooking(ctx, tx, bookingID)
+		cur, err := tx.Bookings().Lock(ctx, bookingID)
 		if err != nil {
 			return err
 		}
@@ -908,7 +762,7 @@ func (s *Server) CancelBooking(ctx context.Context, bookingID string) (Booking, 
 		if cur.Amount > 0 && cur.PaymentID != "" {
 			refund = RefundPending
 		}
-		cancelled, acted, err = updateBooking(ctx, tx, "cancel booking "+bookingID, sqlCancelBooking, cur.ID, ReasonCancelled, refund, now)
+		cancelled, acted, err = tx.Bookings().Cancel(ctx, cur.ID, ReasonCancelled, refund, now)
 		return err
 	})
 	if err != nil {
@@ -939,35 +793,24 @@ func (s *Server) CancelBooking(ctx context.Context, bookingID string) (Booking, 
 // the hold's seats returned, or the overflow buyer's record of no seats
 // removed from the one-hold-per-user guard. A cancellation and a refund
 // made at the provider both end a sale this way.
-func giveSeatsBack(ctx context.Context, tx pgx.Tx, b Booking, now time.Time) (release bool, err error) {
+func giveSeatsBack(ctx context.Context, tx ledger.Tx, b Booking, now time.Time) (release bool, err error) {
 	if b.Overflow {
-		tag, err := tx.Exec(ctx, sqlGiveOverflow, b.EventID, b.Quantity)
-		if err != nil {
-			return false, fmt.Errorf("give overflow seats back: %w", err)
+		if err := tx.GiveOverflow(ctx, b.EventID, b.Quantity); err != nil {
+			return false, err
 		}
-		if tag.RowsAffected() != 1 {
-			return false, errors.New("the overflow reserve does not count its seats")
-		}
-		release = true
 	} else {
-		tag, err := tx.Exec(ctx, sqlReleaseConfirmedHold, b.HoldID, now)
+		ok, err := tx.ReleaseConfirmedHold(ctx, b.HoldID, now)
 		if err != nil {
-			return false, fmt.Errorf("release hold %s: %w", b.HoldID, err)
+			return false, err
 		}
-		if tag.RowsAffected() != 1 {
+		if !ok {
 			return false, fmt.Errorf("hold %s is not confirmed", b.HoldID)
 		}
-		release = true
 	}
-	rows, err := tx.Query(ctx, sqlVoidTickets, b.ID)
-	seats, err := pgx.CollectRows(rows, pgx.RowTo[int32])
-	if err != nil {
-		return false, fmt.Errorf("void tickets of booking %s: %w", b.ID, err)
+	if err := tx.VoidTickets(ctx, b.ID, b.EventID); err != nil {
+		return false, err
 	}
-	if _, err := tx.Exec(ctx, sqlFreeSeats, b.EventID, seats); err != nil {
-		return false, fmt.Errorf("free seats of booking %s: %w", b.ID, err)
-	}
-	return release, nil
+	return true, nil
 }
 
 // returnSeats settles Redis for a sale giveSeatsBack ended: the seats of

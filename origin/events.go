@@ -14,27 +14,6 @@ import (
 	"github.com/waitroom/waitroom/waitroom"
 )
 
-// Event is an event as the ledger keeps it. Its configuration never changes
-// once created, so every node may cache it.
-type Event struct {
-	ID          int64  `db:"id"`
-	Name        string `db:"name"`
-	Capacity    int64  `db:"capacity"`
-	OverflowPct int64  `db:"overflow_pct"`
-	// OverflowReserve seats are kept out of Redis to absorb payments that
-	// land after their hold expired.
-	OverflowReserve int64     `db:"overflow_reserve"`
-	Sellable        int64     `db:"sellable"`
-	Price           int64     `db:"price"`
-	Currency        string    `db:"currency"`
-	HoldTTLSeconds  int64     `db:"hold_ttl_seconds"`
-	MaxPerUser      int64     `db:"max_per_user"`
-	CreatedAt       time.Time `db:"created_at"`
-}
-
-// HoldTTL is how long a new hold lasts.
-func (e Event) HoldTTL() time.Duration { return time.Duration(e.HoldTTLSeconds) * time.Second }
-
 // Defaults and bounds of event creation.
 const (
 	DefaultOverflowPct    = 2
@@ -149,7 +128,7 @@ type eventJSON struct {
 	OverflowReserve int64  `json:"overflow_reserve"`
 }
 
-func (e Event) json(remaining int64) eventJSON {
+func eventBody(e Event, remaining int64) eventJSON {
 	return eventJSON{
 		ID: e.ID, Name: e.Name, Capacity: e.Capacity, Sellable: e.Sellable, Remaining: remaining,
 		Price: e.Price, Currency: e.Currency, HoldTTLSeconds: e.HoldTTLSeconds, MaxPerUser: e.MaxPerUser,

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/waitroom/waitroom/origin/ledger"
 	"github.com/waitroom/waitroom/waitroom"
 )
 
@@ -13,7 +14,7 @@ import (
 // queued meanwhile go into the next batch together: batching made
 // deterministic, whatever the machine's speed.
 type HoldBatchGate struct {
-	w    *holdWriter
+	w    *ledger.HoldWriter
 	open chan struct{}
 
 	mu    sync.Mutex
@@ -21,22 +22,17 @@ type HoldBatchGate struct {
 }
 
 // GateHoldBatches gates s's hold rows. Call it before any hold is made.
-func GateHoldBatches(s *Server) *HoldBatchGate { return gateHoldBatches(s.holdRows) }
-
-func gateHoldBatches(w *holdWriter) *HoldBatchGate {
-	g := &HoldBatchGate{w: w, open: make(chan struct{})}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.maxInFlight = 1
-	w.onBatch = func(batch []*holdWrite) {
+func GateHoldBatches(s *Server) *HoldBatchGate {
+	g := &HoldBatchGate{w: s.holdRows, open: make(chan struct{})}
+	s.holdRows.OnBatch(func(n int) {
 		g.mu.Lock()
-		g.sizes = append(g.sizes, len(batch))
+		g.sizes = append(g.sizes, n)
 		first := len(g.sizes) == 1
 		g.mu.Unlock()
 		if first {
 			<-g.open
 		}
-	}
+	})
 	return g
 }
 
@@ -45,13 +41,10 @@ func gateHoldBatches(w *holdWriter) *HoldBatchGate {
 func (g *HoldBatchGate) WaitQueued(t *testing.T, n int) {
 	t.Helper()
 	for range 10_000 {
-		g.w.mu.Lock()
-		queued := len(g.w.queue)
-		g.w.mu.Unlock()
 		g.mu.Lock()
 		held := len(g.sizes) > 0
 		g.mu.Unlock()
-		if held && queued >= n {
+		if held && g.w.Queued() >= n {
 			return
 		}
 		time.Sleep(time.Millisecond)

@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/waitroom/waitroom/inventory"
+	"github.com/waitroom/waitroom/origin/ledger"
 )
 
 // holdJSON is <hold> of docs/api.md §7.
@@ -36,7 +37,7 @@ func holdBody(ev Event, id, user string, qty int64, status string, expires time.
 	return append(b, '\n')
 }
 
-func (h Hold) body(ev Event, now time.Time) []byte {
+func holdBodyAt(h Hold, ev Event, now time.Time) []byte {
 	return holdBody(ev, h.ID, h.UserID, h.Quantity, h.StatusAt(now), h.ExpiresAt)
 }
 
@@ -252,7 +253,7 @@ func (s *Server) runHold(ctx context.Context, ev *liveEvent, ir inventory.HoldRe
 }
 
 // recordHold writes the new hold's ledger row by deadline, committed in a
-// batch with the rows of holds made at the same moment (holdwriter.go), and
+// batch with the rows of holds made at the same moment (ledger.HoldWriter), and
 // answers once it is. The 201 body goes into the same row, so a replay of
 // this request survives the loss of Redis.
 func (s *Server) recordHold(ctx context.Context, ev *liveEvent, req holdRequest, ir inventory.HoldRequest, res inventory.HoldResult, deadline time.Time) response {
@@ -267,7 +268,7 @@ func (s *Server) recordHold(ctx context.Context, ev *liveEvent, req holdRequest,
 	// compensation.
 	wctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
 	defer cancel()
-	outcome, err := s.holdRows.write(wctx, row, ir.Now)
+	outcome, err := s.holdRows.Write(wctx, row, ir.Now)
 	switch {
 	case err == nil:
 		if res.Remaining == 0 {
@@ -275,7 +276,7 @@ func (s *Server) recordHold(ctx context.Context, ev *liveEvent, req holdRequest,
 		}
 		return response{status: http.StatusCreated, body: body, outcome: "held"}
 
-	case errors.Is(err, errDuplicateKey):
+	case errors.Is(err, ledger.ErrDuplicateKey):
 		// This key made a hold before (since released or expired, so Redis
 		// no longer knows it): answer as the first time.
 		s.compensate(wctx, ev, ir.HoldID)
@@ -285,7 +286,7 @@ func (s *Server) recordHold(ctx context.Context, ev *liveEvent, req holdRequest,
 		}
 		return replayOf(first, req.digest)
 
-	case errors.Is(err, errLiveHoldExists):
+	case errors.Is(err, ledger.ErrLiveHoldExists):
 		// The ledger knows a live hold Redis had lost: the ledger wins.
 		s.compensate(wctx, ev, ir.HoldID)
 		live, lerr := s.ledger.LiveHoldOfUser(wctx, ev.ID, req.user)
@@ -296,9 +297,9 @@ func (s *Server) recordHold(ctx context.Context, ev *liveEvent, req holdRequest,
 			return replayOf(live, req.digest)
 		}
 		s.log.Warn("ledger refused a second live hold that redis allowed", "event", ev.ID, "hold", live.ID)
-		return response{status: http.StatusOK, body: live.body(ev.Event, ir.Now), outcome: "already_held"}
+		return response{status: http.StatusOK, body: holdBodyAt(live, ev.Event, ir.Now), outcome: "already_held"}
 
-	case outcome == writeUncertain:
+	case outcome == ledger.WriteUncertain:
 		// The row may still be committed, until its deadline: returning
 		// the seats now could sell them twice. Keep them until then.
 		s.addUncertain(ev, ir.HoldID, deadline)
@@ -342,7 +343,7 @@ func (s *Server) existingHold(ctx context.Context, ev *liveEvent, req holdReques
 		if err != nil {
 			return unavailableResponse("the hold cannot be read right now; retry shortly")
 		}
-		return response{status: http.StatusOK, body: h.body(ev.Event, ir.Now), outcome: "already_held"}
+		return response{status: http.StatusOK, body: holdBodyAt(h, ev.Event, ir.Now), outcome: "already_held"}
 	}
 	// Built from Redis alone: the ledger row may still be being written by
 	// the request that made the hold.

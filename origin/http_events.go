@@ -3,6 +3,8 @@ package origin
 import (
 	"errors"
 	"net/http"
+
+	"github.com/waitroom/waitroom/origin/ledger"
 )
 
 func (s *Server) handleCreateEvent(w http.ResponseWriter, r *http.Request) {
@@ -27,7 +29,7 @@ func (s *Server) handleCreateEvent(w http.ResponseWriter, r *http.Request) {
 	}
 	created, err := s.CreateEvent(r.Context(), e)
 	switch {
-	case errors.Is(err, ErrEventExists):
+	case errors.Is(err, ledger.ErrEventExists):
 		writeError(w, http.StatusConflict, "event_exists", "an event with this id exists already")
 		return
 	case err != nil:
@@ -39,7 +41,7 @@ func (s *Server) handleCreateEvent(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		remaining = created.Sellable
 	}
-	writeJSON(w, http.StatusCreated, created.json(remaining))
+	writeJSON(w, http.StatusCreated, eventBody(created, remaining))
 }
 
 // mustEvent is the live event of one just created or read on this node.
@@ -58,7 +60,7 @@ func (s *Server) handleListEvents(w http.ResponseWriter, r *http.Request) {
 			writeResponse(w, errUnavailable)
 			return
 		}
-		out = append(out, ev.json(n))
+		out = append(out, eventBody(ev.Event, n))
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -78,5 +80,5 @@ func (s *Server) handleGetEvent(w http.ResponseWriter, r *http.Request) {
 		writeResponse(w, errUnavailable)
 		return
 	}
-	writeJSON(w, http.StatusOK, ev.json(n))
+	writeJSON(w, http.StatusOK, eventBody(ev.Event, n))
 }

@@ -155,7 +155,7 @@ func (s *Server) handleGetHold(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	writeResponse(w, response{status: http.StatusOK, body: h.body(ev.Event, s.now())})
+	writeResponse(w, response{status: http.StatusOK, body: holdBodyAt(h, ev.Event, s.now())})
 }
 
 func (s *Server) handleDeleteHold(w http.ResponseWriter, r *http.Request) {

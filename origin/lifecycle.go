@@ -6,9 +6,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/waitroom/waitroom/inventory"
+	"github.com/waitroom/waitroom/origin/ledger"
 )
 
 // The rest of a hold's life, for the booking flow: extend it while a payment
@@ -59,22 +58,9 @@ func (s *Server) redisStep(ctx context.Context, ev *liveEvent, step func() error
 // transaction that commits only before deadline, by the server's clock. A
 // commit whose outcome is unknown holds this node's rebuilds of the event
 // off until it is final.
-func (s *Server) ledgerStep(ctx context.Context, ev *liveEvent, deadline time.Time, f func(pgx.Tx) error) error {
-	ctx, cancel := context.WithDeadline(ctx, deadline)
-	defer cancel()
-	var ferr error
-	err := pgx.BeginTxFunc(ctx, s.ledger.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
-		if ferr = f(tx); ferr != nil {
-			return ferr
-		}
-		// Last, after the writes whose locks a rebuild's read waits for.
-		var inTime bool
-		if ferr = tx.QueryRow(ctx, sqlBeforeDeadline, deadline).Scan(&inTime); ferr == nil && !inTime {
-			ferr = errPastDeadline
-		}
-		return ferr
-	})
-	if err != nil && ferr == nil && classify(err) == writeUncertain {
+func (s *Server) ledgerStep(ctx context.Context, ev *liveEvent, deadline time.Time, f func(ledger.Tx) error) error {
+	err := s.ledger.InTx(ctx, deadline, f)
+	if errors.Is(err, ledger.ErrUncertain) {
 		ev.noteFinal(s.finalAfter(deadline))
 	}
 	return err
@@ -93,7 +79,7 @@ func (s *Server) ledgerStep(ctx context.Context, ev *liveEvent, deadline time.Ti
 // is returned without running inTx. Any other error leaves the hold
 // confirmed in Redis and pending in the ledger: the caller retries (a
 // webhook is redelivered) and the retry completes it.
-func (s *Server) ConfirmHold(ctx context.Context, holdID string, inTx func(pgx.Tx, Hold) error) (Hold, error) {
+func (s *Server) ConfirmHold(ctx context.Context, holdID string, inTx func(ledger.Tx, Hold) error) (Hold, error) {
 	h, err := s.ledger.Hold(ctx, holdID)
 	if err != nil {
 		return Hold{}, err
@@ -116,9 +102,9 @@ func (s *Server) ConfirmHold(ctx context.Context, holdID string, inTx func(pgx.T
 	})
 	var confirmed Hold
 	if err == nil && outcome == inventory.Confirmed {
-		err = s.ledgerStep(ctx, ev, deadline, func(tx pgx.Tx) error {
+		err = s.ledgerStep(ctx, ev, deadline, func(tx ledger.Tx) error {
 			var err error
-			if confirmed, err = ConfirmHoldTx(ctx, tx, holdID, now); err != nil {
+			if confirmed, err = tx.ConfirmHold(ctx, holdID, now); err != nil {
 				return err
 			}
 			if inTx != nil {
@@ -163,7 +149,7 @@ func (s *Server) ConfirmHold(ctx context.Context, holdID string, inTx func(pgx.T
 // until is capped at the hold's creation plus its whole-life cap
 // (HoldMaxLifeOf), so repeated booking attempts cannot keep seats forever.
 // ErrHoldExpired: past its expiry; ErrHoldNotActive: not pending.
-func (s *Server) ExtendHold(ctx context.Context, holdID string, until time.Time, inTx func(pgx.Tx, Hold) error) (Hold, error) {
+func (s *Server) ExtendHold(ctx context.Context, holdID string, until time.Time, inTx func(ledger.Tx, Hold) error) (Hold, error) {
 	h, err := s.ledger.Hold(ctx, holdID)
 	if err != nil {
 		return Hold{}, err
@@ -197,9 +183,9 @@ func (s *Server) ExtendHold(ctx context.Context, holdID string, until time.Time,
 		return h, fmt.Errorf("extend hold %s: %w", holdID, ErrHoldExpired)
 	}
 	var extended Hold
-	err = s.ledgerStep(ctx, ev, deadline, func(tx pgx.Tx) error {
+	err = s.ledgerStep(ctx, ev, deadline, func(tx ledger.Tx) error {
 		var err error
-		if extended, err = ExtendHoldTx(ctx, tx, holdID, now, until); err != nil {
+		if extended, err = tx.ExtendHold(ctx, holdID, now, until); err != nil {
 			return err
 		}
 		if inTx != nil {

@@ -2,11 +2,11 @@ package origin
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
-	"github.com/jackc/pgx/v5"
+	"time"
 
+	"github.com/waitroom/waitroom/origin/ledger"
 	"github.com/waitroom/waitroom/origin/payment"
 )
 
@@ -36,22 +36,22 @@ import (
 // refund attempt.
 func (s *Server) refundOutcome(ctx context.Context, b Booking, r payment.Refund) error {
 	ctx = context.WithoutCancel(ctx)
-	var sql string
+	var o ledger.RefundOutcome
 	switch r.Status {
 	case payment.RefundSucceeded:
 		s.metrics.refunds.WithLabelValues(RefundSucceeded).Inc()
-		sql = sqlRefundDone
+		o = ledger.RefundWasDone
 	case payment.RefundFailed:
 		s.metrics.refunds.WithLabelValues(RefundFailed).Inc()
-		sql = sqlRefundFailed
+		o = ledger.RefundWasFailed
 	default:
 		s.metrics.refunds.WithLabelValues(RefundPending).Inc()
 		if b.RefundID != "" || r.ID == "" {
 			return nil
 		}
-		sql = sqlRefundMade
+		o = ledger.RefundWasMade
 	}
-	got, changed, err := updateBooking(ctx, s.ledger.pool, "record refund of booking "+b.ID, sql, b.ID, r.ID, s.now(), b.RefundAttempts)
+	got, changed, err := s.ledger.Bookings().RecordRefund(ctx, b.ID, b.RefundAttempts, o, r.ID, s.now())
 	if err != nil || !changed {
 		// Not changed: another settlement recorded it first, or it is about
 		// an attempt given up on.
@@ -72,7 +72,7 @@ func (s *Server) refundOutcome(ctx context.Context, b Booking, r payment.Refund)
 
 // retryRefund makes a new refund for a booking whose refund failed.
 func (s *Server) retryRefund(ctx context.Context, b Booking) error {
-	next, ok, err := updateBooking(ctx, s.ledger.pool, "retry refund of booking "+b.ID, sqlRetryRefund, b.ID, b.RefundAttempts, s.now())
+	next, ok, err := s.ledger.Bookings().RetryRefund(ctx, b.ID, b.RefundAttempts, s.now())
 	if err != nil || !ok {
 		return err
 	}
@@ -83,8 +83,8 @@ func (s *Server) retryRefund(ctx context.Context, b Booking) error {
 // countFailedRefunds sets the gauge of failed refunds from the ledger, so
 // every node reports the whole figure.
 func (s *Server) countFailedRefunds(ctx context.Context) {
-	var n int64
-	if err := s.ledger.pool.QueryRow(ctx, sqlCountFailedRefunds).Scan(&n); err != nil {
+	n, err := s.ledger.Bookings().CountFailedRefunds(ctx)
+	if err != nil {
 		s.log.Warn("failed refunds not counted", "error", err)
 		return
 	}
@@ -150,17 +150,16 @@ func (s *Server) refundedAtProvider(ctx context.Context, bookingID string) error
 	now := s.now()
 	var done Booking
 	var acted, release bool
-	err := pgx.BeginTxFunc(ctx, s.ledger.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+	err := s.ledger.InTx(ctx, time.Time{}, func(tx ledger.Tx) error {
 		acted, release = false, false
-		cur, err := lockBooking(ctx, tx, bookingID)
+		cur, err := tx.Bookings().Lock(ctx, bookingID)
 		if err != nil || cur.Status != BookingConfirmed {
 			return err
 		}
 		if release, err = giveSeatsBack(ctx, tx, cur, now); err != nil {
 			return err
 		}
-		done, acted, err = updateBooking(ctx, tx, "refund booking "+bookingID, sqlRefundedAtProvider, cur.ID,
-			ReasonRefundedAtProvider, now)
+		done, acted, err = tx.Bookings().RefundedAtProvider(ctx, cur.ID, ReasonRefundedAtProvider, now)
 		return err
 	})
 	if err != nil {
@@ -176,102 +175,4 @@ func (s *Server) refundedAtProvider(ctx context.Context, bookingID string) error
 		return s.returnSeats(ctx, done)
 	}
 	return nil
-}
-
-// The ledger's account of the money.
-
-// MoneyCount is a number of bookings and the sum of their amounts, in the
-// currency's smallest unit.
-type MoneyCount struct {
-	Count  int64 `json:"count"`
-	Amount int64 `json:"amount"`
-}
-
-func (c MoneyCount) plus(o MoneyCount) MoneyCount {
-	return MoneyCount{Count: c.Count + o.Count, Amount: c.Amount + o.Amount}
-}
-
-// MoneyReport is where the money of an event's bookings stands, as the
-// ledger has it (bookings of amount 0 left out). Every payment taken ends
-// confirmed with its tickets, refunded (the provider said so), or with its
-// refund pending or visibly failed: Kept, money taken and none of those,
-// is always 0.
-type MoneyReport struct {
-	Event int64 `json:"event"`
-	// Captured is every booking whose payment the ledger knows was taken:
-	// the sum of the five below.
-	Captured MoneyCount `json:"captured"`
-	// Confirmed: confirmed, with a valid ticket per seat.
-	Confirmed MoneyCount `json:"confirmed"`
-	// Refunded: the provider reported the refund succeeded; no valid
-	// ticket.
-	Refunded MoneyCount `json:"refunded"`
-	// RefundPending: a refund decided or made, not over yet.
-	RefundPending MoneyCount `json:"refund_pending"`
-	// RefundFailed: the provider reported the refund failed; the payment
-	// reconciliation tries again.
-	RefundFailed MoneyCount `json:"refund_failed"`
-	// Kept: money taken, and neither a sale with its tickets nor a refund.
-	Kept MoneyCount `json:"kept"`
-	// PaymentPending counts the bookings still waiting for their payment's
-	// outcome (not in Captured).
-	PaymentPending MoneyCount `json:"payment_pending"`
-}
-
-// Settled reports whether nothing is waiting for the provider: no payment
-// and no refund whose outcome is unknown.
-func (r MoneyReport) Settled() bool { return r.PaymentPending.Count == 0 && r.RefundPending.Count == 0 }
-
-// Err says what is wrong with the account: money kept, or parts that do not
-// add up.
-func (r MoneyReport) Err() error {
-	var errs []error
-	if r.Kept.Count != 0 {
-		errs = append(errs, fmt.Errorf("event %d: %d payments (%d) taken with neither tickets nor a refund",
-			r.Event, r.Kept.Count, r.Kept.Amount))
-	}
-	if sum := r.Confirmed.plus(r.Refunded).plus(r.RefundPending).plus(r.RefundFailed).plus(r.Kept); sum != r.Captured {
-		errs = append(errs, fmt.Errorf("event %d: captured %+v is not the sum of its parts %+v", r.Event, r.Captured, sum))
-	}
-	return errors.Join(errs...)
-}
-
-// MoneyReport reads where the money of an event's bookings stands.
-func (l *Ledger) MoneyReport(ctx context.Context, eventID int64) (MoneyReport, error) {
-	rows, err := l.pool.Query(ctx, sqlMoneyReport, eventID)
-	if err != nil {
-		return MoneyReport{}, fmt.Errorf("money report of event %d: %w", eventID, err)
-	}
-	type bucket struct {
-		Bucket string `db:"bucket"`
-		Count  int64  `db:"count"`
-		Amount int64  `db:"amount"`
-	}
-	buckets, err := pgx.CollectRows(rows, pgx.RowToStructByName[bucket])
-	if err != nil {
-		return MoneyReport{}, fmt.Errorf("money report of event %d: %w", eventID, err)
-	}
-	r := MoneyReport{Event: eventID}
-	for _, b := range buckets {
-		c := MoneyCount{Count: b.Count, Amount: b.Amount}
-		switch b.Bucket {
-		case "payment_pending":
-			r.PaymentPending = c
-			continue
-		case "not_taken":
-			continue
-		case "confirmed":
-			r.Confirmed = c
-		case "refunded":
-			r.Refunded = c
-		case "refund_pending":
-			r.RefundPending = c
-		case "refund_failed":
-			r.RefundFailed = c
-		default:
-			r.Kept = r.Kept.plus(c)
-		}
-		r.Captured = r.Captured.plus(c)
-	}
-	return r, nil
 }

@@ -31,8 +31,7 @@ func (s *Server) ReconcilePaymentsOnce(ctx context.Context) (int, error) {
 	var errs []error
 	total := 0
 	for {
-		rows, err := s.ledger.pool.Query(ctx, sqlClaimUnsettled, now, now.Add(-s.cfg.PaymentPendingAfter), reconcileBatch)
-		due, err := collectAll[Booking](rows, err, "lease unsettled bookings")
+		due, err := s.ledger.Bookings().ClaimUnsettled(ctx, now, now.Add(-s.cfg.PaymentPendingAfter), reconcileBatch)
 		if err != nil {
 			return total, errors.Join(append(errs, err)...)
 		}
@@ -90,7 +89,7 @@ func (s *Server) resolvePayment(ctx context.Context, b Booking) error {
 			s.metrics.paymentChecks.WithLabelValues("failed").Inc()
 			return s.settleFailed(ctx, b, p.ID, ReasonPaymentRejected)
 		case err == nil && p.ID != "":
-			if aerr := s.ledger.bookingAnswered(ctx, b.ID, p.ID, b.Response, s.now()); aerr != nil {
+			if aerr := s.ledger.Bookings().Answered(ctx, b.ID, p.ID, b.Response, s.now()); aerr != nil {
 				return aerr
 			}
 		}

@@ -10,11 +10,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom/origin"
+	"github.com/waitroom/waitroom/origin/ledger"
 )
 
 // holdAll makes one hold of one seat for each of n users and returns the
@@ -231,13 +231,13 @@ func TestExtendThenConfirm(t *testing.T) {
 
 	// A failure inside the transaction leaves the hold pending; the retry
 	// completes it.
-	_, err = h.srv.ConfirmHold(ctx, hj.HoldID, func(pgx.Tx, origin.Hold) error { return errors.New("booking insert failed") })
+	_, err = h.srv.ConfirmHold(ctx, hj.HoldID, func(ledger.Tx, origin.Hold) error { return errors.New("booking insert failed") })
 	require.Error(t, err)
 	row, err := h.ledger.Hold(ctx, hj.HoldID)
 	require.NoError(t, err)
 	assert.Equal(t, origin.StatusPending, row.Status)
 	var inTx bool
-	confirmed, err := h.srv.ConfirmHold(ctx, hj.HoldID, func(tx pgx.Tx, hold origin.Hold) error {
+	confirmed, err := h.srv.ConfirmHold(ctx, hj.HoldID, func(_ ledger.Tx, hold origin.Hold) error {
 		inTx = hold.Status == origin.StatusConfirmed
 		return nil
 	})

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/waitroom/waitroom/inventory"
+	"github.com/waitroom/waitroom/origin/ledger"
 	"github.com/waitroom/waitroom/waitroom"
 )
 
@@ -142,12 +143,12 @@ func (s *Server) correct(ctx context.Context, ev *liveEvent) (inventory.Correcti
 	if err != nil {
 		return inventory.Correction{}, err
 	}
-	ended, err := s.ledger.endedHolds(ctx, inRedis)
+	ended, err := s.ledger.EndedHolds(ctx, inRedis)
 	if err != nil {
 		return inventory.Correction{}, err
 	}
-	snap, err := s.ledgerState(ctx, ev, func(ctx context.Context) ([]liveHold, []overflowBuyer, error) {
-		return s.ledger.liveHoldsNow(ctx, ev.ID, s.now())
+	snap, err := s.ledgerState(ctx, ev, func(ctx context.Context) ([]ledger.LiveHold, []ledger.OverflowBuyer, error) {
+		return s.ledger.LiveHoldsNow(ctx, ev.ID, s.now())
 	})
 	if err != nil {
 		return inventory.Correction{}, err
@@ -366,14 +367,14 @@ func (s *Server) settle(ctx context.Context, ev *liveEvent) error {
 
 // snapshot is the state the ledger says Redis should hold.
 func (s *Server) snapshot(ctx context.Context, ev *liveEvent) (inventory.Snapshot, error) {
-	return s.ledgerState(ctx, ev, func(ctx context.Context) ([]liveHold, []overflowBuyer, error) {
-		return s.ledger.liveHolds(ctx, ev.ID, s.now())
+	return s.ledgerState(ctx, ev, func(ctx context.Context) ([]ledger.LiveHold, []ledger.OverflowBuyer, error) {
+		return s.ledger.LiveHolds(ctx, ev.ID, s.now())
 	})
 }
 
 // ledgerState turns the ledger's live holds and overflow buyers, as read
 // returns them, into the state Redis should hold.
-func (s *Server) ledgerState(ctx context.Context, ev *liveEvent, read func(context.Context) ([]liveHold, []overflowBuyer, error)) (inventory.Snapshot, error) {
+func (s *Server) ledgerState(ctx context.Context, ev *liveEvent, read func(context.Context) ([]ledger.LiveHold, []ledger.OverflowBuyer, error)) (inventory.Snapshot, error) {
 	rows, buyers, err := read(ctx)
 	if err != nil {
 		return inventory.Snapshot{}, err

@@ -252,7 +252,7 @@ func TestChargeRefundedAtTheProviderVoidsTheTickets(t *testing.T) {
 	assert.Equal(t, origin.ReasonRefundedAtProvider, refunded.StatusReason)
 	assert.Empty(t, refunded.Tickets)
 	for _, tk := range got.Tickets {
-		valid, err := h.ledger.TicketIsValid(ctx, tk.Code)
+		valid, err := h.ledger.Bookings().TicketIsValid(ctx, tk.Code)
 		require.NoError(t, err)
 		assert.False(t, valid, "ticket %d is void", tk.Seat)
 	}

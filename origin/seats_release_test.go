@@ -10,12 +10,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom/internal/testenv"
 	"github.com/waitroom/waitroom/origin"
+	"github.com/waitroom/waitroom/origin/ledger"
 	"github.com/waitroom/waitroom/origin/payment"
 )
 
@@ -77,7 +77,7 @@ func TestReaperReturnsAHoldConfirmedOnlyInRedis(t *testing.T) {
 	ctx := context.Background()
 	id := h.holdID(ev.ID, "ann", "a", 1)
 
-	_, err := h.srv.ConfirmHold(ctx, id, func(pgx.Tx, origin.Hold) error { return errors.New("booking update failed") })
+	_, err := h.srv.ConfirmHold(ctx, id, func(ledger.Tx, origin.Hold) error { return errors.New("booking update failed") })
 	require.Error(t, err)
 	h.clock.Advance(601 * time.Second)
 	n, err := h.srv.ReapOnce(ctx)

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/waitroom/waitroom/inventory"
+	"github.com/waitroom/waitroom/origin/ledger"
 	"github.com/waitroom/waitroom/origin/payment"
 	"github.com/waitroom/waitroom/waitroom"
 )
@@ -159,7 +160,7 @@ type Server struct {
 	flight  singleflight.Group
 
 	// holdRows writes the ledger rows of new holds, in batches.
-	holdRows *holdWriter
+	holdRows *ledger.HoldWriter
 	// afterRedisStep, when set (tests), runs between the Redis step and the
 	// ledger step of a change to a hold (lifecycle.go).
 	afterRedisStep func()
@@ -182,7 +183,7 @@ type Server struct {
 
 // New returns a server over ledger and rdb (both the caller's to close). It
 // does no I/O; Start loads the events.
-func New(cfg Config, ledger *Ledger, rdb redis.UniversalClient) (*Server, error) {
+func New(cfg Config, l *Ledger, rdb redis.UniversalClient) (*Server, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
@@ -198,8 +199,8 @@ func New(cfg Config, ledger *Ledger, rdb redis.UniversalClient) (*Server, error)
 	return &Server{
 		cfg:        cfg,
 		log:        cfg.Logger,
-		ledger:     ledger,
-		holdRows:   newHoldWriter(ledger),
+		ledger:     l,
+		holdRows:   ledger.NewHoldWriter(l),
 		rdb:        rdb,
 		inv:        inventory.New(rdb),
 		store:      waitroom.NewRedisStore(rdb, waitroom.RedisOptions{}),

@@ -12,6 +12,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/skip2/go-qrcode"
+
+	"github.com/waitroom/waitroom/origin/ledger"
 )
 
 // A ticket code carries what it grants and proves it: the booking, the
@@ -97,9 +99,17 @@ func VerifyTicket(key []byte, code string) (TicketClaims, error) {
 
 // ticketJSON is a ticket of <booking>.
 type ticketJSON struct {
-	Code    string `json:"code" db:"code"`
-	EventID int64  `json:"event_id" db:"event_id"`
-	Seat    int64  `json:"seat" db:"seat"`
+	Code    string `json:"code"`
+	EventID int64  `json:"event_id"`
+	Seat    int64  `json:"seat"`
+}
+
+func ticketsJSON(ts []ledger.Ticket) []ticketJSON {
+	out := make([]ticketJSON, len(ts))
+	for i, t := range ts {
+		out[i] = ticketJSON{Code: t.Code, EventID: t.EventID, Seat: t.Seat}
+	}
+	return out
 }
 
 // ticketPNGSize is the QR image's width and height in pixels.
@@ -118,7 +128,7 @@ func (s *Server) handleTicketPNG(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "no such ticket")
 		return
 	}
-	valid, err := s.ledger.TicketIsValid(r.Context(), code)
+	valid, err := s.ledger.Bookings().TicketIsValid(r.Context(), code)
 	switch {
 	case err != nil:
 		writeResponse(w, errUnavailable)

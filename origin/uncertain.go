@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/waitroom/waitroom/origin/ledger"
 )
 
 // A hold write whose connection broke after the INSERT was sent may still
@@ -63,7 +65,7 @@ func (s *Server) ResolveUncertain(ctx context.Context) (int, error) {
 	}
 
 	written, err := s.ledger.HoldsWritten(ctx, ids)
-	if errors.Is(err, errHoldWritesBusy) {
+	if errors.Is(err, ledger.ErrHoldWritesBusy) {
 		return 0, nil // the next call asks again
 	}
 	if err != nil {

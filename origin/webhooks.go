@@ -3,7 +3,6 @@ package origin
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"time"
 
@@ -97,9 +96,9 @@ func (s *Server) HandlePaymentEvent(ctx context.Context, ev payment.Event) (stri
 		return webhookIgnored, nil
 	}
 	provider := s.cfg.Payments.Name()
-	var seen bool
-	if err := s.ledger.pool.QueryRow(ctx, sqlPaymentEventSeen, provider, ev.ID).Scan(&seen); err != nil {
-		return "", fmt.Errorf("check event %s: %w", ev.ID, err)
+	seen, err := s.ledger.Bookings().EventSeen(ctx, provider, ev.ID)
+	if err != nil {
+		return "", err
 	}
 	if seen {
 		return webhookDuplicate, nil
@@ -139,11 +138,11 @@ func (s *Server) HandlePaymentEvent(ctx context.Context, ev payment.Event) (stri
 	if err != nil {
 		return "", err
 	}
-	tag, err := s.ledger.pool.Exec(ctx, sqlRecordPaymentEvent, provider, ev.ID, ev.Type, ev.PaymentID, b.ID, s.now())
+	recorded, err := s.ledger.Bookings().RecordEvent(ctx, provider, ev.ID, ev.Type, ev.PaymentID, b.ID, s.now())
 	if err != nil {
-		return "", fmt.Errorf("record event %s: %w", ev.ID, err)
+		return "", err
 	}
-	if tag.RowsAffected() == 0 {
+	if !recorded {
 		return webhookDuplicate, nil
 	}
 	return webhookProcessed, nil
@@ -153,7 +152,7 @@ func (s *Server) HandlePaymentEvent(ctx context.Context, ev payment.Event) (stri
 // the booking id of the payment's metadata while the booking has not
 // recorded its payment id yet.
 func (s *Server) bookingOfEvent(ctx context.Context, provider string, ev payment.Event) (Booking, bool, error) {
-	b, err := s.ledger.bookingByPayment(ctx, provider, ev.PaymentID)
+	b, err := s.ledger.Bookings().ByPayment(ctx, provider, ev.PaymentID)
 	if err == nil {
 		return b, true, nil
 	}

@@ -1,4 +1,4 @@
-package origin
+package ledger
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 // Group commit of the ledger rows of new holds. Written one INSERT and one
 // commit each, thousands of holds a second kept Postgres busy beginning and
 // committing one-row transactions, and every request held a pool connection
-// for a WAL flush of its own. The holdWriter puts the rows of holds made at
+// for a WAL flush of its own. The HoldWriter puts the rows of holds made at
 // the same moment into one multi-row INSERT and one commit. Each request
 // still waits until its own row is committed (or known not to be) before it
 // answers, so the durability and the compensation of a hold are exactly
@@ -33,7 +33,7 @@ import (
 // writes bigger batches. Batches run on goroutines started when a row is
 // queued and ending when the queue is empty: there is nothing to start or
 // stop, and a row queued while the server shuts down is still written.
-type holdWriter struct {
+type HoldWriter struct {
 	ledger *Ledger
 	// maxBatch bounds the rows of one INSERT; maxInFlight the batches being
 	// written at once (each on a pool connection of its own). One at a time
@@ -54,8 +54,25 @@ const (
 	defaultHoldWriters = 1
 )
 
-func newHoldWriter(l *Ledger) *holdWriter {
-	return &holdWriter{ledger: l, maxBatch: defaultHoldBatch, maxInFlight: defaultHoldWriters}
+// NewHoldWriter writes the rows of new holds into l.
+func NewHoldWriter(l *Ledger) *HoldWriter {
+	return &HoldWriter{ledger: l, maxBatch: defaultHoldBatch, maxInFlight: defaultHoldWriters}
+}
+
+// OnBatch has w call f with the size of each batch before it is written,
+// and f may hold it back: for tests that need batches of a known shape.
+// Set it before any write.
+func (w *HoldWriter) OnBatch(f func(size int)) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.onBatch = func(b []*holdWrite) { f(len(b)) }
+}
+
+// Queued is how many rows wait for a batch (for tests).
+func (w *HoldWriter) Queued() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.queue)
 }
 
 // holdWrite is one queued row and, once done is closed, its outcome.
@@ -64,17 +81,17 @@ type holdWrite struct {
 	row  Hold
 	done chan struct{}
 
-	outcome writeOutcome
+	outcome WriteOutcome
 	err     error
 	// alone: the batch did not write the row; its request writes it alone.
 	alone bool
 }
 
-// write writes the row of a new hold, as Ledger.InsertHold does, in a batch
+// Write writes the row of a new hold, as Ledger.InsertHold does, in a batch
 // with the rows queued at the same time. ctx bounds the write: a row still
-// queued when it ends is not sent (writeFailed). write always waits for the
+// queued when it ends is not sent (WriteFailed). write always waits for the
 // outcome, whatever ctx does, since the seats depend on it.
-func (w *holdWriter) write(ctx context.Context, row Hold, now time.Time) (writeOutcome, error) {
+func (w *HoldWriter) Write(ctx context.Context, row Hold, now time.Time) (WriteOutcome, error) {
 	hw := &holdWrite{ctx: ctx, row: row, done: make(chan struct{})}
 	w.mu.Lock()
 	w.queue = append(w.queue, hw)
@@ -91,7 +108,7 @@ func (w *holdWriter) write(ctx context.Context, row Hold, now time.Time) (writeO
 }
 
 // run writes batches until the queue is empty.
-func (w *holdWriter) run() {
+func (w *HoldWriter) run() {
 	for {
 		w.mu.Lock()
 		n := min(len(w.queue), w.maxBatch)
@@ -107,7 +124,7 @@ func (w *holdWriter) run() {
 	}
 }
 
-func (w *holdWriter) writeBatch(batch []*holdWrite) {
+func (w *HoldWriter) writeBatch(batch []*holdWrite) {
 	if w.onBatch != nil {
 		w.onBatch(batch)
 	}
@@ -121,7 +138,7 @@ func (w *holdWriter) writeBatch(batch []*holdWrite) {
 	send := batch[:0:0]
 	for _, hw := range batch {
 		if err := hw.ctx.Err(); err != nil {
-			hw.finish(writeFailed, fmt.Errorf("insert hold %s: not sent: %w", hw.row.ID, err))
+			hw.finish(WriteFailed, fmt.Errorf("insert hold %s: not sent: %w", hw.row.ID, err))
 			continue
 		}
 		if d, ok := hw.ctx.Deadline(); ok && (deadline.IsZero() || d.Before(deadline)) {
@@ -146,7 +163,7 @@ func (w *holdWriter) writeBatch(batch []*holdWrite) {
 	case err == nil:
 		for i, hw := range send {
 			if inserted[i] {
-				hw.finish(writeDone, nil)
+				hw.finish(WriteDone, nil)
 			} else {
 				hw.finishAlone()
 			}
@@ -164,7 +181,7 @@ func (w *holdWriter) writeBatch(batch []*holdWrite) {
 	}
 }
 
-func (hw *holdWrite) finish(o writeOutcome, err error) {
+func (hw *holdWrite) finish(o WriteOutcome, err error) {
 	hw.outcome, hw.err = o, err
 	close(hw.done)
 }

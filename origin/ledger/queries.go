@@ -1,4 +1,4 @@
-package origin
+package ledger
 
 // Every SQL statement of the origin, in one place.
 

@@ -1,4 +1,4 @@
-package origin
+package ledger
 
 import (
 	"context"
@@ -20,7 +20,7 @@ var writerNow = time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
 
 func testLedger(t *testing.T, dbURL string) *Ledger {
 	t.Helper()
-	l, err := OpenLedger(context.Background(), dbURL, LedgerOptions{})
+	l, err := Open(context.Background(), dbURL, Options{})
 	require.NoError(t, err)
 	t.Cleanup(l.Close)
 	return l
@@ -35,14 +35,14 @@ func pendingRow(event int64, user, key string) Hold {
 }
 
 type writeResult struct {
-	outcome writeOutcome
+	outcome WriteOutcome
 	err     error
 }
 
 // writeBatched writes first alone, held back by the gate, and rows behind
 // it, so that rows are written as one batch. Each row's write gets ctxOf(i)
 // (a 5 s deadline when nil).
-func writeBatched(t *testing.T, w *holdWriter, first Hold, rows []Hold, ctxOf func(i int) context.Context) (writeResult, []writeResult) {
+func writeBatched(t *testing.T, w *HoldWriter, first Hold, rows []Hold, ctxOf func(i int) context.Context) (writeResult, []writeResult) {
 	t.Helper()
 	gate := gateHoldBatches(w)
 	write := func(ctx context.Context, h Hold) writeResult {
@@ -51,7 +51,7 @@ func writeBatched(t *testing.T, w *holdWriter, first Hold, rows []Hold, ctxOf fu
 			ctx, cancel = context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
 		}
-		o, err := w.write(ctx, h, writerNow)
+		o, err := w.Write(ctx, h, writerNow)
 		return writeResult{o, err}
 	}
 	var firstRes writeResult
@@ -82,7 +82,7 @@ func countHolds(t *testing.T, l *Ledger, event int64) int {
 
 func TestHoldWriterBatchesConcurrentRows(t *testing.T) {
 	l := testLedger(t, testenv.Postgres(t))
-	w := newHoldWriter(l)
+	w := NewHoldWriter(l)
 	event := testenv.EventID()
 	rows := make([]Hold, 50)
 	for i := range rows {
@@ -92,7 +92,7 @@ func TestHoldWriterBatchesConcurrentRows(t *testing.T) {
 	require.NoError(t, first.err)
 	for i, r := range results {
 		require.NoError(t, r.err)
-		assert.Equal(t, writeDone, r.outcome)
+		assert.Equal(t, WriteDone, r.outcome)
 		got, err := l.Hold(context.Background(), rows[i].ID)
 		require.NoError(t, err, "a row acknowledged is committed")
 		assert.Equal(t, rows[i].UserID, got.UserID)
@@ -127,13 +127,13 @@ func TestHoldWriterConflictsAreWrittenAlone(t *testing.T) {
 	for range 20 {
 		rows = append(rows, pendingRow(event, uuid.NewString(), "k"))
 	}
-	_, results := writeBatched(t, newHoldWriter(l), pendingRow(event, "first", "k"), rows, nil)
+	_, results := writeBatched(t, NewHoldWriter(l), pendingRow(event, "first", "k"), rows, nil)
 
-	assert.ErrorIs(t, results[0].err, errLiveHoldExists)
+	assert.ErrorIs(t, results[0].err, ErrLiveHoldExists)
 	assert.NoError(t, results[1].err)
-	assert.ErrorIs(t, results[2].err, errDuplicateKey)
+	assert.ErrorIs(t, results[2].err, ErrDuplicateKey)
 	assert.ElementsMatch(t, []bool{true, false}, []bool{results[3].err == nil, results[4].err == nil}, "one of the two goes in")
-	assert.ErrorIs(t, errors.Join(results[3].err, results[4].err), errLiveHoldExists)
+	assert.ErrorIs(t, errors.Join(results[3].err, results[4].err), ErrLiveHoldExists)
 	for _, r := range results[5:] {
 		assert.NoError(t, r.err, "the rest of the batch is not held up")
 	}
@@ -154,7 +154,7 @@ func TestHoldWriterRefusedBatchIsWrittenRowByRow(t *testing.T) {
 	rows[3].Quantity = 0 // breaks a CHECK: the server refuses the whole statement
 	gone, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, results := writeBatched(t, newHoldWriter(l), pendingRow(event, "first", "k"), rows, func(i int) context.Context {
+	_, results := writeBatched(t, NewHoldWriter(l), pendingRow(event, "first", "k"), rows, func(i int) context.Context {
 		if i == 5 {
 			return gone // its request's deadline passed while it was queued
 		}
@@ -163,9 +163,9 @@ func TestHoldWriterRefusedBatchIsWrittenRowByRow(t *testing.T) {
 	var pgErr *pgconn.PgError
 	require.ErrorAs(t, results[3].err, &pgErr)
 	assert.Equal(t, "23514", pgErr.Code)
-	assert.Equal(t, writeFailed, results[3].outcome)
+	assert.Equal(t, WriteFailed, results[3].outcome)
 	assert.ErrorIs(t, results[5].err, context.Canceled)
-	assert.Equal(t, writeFailed, results[5].outcome, "not sent")
+	assert.Equal(t, WriteFailed, results[5].outcome, "not sent")
 	for i, r := range results {
 		if i != 3 && i != 5 {
 			assert.NoError(t, r.err, "row %d fails only if it is at fault", i)
@@ -186,7 +186,7 @@ func TestHoldWriterFailedBatchFailsEveryRow(t *testing.T) {
 	for i := range rows {
 		rows[i] = pendingRow(event, uuid.NewString(), "k")
 	}
-	w := newHoldWriter(l)
+	w := NewHoldWriter(l)
 	gate := gateHoldBatches(w)
 	var wg sync.WaitGroup
 	results := make([]writeResult, len(rows))
@@ -194,7 +194,7 @@ func TestHoldWriterFailedBatchFailsEveryRow(t *testing.T) {
 		wg.Go(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
-			o, err := w.write(ctx, h, writerNow)
+			o, err := w.Write(ctx, h, writerNow)
 			if i > 0 {
 				results[i-1] = writeResult{o, err}
 			}
@@ -210,7 +210,7 @@ func TestHoldWriterFailedBatchFailsEveryRow(t *testing.T) {
 	require.Equal(t, []int{1, len(rows)}, gate.Sizes())
 	for _, r := range results {
 		require.Error(t, r.err)
-		assert.NotEqual(t, writeDone, r.outcome)
+		assert.NotEqual(t, WriteDone, r.outcome)
 		assert.Equal(t, results[0].outcome, r.outcome, "one outcome for the whole batch")
 	}
 	proxy.Restore()
@@ -227,9 +227,58 @@ func TestHoldRowsPastTheirDeadlineAreNotWritten(t *testing.T) {
 	rows := []Hold{pendingRow(event, "late", "k"), pendingRow(event, "in-time", "k"), pendingRow(event, "unbounded", "k")}
 	inserted, outcome, err := l.InsertHolds(ctx, rows, []*time.Time{&past, &future, nil})
 	require.NoError(t, err)
-	assert.Equal(t, writeDone, outcome)
+	assert.Equal(t, WriteDone, outcome)
 	assert.Equal(t, []bool{false, true, true}, inserted)
 	written, err := l.HoldsWritten(ctx, []string{rows[0].ID, rows[1].ID, rows[2].ID})
 	require.NoError(t, err)
 	assert.Equal(t, map[string]bool{rows[1].ID: true, rows[2].ID: true}, written)
+}
+
+// batchGate holds the first batch of hold rows back, so that the rows
+// queued meanwhile go into the next batch together: batching made
+// deterministic, whatever the machine's speed.
+type batchGate struct {
+	w    *HoldWriter
+	open chan struct{}
+
+	mu    sync.Mutex
+	sizes []int
+}
+
+func gateHoldBatches(w *HoldWriter) *batchGate {
+	g := &batchGate{w: w, open: make(chan struct{})}
+	w.OnBatch(func(n int) {
+		g.mu.Lock()
+		g.sizes = append(g.sizes, n)
+		first := len(g.sizes) == 1
+		g.mu.Unlock()
+		if first {
+			<-g.open
+		}
+	})
+	return g
+}
+
+// WaitQueued waits until the first batch is held back and n rows wait
+// behind it.
+func (g *batchGate) WaitQueued(t *testing.T, n int) {
+	t.Helper()
+	for range 10_000 {
+		g.mu.Lock()
+		held := len(g.sizes) > 0
+		g.mu.Unlock()
+		if held && g.w.Queued() >= n {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatalf("%d hold rows never queued behind the first batch", n)
+}
+
+func (g *batchGate) Open() { close(g.open) }
+
+func (g *batchGate) Sizes() []int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return append([]int(nil), g.sizes...)
 }

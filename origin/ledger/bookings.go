@@ -1,0 +1,366 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Booking statuses (docs/api.md <booking>).
+const (
+	BookingPaymentPending = "payment_pending"
+	BookingConfirmed      = "confirmed"
+	BookingFailed         = "failed"
+	BookingCancelled      = "cancelled"
+	BookingRefunded       = "refunded"
+)
+
+// Refund states of a booking (refund_status): none due (""), decided or
+// made and not over (pending), over (succeeded: only then is the booking
+// refunded), or failed at the provider (the booking stays cancelled, the
+// money owed, until a new attempt succeeds).
+const (
+	RefundPending   = "pending"
+	RefundSucceeded = "succeeded"
+	RefundFailed    = "failed"
+)
+
+// Booking errors.
+var (
+	// ErrBookingExists: the hold has a live booking already.
+	ErrBookingExists = errors.New("the hold has a booking already")
+	// ErrBookingKeyUsed: the user made a booking with this key already.
+	ErrBookingKeyUsed = errors.New("idempotency key already used for a booking")
+	// ErrNoSeatLeft: every seat number of the event is taken.
+	ErrNoSeatLeft = errors.New("no seat number left")
+	// ErrOverflowUsedUp: the overflow reserve has no seat left.
+	ErrOverflowUsedUp = errors.New("overflow reserve used up")
+)
+
+// Booking is a row of the bookings table.
+type Booking struct {
+	ID             string     `db:"id"`
+	HoldID         string     `db:"hold_id"`
+	EventID        int64      `db:"event_id"`
+	UserID         string     `db:"user_id"`
+	Quantity       int64      `db:"quantity"`
+	Amount         int64      `db:"amount"`
+	Currency       string     `db:"currency"`
+	Status         string     `db:"status"`
+	StatusReason   string     `db:"status_reason"`
+	Provider       string     `db:"provider"`
+	PaymentMethod  string     `db:"payment_method"`
+	PaymentID      string     `db:"payment_id"`
+	Overflow       bool       `db:"overflow"`
+	RefundStatus   string     `db:"refund_status"`
+	RefundID       string     `db:"refund_id"`
+	RefundAttempts int        `db:"refund_attempts"` // refunds failed at the provider before the current one
+	IdempotencyKey string     `db:"idempotency_key"`
+	RequestDigest  string     `db:"request_digest"`
+	Response       []byte     `db:"response"`
+	CreatedAt      time.Time  `db:"created_at"`
+	UpdatedAt      time.Time  `db:"updated_at"`
+	ConfirmedAt    *time.Time `db:"confirmed_at"`
+	CheckedAt      time.Time  `db:"checked_at"`
+}
+
+// NewBooking is what a booking is created with.
+type NewBooking struct {
+	ID, HoldID     string
+	EventID        int64
+	UserID         string
+	Quantity       int64
+	Amount         int64
+	Currency       string
+	Provider       string
+	PaymentMethod  string
+	IdempotencyKey string
+	RequestDigest  string
+	CreatedAt      time.Time
+}
+
+// Ticket is a valid ticket of a booking.
+type Ticket struct {
+	Code    string `db:"code"`
+	EventID int64  `db:"event_id"`
+	Seat    int64  `db:"seat"`
+}
+
+// Bookings are the named operations on bookings, their tickets and the
+// payment events acted on, over the pool (Ledger.Bookings) or inside a
+// transaction (Tx.Bookings). Every change of a booking's status is
+// conditional on the status it leaves: a change returns ok false (and no
+// error) when the booking was not in it.
+type Bookings struct{ q querier }
+
+// Bookings runs booking operations on the pool, each on its own.
+func (l *Ledger) Bookings() Bookings { return Bookings{l.pool} }
+
+// Bookings runs booking operations inside the transaction.
+func (t Tx) Bookings() Bookings { return Bookings{t.tx} }
+
+// Booking reads one booking.
+func (l *Ledger) Booking(ctx context.Context, id string) (Booking, error) {
+	return l.Bookings().Get(ctx, id)
+}
+
+// TicketsOf reads the valid tickets of a booking, by seat.
+func (l *Ledger) TicketsOf(ctx context.Context, bookingID string) ([]Ticket, error) {
+	return l.Bookings().TicketsOf(ctx, bookingID)
+}
+
+func (b Bookings) one(ctx context.Context, what, sql string, args ...any) (Booking, error) {
+	rows, err := b.q.Query(ctx, sql, args...)
+	return collectOne[Booking](rows, err, what)
+}
+
+// change runs a conditional change of one booking.
+func (b Bookings) change(ctx context.Context, what, sql string, args ...any) (Booking, bool, error) {
+	got, err := b.one(ctx, what, sql, args...)
+	if errors.Is(err, ErrNotFound) {
+		return Booking{}, false, nil
+	}
+	return got, err == nil, err
+}
+
+// Get reads one booking.
+func (b Bookings) Get(ctx context.Context, id string) (Booking, error) {
+	return b.one(ctx, "read booking "+id, sqlBooking, id)
+}
+
+// ByKey reads the booking a user made with an Idempotency-Key.
+func (b Bookings) ByKey(ctx context.Context, user, key string) (Booking, error) {
+	return b.one(ctx, "read booking by idempotency key", sqlBookingByKey, user, key)
+}
+
+// LiveOfHold reads the booking of a hold that has not failed.
+func (b Bookings) LiveOfHold(ctx context.Context, holdID string) (Booking, error) {
+	return b.one(ctx, "read booking of hold "+holdID, sqlLiveBookingOfHold, holdID)
+}
+
+// ByPayment reads the booking a provider's payment pays.
+func (b Bookings) ByPayment(ctx context.Context, provider, paymentID string) (Booking, error) {
+	return b.one(ctx, "read booking of payment "+paymentID, sqlBookingByPayment, provider, paymentID)
+}
+
+// Lock reads a booking and locks its row until the transaction ends.
+func (b Bookings) Lock(ctx context.Context, id string) (Booking, error) {
+	return b.one(ctx, "lock booking "+id, sqlLockBooking, id)
+}
+
+// Insert writes a new booking, waiting for its payment.
+// ErrBookingExists: the hold has a live booking; ErrBookingKeyUsed: the
+// user used the key for a booking already.
+func (b Bookings) Insert(ctx context.Context, n NewBooking) (Booking, error) {
+	got, err := b.one(ctx, "insert booking "+n.ID, sqlInsertBooking, n.ID, n.HoldID, n.EventID, n.UserID, n.Quantity,
+		n.Amount, n.Currency, n.Provider, n.PaymentMethod, n.IdempotencyKey, n.RequestDigest, n.CreatedAt)
+	switch uniqueViolation(err) {
+	case "bookings_one_per_hold":
+		return Booking{}, ErrBookingExists
+	case "bookings_idempotency_key":
+		return Booking{}, ErrBookingKeyUsed
+	}
+	return got, err
+}
+
+// Answered keeps the answer of the request that made the booking, and the
+// payment id if it had none.
+func (b Bookings) Answered(ctx context.Context, id, paymentID string, body []byte, now time.Time) error {
+	if _, err := b.q.Exec(ctx, sqlBookingAnswered, id, paymentID, body, now); err != nil {
+		return fmt.Errorf("keep response of booking %s: %w", id, err)
+	}
+	return nil
+}
+
+// Confirm confirms a booking waiting for its payment.
+func (b Bookings) Confirm(ctx context.Context, id, paymentID string, overflow bool, reason string, now time.Time) (Booking, bool, error) {
+	return b.change(ctx, "confirm booking "+id, sqlConfirmBooking, id, reason, overflow, paymentID, now)
+}
+
+// Fail marks failed a booking waiting for its payment.
+func (b Bookings) Fail(ctx context.Context, id, paymentID, reason string, now time.Time) (Booking, bool, error) {
+	return b.change(ctx, "fail booking "+id, sqlFailBooking, id, reason, paymentID, now)
+}
+
+// RefundPayment cancels a booking waiting for its payment (or failed) whose
+// money no seat answers: its refund is decided, to be made after the
+// commit.
+func (b Bookings) RefundPayment(ctx context.Context, id, reason, paymentID string, now time.Time) (Booking, bool, error) {
+	return b.change(ctx, "refund booking "+id, sqlRefundPayment, id, reason, paymentID, now)
+}
+
+// Cancel cancels a confirmed booking; refund is its refund status.
+func (b Bookings) Cancel(ctx context.Context, id, reason, refund string, now time.Time) (Booking, bool, error) {
+	return b.change(ctx, "cancel booking "+id, sqlCancelBooking, id, reason, refund, now)
+}
+
+// RefundOutcome is what the provider said of a refund attempt.
+type RefundOutcome int
+
+const (
+	// RefundWasMade: made and not over; its id is kept to ask about it.
+	RefundWasMade RefundOutcome = iota
+	// RefundWasDone: the money went back (refundID "": through a refund the
+	// origin did not make).
+	RefundWasDone
+	// RefundWasFailed: the refund failed, maybe after it had succeeded.
+	RefundWasFailed
+)
+
+// RecordRefund records what the provider said of the booking's refund
+// attempt; an answer about another attempt changes nothing.
+func (b Bookings) RecordRefund(ctx context.Context, id string, attempt int, o RefundOutcome, refundID string, now time.Time) (Booking, bool, error) {
+	sql := sqlRefundMade
+	switch o {
+	case RefundWasDone:
+		sql = sqlRefundDone
+	case RefundWasFailed:
+		sql = sqlRefundFailed
+	}
+	return b.change(ctx, "record refund of booking "+id, sql, id, refundID, now, attempt)
+}
+
+// RetryRefund starts a new refund attempt after attempt failed.
+func (b Bookings) RetryRefund(ctx context.Context, id string, attempt int, now time.Time) (Booking, bool, error) {
+	return b.change(ctx, "retry refund of booking "+id, sqlRetryRefund, id, attempt, now)
+}
+
+// RefundedAtProvider ends a confirmed booking whose payment was refunded at
+// the provider.
+func (b Bookings) RefundedAtProvider(ctx context.Context, id, reason string, now time.Time) (Booking, bool, error) {
+	return b.change(ctx, "refund booking "+id, sqlRefundedAtProvider, id, reason, now)
+}
+
+// RefundedUnsettled ends a booking still waiting for its payment, whose
+// payment was refunded at the provider before it settled.
+func (b Bookings) RefundedUnsettled(ctx context.Context, id, reason, paymentID string, now time.Time) (Booking, bool, error) {
+	return b.change(ctx, "refund booking "+id, sqlRefundedUnsettled, id, reason, paymentID, now)
+}
+
+// ClaimUnsettled leases up to limit bookings waiting for their payment or
+// owing a refund, not looked at since before, until the next look (SKIP
+// LOCKED: nodes split the work).
+func (b Bookings) ClaimUnsettled(ctx context.Context, now, before time.Time, limit int) ([]Booking, error) {
+	rows, err := b.q.Query(ctx, sqlClaimUnsettled, now, before, limit)
+	return collectAll[Booking](rows, err, "lease unsettled bookings")
+}
+
+// CountFailedRefunds counts the bookings whose refund failed.
+func (b Bookings) CountFailedRefunds(ctx context.Context) (int64, error) {
+	var n int64
+	if err := b.q.QueryRow(ctx, sqlCountFailedRefunds).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count failed refunds: %w", err)
+	}
+	return n, nil
+}
+
+// EventSeen reports whether a provider's webhook event was acted on.
+func (b Bookings) EventSeen(ctx context.Context, provider, eventID string) (bool, error) {
+	var seen bool
+	if err := b.q.QueryRow(ctx, sqlPaymentEventSeen, provider, eventID).Scan(&seen); err != nil {
+		return false, fmt.Errorf("check event %s: %w", eventID, err)
+	}
+	return seen, nil
+}
+
+// RecordEvent records a webhook event acted on; false: recorded already.
+func (b Bookings) RecordEvent(ctx context.Context, provider, eventID, typ, paymentID, bookingID string, now time.Time) (bool, error) {
+	tag, err := b.q.Exec(ctx, sqlRecordPaymentEvent, provider, eventID, typ, paymentID, bookingID, now)
+	if err != nil {
+		return false, fmt.Errorf("record event %s: %w", eventID, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// TicketsOf reads the valid tickets of a booking, by seat.
+func (b Bookings) TicketsOf(ctx context.Context, bookingID string) ([]Ticket, error) {
+	rows, err := b.q.Query(ctx, sqlTicketsOfBooking, bookingID)
+	return collectAll[Ticket](rows, err, "read tickets of booking "+bookingID)
+}
+
+// TicketIsValid reports whether a ticket was issued and not cancelled.
+func (b Bookings) TicketIsValid(ctx context.Context, code string) (bool, error) {
+	var ok bool
+	if err := b.q.QueryRow(ctx, sqlTicketIsValid, code).Scan(&ok); err != nil {
+		return false, fmt.Errorf("check ticket: %w", err)
+	}
+	return ok, nil
+}
+
+// The overflow reserve, seat numbers and tickets: on the event's row, whose
+// lock orders the confirmations of one event, so inside a transaction.
+
+// TakeOverflow takes n seats of the event's overflow reserve
+// (ErrOverflowUsedUp: not that many left).
+func (t Tx) TakeOverflow(ctx context.Context, event, n int64) error {
+	var used int64
+	err := t.tx.QueryRow(ctx, sqlTakeOverflow, event, n).Scan(&used)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ErrOverflowUsedUp
+	}
+	if err != nil {
+		return fmt.Errorf("take overflow seats: %w", err)
+	}
+	return nil
+}
+
+// GiveOverflow gives n seats back to the event's overflow reserve.
+func (t Tx) GiveOverflow(ctx context.Context, event, n int64) error {
+	ok, err := t.exec(ctx, "give overflow seats back", sqlGiveOverflow, event, n)
+	if err == nil && !ok {
+		err = errors.New("the overflow reserve does not count its seats")
+	}
+	return err
+}
+
+// SeatsOfBuyer counts the seats user has in the event at now besides
+// booking bookingID of hold holdID: live holds, and bookings confirmed from
+// the overflow reserve.
+func (t Tx) SeatsOfBuyer(ctx context.Context, event int64, user, bookingID, holdID string, now time.Time) (int64, error) {
+	var n int64
+	if err := t.tx.QueryRow(ctx, sqlSeatsOfBuyer, event, user, bookingID, holdID, now).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count seats of buyer %s: %w", user, err)
+	}
+	return n, nil
+}
+
+// TakeSeats hands out n seat numbers of the event: freed ones first, then
+// new ones, within the capacity (ErrNoSeatLeft; the transaction is then
+// aborted: the caller rolls back, or used a savepoint).
+func (t Tx) TakeSeats(ctx context.Context, event, n int64) ([]int32, error) {
+	rows, err := t.tx.Query(ctx, sqlTakeSeats, event, n)
+	seats, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.ConstraintName == "events_next_seat" {
+		err = ErrNoSeatLeft
+	}
+	if err != nil {
+		return nil, fmt.Errorf("take seats: %w", err)
+	}
+	return seats, nil
+}
+
+// InsertTickets issues a booking's tickets: codes[i] for seats[i].
+func (t Tx) InsertTickets(ctx context.Context, bookingID string, event int64, codes []string, seats []int32, now time.Time) error {
+	if _, err := t.tx.Exec(ctx, sqlInsertTickets, codes, bookingID, event, seats, now); err != nil {
+		return fmt.Errorf("insert tickets of booking %s: %w", bookingID, err)
+	}
+	return nil
+}
+
+// VoidTickets voids a booking's tickets and frees their seat numbers.
+func (t Tx) VoidTickets(ctx context.Context, bookingID string, event int64) error {
+	rows, err := t.tx.Query(ctx, sqlVoidTickets, bookingID)
+	seats, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil {
+		return fmt.Errorf("void tickets of booking %s: %w", bookingID, err)
+	}
+	if _, err := t.tx.Exec(ctx, sqlFreeSeats, event, seats); err != nil {
+		return fmt.Errorf("free seats of booking %s: %w", bookingID, err)
+	}
+	return nil
+}
