@@ -129,17 +129,40 @@ func load(t *testing.T, port int, body string) *site {
 // endpoint's status and answer.
 func reload(t *testing.T, text, adapter string) (int, string) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, fmt.Sprintf("http://localhost:%d/load", adminPort), strings.NewReader(text))
-	require.NoError(t, err)
-	req.Header.Set("Content-Type", "text/"+adapter)
+	contentType := "text/" + adapter
 	if adapter == "json" {
-		req.Header.Set("Content-Type", "application/json")
+		contentType = "application/json"
 	}
-	res, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
-	require.NoError(t, err)
+	res := adminDo(t, 30*time.Second, func() *http.Request {
+		req, err := http.NewRequest(http.MethodPost, fmt.Sprintf("http://localhost:%d/load", adminPort), strings.NewReader(text))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", contentType)
+		return req
+	})
 	defer res.Body.Close()
 	b, _ := io.ReadAll(res.Body)
 	return res.StatusCode, string(b)
+}
+
+// adminDo sends a request to an admin endpoint, again when it got no answer
+// at all. A load that fails to provision has already replaced Caddy's
+// admin endpoint, and the old one, shut down in the background, drops
+// connections it accepted but had not read from yet (EOF, or a reset): the
+// request never reached Caddy, so sending it again is safe; a POST is not
+// sent again by the transport itself.
+func adminDo(t *testing.T, timeout time.Duration, req func() *http.Request) *http.Response {
+	t.Helper()
+	client := &http.Client{Timeout: timeout}
+	var err error
+	for range 5 {
+		var res *http.Response
+		if res, err = client.Do(req()); err == nil {
+			return res
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	require.NoError(t, err)
+	return nil
 }
 
 // visitor is a browser: its own cookie jar.
@@ -187,13 +210,14 @@ func (v *visitor) get(url string, headers ...string) response {
 // is on port.
 func adminCall(t *testing.T, port int, method, path, body string) (int, map[string]any, string) {
 	t.Helper()
-	req, err := http.NewRequest(method, fmt.Sprintf("http://localhost:%d%s", port, path), strings.NewReader(body))
-	require.NoError(t, err)
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	res, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
-	require.NoError(t, err)
+	res := adminDo(t, 10*time.Second, func() *http.Request {
+		req, err := http.NewRequest(method, fmt.Sprintf("http://localhost:%d%s", port, path), strings.NewReader(body))
+		require.NoError(t, err)
+		if body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		return req
+	})
 	defer res.Body.Close()
 	b, _ := io.ReadAll(res.Body)
 	var m map[string]any
@@ -743,4 +767,26 @@ http://localhost:%d {
 			}
 		})
 	}
+}
+
+// TestAdminCallsRightAfterAFailedReload: a config that fails to provision
+// still replaces Caddy's admin endpoint and shuts the old one down in the
+// background, and for a moment the old one drops what it accepted: a load
+// sent right after a failed one can get EOF (TestReloadKeepsTheQueue's
+// subtests in a random order did, now and then, under -race). Each admin
+// call of these tests is sent again when it got no answer at all.
+func TestAdminCallsRightAfterAFailedReload(t *testing.T) {
+	ev := testenv.EventID()
+	port := testenv.FreePort(t)
+	s := load(t, port, fmt.Sprintf("waitroom {\n event %d\n key k1 %s\n}\nrespond ok", ev, testSecret))
+	failing := siteCaddyfile(port, fmt.Sprintf("waitroom {\n event %d\n key k1 short\n}\nrespond no", ev))
+	for range 200 {
+		code, msg := reload(t, failing, "caddyfile")
+		require.NotEqual(t, http.StatusOK, code)
+		require.Contains(t, msg, "at least 32")
+		code, msg = reload(t, siteCaddyfile(port, "waitroom {\n colour blue\n}"), "caddyfile")
+		require.NotEqual(t, http.StatusOK, code)
+		require.Contains(t, msg, "colour")
+	}
+	assert.Equal(t, "waiting", newVisitor(t).get(s.url("/")).Header.Get(HeaderStatus), "the running config still serves")
 }
