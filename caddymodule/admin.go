@@ -35,6 +35,7 @@ const adminTimeout = 5 * time.Second
 //	POST /waitroom/events/{id}/watermark    {"set": 6000} or {"raise_by": 1000}
 //	POST /waitroom/events/{id}/sold_out     {"sold_out": true}
 //	POST /waitroom/events/{id}/pause        {"paused": true}
+//	GET  /waitroom/events/{id}/lottery      the scheduled opening's draw
 //
 // Each answers the event's state, {"event", "watermark", "last_position",
 // "hard_cap", "sold_out", "paused"}. A change is written to the event's
@@ -46,6 +47,12 @@ const adminTimeout = 5 * time.Second
 // request_too_large, 422 watermark_overflow for a raise_by that would take
 // the watermark past the largest int64, 503 queue_unavailable when the
 // store cannot be reached.
+//
+// The lottery route answers, before the draw, {"event", "opens_at",
+// "commitment", "drawn": false}; after it {"event", "opens_at",
+// "commitment", "seed", "entrants", "algorithm", "base", "drawn": true},
+// which cmd/waitroom-verify reads to recompute every position. An event
+// without opens_at answers 404 not_found.
 type Admin struct {
 	logger *zap.Logger
 }
@@ -142,13 +149,13 @@ func (a *Admin) route(w http.ResponseWriter, r *http.Request) error {
 	if len(parts) == 3 {
 		action = parts[2]
 		switch action {
-		case "watermark", "sold_out", "pause":
+		case "watermark", "sold_out", "pause", "lottery":
 		default:
 			return apiError(http.StatusNotFound, "no such route: %s", r.URL.Path)
 		}
 	}
 	method := http.MethodGet
-	if action != "" {
+	if action != "" && action != "lottery" {
 		method = http.MethodPost
 	}
 	if err := allow(w, r, method); err != nil {
@@ -164,6 +171,9 @@ func (a *Admin) route(w http.ResponseWriter, r *http.Request) error {
 	}
 	if action == "" {
 		return writeJSON(w, http.StatusOK, entry.room.State())
+	}
+	if action == "lottery" {
+		return a.lottery(w, r, entry)
 	}
 
 	var change waitroom.Change
@@ -243,6 +253,37 @@ func (a *Admin) route(w http.ResponseWriter, r *http.Request) error {
 		zap.Bool("sold_out", state.SoldOut),
 		zap.Bool("paused", state.Paused))...)
 	return writeJSON(w, http.StatusOK, state)
+}
+
+// lotteryBody is the lottery route's answer: the published draw, with
+// drawn telling which form it is.
+type lotteryBody struct {
+	Event      int64     `json:"event"`
+	OpensAt    string    `json:"opens_at"`
+	Commitment string    `json:"commitment"`
+	Drawn      bool      `json:"drawn"`
+	Seed       *string   `json:"seed,omitempty"`
+	Entrants   *[]string `json:"entrants,omitempty"`
+	Algorithm  *string   `json:"algorithm,omitempty"`
+	Base       *int64    `json:"base,omitempty"`
+}
+
+func (a *Admin) lottery(w http.ResponseWriter, r *http.Request, entry *roomEntry) error {
+	ctx, cancel := context.WithTimeout(r.Context(), adminTimeout)
+	defer cancel()
+	v, err := entry.room.Lottery(ctx)
+	switch {
+	case errors.Is(err, waitroom.ErrNoOpening):
+		return apiError(http.StatusNotFound, "event %d has no scheduled opening (opens_at)", entry.key.Event)
+	case err != nil:
+		return apiError(http.StatusServiceUnavailable, "the queue store is unavailable: %v", err)
+	}
+	body := lotteryBody{Event: entry.key.Event, OpensAt: v.OpensAt.UTC().Format(time.RFC3339Nano), Commitment: v.Commitment, Drawn: v.Drawn}
+	if v.Drawn {
+		p := v.Published
+		body.Seed, body.Entrants, body.Algorithm, body.Base = &p.Seed, &p.Entrants, &p.Algorithm, &p.Base
+	}
+	return writeJSON(w, http.StatusOK, body)
 }
 
 // allow refuses any method but method with 405 and an Allow header.

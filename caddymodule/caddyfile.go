@@ -8,6 +8,9 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/waitroom/waitroom/waitroom"
+	"github.com/waitroom/waitroom/waitroom/lottery"
 )
 
 func init() {
@@ -43,10 +46,15 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		sold_out_template <file>
 //		autopilot        <step> <interval>
 //		cookie_secure    always|auto
+//		opens_at         <RFC 3339 time>
+//		lottery_seed     <hex>
+//		challenge        [<bits>]
+//		join_rate        <n> <duration>
 //	}
 //
 // event and at least one key are required; key may be repeated (the first
-// signs, all verify). The defaults are those of the JSON fields of Handler.
+// signs, all verify). The defaults are those of the JSON fields of Handler;
+// challenge without a number means waitroom.DefaultChallengeBits.
 func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // the directive's name
 	if d.NextArg() {
@@ -163,6 +171,55 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.Errf("cookie_secure: must be %s or %s (got %q)", CookieSecureAlways, CookieSecureAuto, v)
 			}
 			h.CookieSecure = v
+		case "opens_at":
+			v, err := stringArg(d, sub)
+			if err != nil {
+				return err
+			}
+			if _, err := time.Parse(time.RFC3339, v); err != nil {
+				return d.Errf("opens_at: want an RFC 3339 time such as 2030-01-31T10:00:00Z (got %q)", v)
+			}
+			h.OpensAt = v
+		case "lottery_seed":
+			v, err := stringArg(d, sub)
+			if err != nil {
+				return err
+			}
+			if _, err := lottery.ParseSeed(v); err != nil {
+				return d.Errf("lottery_seed: %v", err)
+			}
+			h.LotterySeed = v
+		case "challenge":
+			args := d.RemainingArgs()
+			switch len(args) {
+			case 0:
+				h.Challenge = waitroom.DefaultChallengeBits
+			case 1:
+				n, err := strconv.Atoi(args[0])
+				if err != nil || n < 1 || n > waitroom.MaxChallengeBits {
+					return d.Errf("challenge: bits must be an integer from 1 to %d (got %q)", waitroom.MaxChallengeBits, args[0])
+				}
+				h.Challenge = n
+			default:
+				return d.Errf("challenge: want at most one argument (<bits>), got %d", len(args))
+			}
+		case "join_rate":
+			args := d.RemainingArgs()
+			if len(args) != 2 {
+				return d.Errf("join_rate: want <n> <duration>, got %d argument(s)", len(args))
+			}
+			n, err := strconv.Atoi(args[0])
+			if err != nil || n < 1 {
+				return d.Errf("join_rate: n must be a positive integer (got %q)", args[0])
+			}
+			per, err := caddy.ParseDuration(args[1])
+			if err != nil || per <= 0 {
+				return d.Errf("join_rate: duration must be a positive duration (got %q)", args[1])
+			}
+			if per/time.Duration(n) <= 0 {
+				return d.Errf("join_rate: %d per %s is too fast to count", n, per)
+			}
+			h.JoinRate = &JoinRate{Joins: n, Per: caddy.Duration(per)}
 		default:
 			return d.Errf("unrecognized waitroom subdirective %q", sub)
 		}

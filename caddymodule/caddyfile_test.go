@@ -51,6 +51,10 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 				sold_out_template /etc/caddy/sold_out.html
 				autopilot 100 10s
 				cookie_secure always
+				opens_at 2030-01-31T10:00:00Z
+				lottery_seed 000102030405060708090a0b0c0d0e0f
+				challenge 20
+				join_rate 5 1m
 			}`,
 			want: Handler{
 				Event:           42,
@@ -67,8 +71,27 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 				SoldOutTemplate: "/etc/caddy/sold_out.html",
 				Autopilot:       &Autopilot{Step: 100, Interval: caddy.Duration(10 * time.Second)},
 				CookieSecure:    "always",
+				OpensAt:         "2030-01-31T10:00:00Z",
+				LotterySeed:     "000102030405060708090a0b0c0d0e0f",
+				Challenge:       20,
+				JoinRate:        &JoinRate{Joins: 5, Per: caddy.Duration(time.Minute)},
 			},
 		},
+		{name: "challenge default", input: "waitroom {\n challenge\n}", want: Handler{Challenge: 19}},
+		{name: "opens_at with offset", input: "waitroom {\n opens_at 2030-01-31T15:30:00+05:30\n}", want: Handler{OpensAt: "2030-01-31T15:30:00+05:30"}},
+		{name: "opens_at missing", input: "waitroom {\n opens_at\n}", err: "opens_at: want exactly one argument"},
+		{name: "opens_at not a time", input: "waitroom {\n opens_at tomorrow\n}", err: `opens_at: want an RFC 3339 time such as 2030-01-31T10:00:00Z (got "tomorrow")`},
+		{name: "opens_at without zone", input: "waitroom {\n opens_at 2030-01-31T10:00:00\n}", err: "opens_at: want an RFC 3339 time"},
+		{name: "lottery seed not hex", input: "waitroom {\n lottery_seed xyz\n}", err: "lottery_seed: lottery seed: not hex"},
+		{name: "lottery seed short", input: "waitroom {\n lottery_seed 00ff\n}", err: "at least 16"},
+		{name: "challenge zero", input: "waitroom {\n challenge 0\n}", err: "challenge: bits must be an integer from 1 to 28"},
+		{name: "challenge too hard", input: "waitroom {\n challenge 29\n}", err: "challenge: bits must be an integer from 1 to 28"},
+		{name: "challenge not a number", input: "waitroom {\n challenge hard\n}", err: `(got "hard")`},
+		{name: "challenge two values", input: "waitroom {\n challenge 1 2\n}", err: "challenge: want at most one argument"},
+		{name: "join rate one arg", input: "waitroom {\n join_rate 5\n}", err: "join_rate: want <n> <duration>, got 1"},
+		{name: "join rate zero", input: "waitroom {\n join_rate 0 1m\n}", err: "join_rate: n must be a positive integer"},
+		{name: "join rate bad duration", input: "waitroom {\n join_rate 5 soon\n}", err: "join_rate: duration must be a positive duration"},
+		{name: "join rate too fast", input: "waitroom {\n join_rate 1000 1ns\n}", err: "too fast to count"},
 		{name: "memory store", input: "waitroom {\n store memory\n}", want: Handler{Store: "memory"}},
 		{name: "days", input: "waitroom {\n token_ttl 1d\n}", want: Handler{TokenTTL: caddy.Duration(24 * time.Hour)}},
 		{name: "zero watermark", input: "waitroom {\n watermark 0\n}", want: Handler{}},

@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/waitroom/waitroom/waitroom"
+	"github.com/waitroom/waitroom/waitroom/lottery"
 )
 
 func init() {
@@ -40,7 +41,13 @@ const (
 	StatusWaiting     = "waiting"
 	StatusSoldOut     = "sold_out"
 	StatusUnavailable = "unavailable"
+	StatusPreQueue    = "pre_queue"
+	StatusChallenge   = "challenge"
+	StatusRateLimited = "rate_limited"
 )
+
+// HeaderSolution carries a solved challenge, "<nonce>:<counter>".
+const HeaderSolution = waitroom.HeaderSolution
 
 // Defaults of the optional settings.
 const (
@@ -68,6 +75,9 @@ const (
 	// restoringRetry is the Retry-After of a 503 while the store's lost
 	// state is put back, which takes about waitroom.DefaultRestoreWindow.
 	restoringRetry = 2
+	// drawingRetry is the Retry-After of a 503 while the opening's draw is
+	// being made, which takes well under a second.
+	drawingRetry = 1
 	// soldOutVary lists what the sold-out answer depends on: its form
 	// (Accept) and whether the request carried a queue token.
 	soldOutVary = "Accept, Cookie, " + HeaderToken
@@ -164,6 +174,32 @@ type Handler struct {
 	// "always" on every answer, for sites only ever reached over HTTPS.
 	CookieSecure string `json:"cookie_secure,omitempty"`
 
+	// When the queue opens, RFC 3339. Before it, arrivals enter a
+	// pre-queue: they get a token without a position and a page that counts
+	// down; at the opening every entrant is given a position by a draw
+	// (docs/opening.md), and later arrivals queue after them. Default: open
+	// at once.
+	OpensAt string `json:"opens_at,omitempty"`
+
+	// The seed of the opening's draw, hex (at least 16 bytes), for a draw
+	// that can be replayed; its SHA-256 is published before the opening and
+	// the seed itself after the draw. Default: 32 random bytes, made when
+	// the event is first configured and kept in the store, where the first
+	// node's seed is the one every node uses.
+	LotterySeed string `json:"lottery_seed,omitempty"`
+
+	// Proof of work at join: the number of leading zero bits of
+	// SHA-256("<nonce>:<counter>") a new arrival must find before it gets
+	// a place (1 to 28). Default: 0 (no challenge); the Caddyfile's
+	// `challenge` without a number means 19 (about a second on a phone).
+	Challenge int `json:"challenge,omitempty"`
+
+	// The most new arrivals a client address may make in a period, above
+	// which it gets 429 with Retry-After. The address is the one Caddy
+	// determined, so behind the server's trusted_proxies it is the one the
+	// proxy names. Default: no limit.
+	JoinRate *JoinRate `json:"join_rate,omitempty"`
+
 	keys       *waitroom.KeySet
 	room       *roomEntry
 	roomKey    roomKey
@@ -181,6 +217,23 @@ type Handler struct {
 	logger        *zap.Logger
 	// now is the clock of token issue and verification; tests replace it.
 	now func() time.Time
+
+	opensAt      time.Time
+	seed         []byte
+	challenger   *waitroom.Challenger
+	nonces       waitroom.NonceStore
+	limiter      *joinLimiter
+	preQueuePage *template.Template
+	challengePg  *template.Template
+	limitedPage  *template.Template
+}
+
+// JoinRate is a rate of new arrivals per client address.
+type JoinRate struct {
+	// Arrivals allowed per period, all at once at most. Required.
+	Joins int `json:"joins,omitempty"`
+	// The period. Required.
+	Per caddy.Duration `json:"per,omitempty"`
 }
 
 // Key is one HMAC key of the key set.
@@ -214,7 +267,7 @@ func (Handler) CaddyModule() caddy.ModuleInfo {
 func (h *Handler) Provision(ctx caddy.Context) error {
 	h.logger = ctx.Logger()
 	if h.now == nil {
-		h.now = time.Now
+		h.now = poolClock
 	}
 	if h.TokenTTL == 0 {
 		h.TokenTTL = caddy.Duration(DefaultTokenTTL)
@@ -263,6 +316,15 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		return err
 	}
 	h.unavailPage = defaultUnavailablePage
+	h.preQueuePage, h.challengePg, h.limitedPage = defaultPreQueuePage, defaultChallengePage, defaultRateLimitedPage
+	if h.Challenge > 0 {
+		if h.challenger, err = waitroom.NewChallenger(ks, h.Event, h.Challenge, 0, h.now); err != nil {
+			return fmt.Errorf("challenge: %w", err)
+		}
+	}
+	if h.JoinRate != nil {
+		h.limiter = newJoinLimiter(h.JoinRate.Joins, time.Duration(h.JoinRate.Per))
+	}
 
 	if err := registerMetrics(ctx.GetMetricsRegistry()); err != nil {
 		return fmt.Errorf("metrics: %w", err)
@@ -275,15 +337,27 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	h.publicMaxAge = "public, max-age=" + maxAge
 	h.privateMaxAge = "private, max-age=" + maxAge
 
-	h.roomKey = roomKey{Store: spec.key(), Event: h.Event, Watermark: h.Watermark, HardCap: h.HardCap}
+	h.roomKey = roomKey{Store: spec.key(), Event: h.Event, Watermark: h.Watermark, HardCap: h.HardCap, Seed: h.LotterySeed}
+	if !h.opensAt.IsZero() {
+		h.roomKey.OpensAt = h.opensAt.UnixNano()
+	}
 	if h.Autopilot != nil {
 		h.roomKey.PilotStep, h.roomKey.PilotInterval = h.Autopilot.Step, time.Duration(h.Autopilot.Interval)
 	}
-	room, err := acquireRoom(h.roomKey, spec)
+	room, err := acquireRoom(h.roomKey, spec, h.seed)
 	if err != nil {
 		return err
 	}
 	h.room = room
+	if h.challenger != nil {
+		ns, ok := room.store.store.(waitroom.NonceStore)
+		if !ok {
+			_, _ = rooms.Delete(h.roomKey)
+			h.room = nil
+			return fmt.Errorf("challenge: store %T keeps no used nonces", room.store.store)
+		}
+		h.nonces = ns
+	}
 	return nil
 }
 
@@ -331,6 +405,30 @@ func (h *Handler) Validate() error {
 	default:
 		return fmt.Errorf("cookie_secure: must be %q or %q (got %q)", CookieSecureAlways, CookieSecureAuto, h.CookieSecure)
 	}
+	h.opensAt, h.seed = time.Time{}, nil
+	if h.OpensAt != "" {
+		at, err := time.Parse(time.RFC3339, h.OpensAt)
+		if err != nil {
+			return fmt.Errorf("opens_at: want an RFC 3339 time such as 2030-01-31T10:00:00Z (got %q)", h.OpensAt)
+		}
+		h.opensAt = at.UTC()
+	}
+	if h.LotterySeed != "" {
+		if h.OpensAt == "" {
+			return errors.New("lottery_seed: only used with opens_at")
+		}
+		seed, err := lottery.ParseSeed(h.LotterySeed)
+		if err != nil {
+			return fmt.Errorf("lottery_seed: %w", err)
+		}
+		h.seed = seed
+	}
+	if h.Challenge < 0 || h.Challenge > waitroom.MaxChallengeBits {
+		return fmt.Errorf("challenge: must be 1 to %d bits (got %d)", waitroom.MaxChallengeBits, h.Challenge)
+	}
+	if j := h.JoinRate; j != nil && (j.Joins <= 0 || j.Per <= 0 || time.Duration(j.Per)/time.Duration(j.Joins) <= 0) {
+		return fmt.Errorf("join_rate: joins and period must both be positive (got %d per %s)", j.Joins, time.Duration(j.Per))
+	}
 	return nil
 }
 
@@ -343,19 +441,23 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	repl.Set("http.waitroom.event", h.eventID)
 
 	headerToken := r.Header.Get(HeaderToken)
+	solution := r.Header.Get(HeaderSolution)
 	stripGatewayHeaders(r.Header)
 
 	h.awaitRoom(r.Context())
 	state := h.room.room.State()
 
 	ticket, presented, ok := h.verify(r, headerToken)
-	if ok {
+	switch {
+	case ok && ticket.PreQueue:
+		return h.servePreQueueTicket(w, r, next, repl, ticket)
+	case ok:
 		return h.serveTicket(w, r, next, repl, state, ticket)
 	}
 	if presented {
 		h.m.invalidTokens.Inc()
 	}
-	return h.serveArrival(w, r, next, repl, state, presented)
+	return h.serveArrival(w, r, next, repl, state, presented, solution)
 }
 
 // Cleanup releases the room (and, with it, the store) once no config uses it.
@@ -387,22 +489,35 @@ func (h *Handler) awaitRoom(ctx context.Context) {
 }
 
 // verify looks for a valid token of the event in the X-Waitroom-Token header
-// and the event's cookie. presented tells whether any token was offered.
+// and the event's cookie: a token with a position first, else a pre-queue
+// one. presented tells whether any token was offered.
 func (h *Handler) verify(r *http.Request, headerToken string) (t waitroom.Ticket, presented, ok bool) {
-	if headerToken != "" {
+	var pre waitroom.Ticket
+	try := func(raw string) bool {
 		presented = true
-		if t, err := h.keys.Verify(headerToken, h.Event); err == nil {
+		got, err := h.keys.VerifyAny(raw, h.Event)
+		switch {
+		case err != nil:
+			return false
+		case got.PreQueue:
+			if pre.Raw == "" {
+				pre = got
+			}
+			return false
+		}
+		t = got
+		return true
+	}
+	if headerToken != "" && try(headerToken) {
+		return t, true, true
+	}
+	for _, c := range r.CookiesNamed(h.cookieName) {
+		if c.Value != "" && try(c.Value) {
 			return t, true, true
 		}
 	}
-	for _, c := range r.CookiesNamed(h.cookieName) {
-		if c.Value == "" {
-			continue
-		}
-		presented = true
-		if t, err := h.keys.Verify(c.Value, h.Event); err == nil {
-			return t, true, true
-		}
+	if pre.Raw != "" {
+		return pre, true, true
 	}
 	return waitroom.Ticket{}, presented, false
 }
@@ -428,9 +543,49 @@ func (h *Handler) serveTicket(w http.ResponseWriter, r *http.Request, next caddy
 // serveArrival gives a request without a valid token its place in the
 // queue. presented tells whether it carried a token nonetheless (expired,
 // forged, of an older key).
-func (h *Handler) serveArrival(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, repl *caddy.Replacer, s waitroom.State, presented bool) error {
+//
+// With a join rate, a client over it is told when to come back (429) before
+// anything else; with a challenge, an arrival without a valid solution gets
+// one; before the opening, one with a solution (or without a challenge)
+// enters the pre-queue.
+func (h *Handler) serveArrival(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, repl *caddy.Replacer, s waitroom.State, presented bool, solution string) error {
 	if s.SoldOut {
 		return h.soldOut(w, r, repl, 0, presented)
+	}
+	var client string
+	if h.limiter != nil {
+		client = clientKey(r)
+		if ok, wait := h.limiter.ready(client, h.now()); !ok {
+			return h.rateLimited(w, r, repl, wait)
+		}
+	}
+	var solved waitroom.Solved
+	if h.challenger != nil {
+		var err error
+		if solution == "" {
+			return h.challenge(w, r, repl)
+		}
+		if solved, err = h.challenger.Verify(solution); err != nil {
+			h.logger.Debug("challenge not solved", zap.Int64("event", h.Event), zap.Error(err))
+			return h.challenge(w, r, repl)
+		}
+	}
+	if h.limiter != nil {
+		if ok, wait := h.limiter.take(client, h.now()); !ok {
+			return h.rateLimited(w, r, repl, wait)
+		}
+	}
+	if h.challenger != nil {
+		ctx, cancel := context.WithTimeout(r.Context(), joinTimeout)
+		fresh, err := h.nonces.UseNonce(ctx, h.Event, solved.ID(), solved.ExpiresAt)
+		cancel()
+		if err != nil {
+			return h.unavailable(w, r, repl, err)
+		}
+		if !fresh {
+			h.logger.Debug("challenge solution used again", zap.Int64("event", h.Event))
+			return h.challenge(w, r, repl)
+		}
 	}
 	var user string
 	if h.UserID != "" {
@@ -439,7 +594,23 @@ func (h *Handler) serveArrival(w http.ResponseWriter, r *http.Request, next cadd
 	if user == "" {
 		user = waitroom.NewVisitorID()
 	}
+	if h.room.room.PreQueue() {
+		ctx, cancel := context.WithTimeout(r.Context(), joinTimeout)
+		err := h.room.room.Enter(ctx, user)
+		cancel()
+		switch {
+		case err == nil:
+			return h.enterPreQueue(w, r, repl, user)
+		case !errors.Is(err, waitroom.ErrEntriesClosed):
+			return h.unavailable(w, r, repl, err)
+		}
+		// The opening came meanwhile: a place after the entrants.
+	}
+	return h.join(w, r, next, repl, user, presented)
+}
 
+// join gives user the next position.
+func (h *Handler) join(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, repl *caddy.Replacer, user string, presented bool) error {
 	ctx, cancel := context.WithTimeout(r.Context(), joinTimeout)
 	pos, err := h.room.room.Join(ctx)
 	cancel()
@@ -450,7 +621,7 @@ func (h *Handler) serveArrival(w http.ResponseWriter, r *http.Request, next cadd
 	}
 	h.m.arrivals.Inc()
 
-	s = h.room.room.State()
+	s := h.room.room.State()
 	if s.BeyondCap(pos) {
 		return h.soldOut(w, r, repl, pos, presented)
 	}
@@ -610,8 +781,11 @@ func (h *Handler) soldOut(w http.ResponseWriter, r *http.Request, repl *caddy.Re
 func (h *Handler) unavailable(w http.ResponseWriter, r *http.Request, repl *caddy.Replacer, err error) error {
 	h.logger.Debug("queue store unavailable for a new arrival", zap.Int64("event", h.Event), zap.Error(err))
 	retry := unavailableRetry
-	if errors.Is(err, waitroom.ErrRestoring) || errors.Is(err, waitroom.ErrNoState) {
+	switch {
+	case errors.Is(err, waitroom.ErrRestoring) || errors.Is(err, waitroom.ErrNoState):
 		retry = restoringRetry
+	case errors.Is(err, waitroom.ErrDrawing) || errors.Is(err, waitroom.ErrNotOpen):
+		retry = drawingRetry
 	}
 	hdr := w.Header()
 	hdr.Set(HeaderStatus, StatusUnavailable)

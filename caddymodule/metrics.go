@@ -11,6 +11,7 @@ import (
 // event id, which comes from the config: never a user, an address or a token.
 var metrics = struct {
 	arrivals, admitted, waiting, soldOut, invalidTokens *prometheus.CounterVec
+	preQueue, challenges, rateLimited                   *prometheus.CounterVec
 }{
 	arrivals: newCounter("arrivals_total",
 		"New arrivals given a queue position."),
@@ -22,6 +23,12 @@ var metrics = struct {
 		"Sold-out answers (410)."),
 	invalidTokens: newCounter("invalid_tokens_total",
 		"Requests that presented a queue token that failed verification and were treated as new arrivals."),
+	preQueue: newCounter("pre_queue_entries_total",
+		"New arrivals entered in a scheduled opening's pre-queue."),
+	challenges: newCounter("challenges_total",
+		"Challenges handed out (proof of work at join), including those for wrong, expired or reused solutions."),
+	rateLimited: newCounter("rate_limited_total",
+		"New arrivals refused with 429 for exceeding the join rate of their address."),
 }
 
 func newCounter(name, help string) *prometheus.CounterVec {
@@ -41,6 +48,7 @@ func registerMetrics(reg *prometheus.Registry) error {
 	}
 	for _, c := range []prometheus.Collector{
 		metrics.arrivals, metrics.admitted, metrics.waiting, metrics.soldOut, metrics.invalidTokens,
+		metrics.preQueue, metrics.challenges, metrics.rateLimited,
 	} {
 		if err := reg.Register(c); err != nil {
 			var already prometheus.AlreadyRegisteredError
@@ -56,6 +64,7 @@ func registerMetrics(reg *prometheus.Registry) error {
 // the request path does no label lookup.
 type eventMetrics struct {
 	arrivals, admitted, waiting, soldOut, invalidTokens prometheus.Counter
+	preQueue, challenges, rateLimited                   prometheus.Counter
 }
 
 func metricsFor(event string) eventMetrics {
@@ -65,5 +74,8 @@ func metricsFor(event string) eventMetrics {
 		waiting:       metrics.waiting.WithLabelValues(event),
 		soldOut:       metrics.soldOut.WithLabelValues(event),
 		invalidTokens: metrics.invalidTokens.WithLabelValues(event),
+		preQueue:      metrics.preQueue.WithLabelValues(event),
+		challenges:    metrics.challenges.WithLabelValues(event),
+		rateLimited:   metrics.rateLimited.WithLabelValues(event),
 	}
 }

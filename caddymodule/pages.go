@@ -21,7 +21,32 @@ var (
 	defaultWaitingPage     = template.Must(template.ParseFS(templateFiles, "templates/waiting.html"))
 	defaultSoldOutPage     = template.Must(template.ParseFS(templateFiles, "templates/sold_out.html"))
 	defaultUnavailablePage = template.Must(template.ParseFS(templateFiles, "templates/unavailable.html"))
+	defaultPreQueuePage    = template.Must(template.ParseFS(templateFiles, "templates/pre_queue.html"))
+	defaultChallengePage   = template.Must(template.ParseFS(templateFiles, "templates/challenge.html"))
+	defaultRateLimitedPage = template.Must(template.ParseFS(templateFiles, "templates/rate_limited.html"))
 )
+
+// PreQueuePage is what the pre-queue page is executed with: before a
+// scheduled opening, it counts down from OpensInSeconds (the server's
+// clock, not the visitor's) and reloads at the opening, when the visitor
+// gets the position the draw gave it.
+type PreQueuePage struct {
+	Event int64
+	// OpensAt is the opening, RFC 3339 in UTC.
+	OpensAt string
+	// OpensInSeconds is how long until then, by the gateway's clock.
+	OpensInSeconds int64
+	// LotteryCommitment is the hex SHA-256 of the draw's seed.
+	LotteryCommitment string
+}
+
+// ChallengePage is what the challenge page is executed with: it finds a
+// solution in a Web Worker and sends the request again with it.
+type ChallengePage struct {
+	Event      int64
+	Challenge  string
+	Difficulty int
+}
 
 // WaitingPage is what the waiting page template (waiting_template) is
 // executed with.

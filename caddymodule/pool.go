@@ -109,6 +109,10 @@ type roomKey struct {
 	HardCap       int64
 	PilotStep     int64
 	PilotInterval time.Duration
+	// OpensAt (unix ns, 0 for none) and Seed (hex, as configured) are the
+	// scheduled opening.
+	OpensAt int64
+	Seed    string
 }
 
 // roomEntry is a pooled room and the goroutine that keeps it fresh.
@@ -144,18 +148,22 @@ func roomLogger() *slog.Logger {
 // acquireRoom returns the pooled room for key, creating it (and starting the
 // goroutine that follows the store) when no config has it yet. Release it
 // with rooms.Delete(key).
-func acquireRoom(key roomKey, spec storeSpec) (*roomEntry, error) {
+func acquireRoom(key roomKey, spec storeSpec, seed []byte) (*roomEntry, error) {
 	v, _, err := rooms.LoadOrNew(key, func() (caddy.Destructor, error) {
 		st, err := acquireStore(spec)
 		if err != nil {
 			return nil, err
 		}
-		room := waitroom.NewRoom(st.store, key.Event, waitroom.RoomOptions{
+		opts := waitroom.RoomOptions{
 			Defaults:  waitroom.Defaults{Watermark: key.Watermark, HardCap: key.HardCap},
 			Autopilot: waitroom.Autopilot{Step: key.PilotStep, Interval: key.PilotInterval},
 			Now:       poolClock,
 			Logger:    roomLogger(),
-		})
+		}
+		if key.OpensAt != 0 {
+			opts.Opening = &waitroom.Opening{At: time.Unix(0, key.OpensAt).UTC(), Seed: seed}
+		}
+		room := waitroom.NewRoom(st.store, key.Event, opts)
 		// The room's life is the pool entry's, not a config's: a config's
 		// context ends at every reload.
 		ctx, cancel := context.WithCancel(context.Background())

@@ -1,0 +1,110 @@
+package caddymodule
+
+import (
+	"net"
+	"net/http"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"golang.org/x/time/rate"
+)
+
+// joinLimiterSize bounds how many client addresses the join rate tracks:
+// two generations of half as many each (a few MiB at most). A client
+// dropped from the older generation starts again with a full allowance,
+// which takes an address that has been quiet for a whole generation.
+const joinLimiterSize = 1 << 17
+
+// joinLimiter holds one token bucket (golang.org/x/time/rate) per client
+// address, in a bounded two-generation map: the current generation takes
+// new addresses; when it is full it becomes the previous one and the old
+// previous one is dropped; an address found in the previous generation is
+// moved forward.
+type joinLimiter struct {
+	limit rate.Limit
+	burst int
+
+	mu        sync.Mutex
+	cur, prev map[string]*rate.Limiter
+	size      int
+}
+
+// newJoinLimiter allows n joins per per for each client, all of them at
+// once at most.
+func newJoinLimiter(n int, per time.Duration) *joinLimiter {
+	return &joinLimiter{
+		limit: rate.Every(per / time.Duration(n)),
+		burst: n,
+		cur:   make(map[string]*rate.Limiter),
+		size:  joinLimiterSize,
+	}
+}
+
+func (l *joinLimiter) bucket(client string) *rate.Limiter {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if b, ok := l.cur[client]; ok {
+		return b
+	}
+	b, ok := l.prev[client]
+	if !ok {
+		b = rate.NewLimiter(l.limit, l.burst)
+	}
+	if len(l.cur) >= l.size/2 {
+		l.prev, l.cur = l.cur, make(map[string]*rate.Limiter, l.size/2)
+	}
+	l.cur[client] = b
+	return b
+}
+
+// ready reports whether client may join at now without taking its turn, and
+// otherwise how long until it may: a client already over the rate is told
+// so before it spends work on a challenge.
+func (l *joinLimiter) ready(client string, now time.Time) (bool, time.Duration) {
+	b := l.bucket(client)
+	tokens := b.TokensAt(now)
+	if tokens >= 1 {
+		return true, 0
+	}
+	return false, time.Duration((1 - tokens) / float64(l.limit) * float64(time.Second))
+}
+
+// take spends one of client's joins at now, or says how long until it has
+// one.
+func (l *joinLimiter) take(client string, now time.Time) (bool, time.Duration) {
+	r := l.bucket(client).ReserveN(now, 1)
+	if !r.OK() {
+		return false, time.Second
+	}
+	if d := r.DelayFrom(now); d > 0 {
+		r.CancelAt(now)
+		return false, d
+	}
+	return true, 0
+}
+
+// clientKey is the address a request's joins are counted under: the
+// client's address as the server determined it (behind a trusted proxy,
+// the one the proxy names; otherwise the peer), with an IPv6 address cut to
+// its /64, since one subscriber usually holds a whole /64.
+func clientKey(r *http.Request) string {
+	ip, _ := caddyhttp.GetVar(r.Context(), caddyhttp.ClientIPVarKey).(string)
+	if ip == "" {
+		ip = r.RemoteAddr
+		if host, _, err := net.SplitHostPort(ip); err == nil {
+			ip = host
+		}
+	}
+	addr, err := netip.ParseAddr(ip)
+	if err != nil {
+		return ip
+	}
+	addr = addr.Unmap().WithZone("")
+	if addr.Is6() {
+		p, _ := addr.Prefix(64)
+		return p.String()
+	}
+	return addr.String()
+}
