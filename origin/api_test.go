@@ -14,6 +14,7 @@ import (
 
 	"github.com/waitroom/waitroom/inventory"
 	"github.com/waitroom/waitroom/origin"
+	"github.com/waitroom/waitroom/origin/idem"
 	"github.com/waitroom/waitroom/waitroom"
 )
 
@@ -217,8 +218,8 @@ func TestIdempotencyKey(t *testing.T) {
 	h.requireInvariant(ev.ID, 2)
 
 	// While the first request still runs.
-	scope := origin.IdemScope{Kind: "holds", Event: ev.ID, User: "eve", Key: "eve-1"}
-	stored, err := h.srv.Idempotency().Begin(ctx, scope, origin.RequestDigest("quantity=1"))
+	scope := idem.Scope{Kind: "holds", Event: ev.ID, User: "eve", Key: "eve-1"}
+	stored, err := h.srv.Idempotency().Begin(ctx, scope, idem.RequestDigest("quantity=1"))
 	require.NoError(t, err)
 	require.Nil(t, stored)
 	busy := h.hold(ev.ID, "eve", 1, "eve-1")
@@ -227,8 +228,8 @@ func TestIdempotencyKey(t *testing.T) {
 	assert.Equal(t, http.StatusUnprocessableEntity, h.hold(ev.ID, "eve", 2, "eve-1").status)
 
 	// A 5xx is not kept: the retry runs again.
-	require.NoError(t, h.srv.Idempotency().Finish(ctx, scope, origin.RequestDigest("quantity=1"),
-		origin.StoredResponse{Status: http.StatusServiceUnavailable, Body: []byte("{}")}))
+	require.NoError(t, h.srv.Idempotency().Finish(ctx, scope, idem.RequestDigest("quantity=1"),
+		idem.StoredResponse{Status: http.StatusServiceUnavailable, Body: []byte("{}")}))
 	assert.Equal(t, http.StatusCreated, h.hold(ev.ID, "eve", 1, "eve-1").status)
 }
 
@@ -305,12 +306,12 @@ func TestUncertainCheckGivesWayToHoldWrites(t *testing.T) {
 // its row.
 func claimByDeadRequest(t *testing.T, h *harness, event int64, holdID string) {
 	t.Helper()
-	digest := origin.RequestDigest("quantity=1")
+	digest := idem.RequestDigest("quantity=1")
 	claim := fmt.Sprintf(`{"digest":%q,"hold":%q,"at":%d}`, digest, holdID, h.clock.Now().UnixMilli())
 	res, err := h.srv.Inventory().Hold(context.Background(), inventory.HoldRequest{
 		Event: event, HoldID: holdID, User: "zed", Quantity: 1, Now: h.clock.Now(), ExpiresAt: h.clock.Now().Add(10 * time.Minute),
-		KeyDigest: origin.KeyDigest("zed", "z-1"), BodyDigest: digest,
-		Claim: "idem:" + inventory.Tag(event) + ":holds:" + origin.KeyDigest("zed", "z-1"), ClaimValue: claim, ClaimTTL: time.Hour,
+		KeyDigest: idem.KeyDigest("zed", "z-1"), BodyDigest: digest,
+		Claim: "idem:" + inventory.Tag(event) + ":holds:" + idem.KeyDigest("zed", "z-1"), ClaimValue: claim, ClaimTTL: time.Hour,
 	})
 	require.NoError(t, err)
 	require.Equal(t, inventory.Held, res.Outcome)

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/waitroom/waitroom/origin/seats"
 	"github.com/waitroom/waitroom/waitroom"
 )
 
@@ -60,14 +61,14 @@ func (s *Server) ticket(r *http.Request, event int64) (waitroom.Ticket, *respons
 
 // admitted decides from memory, like the gateway; only a "no" is checked
 // against the store, so a watermark raised a moment ago is honoured at once.
-func (s *Server) admitted(ctx context.Context, ev *liveEvent, position int64) bool {
+func (s *Server) admitted(ctx context.Context, ev *seats.Event, position int64) bool {
 	return s.judge(ctx, ev, func(st waitroom.State) bool { return st.Admits(position) })
 }
 
 // reachedWatermark is the admission check for buyers who already hold seats:
 // their position must be at or below the watermark, but a pause
 // or the hard cap must not stop them from paying.
-func (s *Server) reachedWatermark(ctx context.Context, ev *liveEvent, position int64) bool {
+func (s *Server) reachedWatermark(ctx context.Context, ev *seats.Event, position int64) bool {
 	return s.judge(ctx, ev, func(st waitroom.State) bool { return position <= st.Watermark })
 }
 
@@ -75,8 +76,8 @@ func (s *Server) reachedWatermark(ctx context.Context, ev *liveEvent, position i
 // request waiting on it.
 const judgeTimeout = 2 * time.Second
 
-func (s *Server) judge(ctx context.Context, ev *liveEvent, ok func(waitroom.State) bool) bool {
-	if ok(ev.room.State()) {
+func (s *Server) judge(ctx context.Context, ev *seats.Event, ok func(waitroom.State) bool) bool {
+	if ok(ev.Room().State()) {
 		return true
 	}
 	// One read for every request asking at once, detached from the first
@@ -84,7 +85,7 @@ func (s *Server) judge(ctx context.Context, ev *liveEvent, ok func(waitroom.Stat
 	ch := s.flight.DoChan(fmt.Sprintf("state:%d", ev.ID), func() (any, error) {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), judgeTimeout)
 		defer cancel()
-		return ev.room.Refresh(ctx)
+		return ev.Room().Refresh(ctx)
 	})
 	select {
 	case <-ctx.Done():

@@ -14,6 +14,7 @@ import (
 	"github.com/waitroom/waitroom/inventory"
 	"github.com/waitroom/waitroom/origin/ledger"
 	"github.com/waitroom/waitroom/origin/payment"
+	"github.com/waitroom/waitroom/origin/seats"
 )
 
 // A booking turns a hold into a sale:
@@ -142,7 +143,7 @@ func canonicalBooking(holdID, method string) string {
 
 // createBooking is the booking flow after the request is authenticated,
 // validated and its idempotency key claimed.
-func (s *Server) createBooking(ctx context.Context, ev *liveEvent, h Hold, req bookingRequest) response {
+func (s *Server) createBooking(ctx context.Context, ev *seats.Event, h Hold, req bookingRequest) response {
 	if b, err := s.ledger.Bookings().ByKey(ctx, req.user, req.key); err == nil {
 		return s.resumeBooking(ctx, ev, b, req.digest)
 	} else if !errors.Is(err, ErrNotFound) {
@@ -192,7 +193,7 @@ func (s *Server) createBooking(ctx context.Context, ev *liveEvent, h Hold, req b
 			return errUnavailable
 		}
 		return s.resumeBooking(ctx, ev, b, req.digest)
-	case errors.Is(err, ErrHoldExpired):
+	case errors.Is(err, seats.ErrHoldExpired):
 		return errHoldExpired
 	default:
 		s.log.Warn("booking not recorded", "hold", h.ID, "error", err)
@@ -222,7 +223,7 @@ func (s *Server) existingBooking(ctx context.Context, b Booking) response {
 // idempotency record is gone: the stored answer, or, when the first attempt
 // stopped before the provider answered, the payment carried on (the same
 // payment key: the provider charges once).
-func (s *Server) resumeBooking(ctx context.Context, ev *liveEvent, b Booking, digest string) response {
+func (s *Server) resumeBooking(ctx context.Context, ev *seats.Event, b Booking, digest string) response {
 	if b.RequestDigest != digest {
 		return errorResponse(http.StatusUnprocessableEntity, "idempotency_key_reused",
 			"this Idempotency-Key was used with a different request body")
@@ -277,7 +278,7 @@ func declineReason(err error, p payment.Payment) (reason, paymentID string) {
 // pay charges a new booking, outside any transaction, and answers 202 with
 // the booking as this step leaves it: payment_pending (the webhook or the
 // reconciliation settles it) or failed (declined).
-func (s *Server) pay(ctx context.Context, ev *liveEvent, b Booking) response {
+func (s *Server) pay(ctx context.Context, ev *seats.Event, b Booking) response {
 	if b.Amount == 0 {
 		// Nothing to charge (a free event): confirmed at once.
 		if err := s.settlePaid(ctx, b, ""); err != nil {
@@ -399,7 +400,7 @@ func (s *Server) settlePayment(ctx context.Context, b Booking, paymentID string,
 			return s.refundedBeforeSettled(ctx, b, paymentID)
 		}
 	}
-	ev, err := s.event(ctx, b.EventID)
+	ev, err := s.seats.Event(ctx, b.EventID)
 	if err != nil {
 		return err
 	}
@@ -417,7 +418,7 @@ func (s *Server) settlePayment(ctx context.Context, b Booking, paymentID string,
 		// The hold was confirmed already, by a concurrent settlement of
 		// this booking (which confirmed the booking with it).
 		err = s.confirmAfterHold(ctx, b, paymentID)
-	case errors.Is(err, ErrHoldExpired), errors.Is(err, ErrHoldNotActive):
+	case errors.Is(err, seats.ErrHoldExpired), errors.Is(err, ErrHoldNotActive):
 		return s.latePayment(ctx, ev, b, paymentID)
 	case errors.Is(err, errBookingSettled):
 		return nil
@@ -556,7 +557,7 @@ func (s *Server) confirmAfterHold(ctx context.Context, b Booking, paymentID stri
 // refunded, even within max_per_user: the guard keeps one hold per buyer,
 // and a second sale would be uncounted once the other hold ended, leaving
 // the buyer free to hold the limit on top of it.
-func (s *Server) latePayment(ctx context.Context, ev *liveEvent, b Booking, paymentID string) error {
+func (s *Server) latePayment(ctx context.Context, ev *seats.Event, b Booking, paymentID string) error {
 	now := s.now()
 	var settled Booking
 	var expired, absorbed, refund bool
@@ -619,7 +620,7 @@ func (s *Server) latePayment(ctx context.Context, ev *liveEvent, b Booking, paym
 		// This call took the hold from pending to expired, so it returns
 		// the seats, once (also when a failed confirmation left them
 		// confirmed in Redis).
-		s.releaseLateHold(ctx, ev, b, absorbed)
+		s.seats.ReleaseLateHold(ctx, ev, b.HoldID, b.UserID, absorbed)
 	}
 	switch {
 	case absorbed:
@@ -652,7 +653,7 @@ func (s *Server) latePayment(ctx context.Context, ev *liveEvent, b Booking, paym
 // up, the money taken and no ticket. The hold is released in the ledger;
 // its seats are not given back to Redis, which sold more than there are:
 // the reconciler corrects Redis from the ledger.
-func (s *Server) refundUnseated(ctx context.Context, ev *liveEvent, b Booking, paymentID string) error {
+func (s *Server) refundUnseated(ctx context.Context, ev *seats.Event, b Booking, paymentID string) error {
 	now := s.now()
 	var settled Booking
 	var refund bool
@@ -818,7 +819,7 @@ func giveSeatsBack(ctx context.Context, tx ledger.Tx, b Booking, now time.Time) 
 // buyer's record of no seats gone, so the buyer, who has no seat any more,
 // may hold again.
 func (s *Server) returnSeats(ctx context.Context, b Booking) error {
-	ev, err := s.event(ctx, b.EventID)
+	ev, err := s.seats.Event(ctx, b.EventID)
 	if err != nil {
 		return err
 	}
@@ -826,6 +827,6 @@ func (s *Server) returnSeats(ctx context.Context, b Booking) error {
 	if b.Overflow {
 		mode = inventory.DropBuyer
 	}
-	s.releaseSeats(ctx, ev, b.HoldID, mode)
+	s.seats.ReleaseSeats(ctx, ev, b.HoldID, mode)
 	return nil
 }

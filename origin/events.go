@@ -1,17 +1,11 @@
 package origin
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"regexp"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 	"unicode/utf8"
-
-	"github.com/waitroom/waitroom/waitroom"
 )
 
 // Defaults and bounds of event creation.
@@ -134,117 +128,4 @@ func eventBody(e Event, remaining int64) eventJSON {
 		Price: e.Price, Currency: e.Currency, HoldTTLSeconds: e.HoldTTLSeconds, MaxPerUser: e.MaxPerUser,
 		SoldOut: remaining <= 0, OverflowPct: e.OverflowPct, OverflowReserve: e.OverflowReserve,
 	}
-}
-
-// liveEvent is an event as this node serves it: its configuration, the
-// admission state followed from the shared store, and per-event
-// coordination.
-type liveEvent struct {
-	Event
-	room *waitroom.Room
-	// soldOutMu orders sold-out updates, so the last one written reflects
-	// the latest remaining.
-	soldOutMu sync.Mutex
-	// inflight counts hold requests between the hold script and the end of
-	// their ledger write (or compensation): a rebuild waits for them.
-	inflight atomic.Int64
-	// finalAt is when (wall clock, unix ns) the last write this node gave
-	// up on for the event can no longer be committed: a rebuild waits for
-	// it too.
-	finalAt atomic.Int64
-	// driftSeen is the drift of the reconciler's last check if nothing was
-	// in flight for the event then, else 0.
-	driftSeen atomic.Int64
-}
-
-// noteFinal records that a write given up on is final at t.
-func (ev *liveEvent) noteFinal(t time.Time) {
-	for {
-		cur := ev.finalAt.Load()
-		if t.UnixNano() <= cur || ev.finalAt.CompareAndSwap(cur, t.UnixNano()) {
-			return
-		}
-	}
-}
-
-// event returns the live event, reading it from the ledger when this node
-// has not seen it yet (created on another node).
-func (s *Server) event(ctx context.Context, id int64) (*liveEvent, error) {
-	s.mu.RLock()
-	ev := s.events[id]
-	s.mu.RUnlock()
-	if ev != nil {
-		return ev, nil
-	}
-	e, err := s.ledger.Event(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	return s.addEvent(e), nil
-}
-
-// addEvent starts serving e (idempotent).
-func (s *Server) addEvent(e Event) *liveEvent {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if ev := s.events[e.ID]; ev != nil {
-		return ev
-	}
-	ev := &liveEvent{Event: e, room: waitroom.NewRoom(s.store, e.ID, waitroom.RoomOptions{
-		Follow: true, Now: s.cfg.Clock, Logger: s.log, PollInterval: s.cfg.RoomPollInterval,
-	})}
-	s.events[e.ID] = ev
-	go ev.room.Run(s.bg)
-	return ev
-}
-
-func (s *Server) liveEvents() []*liveEvent {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	out := make([]*liveEvent, 0, len(s.events))
-	for _, ev := range s.events {
-		out = append(out, ev)
-	}
-	return out
-}
-
-// loadEvents starts serving every event of the ledger not served yet.
-func (s *Server) loadEvents(ctx context.Context) ([]*liveEvent, error) {
-	all, err := s.ledger.Events(ctx)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]*liveEvent, 0, len(all))
-	for _, e := range all {
-		out = append(out, s.addEvent(e))
-	}
-	return out, nil
-}
-
-// CreateEvent writes a new event and loads its seats into Redis.
-func (s *Server) CreateEvent(ctx context.Context, e Event) (Event, error) {
-	created, err := s.ledger.CreateEvent(ctx, e)
-	if err != nil {
-		return Event{}, err
-	}
-	ev := s.addEvent(created)
-	if err := s.rebuild(ctx, ev, reasonCreated); err != nil {
-		// The event exists; the first hold loads it again.
-		s.log.Warn("new event not loaded into redis yet", "event", ev.ID, "error", err)
-	}
-	return created, nil
-}
-
-// remaining is the count of seats left: from Redis, or from the ledger when
-// Redis cannot answer (the ledger wins anyway).
-func (s *Server) remaining(ctx context.Context, ev *liveEvent) (int64, error) {
-	n, loaded, err := s.reclaim(ctx, ev)
-	if err == nil && loaded {
-		return n, nil
-	}
-	c, cerr := s.ledger.SeatCounts(ctx, ev.ID, s.now())
-	if cerr != nil {
-		return 0, errors.Join(err, cerr)
-	}
-	return max(0, ev.Sellable-c.Active()), nil
 }

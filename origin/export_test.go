@@ -23,8 +23,8 @@ type HoldBatchGate struct {
 
 // GateHoldBatches gates s's hold rows. Call it before any hold is made.
 func GateHoldBatches(s *Server) *HoldBatchGate {
-	g := &HoldBatchGate{w: s.holdRows, open: make(chan struct{})}
-	s.holdRows.OnBatch(func(n int) {
+	g := &HoldBatchGate{w: s.seats.HoldWriter(), open: make(chan struct{})}
+	g.w.OnBatch(func(n int) {
 		g.mu.Lock()
 		g.sizes = append(g.sizes, n)
 		first := len(g.sizes) == 1
@@ -62,52 +62,37 @@ func (g *HoldBatchGate) Sizes() []int {
 	return append([]int(nil), g.sizes...)
 }
 
-// WaitUncertainFinal waits until every hold write s gave up on is final
-// (its deadline and the clock-skew margin have passed). The deadlines are
-// the servers' wall clock, not the injected one: this is a real wait, as
-// long as HoldWriteTimeout at most.
-func (s *Server) WaitUncertainFinal() {
-	s.pendingMu.Lock()
-	var last time.Time
-	for _, u := range s.uncertain {
-		if u.final.After(last) {
-			last = u.final
-		}
-	}
-	s.pendingMu.Unlock()
-	time.Sleep(time.Until(last))
-}
+// WaitUncertainFinal waits until every hold write s gave up on is final.
+func (s *Server) WaitUncertainFinal() { s.seats.WaitUncertainFinal() }
 
 // AfterRedisStep has s run f between the Redis step and the ledger step of
 // every change to a hold (confirm, extend). Set it before any request.
-func (s *Server) AfterRedisStep(f func()) { s.afterRedisStep = f }
+func (s *Server) AfterRedisStep(f func()) { s.seats.Hooks(f, nil) }
 
 // InFlight is how many hold writes and changes s has under way for event.
 func (s *Server) InFlight(event int64) int64 {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return s.events[event].inflight.Load()
+	ev, err := s.seats.Event(context.Background(), event)
+	if err != nil {
+		return 0
+	}
+	return ev.InFlight()
 }
 
 // SettleTime is how long a rebuild of s waits for other nodes' hold writes.
-func (s *Server) SettleTime() time.Duration { return s.cfg.RebuildSettle + s.cfg.ClockSkewMargin }
+func (s *Server) SettleTime() time.Duration { return s.seats.SettleTime() }
 
 // DuringRebuild has s run f in every rebuild once the inventory is frozen.
 // Set it before any request.
-func (s *Server) DuringRebuild(f func()) { s.duringRebuild = f }
+func (s *Server) DuringRebuild(f func()) { s.seats.Hooks(nil, f) }
 
 // LoadNewEvent loads a just-created event into Redis as CreateEvent does.
 func (s *Server) LoadNewEvent(ctx context.Context, id int64) error {
-	ev, err := s.event(ctx, id)
-	if err != nil {
-		return err
-	}
-	return s.rebuild(ctx, ev, reasonCreated)
+	return s.seats.LoadNewEvent(ctx, id)
 }
 
 // Admitted is the admission check of a hold request.
 func (s *Server) Admitted(ctx context.Context, event, position int64) bool {
-	ev, err := s.event(ctx, event)
+	ev, err := s.seats.Event(ctx, event)
 	if err != nil {
 		return false
 	}
@@ -116,7 +101,9 @@ func (s *Server) Admitted(ctx context.Context, event, position int64) bool {
 
 // AdmissionState is the admission state s last saw for event.
 func (s *Server) AdmissionState(event int64) waitroom.State {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return s.events[event].room.State()
+	ev, err := s.seats.Event(context.Background(), event)
+	if err != nil {
+		return waitroom.State{}
+	}
+	return ev.Room().State()
 }

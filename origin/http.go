@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
@@ -221,4 +222,14 @@ func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+// MaxIdempotencyKeyLen is the longest Idempotency-Key accepted.
+const MaxIdempotencyKeyLen = 255
+
+// validIdempotencyKey: 1 to MaxIdempotencyKeyLen bytes of UTF-8. The key is
+// kept in a text column, which refuses anything else: such a key could
+// otherwise only ever be answered 503.
+func validIdempotencyKey(key string) bool {
+	return key != "" && len(key) <= MaxIdempotencyKeyLen && utf8.ValidString(key)
 }

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/waitroom/waitroom/origin/idem"
 )
 
 // maxPaymentMethodLen bounds payment_method_token.
@@ -113,7 +115,7 @@ func (s *Server) createBookingRequest(w http.ResponseWriter, r *http.Request) re
 	if ticket.Subject != h.UserID {
 		return noHold
 	}
-	ev, err := s.event(ctx, h.EventID)
+	ev, err := s.seats.Event(ctx, h.EventID)
 	if err != nil {
 		return errUnavailable
 	}
@@ -121,14 +123,14 @@ func (s *Server) createBookingRequest(w http.ResponseWriter, r *http.Request) re
 		return errorResponse(http.StatusForbidden, "not_admitted", "your place in the queue has not been admitted yet")
 	}
 	req := bookingRequest{user: ticket.Subject, key: key, method: method,
-		digest: RequestDigest(canonicalBooking(h.ID, method))}
-	scope := IdemScope{Kind: "bookings", Event: ev.ID, User: req.user, Key: key}
+		digest: idem.RequestDigest(canonicalBooking(h.ID, method))}
+	scope := idem.Scope{Kind: "bookings", Event: ev.ID, User: req.user, Key: key}
 	stored, err := s.idem.Begin(ctx, scope, req.digest)
 	switch {
-	case errors.Is(err, ErrKeyReused):
+	case errors.Is(err, idem.ErrKeyReused):
 		return errorResponse(http.StatusUnprocessableEntity, "idempotency_key_reused",
 			"this Idempotency-Key was used with a different request body")
-	case errors.Is(err, ErrRequestInProgress):
+	case errors.Is(err, idem.ErrRequestInProgress):
 		return errorResponse(http.StatusConflict, "request_in_progress",
 			"a request with this Idempotency-Key is still being processed")
 	case err != nil:
@@ -142,7 +144,7 @@ func (s *Server) createBookingRequest(w http.ResponseWriter, r *http.Request) re
 	if resp.outcome == "replayed" {
 		w.Header().Set("Idempotent-Replayed", "true")
 	}
-	if err := s.idem.Finish(context.WithoutCancel(ctx), scope, req.digest, StoredResponse{Status: resp.status, Body: resp.body}); err != nil {
+	if err := s.idem.Finish(context.WithoutCancel(ctx), scope, req.digest, idem.StoredResponse{Status: resp.status, Body: resp.body}); err != nil {
 		s.log.Warn("idempotency record not kept", "error", err)
 	}
 	return resp

@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/waitroom/waitroom/origin/ledger"
+	"github.com/waitroom/waitroom/origin/seats"
 )
 
 func (s *Server) handleCreateEvent(w http.ResponseWriter, r *http.Request) {
@@ -37,7 +38,7 @@ func (s *Server) handleCreateEvent(w http.ResponseWriter, r *http.Request) {
 		writeResponse(w, errUnavailable)
 		return
 	}
-	remaining, err := s.remaining(r.Context(), s.mustEvent(created))
+	remaining, err := s.seats.Remaining(r.Context(), s.mustEvent(created))
 	if err != nil {
 		remaining = created.Sellable
 	}
@@ -45,17 +46,17 @@ func (s *Server) handleCreateEvent(w http.ResponseWriter, r *http.Request) {
 }
 
 // mustEvent is the live event of one just created or read on this node.
-func (s *Server) mustEvent(e Event) *liveEvent { return s.addEvent(e) }
+func (s *Server) mustEvent(e Event) *seats.Event { return s.seats.Serve(e) }
 
 func (s *Server) handleListEvents(w http.ResponseWriter, r *http.Request) {
-	events, err := s.loadEvents(r.Context())
+	events, err := s.seats.LoadEvents(r.Context())
 	if err != nil {
 		writeResponse(w, errUnavailable)
 		return
 	}
 	out := make([]eventJSON, 0, len(events))
 	for _, ev := range events {
-		n, err := s.remaining(r.Context(), ev)
+		n, err := s.seats.Remaining(r.Context(), ev)
 		if err != nil {
 			writeResponse(w, errUnavailable)
 			return
@@ -70,12 +71,12 @@ func (s *Server) handleGetEvent(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	ev, err := s.event(r.Context(), id)
+	ev, err := s.seats.Event(r.Context(), id)
 	if err != nil {
 		lookupFailed(w, err, "event")
 		return
 	}
-	n, err := s.remaining(r.Context(), ev)
+	n, err := s.seats.Remaining(r.Context(), ev)
 	if err != nil {
 		writeResponse(w, errUnavailable)
 		return

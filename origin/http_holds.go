@@ -2,6 +2,7 @@ package origin
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +12,10 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/waitroom/waitroom/origin/idem"
+	"github.com/waitroom/waitroom/origin/ledger"
+	"github.com/waitroom/waitroom/origin/seats"
 )
 
 var integerLiteral = regexp.MustCompile(`^-?(0|[1-9][0-9]*)$`)
@@ -47,6 +52,8 @@ func parseQuantity(body []byte, maxPerUser int64) (int64, *response) {
 	return q, nil
 }
 
+func canonicalHold(qty int64) string { return "quantity=" + strconv.FormatInt(qty, 10) }
+
 // pausedRetryAfter is the Retry-After, in seconds, of a hold request made
 // while the sale is paused.
 const pausedRetryAfter = 5
@@ -75,7 +82,7 @@ func (s *Server) createHold(w http.ResponseWriter, r *http.Request) response {
 		return errorResponse(http.StatusNotFound, "not_found", "no such event")
 	}
 	ctx := r.Context()
-	ev, err := s.event(ctx, id)
+	ev, err := s.seats.Event(ctx, id)
 	if errors.Is(err, ErrNotFound) {
 		return errorResponse(http.StatusNotFound, "not_found", "no such event")
 	} else if err != nil {
@@ -86,7 +93,7 @@ func (s *Server) createHold(w http.ResponseWriter, r *http.Request) response {
 		return *bad
 	}
 	if !s.admitted(ctx, ev, ticket.Position) {
-		if st := ev.room.State(); st.Paused && ticket.Position <= st.Watermark && !st.BeyondCap(ticket.Position) {
+		if st := ev.Room().State(); st.Paused && ticket.Position <= st.Watermark && !st.BeyondCap(ticket.Position) {
 			// Admitted, while the sale is paused: a wait, not a refusal.
 			r := unavailableResponse("the sale is paused; retry shortly")
 			r.retryAfter = pausedRetryAfter
@@ -107,9 +114,16 @@ func (s *Server) createHold(w http.ResponseWriter, r *http.Request) response {
 	if bad != nil {
 		return *bad
 	}
-	req := holdRequest{user: ticket.Subject, quantity: qty, key: key, digest: RequestDigest(canonicalHold(qty)),
-		scope: IdemScope{Kind: "holds", Event: ev.ID, User: ticket.Subject, Key: key}}
-	resp := s.placeHold(ctx, ev, req, "")
+	req := seats.PlaceRequest{
+		Event: ev, User: ticket.Subject, Quantity: qty, Key: key, Digest: idem.RequestDigest(canonicalHold(qty)),
+		Scope:  idem.Scope{Kind: "holds", Event: ev.ID, User: ticket.Subject, Key: key},
+		Render: func(h ledger.Hold) []byte { return holdBodyAt(h, ev.Event, h.CreatedAt) },
+	}
+	res := s.seats.Place(ctx, req)
+	resp := holdAnswer(ev.Event, res)
+	if res.Claim != "" && res.Outcome != seats.Held {
+		s.keepAnswer(ctx, req.Scope, req.Digest, res.Claim, resp)
+	}
 	if resp.outcome == "replayed" {
 		w.Header().Set("Idempotent-Replayed", "true")
 	}
@@ -118,7 +132,7 @@ func (s *Server) createHold(w http.ResponseWriter, r *http.Request) response {
 
 // holdForUser reads hold {id} for the token's owner: 401 without a valid
 // token, 404 when it does not exist or belongs to someone else.
-func (s *Server) holdForUser(w http.ResponseWriter, r *http.Request) (Hold, *liveEvent, bool) {
+func (s *Server) holdForUser(w http.ResponseWriter, r *http.Request) (Hold, *seats.Event, bool) {
 	if !hasAnyToken(r) {
 		writeResponse(w, errInvalidToken)
 		return Hold{}, nil, false
@@ -142,7 +156,7 @@ func (s *Server) holdForUser(w http.ResponseWriter, r *http.Request) (Hold, *liv
 		writeError(w, http.StatusNotFound, "not_found", "no such hold")
 		return Hold{}, nil, false
 	}
-	ev, err := s.event(r.Context(), h.EventID)
+	ev, err := s.seats.Event(r.Context(), h.EventID)
 	if err != nil {
 		lookupFailed(w, err, "event")
 		return Hold{}, nil, false
@@ -163,7 +177,7 @@ func (s *Server) handleDeleteHold(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	err := s.ReleaseHold(r.Context(), h)
+	err := s.seats.ReleaseHold(r.Context(), h)
 	switch {
 	case errors.Is(err, ErrHoldNotActive):
 		writeError(w, http.StatusConflict, "hold_not_active", "the hold is "+h.StatusAt(s.now())+", not active")
@@ -172,5 +186,22 @@ func (s *Server) handleDeleteHold(w http.ResponseWriter, r *http.Request) {
 	default:
 		w.Header().Set("Cache-Control", "no-store")
 		w.WriteHeader(http.StatusNoContent)
+	}
+}
+
+// keepAnswer keeps a hold request's answer under its Idempotency-Key,
+// which the hold script claimed for it with claim. A new hold's answer is
+// in its ledger row, which the claim names: nothing more to write. A 5xx
+// gives the key up, so the client may retry.
+func (s *Server) keepAnswer(ctx context.Context, scope idem.Scope, digest, claim string, resp response) {
+	ctx = context.WithoutCancel(ctx)
+	var err error
+	if resp.status >= 500 {
+		err = s.idem.AbandonClaim(ctx, scope, claim)
+	} else {
+		err = s.idem.Finish(ctx, scope, digest, idem.StoredResponse{Status: resp.status, Body: resp.body})
+	}
+	if err != nil {
+		s.log.Warn("idempotency record not kept", "error", err)
 	}
 }

@@ -3,6 +3,7 @@ package origin
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/waitroom/waitroom/inventory"
 )
@@ -15,7 +16,7 @@ import (
 // never touched in the ledger. Safe to run on every origin node at once.
 func (s *Server) ReapOnce(ctx context.Context) (int, error) {
 	var errs []error
-	if err := s.retryReleases(ctx); err != nil {
+	if err := s.seats.RetryReleases(ctx); err != nil {
 		errs = append(errs, err)
 	}
 	total := 0
@@ -25,7 +26,7 @@ func (s *Server) ReapOnce(ctx context.Context) (int, error) {
 			return total, errors.Join(append(errs, err)...)
 		}
 		for _, h := range rows {
-			ev, err := s.event(ctx, h.EventID)
+			ev, err := s.seats.Event(ctx, h.EventID)
 			if err != nil {
 				errs = append(errs, err)
 				continue
@@ -35,7 +36,7 @@ func (s *Server) ReapOnce(ctx context.Context) (int, error) {
 			// goes back, confirmed or not: the ledger has it expired, so a
 			// confirmation whose ledger step failed can never complete, and
 			// its webhook's retry is served as a late payment.
-			res := s.releaseSeats(ctx, ev, h.ID, inventory.AnyHold)
+			res := s.seats.ReleaseSeats(ctx, ev, h.ID, inventory.AnyHold)
 			s.metrics.reaperHolds.Inc()
 			s.metrics.reaperSeats.Add(float64(res.Seats))
 		}
@@ -48,4 +49,46 @@ func (s *Server) ReapOnce(ctx context.Context) (int, error) {
 		s.log.Info("reaper expired holds", "holds", total)
 	}
 	return total, errors.Join(errs...)
+}
+
+// ReconcileOnce checks the invariant of every event (loading any whose keys
+// are missing), exports the drift, logs it when it is not zero, and keeps
+// the sold-out flag in line with the inventory. Drift is corrected at once,
+// without stopping the sale (CorrectDrift); drift that still stays the same
+// over two checks with nothing in flight for the event is not transient:
+// the event is rebuilt from the ledger (Postgres wins).
+func (s *Server) ReconcileOnce(ctx context.Context) error {
+	if _, err := s.seats.LoadEvents(ctx); err != nil {
+		return fmt.Errorf("reconcile: %w", err)
+	}
+	var errs []error
+	for _, ev := range s.seats.Events() {
+		quiet := s.seats.Quiet(ctx, ev)
+		inv, err := s.seats.CheckInvariant(ctx, ev.ID)
+		quiet = quiet && s.seats.Quiet(ctx, ev)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("reconcile event %d: %w", ev.ID, err))
+			continue
+		}
+		if inv.Drift != 0 {
+			s.log.Warn("inventory drift: redis and the ledger disagree", "event", ev.ID,
+				"remaining", inv.Remaining, "sellable", inv.Sellable, "active_holds", inv.ActiveHolds, "drift", inv.Drift)
+			// Most of a busy sale's drift is its writes in flight, which the
+			// correction leaves as they are; what it changes is lasting.
+			if _, err := s.seats.Correct(ctx, ev); err != nil && !errors.Is(err, inventory.ErrFrozen) && !errors.Is(err, inventory.ErrNotLoaded) {
+				errs = append(errs, fmt.Errorf("reconcile event %d: %w", ev.ID, err))
+			}
+			quiet = s.seats.Quiet(ctx, ev)
+			if inv, err = s.seats.CheckInvariant(ctx, ev.ID); err != nil {
+				errs = append(errs, fmt.Errorf("reconcile event %d: %w", ev.ID, err))
+				continue
+			}
+			quiet = quiet && s.seats.Quiet(ctx, ev)
+		}
+		if err := s.seats.RebuildLastingDrift(ctx, ev, inv, quiet); err != nil {
+			errs = append(errs, fmt.Errorf("reconcile event %d: %w", ev.ID, err))
+		}
+		s.seats.SyncSoldOut(ctx, ev)
+	}
+	return errors.Join(errs...)
 }

@@ -13,8 +13,10 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/waitroom/waitroom/inventory"
+	"github.com/waitroom/waitroom/origin/idem"
 	"github.com/waitroom/waitroom/origin/ledger"
 	"github.com/waitroom/waitroom/origin/payment"
+	"github.com/waitroom/waitroom/origin/seats"
 	"github.com/waitroom/waitroom/waitroom"
 )
 
@@ -61,6 +63,9 @@ type Config struct {
 	// extension (each booking attempt makes one) takes its expiry beyond
 	// created_at + HoldMaxLife. Default 2 × the event's hold lifetime.
 	HoldMaxLife time.Duration
+	// WallClock sets the deadlines of writes, which the Redis and
+	// PostgreSQL servers check by their own clocks; default time.Now.
+	WallClock func() time.Time
 	// RoomPollInterval is how often the admission state is re-read besides
 	// change notices; default waitroom.DefaultPollInterval.
 	RoomPollInterval time.Duration
@@ -146,43 +151,24 @@ func (c *Config) defaults() error {
 	return nil
 }
 
-// Server is the origin: the HTTP API, the reaper and the reconciler over one
-// ledger and one Redis.
+// Server is the origin: the HTTP API over the seat protocol (package
+// seats), the bookings and payments, and the maintenance services, over
+// one ledger and one Redis.
 type Server struct {
 	cfg     Config
 	log     *slog.Logger
 	ledger  *Ledger
 	rdb     redis.UniversalClient
-	inv     *inventory.Inventory
-	store   waitroom.Store
-	idem    *Idempotency
+	seats   *seats.Protocol
+	idem    *idem.Store
 	metrics *metrics
-	flight  singleflight.Group
-
-	// holdRows writes the ledger rows of new holds, in batches.
-	holdRows *ledger.HoldWriter
-	// afterRedisStep, when set (tests), runs between the Redis step and the
-	// ledger step of a change to a hold (lifecycle.go).
-	afterRedisStep func()
-	// duringRebuild, when set (tests), runs in a rebuild once the
-	// inventory is frozen.
-	duringRebuild func()
-
-	// bg is the context background work (admission rooms) runs under.
-	bg context.Context
-
-	mu     sync.RWMutex
-	events map[int64]*liveEvent
-
-	// uncertain holds wait to be checked against the ledger (uncertain.go);
-	// unreleased holds wait for Redis to take their release (reaper.go).
-	pendingMu  sync.Mutex
-	uncertain  map[string]uncertainHold
-	unreleased map[string]pendingRelease
+	// flight shares the admission reads and the webhook settlements that
+	// run at once.
+	flight singleflight.Group
 }
 
-// New returns a server over ledger and rdb (both the caller's to close). It
-// does no I/O; Start loads the events.
+// New returns a server over l and rdb (both the caller's to close). It does
+// no I/O; Start loads the events.
 func New(cfg Config, l *Ledger, rdb redis.UniversalClient) (*Server, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
@@ -196,21 +182,20 @@ func New(cfg Config, l *Ledger, rdb redis.UniversalClient) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Server{
-		cfg:        cfg,
-		log:        cfg.Logger,
-		ledger:     l,
-		holdRows:   ledger.NewHoldWriter(l),
-		rdb:        rdb,
-		inv:        inventory.New(rdb),
-		store:      waitroom.NewRedisStore(rdb, waitroom.RedisOptions{}),
-		idem:       NewIdempotency(rdb),
-		metrics:    m,
-		bg:         context.Background(),
-		events:     make(map[int64]*liveEvent),
-		uncertain:  make(map[string]uncertainHold),
-		unreleased: make(map[string]pendingRelease),
-	}, nil
+	store := idem.New(rdb)
+	p, err := seats.New(seats.Config{
+		Ledger: l, Redis: rdb, Idempotency: store, Clock: cfg.Clock, WallClock: cfg.WallClock, Logger: cfg.Logger,
+		Metrics: &seats.Metrics{
+			Compensations: m.compensations, ReclaimedSeats: m.reclaimedSeats, Drift: m.drift, Remaining: m.remaining,
+			Rebuilds: m.rebuilds, DriftCorrections: m.driftCorrections,
+		},
+		HoldWriteTimeout: cfg.HoldWriteTimeout, ClockSkewMargin: cfg.ClockSkewMargin, RebuildSettle: cfg.RebuildSettle,
+		HoldMaxLife: cfg.HoldMaxLife, RoomPollInterval: cfg.RoomPollInterval,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &Server{cfg: cfg, log: cfg.Logger, ledger: l, rdb: rdb, seats: p, idem: store, metrics: m}, nil
 }
 
 // now is the server's clock at millisecond precision, the precision Redis
@@ -220,25 +205,21 @@ func (s *Server) now() time.Time { return s.cfg.Clock().UTC().Truncate(time.Mill
 // Ledger is the server's ledger.
 func (s *Server) Ledger() *Ledger { return s.ledger }
 
+// Seats is the server's seat protocol.
+func (s *Server) Seats() *seats.Protocol { return s.seats }
+
 // Inventory is the server's Redis inventory.
-func (s *Server) Inventory() *inventory.Inventory { return s.inv }
+func (s *Server) Inventory() *inventory.Inventory { return s.seats.Inventory() }
 
 // Idempotency is the server's Idempotency-Key store.
-func (s *Server) Idempotency() *Idempotency { return s.idem }
+func (s *Server) Idempotency() *idem.Store { return s.idem }
 
 // Start serves every event of the ledger: it follows their admission state
 // until ctx ends and loads into Redis the ones whose keys are missing (a
 // new or flushed Redis).
 func (s *Server) Start(ctx context.Context) error {
-	s.bg = ctx
-	events, err := s.loadEvents(ctx)
-	if err != nil {
+	if err := s.seats.Start(ctx); err != nil {
 		return fmt.Errorf("start: %w", err)
-	}
-	for _, ev := range events {
-		if err := s.ensureLoaded(ctx, ev); err != nil {
-			return fmt.Errorf("start: %w", err)
-		}
 	}
 	return nil
 }
@@ -286,3 +267,55 @@ func (s *Server) Ready(ctx context.Context) error {
 	}
 	return errors.Join(errs...)
 }
+
+// The seat protocol's operations, as the server's callers know them.
+
+// Invariant is the check of one event's inventory against the ledger.
+type Invariant = seats.Invariant
+
+// ErrHoldExpired means the hold's expiry passed before it could be extended
+// or confirmed.
+var ErrHoldExpired = seats.ErrHoldExpired
+
+// ConfirmHold turns a live pending hold into a sale (seats.Protocol.ConfirmHold).
+func (s *Server) ConfirmHold(ctx context.Context, holdID string, inTx func(ledger.Tx, Hold) error) (Hold, error) {
+	return s.seats.ConfirmHold(ctx, holdID, inTx)
+}
+
+// ExtendHold moves a live pending hold's expiry (seats.Protocol.ExtendHold).
+func (s *Server) ExtendHold(ctx context.Context, holdID string, until time.Time, inTx func(ledger.Tx, Hold) error) (Hold, error) {
+	return s.seats.ExtendHold(ctx, holdID, until, inTx)
+}
+
+// ReleaseHold gives a buyer's pending hold back.
+func (s *Server) ReleaseHold(ctx context.Context, h Hold) error { return s.seats.ReleaseHold(ctx, h) }
+
+// CreateEvent writes a new event and loads its seats into Redis.
+func (s *Server) CreateEvent(ctx context.Context, e Event) (Event, error) {
+	return s.seats.CreateEvent(ctx, e)
+}
+
+// CheckInvariant computes the invariant of an event.
+func (s *Server) CheckInvariant(ctx context.Context, id int64) (Invariant, error) {
+	return s.seats.CheckInvariant(ctx, id)
+}
+
+// CorrectDrift corrects an event's inventory from the ledger while its sale
+// goes on.
+func (s *Server) CorrectDrift(ctx context.Context, id int64) (inventory.Correction, error) {
+	return s.seats.CorrectDrift(ctx, id)
+}
+
+// Rebuild reloads an event's inventory from the ledger and returns the
+// invariant after it.
+func (s *Server) Rebuild(ctx context.Context, id int64) (Invariant, error) {
+	return s.seats.Rebuild(ctx, id)
+}
+
+// ResolveUncertain settles the uncertain hold writes that are final.
+func (s *Server) ResolveUncertain(ctx context.Context) (int, error) {
+	return s.seats.ResolveUncertain(ctx)
+}
+
+// HoldMaxLifeOf is the whole-life cap of the holds of e.
+func (s *Server) HoldMaxLifeOf(e Event) time.Duration { return s.seats.HoldMaxLifeOf(e) }

@@ -1,4 +1,6 @@
-package origin
+// Package idem keeps the Idempotency-Key records of the origin's requests
+// in Redis: a marker while the first request runs, then its response.
+package idem
 
 import (
 	"context"
@@ -9,26 +11,15 @@ import (
 	"fmt"
 	"strconv"
 	"time"
-	"unicode/utf8"
 
 	"github.com/redis/go-redis/v9"
 )
 
-// MaxIdempotencyKeyLen is the longest Idempotency-Key accepted.
-const MaxIdempotencyKeyLen = 255
-
-// validIdempotencyKey: 1 to MaxIdempotencyKeyLen bytes of UTF-8. The key is
-// kept in a text column, which refuses anything else: such a key could
-// otherwise only ever be answered 503.
-func validIdempotencyKey(key string) bool {
-	return key != "" && len(key) <= MaxIdempotencyKeyLen && utf8.ValidString(key)
-}
-
-// Idempotency keeps the Idempotency-Key records of requests in Redis: a
+// Store keeps the Idempotency-Key records of requests in Redis: a
 // marker while the first request runs, then its response. Keeping them in
 // Redis rather than Postgres keeps a hold at one ledger write; the resource
 // a 201 created carries its own copy of the response in the ledger (see
-// holds.response), which is what a replay falls back on if Redis loses
+// the holds table's response column), which is what a replay falls back on if Redis loses
 // these records.
 //
 // The semantics, for holds and bookings alike: the same user, key and body
@@ -38,11 +29,11 @@ func validIdempotencyKey(key string) bool {
 //
 // A booking claims its key with Begin. A hold request claims it in the
 // hold script's own call (no round trip of its own), with a record naming
-// the hold it makes (holdClaim): once that hold's ledger row is committed,
+// the hold it makes (HoldClaim): once that hold's ledger row is committed,
 // the row's response is the one to replay, so a 201 writes nothing more to
 // Redis. Any other answer is kept over the claim with Finish, or the claim
 // given up with AbandonClaim.
-type Idempotency struct {
+type Store struct {
 	rdb redis.UniversalClient
 	// InFlight is how long the marker of a running request lives: longer
 	// than any request may take, short enough that a crashed node's marker
@@ -52,13 +43,13 @@ type Idempotency struct {
 	Keep time.Duration
 }
 
-// NewIdempotency keeps records in rdb for 24 hours.
-func NewIdempotency(rdb redis.UniversalClient) *Idempotency {
-	return &Idempotency{rdb: rdb, InFlight: time.Minute, Keep: 24 * time.Hour}
+// New keeps records in rdb for 24 hours.
+func New(rdb redis.UniversalClient) *Store {
+	return &Store{rdb: rdb, InFlight: time.Minute, Keep: 24 * time.Hour}
 }
 
-// IdemScope names one Idempotency-Key of one user for one kind of request.
-type IdemScope struct {
+// Scope names one Idempotency-Key of one user for one kind of request.
+type Scope struct {
 	// Kind is the kind of request ("holds", "bookings").
 	Kind string
 	// Event is the event the request is about, 0 if none; it places the
@@ -81,7 +72,8 @@ func RequestDigest(canonical string) string {
 	return hex.EncodeToString(h[:16])
 }
 
-func (sc IdemScope) redisKey() string {
+// RedisKey is the key of sc's record, on the event's slot.
+func (sc Scope) RedisKey() string {
 	tag := ""
 	if sc.Event != 0 {
 		tag = "{evt:" + strconv.FormatInt(sc.Event, 10) + "}:"
@@ -95,7 +87,9 @@ type StoredResponse struct {
 	Body   []byte `json:"body"`
 }
 
-type idemRecord struct {
+// Record is a kept record: a running request's marker or claim, or its
+// response.
+type Record struct {
 	Running  bool            `json:"running,omitempty"`
 	Digest   string          `json:"digest"`
 	Response *StoredResponse `json:"response,omitempty"`
@@ -104,12 +98,12 @@ type idemRecord struct {
 	At   int64  `json:"at,omitempty"`
 }
 
-// holdClaim is the record a hold request claims its key with: the hold it
+// HoldClaim is the record a hold request claims its key with: the hold it
 // makes, whose ledger row will carry the answer, and when, so that the
 // claim of a request that died without answering can be told from the
 // claim of one still running (InFlight).
-func holdClaim(digest, hold string, now time.Time) string {
-	b, _ := json.Marshal(idemRecord{Digest: digest, Hold: hold, At: now.UnixMilli()})
+func HoldClaim(digest, hold string, now time.Time) string {
+	b, _ := json.Marshal(Record{Digest: digest, Hold: hold, At: now.UnixMilli()})
 	return string(b)
 }
 
@@ -122,9 +116,9 @@ var (
 // Begin claims sc for the request with digest. It returns (nil, nil) when
 // the caller should run the request (and then call Finish or Abandon), the
 // stored response to replay, or ErrRequestInProgress / ErrKeyReused.
-func (i *Idempotency) Begin(ctx context.Context, sc IdemScope, digest string) (*StoredResponse, error) {
-	key := sc.redisKey()
-	marker, err := json.Marshal(idemRecord{Running: true, Digest: digest})
+func (i *Store) Begin(ctx context.Context, sc Scope, digest string) (*StoredResponse, error) {
+	key := sc.RedisKey()
+	marker, err := json.Marshal(Record{Running: true, Digest: digest})
 	if err != nil {
 		return nil, fmt.Errorf("idempotency marker: %w", err)
 	}
@@ -143,7 +137,7 @@ func (i *Idempotency) Begin(ctx context.Context, sc IdemScope, digest string) (*
 		if err != nil {
 			return nil, fmt.Errorf("idempotency: read key: %w", err)
 		}
-		var rec idemRecord
+		var rec Record
 		if err := json.Unmarshal(raw, &rec); err != nil {
 			return nil, fmt.Errorf("idempotency: decode record: %w", err)
 		}
@@ -161,15 +155,15 @@ func (i *Idempotency) Begin(ctx context.Context, sc IdemScope, digest string) (*
 
 // Finish keeps the response of the request Begin let run; a 5xx is not
 // kept (Abandon).
-func (i *Idempotency) Finish(ctx context.Context, sc IdemScope, digest string, resp StoredResponse) error {
+func (i *Store) Finish(ctx context.Context, sc Scope, digest string, resp StoredResponse) error {
 	if resp.Status >= 500 {
 		return i.Abandon(ctx, sc)
 	}
-	rec, err := json.Marshal(idemRecord{Digest: digest, Response: &resp})
+	rec, err := json.Marshal(Record{Digest: digest, Response: &resp})
 	if err != nil {
 		return fmt.Errorf("idempotency record: %w", err)
 	}
-	if err := i.rdb.Set(ctx, sc.redisKey(), rec, i.Keep).Err(); err != nil {
+	if err := i.rdb.Set(ctx, sc.RedisKey(), rec, i.Keep).Err(); err != nil {
 		return fmt.Errorf("idempotency: keep response: %w", err)
 	}
 	return nil
@@ -179,8 +173,8 @@ func (i *Idempotency) Finish(ctx context.Context, sc IdemScope, digest string, r
 // claim, the record this request claimed it with. A request that cannot
 // tell whether its claim was made (the hold script's answer was lost) must
 // not remove another request's.
-func (i *Idempotency) AbandonClaim(ctx context.Context, sc IdemScope, claim string) error {
-	key := sc.redisKey()
+func (i *Store) AbandonClaim(ctx context.Context, sc Scope, claim string) error {
+	key := sc.RedisKey()
 	err := i.rdb.Watch(ctx, func(tx *redis.Tx) error {
 		cur, err := tx.Get(ctx, key).Result()
 		if errors.Is(err, redis.Nil) || (err == nil && cur != claim) {
@@ -202,8 +196,8 @@ func (i *Idempotency) AbandonClaim(ctx context.Context, sc IdemScope, claim stri
 }
 
 // Abandon forgets the request Begin let run, so a retry runs it again.
-func (i *Idempotency) Abandon(ctx context.Context, sc IdemScope) error {
-	if err := i.rdb.Del(ctx, sc.redisKey()).Err(); err != nil {
+func (i *Store) Abandon(ctx context.Context, sc Scope) error {
+	if err := i.rdb.Del(ctx, sc.RedisKey()).Err(); err != nil {
 		return fmt.Errorf("idempotency: abandon key: %w", err)
 	}
 	return nil

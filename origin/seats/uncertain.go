@@ -1,4 +1,4 @@
-package origin
+package seats
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 // (a network stall delivers them late, and the statement timeout only starts
 // when they arrive). Returning the seats at once could then sell them twice,
 // so they stay taken until the write is final. Every hold row is written
-// with a deadline that PostgreSQL checks itself (queries.go), so the write
+// with a deadline that PostgreSQL checks itself (package ledger), so the write
 // is final once the deadline has passed on the server's clock: by this
 // node's clock, deadline + ClockSkewMargin. Then the ledger is asked: if the
 // row is there the hold stands; if not, the seats go back.
@@ -26,45 +26,45 @@ type uncertainHold struct {
 
 // finalAfter is when a write with deadline d can no longer be committed, by
 // this node's clock: the server judges d by its own.
-func (s *Server) finalAfter(d time.Time) time.Time { return d.Add(s.cfg.ClockSkewMargin) }
+func (p *Protocol) finalAfter(d time.Time) time.Time { return d.Add(p.cfg.ClockSkewMargin) }
 
 // unknownDeadline bounds the deadline of a write this node did not make
 // (another node's, or one whose request is gone) of a hold that exists now:
 // its deadline was set before its hold script ran, so before now.
-func (s *Server) unknownDeadline() time.Time { return time.Now().Add(s.cfg.HoldWriteTimeout) }
+func (p *Protocol) unknownDeadline() time.Time { return p.cfg.WallClock().Add(p.cfg.HoldWriteTimeout) }
 
 // addUncertain keeps a hold's seats until its write, whose deadline is
 // deadline, is final, and holds off rebuilds of the event until then.
-func (s *Server) addUncertain(ev *liveEvent, holdID string, deadline time.Time) {
-	final := s.finalAfter(deadline)
+func (p *Protocol) addUncertain(ev *Event, holdID string, deadline time.Time) {
+	final := p.finalAfter(deadline)
 	ev.noteFinal(final)
-	s.pendingMu.Lock()
-	defer s.pendingMu.Unlock()
-	if _, ok := s.uncertain[holdID]; !ok {
-		s.uncertain[holdID] = uncertainHold{event: ev.ID, final: final}
+	p.pendingMu.Lock()
+	defer p.pendingMu.Unlock()
+	if _, ok := p.uncertain[holdID]; !ok {
+		p.uncertain[holdID] = uncertainHold{event: ev.ID, final: final}
 	}
 }
 
 // ResolveUncertain settles the uncertain hold writes that are final and
 // returns how many it settled. On a ledger error (the ledger is likely
 // still away) it settles none and tries again on the next call.
-func (s *Server) ResolveUncertain(ctx context.Context) (int, error) {
-	now := time.Now()
-	s.pendingMu.Lock()
+func (p *Protocol) ResolveUncertain(ctx context.Context) (int, error) {
+	now := p.cfg.WallClock()
+	p.pendingMu.Lock()
 	due := make(map[string]uncertainHold)
 	var ids []string
-	for id, u := range s.uncertain {
+	for id, u := range p.uncertain {
 		if !now.Before(u.final) {
 			due[id] = u
 			ids = append(ids, id)
 		}
 	}
-	s.pendingMu.Unlock()
+	p.pendingMu.Unlock()
 	if len(due) == 0 {
 		return 0, nil
 	}
 
-	written, err := s.ledger.HoldsWritten(ctx, ids)
+	written, err := p.ledger.HoldsWritten(ctx, ids)
 	if errors.Is(err, ledger.ErrHoldWritesBusy) {
 		return 0, nil // the next call asks again
 	}
@@ -74,47 +74,33 @@ func (s *Server) ResolveUncertain(ctx context.Context) (int, error) {
 	settled := 0
 	for id, u := range due {
 		if !written[id] {
-			ev, err := s.event(ctx, u.event)
+			ev, err := p.Event(ctx, u.event)
 			if err != nil {
 				return settled, err
 			}
-			s.compensate(ctx, ev, id)
-			s.log.Info("uncertain hold write was not applied; seats returned", "event", u.event, "hold", id)
+			p.compensate(ctx, ev, id)
+			p.log.Info("uncertain hold write was not applied; seats returned", "event", u.event, "hold", id)
 		}
-		s.pendingMu.Lock()
-		delete(s.uncertain, id)
-		s.pendingMu.Unlock()
+		p.pendingMu.Lock()
+		delete(p.uncertain, id)
+		p.pendingMu.Unlock()
 		settled++
 	}
 	return settled, nil
 }
 
-// retryReleases retries the seat releases Redis could not take, each in the
-// mode it was started in.
-func (s *Server) retryReleases(ctx context.Context) error {
-	s.pendingMu.Lock()
-	todo := make(map[string]pendingRelease, len(s.unreleased))
-	for id, p := range s.unreleased {
-		todo[id] = p
-	}
-	s.pendingMu.Unlock()
-	for id, p := range todo {
-		ev, err := s.event(ctx, p.event)
-		if err != nil {
-			return err
-		}
-		res, err := s.runRelease(ctx, id, p)
-		if err != nil {
-			return err
-		}
-		s.pendingMu.Lock()
-		if s.unreleased[id] == p {
-			delete(s.unreleased, id)
-		}
-		s.pendingMu.Unlock()
-		if res.Seats > 0 && ev.room.State().SoldOut {
-			s.syncSoldOut(ctx, ev)
+// WaitUncertainFinal waits until every hold write this node gave up on is
+// final (its deadline and the clock-skew margin have passed): for tests.
+// The deadlines are wall-clock ones: this is a real wait, as long as
+// HoldWriteTimeout at most.
+func (p *Protocol) WaitUncertainFinal() {
+	p.pendingMu.Lock()
+	var last time.Time
+	for _, u := range p.uncertain {
+		if u.final.After(last) {
+			last = u.final
 		}
 	}
-	return nil
+	p.pendingMu.Unlock()
+	time.Sleep(last.Sub(p.cfg.WallClock()))
 }

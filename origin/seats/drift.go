@@ -1,4 +1,4 @@
-package origin
+package seats
 
 import (
 	"context"
@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/waitroom/waitroom/inventory"
+	"github.com/waitroom/waitroom/origin/idem"
 	"github.com/waitroom/waitroom/origin/ledger"
-	"github.com/waitroom/waitroom/waitroom"
 )
 
 // Invariant is the check of one event's inventory against the ledger:
@@ -42,28 +42,28 @@ type Invariant struct {
 // and after the ledger and the check repeated if it moved in between, so a
 // sale in progress does not show as drift. Missing keys are loaded first
 // (the ledger wins).
-func (s *Server) CheckInvariant(ctx context.Context, id int64) (Invariant, error) {
-	ev, err := s.event(ctx, id)
+func (p *Protocol) CheckInvariant(ctx context.Context, id int64) (Invariant, error) {
+	ev, err := p.Event(ctx, id)
 	if err != nil {
 		return Invariant{}, err
 	}
 	var inv Invariant
 	for attempt := 0; ; attempt++ {
-		before, loaded, err := s.reclaim(ctx, ev)
+		before, loaded, err := p.reclaim(ctx, ev)
 		if err != nil {
 			return Invariant{}, err
 		}
 		if !loaded {
-			if err := s.ensureLoaded(ctx, ev); err != nil {
+			if err := p.ensureLoaded(ctx, ev); err != nil {
 				return Invariant{}, err
 			}
 			continue
 		}
-		counts, err := s.ledger.SeatCounts(ctx, id, s.now())
+		counts, err := p.ledger.SeatCounts(ctx, id, p.now())
 		if err != nil {
 			return Invariant{}, err
 		}
-		after, loaded, err := s.reclaim(ctx, ev)
+		after, loaded, err := p.reclaim(ctx, ev)
 		if err != nil {
 			return Invariant{}, err
 		}
@@ -77,51 +77,9 @@ func (s *Server) CheckInvariant(ctx context.Context, id int64) (Invariant, error
 			break
 		}
 	}
-	s.metrics.drift.WithLabelValues(fmt.Sprint(id)).Set(float64(inv.Drift))
-	s.metrics.remaining.WithLabelValues(fmt.Sprint(id)).Set(float64(inv.Remaining))
+	p.metrics.Drift.WithLabelValues(fmt.Sprint(id)).Set(float64(inv.Drift))
+	p.metrics.Remaining.WithLabelValues(fmt.Sprint(id)).Set(float64(inv.Remaining))
 	return inv, nil
-}
-
-// ReconcileOnce checks the invariant of every event (loading any whose keys
-// are missing), exports the drift, logs it when it is not zero, and keeps
-// the sold-out flag in line with the inventory. Drift is corrected at once,
-// without stopping the sale (CorrectDrift); drift that still stays the same
-// over two checks with nothing in flight for the event is not transient:
-// the event is rebuilt from the ledger (Postgres wins).
-func (s *Server) ReconcileOnce(ctx context.Context) error {
-	if _, err := s.loadEvents(ctx); err != nil {
-		return fmt.Errorf("reconcile: %w", err)
-	}
-	var errs []error
-	for _, ev := range s.liveEvents() {
-		quiet := s.quiet(ctx, ev)
-		inv, err := s.CheckInvariant(ctx, ev.ID)
-		quiet = quiet && s.quiet(ctx, ev)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("reconcile event %d: %w", ev.ID, err))
-			continue
-		}
-		if inv.Drift != 0 {
-			s.log.Warn("inventory drift: redis and the ledger disagree", "event", ev.ID,
-				"remaining", inv.Remaining, "sellable", inv.Sellable, "active_holds", inv.ActiveHolds, "drift", inv.Drift)
-			// Most of a busy sale's drift is its writes in flight, which the
-			// correction leaves as they are; what it changes is lasting.
-			if _, err := s.correct(ctx, ev); err != nil && !errors.Is(err, inventory.ErrFrozen) && !errors.Is(err, inventory.ErrNotLoaded) {
-				errs = append(errs, fmt.Errorf("reconcile event %d: %w", ev.ID, err))
-			}
-			quiet = s.quiet(ctx, ev)
-			if inv, err = s.CheckInvariant(ctx, ev.ID); err != nil {
-				errs = append(errs, fmt.Errorf("reconcile event %d: %w", ev.ID, err))
-				continue
-			}
-			quiet = quiet && s.quiet(ctx, ev)
-		}
-		if err := s.rebuildLastingDrift(ctx, ev, inv, quiet); err != nil {
-			errs = append(errs, fmt.Errorf("reconcile event %d: %w", ev.ID, err))
-		}
-		s.syncSoldOut(ctx, ev)
-	}
-	return errors.Join(errs...)
 }
 
 // CorrectDrift corrects an event's inventory from the ledger while its sale
@@ -129,26 +87,26 @@ func (s *Server) ReconcileOnce(ctx context.Context) error {
 // dropped, and remaining is set from the hold records Redis keeps, in one
 // script (inventory.Correct), so the holds, releases and reclaims running
 // meanwhile on any node are counted exactly. Nothing is paused or frozen.
-func (s *Server) CorrectDrift(ctx context.Context, id int64) (inventory.Correction, error) {
-	ev, err := s.event(ctx, id)
+func (p *Protocol) CorrectDrift(ctx context.Context, id int64) (inventory.Correction, error) {
+	ev, err := p.Event(ctx, id)
 	if err != nil {
 		return inventory.Correction{}, err
 	}
-	return s.correct(ctx, ev)
+	return p.Correct(ctx, ev)
 }
 
-func (s *Server) correct(ctx context.Context, ev *liveEvent) (inventory.Correction, error) {
+func (p *Protocol) Correct(ctx context.Context, ev *Event) (inventory.Correction, error) {
 	// Redis first: a hold the ledger has ended stays ended, whenever read.
-	inRedis, err := s.inv.HoldIDs(ctx, ev.ID)
+	inRedis, err := p.inv.HoldIDs(ctx, ev.ID)
 	if err != nil {
 		return inventory.Correction{}, err
 	}
-	ended, err := s.ledger.EndedHolds(ctx, inRedis)
+	ended, err := p.ledger.EndedHolds(ctx, inRedis)
 	if err != nil {
 		return inventory.Correction{}, err
 	}
-	snap, err := s.ledgerState(ctx, ev, func(ctx context.Context) ([]ledger.LiveHold, []ledger.OverflowBuyer, error) {
-		return s.ledger.LiveHoldsNow(ctx, ev.ID, s.now())
+	snap, err := p.ledgerState(ctx, ev, func(ctx context.Context) ([]ledger.LiveHold, []ledger.OverflowBuyer, error) {
+		return p.ledger.LiveHoldsNow(ctx, ev.ID, p.now())
 	})
 	if err != nil {
 		return inventory.Correction{}, err
@@ -163,29 +121,29 @@ func (s *Server) correct(ctx context.Context, ev *liveEvent) (inventory.Correcti
 			add = append(add, h)
 		}
 	}
-	c, err := s.inv.Correct(ctx, ev.ID, ev.Sellable, add, ended)
+	c, err := p.inv.Correct(ctx, ev.ID, ev.Sellable, add, ended)
 	if err != nil {
 		return c, err
 	}
 	if c.Before != c.After || c.Added > 0 || c.Dropped > 0 {
-		s.metrics.driftCorrections.Inc()
-		s.log.Warn("inventory corrected from the ledger", "event", ev.ID, "remaining_before", c.Before,
+		p.metrics.DriftCorrections.Inc()
+		p.log.Warn("inventory corrected from the ledger", "event", ev.ID, "remaining_before", c.Before,
 			"remaining_after", c.After, "holds_added", c.Added, "holds_dropped", c.Dropped)
 		if ev.room.State().SoldOut != (c.After == 0) {
-			s.syncSoldOut(ctx, ev)
+			p.SyncSoldOut(ctx, ev)
 		}
 	}
 	return c, nil
 }
 
-// rebuildLastingDrift rebuilds an event whose drift is the same as at the last
+// RebuildLastingDrift rebuilds an event whose drift is the same as at the last
 // quiet check. A hold write, an uncertain write, a release still owed to
 // Redis or a rebuild under way each move the drift for a moment; the same
 // non-zero drift at two checks a reconcile interval apart, with none of
 // them under way either time, is a lasting disagreement (seats leaked, or
 // sellable twice). Other nodes' writes are not seen here, but would not
 // leave the same drift twice; and a rebuild waits for them anyway.
-func (s *Server) rebuildLastingDrift(ctx context.Context, ev *liveEvent, inv Invariant, quiet bool) error {
+func (p *Protocol) RebuildLastingDrift(ctx context.Context, ev *Event, inv Invariant, quiet bool) error {
 	seen := int64(0)
 	if quiet {
 		seen = inv.Drift
@@ -193,69 +151,69 @@ func (s *Server) rebuildLastingDrift(ctx context.Context, ev *liveEvent, inv Inv
 	if last := ev.driftSeen.Swap(seen); seen == 0 || last != seen {
 		return nil
 	}
-	s.log.Error("inventory drift persists with nothing in flight: rebuilding from the ledger", "event", ev.ID,
+	p.log.Error("inventory drift persists with nothing in flight: rebuilding from the ledger", "event", ev.ID,
 		"remaining", inv.Remaining, "sellable", inv.Sellable, "active_holds", inv.ActiveHolds, "drift", inv.Drift)
 	ev.driftSeen.Store(0)
-	if err := s.rebuild(ctx, ev, reasonDrift); err != nil && !errors.Is(err, inventory.ErrRebuilding) {
+	if err := p.rebuild(ctx, ev, reasonDrift); err != nil && !errors.Is(err, inventory.ErrRebuilding) {
 		return err
 	}
-	_, err := s.CheckInvariant(ctx, ev.ID)
+	_, err := p.CheckInvariant(ctx, ev.ID)
 	return err
 }
 
-// quiet reports whether nothing that moves the drift for a moment is under
+// Quiet reports whether nothing that moves the drift for a moment is under
 // way for the event: this node's hold writes, its uncertain writes and its
 // releases owed to Redis, and any node's rebuild.
-func (s *Server) quiet(ctx context.Context, ev *liveEvent) bool {
+func (p *Protocol) Quiet(ctx context.Context, ev *Event) bool {
 	if ev.inflight.Load() > 0 {
 		return false
 	}
-	s.pendingMu.Lock()
+	p.pendingMu.Lock()
 	pending := false
-	for _, u := range s.uncertain {
+	for _, u := range p.uncertain {
 		pending = pending || u.event == ev.ID
 	}
-	for _, p := range s.unreleased {
+	for _, p := range p.unreleased {
 		pending = pending || p.event == ev.ID
 	}
-	s.pendingMu.Unlock()
+	p.pendingMu.Unlock()
 	if pending {
 		return false
 	}
-	frozen, err := s.inv.Frozen(ctx, ev.ID)
+	frozen, err := p.inv.Frozen(ctx, ev.ID)
 	return err == nil && !frozen
 }
 
 // Rebuild reloads an event's inventory from the ledger and returns the
 // invariant after it.
-func (s *Server) Rebuild(ctx context.Context, id int64) (Invariant, error) {
-	ev, err := s.event(ctx, id)
+func (p *Protocol) Rebuild(ctx context.Context, id int64) (Invariant, error) {
+	ev, err := p.Event(ctx, id)
 	if err != nil {
 		return Invariant{}, err
 	}
-	if err := s.rebuild(ctx, ev, reasonAdmin); err != nil {
+	if err := p.rebuild(ctx, ev, reasonAdmin); err != nil {
 		return Invariant{}, err
 	}
-	return s.CheckInvariant(ctx, id)
+	return p.CheckInvariant(ctx, id)
 }
 
 // ensureLoaded rebuilds an event whose keys are missing, or waits for the
 // rebuild another node is running.
-func (s *Server) ensureLoaded(ctx context.Context, ev *liveEvent) error {
+func (p *Protocol) ensureLoaded(ctx context.Context, ev *Event) error {
 	for {
-		_, loaded, err := s.inv.Remaining(ctx, ev.ID)
+		_, loaded, err := p.inv.Remaining(ctx, ev.ID)
 		if err != nil {
 			return err
 		}
 		if loaded {
 			return nil
 		}
-		frozen, err := s.inv.Frozen(ctx, ev.ID)
+		frozen, err := p.inv.Frozen(ctx, ev.ID)
 		if err != nil {
 			return err
 		}
 		if !frozen {
-			err := s.rebuild(ctx, ev, reasonMissing)
+			err := p.rebuild(ctx, ev, reasonMissing)
 			if err == nil || !errors.Is(err, inventory.ErrRebuilding) {
 				return err
 			}
@@ -286,8 +244,8 @@ const (
 // count the ledger, load Redis, lift the fence. The fence is the rebuild's
 // pause: the admission state an operator controls (paused, sold out) is
 // never touched. Concurrent calls on this node share one run.
-func (s *Server) rebuild(ctx context.Context, ev *liveEvent, reason string) error {
-	_, err, _ := s.flight.Do(fmt.Sprintf("rebuild:%d", ev.ID), func() (any, error) {
+func (p *Protocol) rebuild(ctx context.Context, ev *Event, reason string) error {
+	_, err, _ := p.flight.Do(fmt.Sprintf("rebuild:%d", ev.ID), func() (any, error) {
 		// Detached: callers may give up waiting, the rebuild must not stop
 		// half way (it would only leave the event unloaded, but needlessly).
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), inventory.FenceTTL)
@@ -296,35 +254,35 @@ func (s *Server) rebuild(ctx context.Context, ev *liveEvent, reason string) erro
 		if onlyMissing {
 			// Loaded meanwhile: nothing to do. (Reload below checks again,
 			// under the fence.)
-			if _, loaded, err := s.inv.Remaining(ctx, ev.ID); err == nil && loaded {
+			if _, loaded, err := p.inv.Remaining(ctx, ev.ID); err == nil && loaded {
 				return nil, nil
 			}
 		}
-		start := time.Now()
+		start := p.cfg.WallClock()
 		read := func(ctx context.Context) (inventory.Snapshot, error) {
-			if s.duringRebuild != nil {
-				s.duringRebuild()
+			if p.duringRebuild != nil {
+				p.duringRebuild()
 			}
 			if reason != reasonCreated {
-				if err := s.settle(ctx, ev); err != nil {
+				if err := p.settle(ctx, ev); err != nil {
 					return inventory.Snapshot{}, err
 				}
 			}
-			return s.snapshot(ctx, ev)
+			return p.snapshot(ctx, ev)
 		}
 		if onlyMissing {
 			// Requests that found the keys missing may get here just after
 			// another rebuild loaded them, and a new event may have been
 			// loaded by another node's first hold, whose seats a reset would
 			// give away: Reload leaves loaded keys alone.
-			if loaded, err := s.inv.Reload(ctx, ev.ID, read); err != nil || !loaded {
+			if loaded, err := p.inv.Reload(ctx, ev.ID, read); err != nil || !loaded {
 				return nil, err
 			}
-		} else if err := s.inv.Rebuild(ctx, ev.ID, read); err != nil {
+		} else if err := p.inv.Rebuild(ctx, ev.ID, read); err != nil {
 			return nil, err
 		}
-		s.metrics.rebuilds.WithLabelValues(reason).Inc()
-		s.log.Info("inventory rebuilt from the ledger", "event", ev.ID, "reason", reason, "took", time.Since(start))
+		p.metrics.Rebuilds.WithLabelValues(reason).Inc()
+		p.log.Info("inventory rebuilt from the ledger", "event", ev.ID, "reason", reason, "took", p.cfg.WallClock().Sub(start))
 		return nil, nil
 	})
 	return err
@@ -336,10 +294,10 @@ func (s *Server) rebuild(ctx context.Context, ev *liveEvent, reason string) erro
 // (until they end, and those it gave up on until their deadline, checked by
 // the server, has passed), other nodes' for RebuildSettle (their write
 // timeout) plus the clock-skew margin.
-func (s *Server) settle(ctx context.Context, ev *liveEvent) error {
+func (p *Protocol) settle(ctx context.Context, ev *Event) error {
 	var until time.Time
-	if s.cfg.RebuildSettle > 0 {
-		until = time.Now().Add(s.cfg.RebuildSettle + s.cfg.ClockSkewMargin)
+	if p.cfg.RebuildSettle > 0 {
+		until = p.cfg.WallClock().Add(p.cfg.RebuildSettle + p.cfg.ClockSkewMargin)
 	}
 	for ev.inflight.Load() > 0 {
 		select {
@@ -353,7 +311,7 @@ func (s *Server) settle(ctx context.Context, ev *liveEvent) error {
 	if final := time.Unix(0, ev.finalAt.Load()); final.After(until) {
 		until = final
 	}
-	if wait := time.Until(until); wait > 0 {
+	if wait := until.Sub(p.cfg.WallClock()); wait > 0 {
 		t := time.NewTimer(wait)
 		defer t.Stop()
 		select {
@@ -366,15 +324,15 @@ func (s *Server) settle(ctx context.Context, ev *liveEvent) error {
 }
 
 // snapshot is the state the ledger says Redis should hold.
-func (s *Server) snapshot(ctx context.Context, ev *liveEvent) (inventory.Snapshot, error) {
-	return s.ledgerState(ctx, ev, func(ctx context.Context) ([]ledger.LiveHold, []ledger.OverflowBuyer, error) {
-		return s.ledger.LiveHolds(ctx, ev.ID, s.now())
+func (p *Protocol) snapshot(ctx context.Context, ev *Event) (inventory.Snapshot, error) {
+	return p.ledgerState(ctx, ev, func(ctx context.Context) ([]ledger.LiveHold, []ledger.OverflowBuyer, error) {
+		return p.ledger.LiveHolds(ctx, ev.ID, p.now())
 	})
 }
 
 // ledgerState turns the ledger's live holds and overflow buyers, as read
 // returns them, into the state Redis should hold.
-func (s *Server) ledgerState(ctx context.Context, ev *liveEvent, read func(context.Context) ([]ledger.LiveHold, []ledger.OverflowBuyer, error)) (inventory.Snapshot, error) {
+func (p *Protocol) ledgerState(ctx context.Context, ev *Event, read func(context.Context) ([]ledger.LiveHold, []ledger.OverflowBuyer, error)) (inventory.Snapshot, error) {
 	rows, buyers, err := read(ctx)
 	if err != nil {
 		return inventory.Snapshot{}, err
@@ -385,7 +343,7 @@ func (s *Server) ledgerState(ctx context.Context, ev *liveEvent, read func(conte
 	for _, b := range buyers {
 		snap.Holds = append(snap.Holds, inventory.LiveHold{
 			ID: b.ID, User: b.UserID, Overflow: true,
-			KeyDigest: KeyDigest(b.UserID, b.IdempotencyKey), BodyDigest: b.RequestDigest,
+			KeyDigest: idem.KeyDigest(b.UserID, b.IdempotencyKey), BodyDigest: b.RequestDigest,
 		})
 	}
 	var active int64
@@ -393,29 +351,27 @@ func (s *Server) ledgerState(ctx context.Context, ev *liveEvent, read func(conte
 		active += h.Quantity
 		snap.Holds = append(snap.Holds, inventory.LiveHold{
 			ID: h.ID, User: h.UserID, Quantity: h.Quantity, ExpiresAt: h.ExpiresAt,
-			Confirmed:  h.Status == StatusConfirmed,
-			KeyDigest:  KeyDigest(h.UserID, h.IdempotencyKey),
+			Confirmed:  h.Status == ledger.StatusConfirmed,
+			KeyDigest:  idem.KeyDigest(h.UserID, h.IdempotencyKey),
 			BodyDigest: h.RequestDigest,
 		})
 	}
 	snap.Remaining = ev.Sellable - active
 	if snap.Remaining < 0 {
-		s.log.Error("ledger holds exceed the sellable pool", "event", ev.ID, "sellable", ev.Sellable, "active", active)
+		p.log.Error("ledger holds exceed the sellable pool", "event", ev.ID, "sellable", ev.Sellable, "active", active)
 		snap.Remaining = 0
 	}
 	return snap, nil
 }
 
-func waitroomChange(soldOut bool) waitroom.Change { return waitroom.Change{SoldOut: &soldOut} }
-
 // reclaim returns lapsed holds' seats in Redis and reads remaining, so the
 // count treats expired holds as free, as the ledger does.
-func (s *Server) reclaim(ctx context.Context, ev *liveEvent) (int64, bool, error) {
-	n, seats, loaded, err := s.inv.Reclaim(ctx, ev.ID, s.now())
+func (p *Protocol) reclaim(ctx context.Context, ev *Event) (int64, bool, error) {
+	n, seats, loaded, err := p.inv.Reclaim(ctx, ev.ID, p.now())
 	if seats > 0 {
-		s.metrics.reclaimedSeats.Add(float64(seats))
+		p.metrics.ReclaimedSeats.Add(float64(seats))
 		if ev.room.State().SoldOut {
-			s.syncSoldOut(ctx, ev)
+			p.SyncSoldOut(ctx, ev)
 		}
 	}
 	return n, loaded, err

@@ -1,0 +1,117 @@
+package origin
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/waitroom/waitroom/origin/ledger"
+	"github.com/waitroom/waitroom/origin/seats"
+)
+
+// The one mapping from the outcomes of the protocol packages to the
+// answers of the API (docs/api.md §7–§10): a status, a JSON body, and the
+// outcome label of the metrics.
+
+// response is an answer of the API: a status and a JSON body.
+type response struct {
+	status int
+	body   []byte
+	// outcome labels the request metrics.
+	outcome string
+	// retryAfter, in seconds, for 503s.
+	retryAfter int
+}
+
+func errorBody(code, msg string) []byte {
+	b, _ := json.Marshal(apiError{Error: code, Message: msg})
+	return append(b, '\n')
+}
+
+func errorResponse(status int, code, msg string) response {
+	return response{status: status, body: errorBody(code, msg), outcome: code}
+}
+
+func unavailableResponse(msg string) response {
+	r := errorResponse(http.StatusServiceUnavailable, "unavailable", msg)
+	r.retryAfter = 1
+	return r
+}
+
+// holdJSON is <hold> of docs/api.md §7.
+type holdJSON struct {
+	HoldID    string `json:"hold_id"`
+	EventID   int64  `json:"event_id"`
+	UserID    string `json:"user_id"`
+	Quantity  int64  `json:"quantity"`
+	Status    string `json:"status"`
+	ExpiresAt string `json:"expires_at"`
+	Amount    int64  `json:"amount"`
+	Currency  string `json:"currency"`
+}
+
+func rfc3339(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+
+// holdBodyAt is <hold> for h as a buyer sees it at now.
+func holdBodyAt(h ledger.Hold, ev ledger.Event, now time.Time) []byte {
+	b, _ := json.Marshal(holdJSON{
+		HoldID: h.ID, EventID: ev.ID, UserID: h.UserID, Quantity: h.Quantity, Status: h.StatusAt(now),
+		ExpiresAt: rfc3339(h.ExpiresAt), Amount: ev.Price * h.Quantity, Currency: ev.Currency,
+	})
+	return append(b, '\n')
+}
+
+// holdAnswers is the answer of each outcome of a hold request (docs/api.md
+// §7): its status, and for a refusal its error code and message.
+var holdAnswers = map[seats.Outcome]struct {
+	status  int
+	outcome string
+	msg     string
+}{
+	seats.Held:        {http.StatusCreated, "held", ""},
+	seats.Replayed:    {http.StatusCreated, "replayed", ""},
+	seats.AlreadyHeld: {http.StatusOK, "already_held", ""},
+	seats.SoldOut:     {http.StatusConflict, "sold_out", "the event is sold out"},
+	seats.KeyReused:   {http.StatusUnprocessableEntity, "idempotency_key_reused", "this Idempotency-Key was used with a different request body"},
+	seats.InProgress:  {http.StatusConflict, "request_in_progress", "a request with this Idempotency-Key is still being processed"},
+	seats.Unavailable: {http.StatusServiceUnavailable, "unavailable", "seats cannot be held right now; retry shortly"},
+}
+
+// unavailableMessages says what each step that failed means for the buyer.
+var unavailableMessages = map[string]string{
+	seats.ReasonNotHeld:     "seats cannot be held right now; retry shortly",
+	seats.ReasonNotRecorded: "the hold could not be recorded; retry shortly",
+	seats.ReasonUnreadable:  "the hold cannot be read right now; retry shortly",
+	seats.ReasonVerifying:   "the hold is being verified; retry shortly",
+}
+
+// holdAnswer is the answer of a hold request's outcome.
+func holdAnswer(ev ledger.Event, res seats.Result) response {
+	a, ok := holdAnswers[res.Outcome]
+	if !ok {
+		return errUnavailable
+	}
+	switch res.Outcome {
+	case seats.Held:
+		return response{status: a.status, body: res.Hold.Response, outcome: a.outcome}
+	case seats.Replayed:
+		if res.Stored != nil {
+			return response{status: res.Stored.Status, body: res.Stored.Body, outcome: a.outcome}
+		}
+		return response{status: a.status, body: res.Hold.Response, outcome: a.outcome}
+	case seats.AlreadyHeld:
+		return response{status: a.status, body: holdBodyAt(res.Hold, ev, res.At), outcome: a.outcome}
+	case seats.SoldOut:
+		if res.Remaining > 0 {
+			return errorResponse(a.status, a.outcome, fmt.Sprintf("only %d seats are left", res.Remaining))
+		}
+	case seats.Unavailable:
+		msg, ok := unavailableMessages[res.Reason]
+		if !ok {
+			msg = a.msg
+		}
+		return unavailableResponse(msg)
+	}
+	return errorResponse(a.status, a.outcome, a.msg)
+}

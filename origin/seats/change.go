@@ -1,0 +1,227 @@
+package seats
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/waitroom/waitroom/inventory"
+	"github.com/waitroom/waitroom/origin/ledger"
+)
+
+// Every change to a hold (its creation, extension, confirmation) has a Redis
+// step and then a ledger step. Redis goes first, so a failure between the
+// two leaves Redis holding more than the ledger (seats under-sold until the
+// reaper or a rebuild), never less (seats sold twice).
+//
+// A rebuild must not read the ledger between the two steps: it would load
+// the hold as it was before the change (no row yet, the old expiry, or a
+// hold being confirmed back in the expiry index), and Redis would give its
+// seats away while the ledger keeps them. So the change is in flight for
+// the event from before its Redis step to the end of its ledger step, which
+// a rebuild on this node waits for; and the ledger step commits only before
+// a deadline the server checks (HoldWriteTimeout from before the Redis
+// step), which bounds what a rebuild on another node waits for
+// (RebuildSettle).
+
+// ErrHoldExpired means the hold's expiry passed before it could be extended
+// or confirmed: its seats may be someone else's already.
+var ErrHoldExpired = errors.New("hold expired")
+
+// inFlight runs a change's Redis step and then its ledger step, with the
+// event's in-flight count raised from before the first to the end of the
+// second: the one place that raises and lowers it. deadline is the ledger
+// step's, set before the Redis step (the hold script takes no seat after
+// it either). While a rebuild holds the fence, or the keys are missing, the
+// count is lowered and the Redis step waits for the rebuild (which may be
+// waiting for the count), then runs again. The ledger step runs whatever
+// the Redis step returned.
+func (p *Protocol) inFlight(ctx context.Context, ev *Event, redisStep func(deadline time.Time) error, ledgerStep func(deadline time.Time, redisErr error)) {
+	ev.inflight.Add(1)
+	defer ev.inflight.Add(-1)
+	var deadline time.Time
+	var err error
+	for {
+		deadline = p.cfg.WallClock().Add(p.cfg.HoldWriteTimeout)
+		err = redisStep(deadline)
+		if !errors.Is(err, inventory.ErrFrozen) && !errors.Is(err, inventory.ErrNotLoaded) {
+			break
+		}
+		ev.inflight.Add(-1)
+		lerr := p.ensureLoaded(ctx, ev)
+		ev.inflight.Add(1)
+		if lerr != nil {
+			err = errors.Join(err, lerr)
+			break
+		}
+	}
+	if err == nil && p.afterRedisStep != nil {
+		p.afterRedisStep()
+	}
+	ledgerStep(deadline, err)
+}
+
+// ledgerStep runs the ledger step of a change to a hold: f in one
+// transaction that commits only before deadline, by the server's clock. A
+// commit whose outcome is unknown holds this node's rebuilds of the event
+// off until it is final.
+func (p *Protocol) ledgerStep(ctx context.Context, ev *Event, deadline time.Time, f func(ledger.Tx) error) error {
+	err := p.ledger.InTx(ctx, deadline, f)
+	if errors.Is(err, ledger.ErrUncertain) {
+		ev.noteFinal(p.finalAfter(deadline))
+	}
+	return err
+}
+
+// ConfirmHold turns a live pending hold into a sale. Redis first takes the
+// hold out of the expiry index (from then on no reaper or expired-hold
+// reclaim can return its seats), then one transaction marks the row
+// confirmed and runs inTx (nil for none), e.g. to confirm the booking and
+// issue tickets with it.
+//
+// ErrHoldExpired: the hold was past its expiry; nothing changed (the late
+// payment path decides). ledger.ErrHoldNotActive: the ledger no longer has
+// it pending (released, or the reaper expired it first); its seats are
+// returned. A hold already confirmed (by an earlier or concurrent call)
+// is returned without running inTx. Any other error leaves the hold
+// confirmed in Redis and pending in the ledger: the caller retries (a
+// webhook is redelivered) and the retry completes it.
+func (p *Protocol) ConfirmHold(ctx context.Context, holdID string, inTx func(ledger.Tx, ledger.Hold) error) (ledger.Hold, error) {
+	h, err := p.ledger.Hold(ctx, holdID)
+	if err != nil {
+		return ledger.Hold{}, err
+	}
+	if h.Status == ledger.StatusConfirmed {
+		return h, nil
+	}
+	if h.Status != ledger.StatusPending {
+		return h, fmt.Errorf("confirm hold %s: %w", holdID, ledger.ErrHoldNotActive)
+	}
+	ev, err := p.Event(ctx, h.EventID)
+	if err != nil {
+		return ledger.Hold{}, err
+	}
+	now := p.now()
+	var outcome inventory.Outcome
+	var confirmed ledger.Hold
+	p.inFlight(ctx, ev, func(time.Time) (err error) {
+		outcome, err = p.inv.Confirm(ctx, ev.ID, holdID, now)
+		return err
+	}, func(deadline time.Time, rerr error) {
+		if err = rerr; err != nil || outcome != inventory.Confirmed {
+			return
+		}
+		err = p.ledgerStep(ctx, ev, deadline, func(tx ledger.Tx) error {
+			var err error
+			if confirmed, err = tx.ConfirmHold(ctx, holdID, now); err != nil {
+				return err
+			}
+			if inTx != nil {
+				return inTx(tx, confirmed)
+			}
+			return nil
+		})
+	})
+	if err != nil && !errors.Is(err, ledger.ErrHoldNotActive) {
+		return h, fmt.Errorf("confirm hold %s: %w", holdID, err)
+	}
+	switch outcome {
+	case inventory.Confirmed:
+	case inventory.Expired, inventory.NotLive:
+		return h, fmt.Errorf("confirm hold %s: %w", holdID, ErrHoldExpired)
+	default:
+		return h, fmt.Errorf("confirm hold %s: unexpected outcome %q", holdID, outcome)
+	}
+	if errors.Is(err, ledger.ErrHoldNotActive) {
+		// Either a concurrent confirmation of the same hold (a duplicate
+		// webhook) committed first, or the reaper (or the buyer) ended the
+		// hold in the ledger between the two steps. Only in the second case
+		// are the seats to be returned: the reaper's release left the
+		// confirmed Redis hold alone.
+		cur, rerr := p.ledger.Hold(ctx, holdID)
+		if rerr != nil {
+			return h, fmt.Errorf("confirm hold %s: %w", holdID, rerr)
+		}
+		if cur.Status == ledger.StatusConfirmed {
+			return cur, nil
+		}
+		p.ReleaseSeats(ctx, ev, holdID, inventory.AnyHold)
+		return h, err
+	}
+	return confirmed, nil
+}
+
+// ExtendHold moves a live pending hold's expiry to until (never earlier),
+// e.g. to cover payment processing: Redis first, then one transaction
+// updates the row and runs inTx (nil for none), e.g. to insert the booking.
+// until is capped at the hold's creation plus its whole-life cap
+// (HoldMaxLifeOf), so repeated booking attempts cannot keep seats forever.
+// ErrHoldExpired: past its expiry; ledger.ErrHoldNotActive: not pending.
+func (p *Protocol) ExtendHold(ctx context.Context, holdID string, until time.Time, inTx func(ledger.Tx, ledger.Hold) error) (ledger.Hold, error) {
+	h, err := p.ledger.Hold(ctx, holdID)
+	if err != nil {
+		return ledger.Hold{}, err
+	}
+	now := p.now()
+	if h.StatusAt(now) != ledger.StatusPending {
+		return h, fmt.Errorf("extend hold %s: %w", holdID, notExtendable(h, now))
+	}
+	ev, err := p.Event(ctx, h.EventID)
+	if err != nil {
+		return ledger.Hold{}, err
+	}
+	if limit := h.CreatedAt.Add(p.HoldMaxLifeOf(ev.Event)); until.After(limit) {
+		until = limit
+	}
+	until = until.UTC().Truncate(time.Second)
+	var outcome inventory.Outcome
+	var extended ledger.Hold
+	p.inFlight(ctx, ev, func(time.Time) (err error) {
+		outcome, _, err = p.inv.Extend(ctx, ev.ID, holdID, now, until)
+		return err
+	}, func(deadline time.Time, rerr error) {
+		if err = rerr; err != nil {
+			return
+		}
+		switch outcome {
+		case inventory.Extended:
+		case inventory.Confirmed:
+			err = ledger.ErrHoldNotActive
+			return
+		default:
+			err = ErrHoldExpired
+			return
+		}
+		err = p.ledgerStep(ctx, ev, deadline, func(tx ledger.Tx) error {
+			var err error
+			if extended, err = tx.ExtendHold(ctx, holdID, now, until); err != nil {
+				return err
+			}
+			if inTx != nil {
+				return inTx(tx, extended)
+			}
+			return nil
+		})
+		if errors.Is(err, ledger.ErrHoldNotActive) {
+			// The reaper may have expired the row since it was read.
+			if again, rerr := p.ledger.Hold(ctx, holdID); rerr == nil {
+				err = notExtendable(again, now)
+			}
+		}
+	})
+	if err != nil {
+		return h, fmt.Errorf("extend hold %s: %w", holdID, err)
+	}
+	return extended, nil
+}
+
+// notExtendable says why a hold that is not pending cannot be extended: one
+// that expired, by the clock or by the reaper, is ErrHoldExpired (the buyer
+// hears 410 hold_expired); confirmed or released, ledger.ErrHoldNotActive.
+func notExtendable(h ledger.Hold, now time.Time) error {
+	if h.StatusAt(now) == ledger.StatusExpired {
+		return ErrHoldExpired
+	}
+	return ledger.ErrHoldNotActive
+}

@@ -1,0 +1,207 @@
+// Package seats is the seat protocol between Redis (package inventory, the
+// hold scripts) and the ledger (package ledger, the truth): a hold placed,
+// extended, confirmed and released, the writes whose outcome is unknown,
+// and the rebuild, settle and drift correction that keep
+//
+//	remaining (Redis) == sellable − seats of (confirmed + unexpired pending holds)
+//
+// It answers with outcomes (Result, sentinel errors), never with HTTP.
+// Time comes from two injected clocks: Clock, by which holds expire (Redis
+// and the ledger judge expiry by it), and WallClock, by which the deadlines
+// of writes are set: those are checked by the Redis and PostgreSQL servers
+// against their own clocks.
+package seats
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/singleflight"
+
+	"github.com/waitroom/waitroom/inventory"
+	"github.com/waitroom/waitroom/origin/idem"
+	"github.com/waitroom/waitroom/origin/ledger"
+	"github.com/waitroom/waitroom/waitroom"
+)
+
+// Config configures the protocol. Zero values take the defaults named.
+type Config struct {
+	Ledger *ledger.Ledger
+	Redis  redis.UniversalClient
+	// Idempotency keeps the hold requests' Idempotency-Key records; default
+	// one over Redis.
+	Idempotency *idem.Store
+	// Clock is the time every expiry is judged by; default time.Now.
+	Clock func() time.Time
+	// WallClock sets the deadlines of writes, which the Redis and
+	// PostgreSQL servers check by their own clocks; default time.Now.
+	WallClock func() time.Time
+	// Logger; default discards.
+	Logger *slog.Logger
+	// Metrics; default unregistered collectors.
+	Metrics *Metrics
+	// HoldWriteTimeout bounds the ledger write of a hold, or of a change to
+	// one, counted from before its Redis step; default 2 s.
+	HoldWriteTimeout time.Duration
+	// ClockSkewMargin is how far apart the wall clocks of the origin nodes
+	// and of the servers may be; default 0.
+	ClockSkewMargin time.Duration
+	// RebuildSettle is how long a rebuild waits, once the inventory is
+	// frozen, for other nodes' writes (plus ClockSkewMargin); 0 for none.
+	RebuildSettle time.Duration
+	// HoldMaxLife caps a hold's whole life; default 2 × the event's hold
+	// lifetime.
+	HoldMaxLife time.Duration
+	// RoomPollInterval is how often the admission state is re-read besides
+	// change notices; default waitroom.DefaultPollInterval.
+	RoomPollInterval time.Duration
+}
+
+// Metrics are the protocol's collectors; the origin registers them.
+type Metrics struct {
+	Compensations    prometheus.Counter
+	ReclaimedSeats   prometheus.Counter
+	Drift            *prometheus.GaugeVec // by event
+	Remaining        *prometheus.GaugeVec // by event
+	Rebuilds         *prometheus.CounterVec
+	DriftCorrections prometheus.Counter
+}
+
+func unregisteredMetrics() *Metrics {
+	c := func(name string) prometheus.Counter { return prometheus.NewCounter(prometheus.CounterOpts{Name: name}) }
+	g := func(name string) *prometheus.GaugeVec {
+		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name}, []string{"event"})
+	}
+	return &Metrics{
+		Compensations: c("compensations"), ReclaimedSeats: c("reclaimed"), Drift: g("drift"), Remaining: g("remaining"),
+		Rebuilds:         prometheus.NewCounterVec(prometheus.CounterOpts{Name: "rebuilds"}, []string{"reason"}),
+		DriftCorrections: c("corrections"),
+	}
+}
+
+// Protocol is the seat protocol of one origin node.
+type Protocol struct {
+	cfg     Config
+	log     *slog.Logger
+	ledger  *ledger.Ledger
+	rdb     redis.UniversalClient
+	inv     *inventory.Inventory
+	store   waitroom.Store
+	idem    *idem.Store
+	metrics *Metrics
+	flight  singleflight.Group
+
+	// holdRows writes the ledger rows of new holds, in batches.
+	holdRows *ledger.HoldWriter
+	// afterRedisStep, when set (tests), runs between the Redis step and the
+	// ledger step of a change to a hold.
+	afterRedisStep func()
+	// duringRebuild, when set (tests), runs in a rebuild once the
+	// inventory is frozen.
+	duringRebuild func()
+
+	// bg is the context background work (admission rooms) runs under.
+	bg context.Context
+
+	mu     sync.RWMutex
+	events map[int64]*Event
+
+	// uncertain holds wait to be checked against the ledger (uncertain.go);
+	// unreleased holds wait for Redis to take their release (release.go).
+	pendingMu  sync.Mutex
+	uncertain  map[string]uncertainHold
+	unreleased map[string]pendingRelease
+}
+
+// New returns the protocol over cfg.Ledger and cfg.Redis. It does no I/O.
+func New(cfg Config) (*Protocol, error) {
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
+	if cfg.WallClock == nil {
+		cfg.WallClock = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = unregisteredMetrics()
+	}
+	if cfg.HoldWriteTimeout <= 0 {
+		cfg.HoldWriteTimeout = 2 * time.Second
+	}
+	if cfg.Idempotency == nil {
+		cfg.Idempotency = idem.New(cfg.Redis)
+	}
+	return &Protocol{
+		cfg:        cfg,
+		log:        cfg.Logger,
+		ledger:     cfg.Ledger,
+		holdRows:   ledger.NewHoldWriter(cfg.Ledger),
+		rdb:        cfg.Redis,
+		inv:        inventory.New(cfg.Redis),
+		store:      waitroom.NewRedisStore(cfg.Redis, waitroom.RedisOptions{}),
+		idem:       cfg.Idempotency,
+		metrics:    cfg.Metrics,
+		bg:         context.Background(),
+		events:     make(map[int64]*Event),
+		uncertain:  make(map[string]uncertainHold),
+		unreleased: make(map[string]pendingRelease),
+	}, nil
+}
+
+// now is the protocol's clock at millisecond precision, the precision Redis
+// keeps expiries in, so Redis and Postgres judge an expiry alike.
+func (p *Protocol) now() time.Time { return p.cfg.Clock().UTC().Truncate(time.Millisecond) }
+
+// Inventory is the Redis inventory.
+func (p *Protocol) Inventory() *inventory.Inventory { return p.inv }
+
+// HoldWriter is the writer of new holds' rows (for tests that gate it).
+func (p *Protocol) HoldWriter() *ledger.HoldWriter { return p.holdRows }
+
+// Hooks has the protocol run afterRedisStep between the Redis step and the
+// ledger step of every change to a hold, and duringRebuild in every rebuild
+// once the inventory is frozen (nil: none): for tests, set before any
+// request.
+func (p *Protocol) Hooks(afterRedisStep, duringRebuild func()) {
+	if afterRedisStep != nil {
+		p.afterRedisStep = afterRedisStep
+	}
+	if duringRebuild != nil {
+		p.duringRebuild = duringRebuild
+	}
+}
+
+// SettleTime is how long a rebuild waits for other nodes' hold writes.
+func (p *Protocol) SettleTime() time.Duration { return p.cfg.RebuildSettle + p.cfg.ClockSkewMargin }
+
+// Start serves every event of the ledger: it follows their admission state
+// until ctx ends and loads into Redis the ones whose keys are missing (a
+// new or flushed Redis).
+func (p *Protocol) Start(ctx context.Context) error {
+	p.bg = ctx
+	events, err := p.LoadEvents(ctx)
+	if err != nil {
+		return err
+	}
+	for _, ev := range events {
+		if err := p.ensureLoaded(ctx, ev); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// HoldMaxLifeOf is the whole-life cap of the holds of e: Config.HoldMaxLife,
+// or by default twice the event's hold lifetime.
+func (p *Protocol) HoldMaxLifeOf(e ledger.Event) time.Duration {
+	if p.cfg.HoldMaxLife > 0 {
+		return p.cfg.HoldMaxLife
+	}
+	return 2 * e.HoldTTL()
+}
