@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"sync/atomic"
 	"testing"
 
 	"github.com/google/uuid"
@@ -68,4 +69,42 @@ func TestEndedOverflowSaleFreesTheBuyer(t *testing.T) {
 			h.money(ev.ID)
 		})
 	}
+}
+
+// A release Redis refused is kept and retried by the reaper; a release of
+// the same hold that Redis takes meanwhile, and that does at least as much,
+// ends it. Otherwise the retry runs after it: the KeepBuyer release of a
+// late payment served from the overflow reserve, retried after the
+// cancellation's DropBuyer, wrote the buyer's record back, and the buyer,
+// with no seat left, could not hold again.
+func TestDeferredReleaseEndsWithTheReleaseThatSupersedesIt(t *testing.T) {
+	ctx := context.Background()
+	proxy, redisURL := proxiedRedis(t)
+	h := newPayHarness(t, payOptions{redisURL: redisURL})
+	ev := h.createEvent(map[string]any{"capacity": 8, "overflow_pct": 25, "hold_ttl_seconds": 600, "max_per_user": 1})
+	first := h.holdOne(ev.ID, "ann", 1)
+	b := h.mustBook(ev.ID, "ann", first.HoldID, payment.MethodSilent)
+	h.expireHold(ev.ID, "ann", first.HoldID)
+
+	// Redis goes away once the late payment's confirmation found the hold
+	// expired: the release that keeps ann in the guard is deferred.
+	var armed atomic.Bool
+	armed.Store(true)
+	h.srv.AfterRedisStep(func() {
+		if armed.CompareAndSwap(true, false) {
+			proxy.Cut()
+		}
+	})
+	require.NoError(t, h.fp.Redeliver(ctx, b.PaymentID))
+	got := h.booking(ev.ID, "ann", b.BookingID)
+	require.Equal(t, "confirmed", got.Status, "%+v", got)
+	require.True(t, got.Overflow)
+	proxy.Restore()
+
+	require.Equal(t, "refunded", h.cancel(ev.ID, "ann", b.BookingID).Status)
+	_, err := h.srv.ReapOnce(ctx)
+	require.NoError(t, err)
+	res := h.hold(ev.ID, "ann", 1, "after-the-sale-ended")
+	assert.Equal(t, http.StatusCreated, res.status, "no seat left to the buyer: she holds again: %s", res.body)
+	h.requireInvariant(ev.ID, 1)
 }

@@ -86,9 +86,16 @@ func (p *Protocol) runRelease(ctx context.Context, holdID string, r pendingRelea
 func (p *Protocol) release(ctx context.Context, ev *Event, holdID string, r pendingRelease) inventory.ReleaseResult {
 	res, err := p.runRelease(ctx, holdID, r)
 	p.pendingMu.Lock()
-	if prev, deferred := p.unreleased[holdID]; err != nil && (!deferred || releaseRank(r.mode) >= releaseRank(prev.mode)) {
+	prev, deferred := p.unreleased[holdID]
+	switch {
+	case err != nil && (!deferred || releaseRank(r.mode) >= releaseRank(prev.mode)):
 		// A weaker mode never replaces a stronger one kept for the hold.
 		p.unreleased[holdID] = r
+	case err == nil && deferred && releaseRank(r.mode) >= releaseRank(prev.mode):
+		// Done, and at least what the kept one would do: retried later, the
+		// kept one would undo what came after it (a KeepBuyer retried after
+		// the DropBuyer that ended the sale writes the buyer's record back).
+		delete(p.unreleased, holdID)
 	}
 	p.pendingMu.Unlock()
 	if err != nil {
