@@ -245,7 +245,7 @@ func TestReaperRacingWebhooks(t *testing.T) {
 	h.clock.Advance(60 * time.Second)
 	ahead := newClock()
 	ahead.t = h.clock.Now().Add(time.Second)
-	reaper := h.newServer(ahead, func(c *origin.Config) { c.ReaperBatch = 3 })
+	reaper := h.newServer(ahead, func(c *origin.Config) { c.Reaper.Batch = 3 })
 
 	var wg sync.WaitGroup
 	for _, b := range bookings {
@@ -524,7 +524,7 @@ func TestCancellation(t *testing.T) {
 }
 
 func TestPaymentReconciliation(t *testing.T) {
-	h := newPayHarness(t, payOptions{config: func(c *origin.Config) { c.PaymentPendingAfter = time.Minute }})
+	h := newPayHarness(t, payOptions{config: func(c *origin.Config) { c.PaymentReconciler.PendingAfter = time.Minute }})
 	ev := h.createEvent(map[string]any{"capacity": 5, "hold_ttl_seconds": 600})
 	ctx := context.Background()
 

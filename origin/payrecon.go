@@ -8,56 +8,30 @@ import (
 	"github.com/waitroom/waitroom/origin/payment"
 )
 
-// The payment reconciliation: a webhook may never come (lost, the endpoint
-// down for longer than the provider retries, a payment that succeeded
-// silently), a refund call may fail, and a refund may stay pending or fail
-// at the provider. Every PaymentReconcileInterval, each node takes a batch
-// of the bookings still waiting for their payment PaymentPendingAfter after
-// they were made (or last looked at), or owing a refund (pending or
-// failed), leases them (SKIP LOCKED, so nodes split the work), and settles
-// them by asking the provider, through the same code as the webhooks: a
-// pending refund is asked about, a failed one made again.
+// The payment reconciliation's part of a booking (maintenance.PaymentReconciler
+// leases the bookings due): a pending refund is asked about, a failed one
+// made again, and a payment whose outcome was not heard of asked about,
+// through the same code as the webhooks.
 
-// reconcileBatch is how many bookings one statement leases.
-const reconcileBatch = 100
-
-// ReconcilePaymentsOnce settles the bookings due and returns how many it
-// looked at.
-func (s *Server) ReconcilePaymentsOnce(ctx context.Context) (int, error) {
-	if s.cfg.Payments == nil {
-		return 0, nil
+// SettleUnsettled settles one booking the payment reconciliation leased.
+func (s *Server) SettleUnsettled(ctx context.Context, b Booking) error {
+	var err error
+	switch {
+	case b.RefundStatus == RefundPending:
+		err = s.refundBooking(ctx, b)
+	case b.RefundStatus == RefundFailed:
+		err = s.retryRefund(ctx, b)
+	case b.Status == BookingPaymentPending:
+		err = s.resolvePayment(ctx, b)
 	}
-	now := s.now()
-	var errs []error
-	total := 0
-	for {
-		due, err := s.ledger.Bookings().ClaimUnsettled(ctx, now, now.Add(-s.cfg.PaymentPendingAfter), reconcileBatch)
-		if err != nil {
-			return total, errors.Join(append(errs, err)...)
-		}
-		for _, b := range due {
-			var err error
-			switch {
-			case b.RefundStatus == RefundPending:
-				err = s.refundBooking(ctx, b)
-			case b.RefundStatus == RefundFailed:
-				err = s.retryRefund(ctx, b)
-			case b.Status == BookingPaymentPending:
-				err = s.resolvePayment(ctx, b)
-			}
-			if err != nil {
-				s.metrics.paymentChecks.WithLabelValues("error").Inc()
-				errs = append(errs, err)
-			}
-		}
-		total += len(due)
-		if len(due) < reconcileBatch {
-			break
-		}
+	if err != nil {
+		s.metrics.paymentChecks.WithLabelValues("error").Inc()
 	}
-	s.countFailedRefunds(ctx)
-	return total, errors.Join(errs...)
+	return err
 }
+
+// AfterPass sets the gauge of failed refunds once a pass is over.
+func (s *Server) AfterPass(ctx context.Context) { s.countFailedRefunds(ctx) }
 
 // resolvePayment asks the provider about a booking still waiting for its
 // payment. Without a payment id (the create call's answer was lost) it

@@ -110,7 +110,7 @@ func TestConfirmRacingTheReaper(t *testing.T) {
 	h.clock.Advance(600 * time.Second)
 	ahead := newClock()
 	ahead.t = h.clock.Now().Add(time.Second)
-	reaper := h.newServer(ahead, func(c *origin.Config) { c.ReaperBatch = 7 })
+	reaper := h.newServer(ahead, func(c *origin.Config) { c.Reaper.Batch = 7 })
 
 	var wg sync.WaitGroup
 	confirmed := make(map[string]bool)

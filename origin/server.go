@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -15,6 +14,7 @@ import (
 	"github.com/waitroom/waitroom/inventory"
 	"github.com/waitroom/waitroom/origin/idem"
 	"github.com/waitroom/waitroom/origin/ledger"
+	"github.com/waitroom/waitroom/origin/maintenance"
 	"github.com/waitroom/waitroom/origin/payment"
 	"github.com/waitroom/waitroom/origin/seats"
 	"github.com/waitroom/waitroom/waitroom"
@@ -35,12 +35,15 @@ type Config struct {
 	// and process collectors).
 	Registry *prometheus.Registry
 
-	// ReaperInterval is how often the reaper runs; default 10 s.
-	ReaperInterval time.Duration
-	// ReaperBatch is how many holds one reaper statement expires; default 100.
-	ReaperBatch int
-	// ReconcileInterval is how often the invariant is checked; default 30 s.
-	ReconcileInterval time.Duration
+	// Reaper, DriftCorrector, UncertainResolver and PaymentReconciler
+	// configure the maintenance services Run starts (package maintenance:
+	// zero values are their defaults); their clocks and loggers are the
+	// server's.
+	Reaper            maintenance.ReaperConfig
+	DriftCorrector    maintenance.DriftCorrectorConfig
+	UncertainResolver maintenance.UncertainResolverConfig
+	PaymentReconciler maintenance.PaymentReconcilerConfig
+
 	// HoldWriteTimeout bounds the ledger write of a hold, counted from before
 	// its hold script runs; default 2 s. The deadline is also checked by
 	// PostgreSQL itself, so a write that reaches it later (held up in the
@@ -84,13 +87,6 @@ type Config struct {
 	PaymentWindow time.Duration
 	// PaymentTimeout bounds one call to the provider; default 20 s.
 	PaymentTimeout time.Duration
-	// PaymentPendingAfter is how long a booking may wait for its payment's
-	// outcome before the payment reconciliation asks the provider (and how
-	// often it asks again); default 1 min.
-	PaymentPendingAfter time.Duration
-	// PaymentReconcileInterval is how often the payment reconciliation
-	// runs; default 15 s.
-	PaymentReconcileInterval time.Duration
 }
 
 func (c *Config) defaults() error {
@@ -103,14 +99,16 @@ func (c *Config) defaults() error {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
-	if c.ReaperInterval <= 0 {
-		c.ReaperInterval = 10 * time.Second
+	for _, l := range []**slog.Logger{&c.Reaper.Logger, &c.DriftCorrector.Logger, &c.UncertainResolver.Logger, &c.PaymentReconciler.Logger} {
+		if *l == nil {
+			*l = c.Logger
+		}
 	}
-	if c.ReaperBatch <= 0 {
-		c.ReaperBatch = 100
+	if c.Reaper.Clock == nil {
+		c.Reaper.Clock = c.Clock
 	}
-	if c.ReconcileInterval <= 0 {
-		c.ReconcileInterval = 30 * time.Second
+	if c.PaymentReconciler.Clock == nil {
+		c.PaymentReconciler.Clock = c.Clock
 	}
 	if c.HoldWriteTimeout <= 0 {
 		c.HoldWriteTimeout = 2 * time.Second
@@ -142,12 +140,6 @@ func (c *Config) defaults() error {
 	if c.PaymentTimeout <= 0 {
 		c.PaymentTimeout = 20 * time.Second
 	}
-	if c.PaymentPendingAfter <= 0 {
-		c.PaymentPendingAfter = time.Minute
-	}
-	if c.PaymentReconcileInterval <= 0 {
-		c.PaymentReconcileInterval = 15 * time.Second
-	}
 	return nil
 }
 
@@ -165,6 +157,11 @@ type Server struct {
 	// flight shares the admission reads and the webhook settlements that
 	// run at once.
 	flight singleflight.Group
+
+	reaper    *maintenance.Reaper
+	drift     *maintenance.DriftCorrector
+	uncertain *maintenance.UncertainResolver
+	payments  *maintenance.PaymentReconciler
 }
 
 // New returns a server over l and rdb (both the caller's to close). It does
@@ -195,7 +192,14 @@ func New(cfg Config, l *Ledger, rdb redis.UniversalClient) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Server{cfg: cfg, log: cfg.Logger, ledger: l, rdb: rdb, seats: p, idem: store, metrics: m}, nil
+	s := &Server{cfg: cfg, log: cfg.Logger, ledger: l, rdb: rdb, seats: p, idem: store, metrics: m}
+	rc := cfg.Reaper
+	rc.Holds, rc.Seats = m.reaperHolds, m.reaperSeats
+	s.reaper = maintenance.NewReaper(rc, l, p)
+	s.drift = maintenance.NewDriftCorrector(cfg.DriftCorrector, p)
+	s.uncertain = maintenance.NewUncertainResolver(cfg.UncertainResolver, p)
+	s.payments = maintenance.NewPaymentReconciler(cfg.PaymentReconciler, l, s)
+	return s, nil
 }
 
 // now is the server's clock at millisecond precision, the precision Redis
@@ -224,36 +228,40 @@ func (s *Server) Start(ctx context.Context) error {
 	return nil
 }
 
-// Run runs the reaper, the reconciler, the resolution of uncertain writes
-// and the payment reconciliation until ctx ends.
+// Run runs the maintenance services (the reaper, the drift corrector, the
+// resolution of uncertain writes and, with payments, the payment
+// reconciliation) until ctx ends, and returns once they have stopped.
 func (s *Server) Run(ctx context.Context) {
-	var wg sync.WaitGroup
-	every := func(d time.Duration, name string, f func(context.Context) error) {
-		wg.Go(func() {
-			t := time.NewTicker(d)
-			defer t.Stop()
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case <-t.C:
-					if err := f(ctx); err != nil && ctx.Err() == nil {
-						s.log.Warn(name+" failed", "error", err)
-					}
-				}
-			}
-		})
-	}
-	every(s.cfg.ReaperInterval, "reaper", func(ctx context.Context) error { _, err := s.ReapOnce(ctx); return err })
-	every(s.cfg.ReconcileInterval, "reconciler", s.ReconcileOnce)
-	every(time.Second, "uncertain hold check", func(ctx context.Context) error { _, err := s.ResolveUncertain(ctx); return err })
+	services := []interface {
+		Start(context.Context)
+		Stop()
+	}{s.reaper, s.drift, s.uncertain}
 	if s.cfg.Payments != nil {
-		every(s.cfg.PaymentReconcileInterval, "payment reconciliation", func(ctx context.Context) error {
-			_, err := s.ReconcilePaymentsOnce(ctx)
-			return err
-		})
+		services = append(services, s.payments)
 	}
-	wg.Wait()
+	for _, svc := range services {
+		svc.Start(ctx)
+	}
+	<-ctx.Done()
+	for _, svc := range services {
+		svc.Stop()
+	}
+}
+
+// ReapOnce runs one pass of the reaper and returns how many holds it
+// expired.
+func (s *Server) ReapOnce(ctx context.Context) (int, error) { return s.reaper.RunOnce(ctx) }
+
+// ReconcileOnce runs one pass of the drift corrector over every event.
+func (s *Server) ReconcileOnce(ctx context.Context) error { return s.drift.RunOnce(ctx) }
+
+// ReconcilePaymentsOnce runs one pass of the payment reconciliation and
+// returns how many bookings it looked at.
+func (s *Server) ReconcilePaymentsOnce(ctx context.Context) (int, error) {
+	if s.cfg.Payments == nil {
+		return 0, nil
+	}
+	return s.payments.RunOnce(ctx)
 }
 
 // Ready reports whether Redis and Postgres both answer.
@@ -314,7 +322,7 @@ func (s *Server) Rebuild(ctx context.Context, id int64) (Invariant, error) {
 
 // ResolveUncertain settles the uncertain hold writes that are final.
 func (s *Server) ResolveUncertain(ctx context.Context) (int, error) {
-	return s.seats.ResolveUncertain(ctx)
+	return s.uncertain.RunOnce(ctx)
 }
 
 // HoldMaxLifeOf is the whole-life cap of the holds of e.

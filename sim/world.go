@@ -22,6 +22,7 @@ import (
 	"github.com/waitroom/waitroom/internal/testenv"
 	"github.com/waitroom/waitroom/inventory"
 	"github.com/waitroom/waitroom/origin"
+	"github.com/waitroom/waitroom/origin/maintenance"
 	"github.com/waitroom/waitroom/origin/payment"
 	"github.com/waitroom/waitroom/waitroom"
 )
@@ -344,7 +345,8 @@ func (w *world) newNode(dbURL, dbHost string) (*node, error) {
 		Logger:           slog.New(slog.NewTextHandler(n.logs, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		HoldWriteTimeout: holdWriteTimeout, ClockSkewMargin: clockSkewMargin,
 		Payments: w.fp, TicketKey: ticketKey,
-		PaymentWindow: paymentWindow, PaymentPendingAfter: paymentPendingAfter, PaymentTimeout: 2 * time.Second,
+		PaymentWindow: paymentWindow, PaymentTimeout: 2 * time.Second,
+		PaymentReconciler: maintenance.PaymentReconcilerConfig{PendingAfter: paymentPendingAfter},
 	}
 	w.holdLife = 2 * w.setup.HoldTTL
 	// The whole-life cap of a hold, where this origin has one.

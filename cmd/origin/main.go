@@ -24,6 +24,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/waitroom/waitroom/origin"
+	"github.com/waitroom/waitroom/origin/maintenance"
 	"github.com/waitroom/waitroom/origin/payment"
 )
 
@@ -87,20 +88,21 @@ func run(cfg config, log *slog.Logger) error {
 	defer payments.Close()
 
 	srv, err := origin.New(origin.Config{
-		Keys:                     cfg.keys,
-		AdminToken:               cfg.adminToken,
-		Logger:                   log,
-		ReaperInterval:           cfg.reaperInterval,
-		ReconcileInterval:        cfg.reconcileInterval,
-		HoldWriteTimeout:         cfg.holdWriteTimeout,
-		ClockSkewMargin:          cfg.clockSkewMargin,
-		RebuildSettle:            cfg.rebuildSettle,
-		HoldMaxLife:              cfg.holdMaxLife,
-		Payments:                 payments,
-		TicketKey:                ticketKey,
-		PaymentWindow:            cfg.paymentWindow,
-		PaymentReconcileInterval: cfg.paymentReconcileInterval,
-		PaymentPendingAfter:      cfg.paymentPendingAfter,
+		Keys:             cfg.keys,
+		AdminToken:       cfg.adminToken,
+		Logger:           log,
+		Reaper:           maintenance.ReaperConfig{Interval: cfg.reaperInterval},
+		DriftCorrector:   maintenance.DriftCorrectorConfig{Interval: cfg.reconcileInterval},
+		HoldWriteTimeout: cfg.holdWriteTimeout,
+		ClockSkewMargin:  cfg.clockSkewMargin,
+		RebuildSettle:    cfg.rebuildSettle,
+		HoldMaxLife:      cfg.holdMaxLife,
+		Payments:         payments,
+		TicketKey:        ticketKey,
+		PaymentWindow:    cfg.paymentWindow,
+		PaymentReconciler: maintenance.PaymentReconcilerConfig{
+			Interval: cfg.paymentReconcileInterval, PendingAfter: cfg.paymentPendingAfter,
+		},
 	}, ledger, rdb)
 	if err != nil {
 		return err

@@ -1,0 +1,92 @@
+package maintenance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/waitroom/waitroom/inventory"
+	"github.com/waitroom/waitroom/origin/seats"
+)
+
+// DriftCorrectorConfig configures the DriftCorrector.
+type DriftCorrectorConfig struct {
+	// Interval is how often the invariant is checked; default 30 s.
+	Interval time.Duration
+	// Logger; default discards.
+	Logger *slog.Logger
+}
+
+// DriftCorrector checks the invariant of every event, exports the drift,
+// corrects it while the sale goes on, and rebuilds an event whose drift
+// lasts (Postgres wins); it also keeps the sold-out flag in line with the
+// inventory.
+type DriftCorrector struct {
+	cfg   DriftCorrectorConfig
+	seats *seats.Protocol
+	loop  loop
+}
+
+// NewDriftCorrector returns a drift corrector over p.
+func NewDriftCorrector(cfg DriftCorrectorConfig, p *seats.Protocol) *DriftCorrector {
+	cfg.Interval = orDefault(cfg.Interval, 30*time.Second)
+	cfg.Logger = logger(cfg.Logger)
+	d := &DriftCorrector{cfg: cfg, seats: p}
+	d.loop = loop{name: "drift corrector", interval: cfg.Interval, log: cfg.Logger, pass: d.RunOnce}
+	return d
+}
+
+// Start runs the corrector until ctx ends or Stop is called.
+func (d *DriftCorrector) Start(ctx context.Context) { d.loop.start(ctx) }
+
+// Stop stops the corrector and waits for its pass under way.
+func (d *DriftCorrector) Stop() { d.loop.stop() }
+
+// RunOnce checks the invariant of every event (loading any whose keys are
+// missing), and logs the drift when it is not zero. Drift is corrected at
+// once, without stopping the sale (seats.Protocol.Correct); drift that
+// still stays the same over two checks with nothing in flight for the
+// event is not transient: the event is rebuilt from the ledger.
+func (d *DriftCorrector) RunOnce(ctx context.Context) error {
+	if _, err := d.seats.LoadEvents(ctx); err != nil {
+		return fmt.Errorf("reconcile: %w", err)
+	}
+	var errs []error
+	for _, ev := range d.seats.Events() {
+		if err := d.event(ctx, ev); err != nil {
+			errs = append(errs, fmt.Errorf("reconcile event %d: %w", ev.ID, err))
+		}
+		d.seats.SyncSoldOut(ctx, ev)
+	}
+	return errors.Join(errs...)
+}
+
+func (d *DriftCorrector) event(ctx context.Context, ev *seats.Event) error {
+	quiet := d.seats.Quiet(ctx, ev)
+	inv, err := d.seats.CheckInvariant(ctx, ev.ID)
+	quiet = quiet && d.seats.Quiet(ctx, ev)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	if inv.Drift != 0 {
+		d.cfg.Logger.Warn("inventory drift: redis and the ledger disagree", "event", ev.ID,
+			"remaining", inv.Remaining, "sellable", inv.Sellable, "active_holds", inv.ActiveHolds, "drift", inv.Drift)
+		// Most of a busy sale's drift is its writes in flight, which the
+		// correction leaves as they are; what it changes is lasting.
+		if _, err := d.seats.Correct(ctx, ev); err != nil && !errors.Is(err, inventory.ErrFrozen) && !errors.Is(err, inventory.ErrNotLoaded) {
+			errs = append(errs, err)
+		}
+		quiet = d.seats.Quiet(ctx, ev)
+		if inv, err = d.seats.CheckInvariant(ctx, ev.ID); err != nil {
+			return errors.Join(append(errs, err)...)
+		}
+		quiet = quiet && d.seats.Quiet(ctx, ev)
+	}
+	if err := d.seats.RebuildLastingDrift(ctx, ev, inv, quiet); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
