@@ -15,6 +15,7 @@ import (
 	"github.com/waitroom/waitroom/inventory"
 	"github.com/waitroom/waitroom/origin"
 	"github.com/waitroom/waitroom/origin/idem"
+	"github.com/waitroom/waitroom/origin/payment"
 	"github.com/waitroom/waitroom/waitroom"
 )
 
@@ -63,6 +64,7 @@ func TestHoldBadInput(t *testing.T) {
 		{"not admitted yet", "POST", path, `{"quantity":1}`, with(origin.TokenHeader, h.token("ann", ev.ID, notAdmitted)), 403, "not_admitted"},
 		{"no idempotency key", "POST", path, `{"quantity":1}`, with("Idempotency-Key", ""), 400, "missing_idempotency_key"},
 		{"idempotency key too long", "POST", path, `{"quantity":1}`, with("Idempotency-Key", strings.Repeat("k", 256)), 400, "missing_idempotency_key"},
+		{"idempotency key of 256 multi-byte characters", "POST", path, `{"quantity":1}`, with("Idempotency-Key", strings.Repeat("é", 256)), 400, "missing_idempotency_key"},
 		{"idempotency key not UTF-8", "POST", path, `{"quantity":1}`, with("Idempotency-Key", "k\xff"), 400, "missing_idempotency_key"},
 		{"quantity 0", "POST", path, `{"quantity":0}`, good(), 400, "invalid_request"},
 		{"negative quantity", "POST", path, `{"quantity":-1}`, good(), 400, "invalid_request"},
@@ -468,4 +470,20 @@ func TestMigrationsRunOnceConcurrently(t *testing.T) {
 	var n int
 	require.NoError(t, h.ledger.Pool().QueryRow(context.Background(), `SELECT count(*) FROM schema_migrations`).Scan(&n))
 	assert.Equal(t, before, n, "each migration applied once")
+}
+
+// The Idempotency-Key is 1 to 255 characters (docs/api.md §8), counted as
+// characters, not bytes: a key of 200 two-byte characters is accepted, on
+// holds and bookings alike.
+func TestIdempotencyKeyLengthCountsCharacters(t *testing.T) {
+	h := newPayHarness(t, payOptions{})
+	ev := h.createEvent(map[string]any{"capacity": 5})
+	key := strings.Repeat("é", 200)
+	require.Greater(t, len(key), origin.MaxIdempotencyKeyLen)
+	res := h.hold(ev.ID, "ann", 1, key)
+	require.Equal(t, http.StatusCreated, res.status, "%s", res.body)
+	var hj holdJSON
+	res.json(t, &hj)
+	book := h.book(ev.ID, "ann", hj.HoldID, payment.MethodVisa, key)
+	assert.Equal(t, http.StatusAccepted, book.status, "%s", book.body)
 }

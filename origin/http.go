@@ -227,9 +227,9 @@ func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
 // MaxIdempotencyKeyLen is the longest Idempotency-Key accepted.
 const MaxIdempotencyKeyLen = 255
 
-// validIdempotencyKey: 1 to MaxIdempotencyKeyLen bytes of UTF-8. The key is
-// kept in a text column, which refuses anything else: such a key could
-// otherwise only ever be answered 503.
+// validIdempotencyKey: 1 to MaxIdempotencyKeyLen characters of UTF-8
+// (docs/api.md §8). The key is kept in a text column, which refuses
+// anything but UTF-8: such a key could otherwise only ever be answered 503.
 func validIdempotencyKey(key string) bool {
-	return key != "" && len(key) <= MaxIdempotencyKeyLen && utf8.ValidString(key)
+	return key != "" && utf8.ValidString(key) && utf8.RuneCountInString(key) <= MaxIdempotencyKeyLen
 }
