@@ -1,11 +1,13 @@
 package origin
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"time"
 
+	"github.com/waitroom/waitroom/origin/booking"
 	"github.com/waitroom/waitroom/origin/ledger"
 	"github.com/waitroom/waitroom/origin/seats"
 )
@@ -112,6 +114,43 @@ func holdAnswer(ev ledger.Event, res seats.Result) response {
 			msg = a.msg
 		}
 		return unavailableResponse(msg)
+	}
+	return errorResponse(a.status, a.outcome, a.msg)
+}
+
+// bookingAnswers is the answer of each outcome of a booking request
+// (docs/api.md §9).
+var bookingAnswers = map[booking.Outcome]struct {
+	status  int
+	outcome string
+	msg     string
+}{
+	booking.Created:       {http.StatusAccepted, "created", ""},
+	booking.Declined:      {http.StatusAccepted, "declined", ""},
+	booking.Replayed:      {http.StatusAccepted, "replayed", ""},
+	booking.Existing:      {http.StatusOK, "existing", ""},
+	booking.HoldExpired:   {http.StatusGone, "hold_expired", "the hold has expired; its seats may be someone else's now"},
+	booking.HoldNotActive: {http.StatusConflict, "hold_not_active", "the hold is %s, not active"},
+	booking.KeyReused:     {http.StatusUnprocessableEntity, "idempotency_key_reused", "this Idempotency-Key was used with a different request body"},
+	booking.Unavailable:   {http.StatusServiceUnavailable, "unavailable", "a backing service is unavailable; retry shortly"},
+}
+
+// bookingAnswer is the answer of a booking request's outcome.
+func (s *Server) bookingAnswer(ctx context.Context, res booking.Result) response {
+	a, ok := bookingAnswers[res.Outcome]
+	switch {
+	case !ok || res.Outcome == booking.Unavailable:
+		return errUnavailable
+	case res.Outcome == booking.Existing:
+		body, err := s.bookingBody(ctx, res.Booking)
+		if err != nil {
+			return errUnavailable
+		}
+		return response{status: a.status, body: body, outcome: a.outcome}
+	case res.Body != nil:
+		return response{status: a.status, body: res.Body, outcome: a.outcome}
+	case res.Outcome == booking.HoldNotActive:
+		return errorResponse(a.status, a.outcome, fmt.Sprintf(a.msg, res.HoldStatus))
 	}
 	return errorResponse(a.status, a.outcome, a.msg)
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/waitroom/waitroom/origin/booking"
 	"github.com/waitroom/waitroom/origin/idem"
 )
 
@@ -122,10 +123,10 @@ func (s *Server) createBookingRequest(w http.ResponseWriter, r *http.Request) re
 	if !s.reachedWatermark(ctx, ev, ticket.Position) {
 		return errorResponse(http.StatusForbidden, "not_admitted", "your place in the queue has not been admitted yet")
 	}
-	req := bookingRequest{user: ticket.Subject, key: key, method: method,
-		digest: idem.RequestDigest(canonicalBooking(h.ID, method))}
-	scope := idem.Scope{Kind: "bookings", Event: ev.ID, User: req.user, Key: key}
-	stored, err := s.idem.Begin(ctx, scope, req.digest)
+	req := booking.Request{Event: ev, Hold: h, User: ticket.Subject, Key: key, Method: method,
+		Digest: idem.RequestDigest(canonicalBooking(h.ID, method))}
+	scope := idem.Scope{Kind: "bookings", Event: ev.ID, User: req.User, Key: key}
+	stored, err := s.idem.Begin(ctx, scope, req.Digest)
 	switch {
 	case errors.Is(err, idem.ErrKeyReused):
 		return errorResponse(http.StatusUnprocessableEntity, "idempotency_key_reused",
@@ -140,11 +141,11 @@ func (s *Server) createBookingRequest(w http.ResponseWriter, r *http.Request) re
 		w.Header().Set("Idempotent-Replayed", "true")
 		return response{status: stored.Status, body: stored.Body, outcome: "replayed"}
 	}
-	resp := s.createBooking(ctx, ev, h, req)
+	resp := s.bookingAnswer(ctx, s.bookings.Create(ctx, req))
 	if resp.outcome == "replayed" {
 		w.Header().Set("Idempotent-Replayed", "true")
 	}
-	if err := s.idem.Finish(context.WithoutCancel(ctx), scope, req.digest, idem.StoredResponse{Status: resp.status, Body: resp.body}); err != nil {
+	if err := s.idem.Finish(context.WithoutCancel(ctx), scope, req.Digest, idem.StoredResponse{Status: resp.status, Body: resp.body}); err != nil {
 		s.log.Warn("idempotency record not kept", "error", err)
 	}
 	return resp
@@ -184,7 +185,7 @@ func (s *Server) handleGetBooking(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	body, err := s.fullBody(r.Context(), b)
+	body, err := s.bookingBody(r.Context(), b)
 	if err != nil {
 		writeResponse(w, errUnavailable)
 		return
@@ -204,9 +205,9 @@ func (s *Server) handleCancelBooking(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	cancelled, err := s.CancelBooking(r.Context(), b.ID)
+	cancelled, err := s.bookings.Cancel(r.Context(), b.ID)
 	switch {
-	case errors.Is(err, ErrBookingNotCancellable):
+	case errors.Is(err, booking.ErrBookingNotCancellable):
 		writeError(w, http.StatusConflict, "booking_not_cancellable",
 			"only a confirmed booking can be cancelled; this one is "+b.Status)
 		return
@@ -215,7 +216,7 @@ func (s *Server) handleCancelBooking(w http.ResponseWriter, r *http.Request) {
 		writeResponse(w, errUnavailable)
 		return
 	}
-	body, err := s.fullBody(r.Context(), cancelled)
+	body, err := s.bookingBody(r.Context(), cancelled)
 	if err != nil {
 		writeResponse(w, errUnavailable)
 		return

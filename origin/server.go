@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/waitroom/waitroom/inventory"
+	"github.com/waitroom/waitroom/origin/booking"
 	"github.com/waitroom/waitroom/origin/idem"
 	"github.com/waitroom/waitroom/origin/ledger"
 	"github.com/waitroom/waitroom/origin/maintenance"
@@ -147,13 +148,15 @@ func (c *Config) defaults() error {
 // seats), the bookings and payments, and the maintenance services, over
 // one ledger and one Redis.
 type Server struct {
-	cfg     Config
-	log     *slog.Logger
-	ledger  *Ledger
-	rdb     redis.UniversalClient
-	seats   *seats.Protocol
-	idem    *idem.Store
-	metrics *metrics
+	cfg    Config
+	log    *slog.Logger
+	ledger *Ledger
+	rdb    redis.UniversalClient
+	seats  *seats.Protocol
+	// bookings is nil without a payment provider.
+	bookings *booking.Service
+	idem     *idem.Store
+	metrics  *metrics
 	// flight shares the admission reads and the webhook settlements that
 	// run at once.
 	flight singleflight.Group
@@ -198,7 +201,20 @@ func New(cfg Config, l *Ledger, rdb redis.UniversalClient) (*Server, error) {
 	s.reaper = maintenance.NewReaper(rc, l, p)
 	s.drift = maintenance.NewDriftCorrector(cfg.DriftCorrector, p)
 	s.uncertain = maintenance.NewUncertainResolver(cfg.UncertainResolver, p)
-	s.payments = maintenance.NewPaymentReconciler(cfg.PaymentReconciler, l, s)
+	if cfg.Payments != nil {
+		s.bookings, err = booking.New(booking.Config{
+			Ledger: l, Seats: p, Payments: cfg.Payments, TicketKey: cfg.TicketKey,
+			PaymentWindow: cfg.PaymentWindow, PaymentTimeout: cfg.PaymentTimeout,
+			Render: func(b Booking, ts []ledger.Ticket) []byte { return renderBooking(b, ticketsJSON(ts)) },
+			Clock:  cfg.Clock, Logger: cfg.Logger,
+			Metrics: &booking.Metrics{Bookings: m.bookings, LatePayments: m.latePayments, PaymentChecks: m.paymentChecks,
+				Refunds: m.refunds, RefundsFailed: m.refundsFailed},
+		})
+		if err != nil {
+			return nil, err
+		}
+		s.payments = maintenance.NewPaymentReconciler(cfg.PaymentReconciler, l, s.bookings.Settlement())
+	}
 	return s, nil
 }
 
@@ -323,6 +339,17 @@ func (s *Server) Rebuild(ctx context.Context, id int64) (Invariant, error) {
 // ResolveUncertain settles the uncertain hold writes that are final.
 func (s *Server) ResolveUncertain(ctx context.Context) (int, error) {
 	return s.uncertain.RunOnce(ctx)
+}
+
+// HandlePaymentEvent acts on a verified event of the configured provider
+// and returns what it did: processed, duplicate or ignored.
+func (s *Server) HandlePaymentEvent(ctx context.Context, ev payment.Event) (string, error) {
+	return s.bookings.Settlement().HandlePaymentEvent(ctx, ev)
+}
+
+// CancelBooking cancels a confirmed booking and refunds it.
+func (s *Server) CancelBooking(ctx context.Context, bookingID string) (Booking, error) {
+	return s.bookings.Cancel(ctx, bookingID)
 }
 
 // HoldMaxLifeOf is the whole-life cap of the holds of e.

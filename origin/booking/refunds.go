@@ -1,9 +1,9 @@
-package origin
+package booking
 
 import (
 	"context"
+	"errors"
 	"fmt"
-
 	"time"
 
 	"github.com/waitroom/waitroom/origin/ledger"
@@ -32,20 +32,58 @@ import (
 // ends the sale as a cancellation does: the tickets are void and the seats
 // back on sale.
 
+// refundBooking makes a decided refund at the provider, or asks about the
+// one made already, and records what the provider says of it (see
+// below). The key is derived from the booking and the attempt, so the
+// cancellation, the late payment, the webhooks and their retries refund
+// once.
+func (s *env) refundBooking(ctx context.Context, b ledger.Booking) error {
+	if b.RefundStatus == "" {
+		return nil
+	}
+	if b.PaymentID == "" {
+		return fmt.Errorf("refund booking %s: no payment id known", b.ID)
+	}
+	pctx, cancel := s.paymentContext(ctx)
+	defer cancel()
+	var r payment.Refund
+	var err error
+	switch {
+	case b.RefundID != "":
+		r, err = s.payments.GetRefund(pctx, b.RefundID)
+	case b.RefundStatus == ledger.RefundPending:
+		r, err = s.payments.Refund(pctx, payment.RefundRequest{PaymentID: b.PaymentID, BookingID: b.ID,
+			IdempotencyKey: payment.RefundAttemptKey(b.ID, b.RefundAttempts)})
+	default:
+		// Money returned by a refund the origin did not make: there is
+		// nothing of its own to ask about.
+		return nil
+	}
+	switch {
+	case errors.Is(err, payment.ErrAlreadyRefunded):
+		// Nothing is left to refund: the money went back already.
+		r = payment.Refund{Status: payment.RefundSucceeded}
+	case err != nil:
+		s.metrics.Refunds.WithLabelValues("error").Inc()
+		return fmt.Errorf("refund booking %s: %w", b.ID, err)
+	}
+	return s.refundOutcome(ctx, b, r)
+}
+
 // refundOutcome records what the provider said of booking b's current
 // refund attempt.
-func (s *Server) refundOutcome(ctx context.Context, b Booking, r payment.Refund) error {
+func (s *env) refundOutcome(ctx context.Context, b ledger.Booking, r payment.Refund) error {
 	ctx = context.WithoutCancel(ctx)
 	var o ledger.RefundOutcome
 	switch r.Status {
 	case payment.RefundSucceeded:
-		s.metrics.refunds.WithLabelValues(RefundSucceeded).Inc()
+		s.metrics.Refunds.WithLabelValues(ledger.RefundSucceeded).Inc()
 		o = ledger.RefundWasDone
 	case payment.RefundFailed:
-		s.metrics.refunds.WithLabelValues(RefundFailed).Inc()
+		s.metrics.Refunds.WithLabelValues(ledger.RefundFailed).Inc()
 		o = ledger.RefundWasFailed
 	default:
-		s.metrics.refunds.WithLabelValues(RefundPending).Inc()
+		s.metrics.Refunds.WithLabelValues(ledger.RefundPending).Inc()
 		if b.RefundID != "" || r.ID == "" {
 			return nil
 		}
@@ -59,7 +97,7 @@ func (s *Server) refundOutcome(ctx context.Context, b Booking, r payment.Refund)
 	}
 	switch r.Status {
 	case payment.RefundSucceeded:
-		s.metrics.bookings.WithLabelValues(BookingRefunded).Inc()
+		s.metrics.Bookings.WithLabelValues(ledger.BookingRefunded).Inc()
 	case payment.RefundFailed:
 		s.log.Warn("refund failed at the provider; the payment reconciliation makes a new one", "booking", b.ID,
 			"refund", got.RefundID, "attempt", got.RefundAttempts, "reason", r.FailureReason, "was", b.RefundStatus)
@@ -71,7 +109,7 @@ func (s *Server) refundOutcome(ctx context.Context, b Booking, r payment.Refund)
 }
 
 // retryRefund makes a new refund for a booking whose refund failed.
-func (s *Server) retryRefund(ctx context.Context, b Booking) error {
+func (s *Settlement) retryRefund(ctx context.Context, b ledger.Booking) error {
 	next, ok, err := s.ledger.Bookings().RetryRefund(ctx, b.ID, b.RefundAttempts, s.now())
 	if err != nil || !ok {
 		return err
@@ -82,20 +120,20 @@ func (s *Server) retryRefund(ctx context.Context, b Booking) error {
 
 // countFailedRefunds sets the gauge of failed refunds from the ledger, so
 // every node reports the whole figure.
-func (s *Server) countFailedRefunds(ctx context.Context) {
+func (s *env) countFailedRefunds(ctx context.Context) {
 	n, err := s.ledger.Bookings().CountFailedRefunds(ctx)
 	if err != nil {
 		s.log.Warn("failed refunds not counted", "error", err)
 		return
 	}
-	s.metrics.refundsFailed.Set(float64(n))
+	s.metrics.RefundsFailed.Set(float64(n))
 }
 
 // chargeRefunded acts on charge.refunded: the charge's money went back. For
 // a confirmed booking that is a refund made at the provider; for a booking
 // owing a refund, possibly its own refund ending, or someone else's making
 // it good. Partial refunds leave the booking as it is.
-func (s *Server) chargeRefunded(ctx context.Context, b Booking, ev payment.Event) error {
+func (s *Settlement) chargeRefunded(ctx context.Context, b ledger.Booking, ev payment.Event) error {
 	if b.Amount == 0 || ev.AmountRefunded < b.Amount {
 		if b.Amount > 0 {
 			s.log.Info("partial refund at the provider: the booking is kept", "booking", b.ID,
@@ -104,15 +142,15 @@ func (s *Server) chargeRefunded(ctx context.Context, b Booking, ev payment.Event
 		return nil
 	}
 	switch {
-	case b.RefundStatus == RefundPending:
+	case b.RefundStatus == ledger.RefundPending:
 		return s.refundBooking(ctx, b)
-	case b.Status != BookingConfirmed && b.RefundStatus != RefundFailed:
+	case b.Status != ledger.BookingConfirmed && b.RefundStatus != ledger.RefundFailed:
 		return nil
 	}
 	// The event may be older than a refund that failed since: the payment
 	// as the provider has it now decides.
 	pctx, cancel := s.paymentContext(ctx)
-	p, err := s.cfg.Payments.GetPayment(pctx, b.PaymentID)
+	p, err := s.payments.GetPayment(pctx, b.PaymentID)
 	cancel()
 	if err != nil {
 		return fmt.Errorf("charge refunded, booking %s: %w", b.ID, err)
@@ -121,7 +159,7 @@ func (s *Server) chargeRefunded(ctx context.Context, b Booking, ev payment.Event
 		s.log.Info("charge.refunded for a payment no longer refunded: ignored", "booking", b.ID, "event", ev.ID)
 		return nil
 	}
-	if b.Status == BookingConfirmed {
+	if b.Status == ledger.BookingConfirmed {
 		return s.refundedAtProvider(ctx, b.ID)
 	}
 	return s.refundOutcome(ctx, b, payment.Refund{Status: payment.RefundSucceeded})
@@ -129,7 +167,7 @@ func (s *Server) chargeRefunded(ctx context.Context, b Booking, ev payment.Event
 
 // refundUpdated acts on a refund event (created, updated, failed) about the
 // booking's current refund attempt, by asking the provider how it stands.
-func (s *Server) refundUpdated(ctx context.Context, b Booking, ev payment.Event) error {
+func (s *Settlement) refundUpdated(ctx context.Context, b ledger.Booking, ev payment.Event) error {
 	switch {
 	case b.RefundStatus == "":
 		// Not a refund the origin made: charge.refunded says what it did.
@@ -137,7 +175,7 @@ func (s *Server) refundUpdated(ctx context.Context, b Booking, ev payment.Event)
 	case b.RefundID != "" && ev.RefundID != b.RefundID:
 		// An attempt given up on, or a refund the origin did not make.
 		return nil
-	case b.RefundID == "" && b.RefundStatus != RefundPending:
+	case b.RefundID == "" && b.RefundStatus != ledger.RefundPending:
 		return nil
 	}
 	return s.refundBooking(ctx, b)
@@ -146,14 +184,14 @@ func (s *Server) refundUpdated(ctx context.Context, b Booking, ev payment.Event)
 // refundedAtProvider ends a confirmed booking whose payment was refunded at
 // the provider: refunded, its tickets void and its seats given back as a
 // cancellation gives them.
-func (s *Server) refundedAtProvider(ctx context.Context, bookingID string) error {
+func (s *Settlement) refundedAtProvider(ctx context.Context, bookingID string) error {
 	now := s.now()
-	var done Booking
+	var done ledger.Booking
 	var acted, release bool
 	err := s.ledger.InTx(ctx, time.Time{}, func(tx ledger.Tx) error {
 		acted, release = false, false
 		cur, err := tx.Bookings().Lock(ctx, bookingID)
-		if err != nil || cur.Status != BookingConfirmed {
+		if err != nil || cur.Status != ledger.BookingConfirmed {
 			return err
 		}
 		if release, err = giveSeatsBack(ctx, tx, cur, now); err != nil {
@@ -168,7 +206,7 @@ func (s *Server) refundedAtProvider(ctx context.Context, bookingID string) error
 	if !acted {
 		return nil
 	}
-	s.metrics.bookings.WithLabelValues(BookingRefunded).Inc()
+	s.metrics.Bookings.WithLabelValues(ledger.BookingRefunded).Inc()
 	s.log.Warn("payment refunded at the provider: the booking's tickets are void and its seats back on sale",
 		"booking", bookingID, "event", done.EventID, "seats", done.Quantity)
 	if release {

@@ -1,4 +1,4 @@
-package origin
+package booking
 
 import (
 	"crypto/hmac"
@@ -7,13 +7,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"net/http"
-	"strings"
 
 	"github.com/google/uuid"
-	"github.com/skip2/go-qrcode"
-
-	"github.com/waitroom/waitroom/origin/ledger"
 )
 
 // A ticket code carries what it grants and proves it: the booking, the
@@ -95,57 +90,4 @@ func VerifyTicket(key []byte, code string) (TicketClaims, error) {
 		EventID:   int64(binary.BigEndian.Uint64(b[17:25])),
 		Seat:      int64(binary.BigEndian.Uint32(b[25:29])),
 	}, nil
-}
-
-// ticketJSON is a ticket of <booking>.
-type ticketJSON struct {
-	Code    string `json:"code"`
-	EventID int64  `json:"event_id"`
-	Seat    int64  `json:"seat"`
-}
-
-func ticketsJSON(ts []ledger.Ticket) []ticketJSON {
-	out := make([]ticketJSON, len(ts))
-	for i, t := range ts {
-		out[i] = ticketJSON{Code: t.Code, EventID: t.EventID, Seat: t.Seat}
-	}
-	return out
-}
-
-// ticketPNGSize is the QR image's width and height in pixels.
-const ticketPNGSize = 384
-
-// handleTicketPNG serves GET /v1/tickets/{code}.png: the code as a QR image,
-// for a valid ticket only. The code is the credential, so no queue token is
-// asked for.
-func (s *Server) handleTicketPNG(w http.ResponseWriter, r *http.Request) {
-	code, ok := strings.CutSuffix(r.PathValue("file"), ".png")
-	if !ok || s.cfg.Payments == nil {
-		writeError(w, http.StatusNotFound, "not_found", "no such ticket")
-		return
-	}
-	if _, err := VerifyTicket(s.cfg.TicketKey, code); err != nil {
-		writeError(w, http.StatusNotFound, "not_found", "no such ticket")
-		return
-	}
-	valid, err := s.ledger.Bookings().TicketIsValid(r.Context(), code)
-	switch {
-	case err != nil:
-		writeResponse(w, errUnavailable)
-		return
-	case !valid:
-		writeError(w, http.StatusNotFound, "not_found", "no such ticket (cancelled)")
-		return
-	}
-	png, err := qrcode.Encode(code, qrcode.Medium, ticketPNGSize)
-	if err != nil {
-		s.log.Error("ticket qr code", "error", err)
-		writeError(w, http.StatusInternalServerError, "internal", "could not draw the ticket")
-		return
-	}
-	h := w.Header()
-	h.Set("Content-Type", "image/png")
-	h.Set("Cache-Control", "private, no-store")
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(png)
 }

@@ -1,13 +1,13 @@
-package origin
+package booking
 
 import (
 	"context"
 	"errors"
-	"net/http"
 	"time"
 
 	"github.com/google/uuid"
 
+	"github.com/waitroom/waitroom/origin/ledger"
 	"github.com/waitroom/waitroom/origin/payment"
 )
 
@@ -26,7 +26,7 @@ import (
 //     payment's metadata when the create call has not recorded the payment
 //     id yet;
 //   - refund events (charge.refunded, refund.*) are followed up by asking
-//     the provider, never taken at their word (money.go);
+//     the provider, never taken at their word (refunds.go);
 //   - an event for a payment no booking knows, or of a type the flow does
 //     not act on, answers 200 and changes nothing.
 
@@ -37,53 +37,6 @@ const (
 	webhookIgnored   = "ignored"
 )
 
-type webhookJSON struct {
-	Received bool   `json:"received"`
-	Outcome  string `json:"outcome"`
-}
-
-func (s *Server) handleWebhook(w http.ResponseWriter, r *http.Request) {
-	name := r.PathValue("provider")
-	if name != payment.NameFakepay && name != payment.NameStripe {
-		writeError(w, http.StatusNotFound, "not_found", "no such payment provider")
-		return
-	}
-	if s.cfg.Payments == nil || s.cfg.Payments.Name() != name {
-		writeError(w, http.StatusNotFound, "not_found", "payment provider "+name+" is not configured")
-		return
-	}
-	if bodyTooLarge(w, r) {
-		return
-	}
-	body, bad := readBody(w, r)
-	if bad != nil {
-		writeResponse(w, *bad)
-		return
-	}
-	ev, err := s.cfg.Payments.ParseWebhook(body, r.Header.Get(payment.SignatureHeader))
-	switch {
-	case errors.Is(err, payment.ErrInvalidSignature):
-		s.metrics.webhooks.WithLabelValues("invalid").Inc()
-		writeError(w, http.StatusBadRequest, "invalid_signature", "the webhook signature does not verify")
-		return
-	case err != nil:
-		s.metrics.webhooks.WithLabelValues("invalid").Inc()
-		writeError(w, http.StatusBadRequest, "invalid_request", "the webhook body is not an event: "+err.Error())
-		return
-	}
-	s.metrics.webhooksReceived.Inc()
-	outcome, err := s.HandlePaymentEvent(r.Context(), ev)
-	if err != nil {
-		s.metrics.webhooks.WithLabelValues("error").Inc()
-		s.log.Warn("webhook not handled; the provider will redeliver it", "event", ev.ID, "type", ev.Type,
-			"payment", ev.PaymentID, "error", err)
-		writeResponse(w, unavailableResponse("the event could not be handled now; deliver it again"))
-		return
-	}
-	s.metrics.webhooks.WithLabelValues(outcome).Inc()
-	writeJSON(w, http.StatusOK, webhookJSON{Received: true, Outcome: outcome})
-}
-
 // settleTimeout bounds the settlement of one payment event; each of its
 // steps has a shorter deadline of its own.
 const settleTimeout = 30 * time.Second
@@ -91,11 +44,11 @@ const settleTimeout = 30 * time.Second
 // HandlePaymentEvent acts on a verified event of the configured provider
 // and returns what it did: processed, duplicate or ignored. An error means
 // it could not be acted on now (the provider redelivers it).
-func (s *Server) HandlePaymentEvent(ctx context.Context, ev payment.Event) (string, error) {
+func (s *Settlement) HandlePaymentEvent(ctx context.Context, ev payment.Event) (string, error) {
 	if !ev.Known() {
 		return webhookIgnored, nil
 	}
-	provider := s.cfg.Payments.Name()
+	provider := s.payments.Name()
 	seen, err := s.ledger.Bookings().EventSeen(ctx, provider, ev.ID)
 	if err != nil {
 		return "", err
@@ -151,30 +104,30 @@ func (s *Server) HandlePaymentEvent(ctx context.Context, ev payment.Event) (stri
 // bookingOfEvent finds the booking an event is about: by payment id, or by
 // the booking id of the payment's metadata while the booking has not
 // recorded its payment id yet.
-func (s *Server) bookingOfEvent(ctx context.Context, provider string, ev payment.Event) (Booking, bool, error) {
+func (s *Settlement) bookingOfEvent(ctx context.Context, provider string, ev payment.Event) (ledger.Booking, bool, error) {
 	b, err := s.ledger.Bookings().ByPayment(ctx, provider, ev.PaymentID)
 	if err == nil {
 		return b, true, nil
 	}
-	if !errors.Is(err, ErrNotFound) {
-		return Booking{}, false, err
+	if !errors.Is(err, ledger.ErrNotFound) {
+		return ledger.Booking{}, false, err
 	}
 	id, perr := uuid.Parse(ev.BookingID)
 	if perr != nil {
-		return Booking{}, false, nil
+		return ledger.Booking{}, false, nil
 	}
 	b, err = s.ledger.Booking(ctx, id.String())
 	switch {
-	case errors.Is(err, ErrNotFound):
-		return Booking{}, false, nil
+	case errors.Is(err, ledger.ErrNotFound):
+		return ledger.Booking{}, false, nil
 	case err != nil:
-		return Booking{}, false, err
+		return ledger.Booking{}, false, err
 	case b.Provider != provider:
-		return Booking{}, false, nil
+		return ledger.Booking{}, false, nil
 	case b.PaymentID != "" && b.PaymentID != ev.PaymentID:
 		s.log.Warn("webhook names a booking paid by another payment: ignored", "event", ev.ID,
 			"payment", ev.PaymentID, "booking", b.ID, "booking_payment", b.PaymentID)
-		return Booking{}, false, nil
+		return ledger.Booking{}, false, nil
 	}
 	return b, true, nil
 }

@@ -1,10 +1,11 @@
-package origin
+package booking
 
 import (
 	"context"
 	"errors"
 	"fmt"
 
+	"github.com/waitroom/waitroom/origin/ledger"
 	"github.com/waitroom/waitroom/origin/payment"
 )
 
@@ -14,30 +15,30 @@ import (
 // through the same code as the webhooks.
 
 // SettleUnsettled settles one booking the payment reconciliation leased.
-func (s *Server) SettleUnsettled(ctx context.Context, b Booking) error {
+func (s *Settlement) SettleUnsettled(ctx context.Context, b ledger.Booking) error {
 	var err error
 	switch {
-	case b.RefundStatus == RefundPending:
+	case b.RefundStatus == ledger.RefundPending:
 		err = s.refundBooking(ctx, b)
-	case b.RefundStatus == RefundFailed:
+	case b.RefundStatus == ledger.RefundFailed:
 		err = s.retryRefund(ctx, b)
-	case b.Status == BookingPaymentPending:
+	case b.Status == ledger.BookingPaymentPending:
 		err = s.resolvePayment(ctx, b)
 	}
 	if err != nil {
-		s.metrics.paymentChecks.WithLabelValues("error").Inc()
+		s.metrics.PaymentChecks.WithLabelValues("error").Inc()
 	}
 	return err
 }
 
 // AfterPass sets the gauge of failed refunds once a pass is over.
-func (s *Server) AfterPass(ctx context.Context) { s.countFailedRefunds(ctx) }
+func (s *Settlement) AfterPass(ctx context.Context) { s.countFailedRefunds(ctx) }
 
 // resolvePayment asks the provider about a booking still waiting for its
 // payment. Without a payment id (the create call's answer was lost) it
 // repeats the create with the same key: the provider returns the payment
 // it made, or makes it if the first call never reached it.
-func (s *Server) resolvePayment(ctx context.Context, b Booking) error {
+func (s *Settlement) resolvePayment(ctx context.Context, b ledger.Booking) error {
 	if b.Amount == 0 {
 		return s.settlePaid(ctx, b, "")
 	}
@@ -46,21 +47,21 @@ func (s *Server) resolvePayment(ctx context.Context, b Booking) error {
 	var p payment.Payment
 	var err error
 	if b.PaymentID != "" {
-		p, err = s.cfg.Payments.GetPayment(pctx, b.PaymentID)
+		p, err = s.payments.GetPayment(pctx, b.PaymentID)
 		if errors.Is(err, payment.ErrNotFound) {
-			s.metrics.paymentChecks.WithLabelValues("not_found").Inc()
+			s.metrics.PaymentChecks.WithLabelValues("not_found").Inc()
 			s.log.Warn("the provider does not know the booking's payment: failed", "booking", b.ID, "payment", b.PaymentID)
 			return s.settleFailed(ctx, b, "", ReasonPaymentNotFound)
 		}
 	} else {
-		p, err = s.cfg.Payments.CreatePayment(pctx, s.paymentRequest(b))
+		p, err = s.payments.CreatePayment(pctx, s.paymentRequest(b))
 		switch {
 		case errors.Is(err, payment.ErrDeclined):
-			s.metrics.paymentChecks.WithLabelValues("failed").Inc()
+			s.metrics.PaymentChecks.WithLabelValues("failed").Inc()
 			reason, pid := declineReason(err, p)
 			return s.settleFailed(ctx, b, pid, reason)
 		case errors.Is(err, payment.ErrInvalidRequest), errors.Is(err, payment.ErrIdempotencyConflict):
-			s.metrics.paymentChecks.WithLabelValues("failed").Inc()
+			s.metrics.PaymentChecks.WithLabelValues("failed").Inc()
 			return s.settleFailed(ctx, b, p.ID, ReasonPaymentRejected)
 		case err == nil && p.ID != "":
 			if aerr := s.ledger.Bookings().Answered(ctx, b.ID, p.ID, b.Response, s.now()); aerr != nil {
@@ -73,16 +74,16 @@ func (s *Server) resolvePayment(ctx context.Context, b Booking) error {
 	}
 	switch p.Status {
 	case payment.StatusSucceeded:
-		s.metrics.paymentChecks.WithLabelValues("succeeded").Inc()
+		s.metrics.PaymentChecks.WithLabelValues("succeeded").Inc()
 		return s.settlePayment(ctx, b, p.ID, &p)
 	case payment.StatusFailed, payment.StatusCanceled:
-		s.metrics.paymentChecks.WithLabelValues("failed").Inc()
+		s.metrics.PaymentChecks.WithLabelValues("failed").Inc()
 		reason := p.FailureCode
 		if reason == "" {
 			reason = "payment_" + string(p.Status)
 		}
 		return s.settleFailed(ctx, b, p.ID, reason)
 	}
-	s.metrics.paymentChecks.WithLabelValues("pending").Inc()
+	s.metrics.PaymentChecks.WithLabelValues("pending").Inc()
 	return nil
 }

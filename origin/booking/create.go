@@ -1,0 +1,264 @@
+package booking
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/waitroom/waitroom/origin/ledger"
+	"github.com/waitroom/waitroom/origin/payment"
+	"github.com/waitroom/waitroom/origin/seats"
+)
+
+// Outcome is what a booking request came to.
+type Outcome int
+
+const (
+	// Created: the booking was made and its payment started (Result.Body
+	// is the booking as that step left it, payment_pending or, free,
+	// confirmed).
+	Created Outcome = iota + 1
+	// Declined: the booking was made and the provider declined its payment.
+	Declined
+	// Replayed: a retry of the request that made Result.Booking; Result.Body
+	// is the first answer.
+	Replayed
+	// Existing: the hold has a booking already, Result.Booking, made with
+	// another Idempotency-Key.
+	Existing
+	// HoldExpired: the hold's expiry passed; its seats may be someone else's.
+	HoldExpired
+	// HoldNotActive: the hold is confirmed or released (Result.HoldStatus).
+	HoldNotActive
+	// KeyReused: the Idempotency-Key was used with another request body.
+	KeyReused
+	// Unavailable: the ledger or Redis cannot take the booking now.
+	Unavailable
+)
+
+// Request is a validated booking request, its Idempotency-Key claimed.
+type Request struct {
+	Event *seats.Event
+	Hold  ledger.Hold
+	User  string
+	// Key is the Idempotency-Key, Digest the request body's digest.
+	Key, Digest string
+	// Method is the payment method token.
+	Method string
+}
+
+// Result is a booking request's outcome.
+type Result struct {
+	Outcome    Outcome
+	Booking    ledger.Booking
+	Body       []byte
+	HoldStatus string
+}
+
+// Create is the booking flow after the request is authenticated, validated
+// and its idempotency key claimed: the booking row and the hold's extension
+// in one transaction, then the provider's charge outside it.
+func (s *Service) Create(ctx context.Context, req Request) Result {
+	h, ev := req.Hold, req.Event
+	if b, err := s.ledger.Bookings().ByKey(ctx, req.User, req.Key); err == nil {
+		return s.resumeBooking(ctx, ev, b, req.Digest)
+	} else if !errors.Is(err, ledger.ErrNotFound) {
+		return Result{Outcome: Unavailable}
+	}
+	if b, err := s.ledger.Bookings().LiveOfHold(ctx, h.ID); err == nil {
+		return Result{Outcome: Existing, Booking: b}
+	} else if !errors.Is(err, ledger.ErrNotFound) {
+		return Result{Outcome: Unavailable}
+	}
+	now := s.now()
+	switch st := h.StatusAt(now); st {
+	case ledger.StatusExpired:
+		return Result{Outcome: HoldExpired}
+	case ledger.StatusConfirmed, ledger.StatusReleased:
+		return Result{Outcome: HoldNotActive, HoldStatus: st}
+	}
+
+	// The hold must outlast the payment: at least PaymentWindow from now,
+	// never longer than a fresh hold would last.
+	until := now.Add(min(s.cfg.PaymentWindow, ev.HoldTTL()))
+	id := uuid.Must(uuid.NewV7()).String()
+	var created ledger.Booking
+	_, err := s.seats.ExtendHold(ctx, h.ID, until, func(tx ledger.Tx, held ledger.Hold) error {
+		var err error
+		created, err = tx.Bookings().Insert(ctx, ledger.NewBooking{
+			ID: id, HoldID: h.ID, EventID: ev.ID, UserID: req.User, Quantity: held.Quantity, Amount: held.Amount,
+			Currency: ev.Currency, Provider: s.payments.Name(), PaymentMethod: req.Method,
+			IdempotencyKey: req.Key, RequestDigest: req.Digest, CreatedAt: now,
+		})
+		return err
+	})
+	switch {
+	case err == nil:
+	case errors.Is(err, ledger.ErrBookingExists), errors.Is(err, ledger.ErrHoldNotActive):
+		// A booking with another key won the hold a moment ago.
+		if b, lerr := s.ledger.Bookings().LiveOfHold(ctx, h.ID); lerr == nil {
+			return Result{Outcome: Existing, Booking: b}
+		}
+		if errors.Is(err, ledger.ErrBookingExists) {
+			return Result{Outcome: Unavailable}
+		}
+		return Result{Outcome: HoldNotActive, HoldStatus: "no longer pending"}
+	case errors.Is(err, ledger.ErrBookingKeyUsed):
+		b, lerr := s.ledger.Bookings().ByKey(ctx, req.User, req.Key)
+		if lerr != nil {
+			return Result{Outcome: Unavailable}
+		}
+		return s.resumeBooking(ctx, ev, b, req.Digest)
+	case errors.Is(err, seats.ErrHoldExpired):
+		return Result{Outcome: HoldExpired}
+	default:
+		s.log.Warn("booking not recorded", "hold", h.ID, "error", err)
+		return Result{Outcome: Unavailable}
+	}
+	s.metrics.Bookings.WithLabelValues("created").Inc()
+	return s.pay(ctx, created)
+}
+
+// resumeBooking answers a retry of the request that made b, whose
+// idempotency record is gone: the stored answer, or, when the first attempt
+// stopped before the provider answered, the payment carried on (the same
+// payment key: the provider charges once).
+func (s *Service) resumeBooking(ctx context.Context, ev *seats.Event, b ledger.Booking, digest string) Result {
+	if b.RequestDigest != digest {
+		return Result{Outcome: KeyReused}
+	}
+	if b.Response != nil {
+		return Result{Outcome: Replayed, Booking: b, Body: b.Response}
+	}
+	if b.Status == ledger.BookingPaymentPending && b.PaymentID == "" {
+		return s.pay(ctx, b)
+	}
+	body := s.cfg.Render(b, nil)
+	if err := s.ledger.Bookings().Answered(ctx, b.ID, b.PaymentID, body, s.now()); err != nil {
+		s.log.Warn("booking response not kept", "booking", b.ID, "error", err)
+	}
+	return Result{Outcome: Replayed, Booking: b, Body: body}
+}
+
+// pay charges a new booking, outside any transaction, and answers with the
+// booking as this step leaves it: payment_pending (the webhook or the
+// reconciliation settles it) or failed (declined). The answer is kept in
+// the booking's row for a retry.
+func (s *Service) pay(ctx context.Context, b ledger.Booking) Result {
+	if b.Amount == 0 {
+		// Nothing to charge (a free event): confirmed at once.
+		if err := s.settle.settlePaid(ctx, b, ""); err != nil {
+			s.log.Warn("free booking not confirmed yet", "booking", b.ID, "error", err)
+		} else if cur, err := s.ledger.Booking(ctx, b.ID); err == nil {
+			b = cur
+		}
+	} else {
+		pctx, cancel := s.paymentContext(ctx)
+		p, err := s.payments.CreatePayment(pctx, s.paymentRequest(b))
+		cancel()
+		b.PaymentID = p.ID
+		switch {
+		case err == nil:
+		case errors.Is(err, payment.ErrDeclined):
+			reason, pid := declineReason(err, p)
+			b.PaymentID = pid
+			b = s.failPayment(ctx, b, pid, reason)
+		case errors.Is(err, payment.ErrInvalidRequest), errors.Is(err, payment.ErrIdempotencyConflict):
+			s.log.Error("payment request refused by the provider", "booking", b.ID, "error", err)
+			b = s.failPayment(ctx, b, p.ID, ReasonPaymentRejected)
+		default:
+			// Unknown outcome: the booking waits; the webhook or the payment
+			// reconciliation (same payment key) settles it.
+			s.log.Warn("payment outcome unknown; left to the reconciliation", "booking", b.ID, "error", err)
+		}
+	}
+	body := s.cfg.Render(b, nil)
+	if b.Status == ledger.BookingConfirmed {
+		if full, err := s.Body(ctx, b); err == nil {
+			body = full
+		}
+	}
+	if err := s.ledger.Bookings().Answered(context.WithoutCancel(ctx), b.ID, b.PaymentID, body, s.now()); err != nil {
+		s.log.Warn("booking response not kept", "booking", b.ID, "error", err)
+	}
+	if b.Status == ledger.BookingFailed {
+		return Result{Outcome: Declined, Booking: b, Body: body}
+	}
+	return Result{Outcome: Created, Booking: b, Body: body}
+}
+
+// failPayment marks a waiting booking failed and returns it as it is now.
+// Its hold is left alone: the buyer may pay again (a new booking) until it
+// expires.
+func (s *Service) failPayment(ctx context.Context, b ledger.Booking, paymentID, reason string) ledger.Booking {
+	failed, ok, err := s.ledger.Bookings().Fail(ctx, b.ID, paymentID, reason, s.now())
+	switch {
+	case err != nil:
+		s.log.Warn("booking not marked failed", "booking", b.ID, "error", err)
+		return b
+	case ok:
+		s.metrics.Bookings.WithLabelValues(ledger.BookingFailed).Inc()
+		return failed
+	}
+	if cur, err := s.ledger.Booking(ctx, b.ID); err == nil {
+		return cur
+	}
+	return b
+}
+
+// Cancel cancels a confirmed booking: its tickets are voided and its
+// seats given back (to the inventory once, or to the overflow reserve) in
+// one transaction, then the payment is refunded outside it. Cancelling a
+// booking the buyer cancelled already returns it as it is (retrying a
+// refund still due); anything else is ErrBookingNotCancellable.
+func (s *Service) Cancel(ctx context.Context, bookingID string) (ledger.Booking, error) {
+	now := s.now()
+	var cancelled ledger.Booking
+	var acted, release bool
+	err := s.ledger.InTx(ctx, time.Time{}, func(tx ledger.Tx) error {
+		acted, release = false, false
+		cur, err := tx.Bookings().Lock(ctx, bookingID)
+		if err != nil {
+			return err
+		}
+		switch {
+		case cur.Status == ledger.BookingConfirmed:
+		case (cur.Status == ledger.BookingCancelled || cur.Status == ledger.BookingRefunded) && cur.StatusReason == ReasonCancelled:
+			cancelled = cur
+			return nil
+		default:
+			return fmt.Errorf("cancel booking %s (%s): %w", bookingID, cur.Status, ErrBookingNotCancellable)
+		}
+		if release, err = giveSeatsBack(ctx, tx, cur, now); err != nil {
+			return fmt.Errorf("cancel booking %s: %w", bookingID, err)
+		}
+		refund := ""
+		if cur.Amount > 0 && cur.PaymentID != "" {
+			refund = ledger.RefundPending
+		}
+		cancelled, acted, err = tx.Bookings().Cancel(ctx, cur.ID, ReasonCancelled, refund, now)
+		return err
+	})
+	if err != nil {
+		return ledger.Booking{}, err
+	}
+	if acted {
+		s.metrics.Bookings.WithLabelValues(ledger.BookingCancelled).Inc()
+	}
+	if release {
+		if err := s.returnSeats(ctx, cancelled); err != nil {
+			return ledger.Booking{}, err
+		}
+	}
+	if cancelled.RefundStatus == ledger.RefundPending {
+		if err := s.refundBooking(ctx, cancelled); err != nil {
+			s.log.Warn("refund not made yet; the payment reconciliation retries it", "booking", bookingID, "error", err)
+			return cancelled, nil
+		}
+		return s.ledger.Booking(ctx, bookingID)
+	}
+	return cancelled, nil
+}

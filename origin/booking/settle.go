@@ -1,0 +1,446 @@
+package booking
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/waitroom/waitroom/inventory"
+	"github.com/waitroom/waitroom/origin/ledger"
+	"github.com/waitroom/waitroom/origin/payment"
+	"github.com/waitroom/waitroom/origin/seats"
+)
+
+// Settling a payment: the same code for webhooks and the reconciliation.
+
+// settleFailed records a failed payment.
+func (s *Settlement) settleFailed(ctx context.Context, b ledger.Booking, paymentID, reason string) error {
+	if b.Status != ledger.BookingPaymentPending {
+		return nil
+	}
+	_, ok, err := s.ledger.Bookings().Fail(ctx, b.ID, paymentID, reason, s.now())
+	if ok {
+		s.metrics.Bookings.WithLabelValues(ledger.BookingFailed).Inc()
+	}
+	return err
+}
+
+// settlePaid records a succeeded payment: the hold and the booking confirmed
+// and the tickets issued, in one transaction; or, when the hold is gone, the
+// late-payment policy; or, when the money went back at the provider before
+// the payment was settled, the booking refunded. Calling it again changes
+// nothing.
+func (s *Settlement) settlePaid(ctx context.Context, b ledger.Booking, paymentID string) error {
+	return s.settlePayment(ctx, b, paymentID, nil)
+}
+
+// settlePayment is settlePaid with the payment as the provider has it now,
+// when the caller has just asked (nil: asked here).
+func (s *Settlement) settlePayment(ctx context.Context, b ledger.Booking, paymentID string, known *payment.Payment) error {
+	switch b.Status {
+	case ledger.BookingConfirmed, ledger.BookingCancelled, ledger.BookingRefunded:
+		return nil
+	case ledger.BookingFailed:
+		return s.refundUnbooked(ctx, b, paymentID, ReasonPaidAfterFailure)
+	}
+	if paymentID == "" {
+		paymentID = b.PaymentID
+	}
+	if b.Amount > 0 && paymentID != "" {
+		// A refund at the provider (its dashboard) may have returned the
+		// money before the payment's success reached the origin: its
+		// charge.refunded found nothing to end then. The success event may
+		// be older than the refund, so the provider's present word decides.
+		p := known
+		if p == nil {
+			pctx, cancel := s.paymentContext(ctx)
+			got, err := s.payments.GetPayment(pctx, paymentID)
+			cancel()
+			switch {
+			case errors.Is(err, payment.ErrNotFound):
+				// No refund to tell of: the signed event is the provider's
+				// word that the payment succeeded.
+				s.log.Warn("the provider does not know the payment its event names", "booking", b.ID, "payment", paymentID)
+			case err != nil:
+				return fmt.Errorf("settle payment of booking %s: %w", b.ID, err)
+			}
+			p = &got
+		}
+		if p.AmountRefunded >= b.Amount {
+			return s.refundedBeforeSettled(ctx, b, paymentID)
+		}
+	}
+	ev, err := s.seats.Event(ctx, b.EventID)
+	if err != nil {
+		return err
+	}
+	ran := false
+	_, err = s.seats.ConfirmHold(ctx, b.HoldID, func(tx ledger.Tx, _ ledger.Hold) error {
+		ran = true
+		_, err := s.confirmBookingTx(ctx, tx, b, paymentID, false, "", s.now())
+		return err
+	})
+	switch {
+	case err == nil && ran:
+		s.metrics.Bookings.WithLabelValues(ledger.BookingConfirmed).Inc()
+		return nil
+	case err == nil:
+		// The hold was confirmed already, by a concurrent settlement of
+		// this booking (which confirmed the booking with it).
+		err = s.confirmAfterHold(ctx, b, paymentID)
+	case errors.Is(err, seats.ErrHoldExpired), errors.Is(err, ledger.ErrHoldNotActive):
+		return s.latePayment(ctx, ev, b, paymentID)
+	case errors.Is(err, errBookingSettled):
+		return nil
+	}
+	if errors.Is(err, ledger.ErrNoSeatLeft) {
+		return s.refundUnseated(ctx, ev, b, paymentID)
+	}
+	return err
+}
+
+// refundedBeforeSettled ends a booking whose payment was refunded at the
+// provider before the origin settled it: refunded, with no ticket, and its
+// hold released, the seats back on sale. A settlement that confirmed it
+// meanwhile leaves a confirmed booking, which ends as any confirmed booking
+// refunded at the provider does.
+func (s *Settlement) refundedBeforeSettled(ctx context.Context, b ledger.Booking, paymentID string) error {
+	now := s.now()
+	var done ledger.Booking
+	var acted, release, confirmed bool
+	err := s.ledger.InTx(ctx, time.Time{}, func(tx ledger.Tx) error {
+		acted, release, confirmed = false, false, false
+		cur, err := tx.Bookings().Lock(ctx, b.ID)
+		if err != nil {
+			return err
+		}
+		if cur.Status != ledger.BookingPaymentPending {
+			confirmed = cur.Status == ledger.BookingConfirmed
+			return nil
+		}
+		// A hold past its expiry ends expired, as it would have without
+		// the payment; a live one is released.
+		if release, err = tx.ExpireLateHold(ctx, cur.HoldID, now); err == nil && !release {
+			release, err = tx.ReleaseUnseatedHold(ctx, cur.HoldID, now)
+		}
+		if err != nil {
+			return err
+		}
+		done, acted, err = tx.Bookings().RefundedUnsettled(ctx, cur.ID, ReasonRefundedAtProvider, paymentID, now)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("booking %s refunded at the provider before it settled: %w", b.ID, err)
+	}
+	if confirmed {
+		return s.refundedAtProvider(ctx, b.ID)
+	}
+	if !acted {
+		return nil
+	}
+	s.metrics.Bookings.WithLabelValues(ledger.BookingRefunded).Inc()
+	s.log.Warn("payment refunded at the provider before it settled: the booking is refunded, its hold released",
+		"booking", b.ID, "event", done.EventID, "seats", done.Quantity)
+	if release {
+		// Whatever Redis holds for the hold goes back, also a confirmation
+		// whose ledger step never came.
+		return s.returnSeats(ctx, done)
+	}
+	return nil
+}
+
+// confirmBookingTx confirms a waiting booking and issues its tickets, in tx.
+func (s *env) confirmBookingTx(ctx context.Context, tx ledger.Tx, b ledger.Booking, paymentID string, overflow bool, reason string, now time.Time) (ledger.Booking, error) {
+	c, ok, err := tx.Bookings().Confirm(ctx, b.ID, paymentID, overflow, reason, now)
+	if err != nil {
+		return ledger.Booking{}, err
+	}
+	if !ok {
+		return ledger.Booking{}, fmt.Errorf("confirm booking %s: %w", b.ID, errBookingSettled)
+	}
+	if err := s.issueTickets(ctx, tx, c, now); err != nil {
+		return ledger.Booking{}, err
+	}
+	return c, nil
+}
+
+// issueTickets gives a confirmed booking one ticket per seat. Seat numbers
+// of the event are handed out under its row lock: freed seats first, then
+// new numbers, which a constraint keeps within the event's capacity
+// (errNoSeatLeft, and tx is left aborted: the caller rolls back).
+func (s *env) issueTickets(ctx context.Context, tx ledger.Tx, b ledger.Booking, now time.Time) error {
+	seats, err := tx.TakeSeats(ctx, b.EventID, b.Quantity)
+	if err != nil {
+		return fmt.Errorf("issue tickets of booking %s: %w", b.ID, err)
+	}
+	if int64(len(seats)) != b.Quantity {
+		return fmt.Errorf("issue tickets of booking %s: %d seat numbers for %d seats", b.ID, len(seats), b.Quantity)
+	}
+	codes := make([]string, len(seats))
+	for i, seat := range seats {
+		code, err := SignTicket(s.cfg.TicketKey, TicketClaims{BookingID: b.ID, EventID: b.EventID, Seat: int64(seat)})
+		if err != nil {
+			return fmt.Errorf("issue tickets of booking %s: %w", b.ID, err)
+		}
+		codes[i] = code
+	}
+	return tx.InsertTickets(ctx, b.ID, b.EventID, codes, seats, now)
+}
+
+// confirmAfterHold confirms a booking whose hold is confirmed already.
+func (s *Settlement) confirmAfterHold(ctx context.Context, b ledger.Booking, paymentID string) error {
+	confirmed := false
+	err := s.ledger.InTx(ctx, time.Time{}, func(tx ledger.Tx) error {
+		cur, err := tx.Bookings().Lock(ctx, b.ID)
+		if err != nil || cur.Status != ledger.BookingPaymentPending {
+			return err
+		}
+		h, err := tx.LockHold(ctx, cur.HoldID)
+		if err != nil {
+			return err
+		}
+		if h.Status != ledger.StatusConfirmed {
+			return fmt.Errorf("confirm booking %s: hold %s is %s: retry", b.ID, h.ID, h.Status)
+		}
+		_, err = s.confirmBookingTx(ctx, tx, cur, paymentID, false, "", s.now())
+		confirmed = err == nil
+		return err
+	})
+	if confirmed {
+		s.metrics.Bookings.WithLabelValues(ledger.BookingConfirmed).Inc()
+	}
+	return err
+}
+
+// latePayment settles a payment whose hold expired before it landed: the
+// seats come from the overflow reserve if it has them (a conditional
+// update: never oversold) and the buyer stays within max_per_user with
+// them, otherwise the money goes back. The hold's own seats went (or go
+// now) back to the sellable pool either way.
+//
+// The buyer may have held again after the hold expired, or have had
+// another late payment confirmed: neither the one-live-hold index nor the
+// one-hold-per-user guard in Redis knows this booking's expired hold, so
+// the buyer's other seats are counted here, from the ledger, after the
+// event's row is locked by taking the reserve's seats (which orders this
+// count after any other late payment of the event). A buyer with any is
+// refunded, even within max_per_user: the guard keeps one hold per buyer,
+// and a second sale would be uncounted once the other hold ended, leaving
+// the buyer free to hold the limit on top of it.
+func (s *Settlement) latePayment(ctx context.Context, ev *seats.Event, b ledger.Booking, paymentID string) error {
+	now := s.now()
+	var settled ledger.Booking
+	var expired, absorbed, refund bool
+	err := s.ledger.InTx(ctx, time.Time{}, func(tx ledger.Tx) error {
+		expired, absorbed, refund = false, false, false
+		cur, err := tx.Bookings().Lock(ctx, b.ID)
+		if err != nil || cur.Status != ledger.BookingPaymentPending {
+			return err
+		}
+		h, err := tx.LockHold(ctx, cur.HoldID)
+		if err != nil {
+			return err
+		}
+		switch {
+		case h.Status == ledger.StatusConfirmed:
+			return fmt.Errorf("late payment of booking %s: hold %s was confirmed meanwhile: retry", b.ID, h.ID)
+		case h.Status == ledger.StatusPending && !h.ExpiresAt.Before(now):
+			return fmt.Errorf("late payment of booking %s: hold %s is live in the ledger, not in redis: retry", b.ID, h.ID)
+		case h.Status == ledger.StatusPending:
+			if _, err := tx.ExpireLateHold(ctx, h.ID, now); err != nil {
+				return err
+			}
+			expired = true
+		}
+		// The reserve's seats and the tickets in a savepoint: without a
+		// seat to give, they are undone and the money goes back.
+		err = tx.Savepoint(ctx, func(sp ledger.Tx) error {
+			if err := sp.TakeOverflow(ctx, ev.ID, cur.Quantity); err != nil {
+				return err
+			}
+			others, err := sp.SeatsOfBuyer(ctx, ev.ID, cur.UserID, cur.ID, cur.HoldID, now)
+			if err != nil {
+				return err
+			}
+			if others > 0 || cur.Quantity > ev.MaxPerUser {
+				return errPerUserLimit
+			}
+			settled, err = s.confirmBookingTx(ctx, sp, cur, paymentID, true, ReasonLateOverflow, now)
+			return err
+		})
+		reason := ReasonLateSoldOut
+		switch {
+		case err == nil:
+			absorbed = true
+			return nil
+		case errors.Is(err, ledger.ErrNoSeatLeft):
+			reason = ReasonNoSeatLeft
+		case errors.Is(err, errPerUserLimit):
+			reason = ReasonLatePerUserLimit
+		case !errors.Is(err, ledger.ErrOverflowUsedUp):
+			return err
+		}
+		settled, refund, err = tx.Bookings().RefundPayment(ctx, b.ID, reason, paymentID, now)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("late payment of booking %s: %w", b.ID, err)
+	}
+	if expired || absorbed {
+		// This call took the hold from pending to expired, so it returns
+		// the seats, once (also when a failed confirmation left them
+		// confirmed in Redis).
+		s.seats.ReleaseLateHold(ctx, ev, b.HoldID, b.UserID, absorbed)
+	}
+	switch {
+	case absorbed:
+		s.metrics.LatePayments.WithLabelValues("absorbed").Inc()
+		s.metrics.Bookings.WithLabelValues(ledger.BookingConfirmed).Inc()
+		s.log.Info("late payment confirmed from the overflow reserve", "booking", b.ID, "event", ev.ID, "seats", b.Quantity)
+	case refund:
+		s.metrics.LatePayments.WithLabelValues("refunded").Inc()
+		switch settled.StatusReason {
+		case ReasonNoSeatLeft:
+			s.log.Error("late payment refunded: no seat number left although the overflow reserve had room; "+
+				"the inventory invariant was broken", "booking", b.ID, "event", ev.ID)
+		case ReasonLatePerUserLimit:
+			s.log.Info("late payment refunded: the buyer holds other seats meanwhile",
+				"booking", b.ID, "event", ev.ID, "user", b.UserID)
+		default:
+			s.log.Info("late payment refunded: the overflow reserve is used up", "booking", b.ID, "event", ev.ID)
+		}
+		if err := s.refundBooking(ctx, settled); err != nil {
+			s.log.Warn("refund not made yet; the payment reconciliation retries it", "booking", b.ID, "error", err)
+		}
+	}
+	return nil
+}
+
+// refundUnseated refunds a payment whose booking cannot get a seat number:
+// every seat of the event is ticketed, so more holds were live than the
+// event has seats (the inventory invariant was broken). Answering the
+// webhook with an error would only have it retried until the provider gives
+// up, the money taken and no ticket. The hold is released in the ledger;
+// its seats are not given back to Redis, which sold more than there are:
+// the reconciler corrects Redis from the ledger.
+func (s *Settlement) refundUnseated(ctx context.Context, ev *seats.Event, b ledger.Booking, paymentID string) error {
+	now := s.now()
+	var settled ledger.Booking
+	var refund bool
+	err := s.ledger.InTx(ctx, time.Time{}, func(tx ledger.Tx) error {
+		cur, err := tx.Bookings().Lock(ctx, b.ID)
+		if err != nil || cur.Status != ledger.BookingPaymentPending {
+			return err
+		}
+		if _, err := tx.ReleaseUnseatedHold(ctx, cur.HoldID, now); err != nil {
+			return err
+		}
+		settled, refund, err = tx.Bookings().RefundPayment(ctx, b.ID, ReasonNoSeatLeft, paymentID, now)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("refund booking %s without a seat: %w", b.ID, err)
+	}
+	if !refund {
+		return nil
+	}
+	s.log.Error("payment refunded: no seat number left for a paid booking; the inventory invariant was broken",
+		"booking", b.ID, "event", ev.ID, "hold", b.HoldID, "seats", b.Quantity)
+	if err := s.refundBooking(ctx, settled); err != nil {
+		s.log.Warn("refund not made yet; the payment reconciliation retries it", "booking", b.ID, "error", err)
+	}
+	return nil
+}
+
+// refundUnbooked refunds a payment that no booking can use.
+func (s *Settlement) refundUnbooked(ctx context.Context, b ledger.Booking, paymentID, reason string) error {
+	settled, ok, err := s.ledger.Bookings().RefundPayment(ctx, b.ID, reason, paymentID, s.now())
+	if err != nil || !ok {
+		return err
+	}
+	s.log.Warn("payment without a booking to serve: refunded", "booking", b.ID, "reason", reason)
+	if err := s.refundBooking(ctx, settled); err != nil {
+		s.log.Warn("refund not made yet; the payment reconciliation retries it", "booking", b.ID, "error", err)
+	}
+	return nil
+}
+
+// giveSeatsBack takes a confirmed booking's seats back, in tx: its tickets
+// are voided and their seat numbers freed, and its seats go to the overflow
+// reserve (a late payment's) or, its hold released, to the inventory:
+// release says the caller settles Redis (returnSeats) after the commit:
+// the hold's seats returned, or the overflow buyer's record of no seats
+// removed from the one-hold-per-user guard. A cancellation and a refund
+// made at the provider both end a sale this way.
+func giveSeatsBack(ctx context.Context, tx ledger.Tx, b ledger.Booking, now time.Time) (release bool, err error) {
+	if b.Overflow {
+		if err := tx.GiveOverflow(ctx, b.EventID, b.Quantity); err != nil {
+			return false, err
+		}
+	} else {
+		ok, err := tx.ReleaseConfirmedHold(ctx, b.HoldID, now)
+		if err != nil {
+			return false, err
+		}
+		if !ok {
+			return false, fmt.Errorf("hold %s is not confirmed", b.HoldID)
+		}
+	}
+	if err := tx.VoidTickets(ctx, b.ID, b.EventID); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// returnSeats settles Redis for a sale giveSeatsBack ended: the seats of
+// its hold back, or, for a sale served from the overflow reserve, the
+// buyer's record of no seats gone, so the buyer, who has no seat any more,
+// may hold again.
+func (s *env) returnSeats(ctx context.Context, b ledger.Booking) error {
+	ev, err := s.seats.Event(ctx, b.EventID)
+	if err != nil {
+		return err
+	}
+	mode := inventory.AnyHold
+	if b.Overflow {
+		mode = inventory.DropBuyer
+	}
+	s.seats.ReleaseSeats(ctx, ev, b.HoldID, mode)
+	return nil
+}
+
+func (s *env) paymentRequest(b ledger.Booking) payment.CreateRequest {
+	return payment.CreateRequest{
+		BookingID: b.ID, Amount: b.Amount, Currency: b.Currency, PaymentMethod: b.PaymentMethod,
+		Metadata: map[string]string{"hold_id": b.HoldID, "event_id": strconv.FormatInt(b.EventID, 10)},
+	}
+}
+
+// paymentContext bounds a provider call, detached from the client: a buyer
+// who hangs up must not cut a charge in half.
+func (s *env) paymentContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), s.cfg.PaymentTimeout)
+}
+
+// declineReason is the reason a failed payment gives.
+func declineReason(err error, p payment.Payment) (reason, paymentID string) {
+	paymentID = p.ID
+	var d *payment.DeclineError
+	if errors.As(err, &d) {
+		if d.PaymentID != "" {
+			paymentID = d.PaymentID
+		}
+		switch {
+		case d.DeclineCode != "":
+			return d.DeclineCode, paymentID
+		case d.Code != "":
+			return d.Code, paymentID
+		}
+	}
+	if p.FailureCode != "" {
+		return p.FailureCode, paymentID
+	}
+	return "payment_declined", paymentID
+}

@@ -1,0 +1,55 @@
+package origin
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/waitroom/waitroom/origin/payment"
+)
+
+type webhookJSON struct {
+	Received bool   `json:"received"`
+	Outcome  string `json:"outcome"`
+}
+
+func (s *Server) handleWebhook(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("provider")
+	if name != payment.NameFakepay && name != payment.NameStripe {
+		writeError(w, http.StatusNotFound, "not_found", "no such payment provider")
+		return
+	}
+	if s.cfg.Payments == nil || s.cfg.Payments.Name() != name {
+		writeError(w, http.StatusNotFound, "not_found", "payment provider "+name+" is not configured")
+		return
+	}
+	if bodyTooLarge(w, r) {
+		return
+	}
+	body, bad := readBody(w, r)
+	if bad != nil {
+		writeResponse(w, *bad)
+		return
+	}
+	ev, err := s.cfg.Payments.ParseWebhook(body, r.Header.Get(payment.SignatureHeader))
+	switch {
+	case errors.Is(err, payment.ErrInvalidSignature):
+		s.metrics.webhooks.WithLabelValues("invalid").Inc()
+		writeError(w, http.StatusBadRequest, "invalid_signature", "the webhook signature does not verify")
+		return
+	case err != nil:
+		s.metrics.webhooks.WithLabelValues("invalid").Inc()
+		writeError(w, http.StatusBadRequest, "invalid_request", "the webhook body is not an event: "+err.Error())
+		return
+	}
+	s.metrics.webhooksReceived.Inc()
+	outcome, err := s.HandlePaymentEvent(r.Context(), ev)
+	if err != nil {
+		s.metrics.webhooks.WithLabelValues("error").Inc()
+		s.log.Warn("webhook not handled; the provider will redeliver it", "event", ev.ID, "type", ev.Type,
+			"payment", ev.PaymentID, "error", err)
+		writeResponse(w, unavailableResponse("the event could not be handled now; deliver it again"))
+		return
+	}
+	s.metrics.webhooks.WithLabelValues(outcome).Inc()
+	writeJSON(w, http.StatusOK, webhookJSON{Received: true, Outcome: outcome})
+}
