@@ -115,7 +115,7 @@ type HoldRequest struct {
 	// KeyDigest and BodyDigest are stored in the hold's Record.
 	KeyDigest, BodyDigest string
 
-	// Claim, if set, is a key on the event's slot (its name has Tag(Event)
+	// Claim, if set, is a key on the event's slot (its name has hashtag.Event(Event)
 	// in it) that the call claims for the request, so that a caller keeping
 	// idempotency records in Redis needs no round trip of its own to claim
 	// one. When Claim holds a value other than ClaimReplace, the call

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/waitroom/waitroom/hashtag"
 	"github.com/waitroom/waitroom/internal/testenv"
 	"github.com/waitroom/waitroom/inventory"
 )
@@ -89,7 +90,7 @@ func TestHoldOutcomes(t *testing.T) {
 func TestHoldClaimsTheRequestKey(t *testing.T) {
 	inv, rdb, event := loaded(t, 1)
 	ctx := context.Background()
-	claim := "idem:" + inventory.Tag(event) + ":holds:k"
+	claim := "idem:" + hashtag.Event(event) + ":holds:k"
 	req := func(user, value, replace string) inventory.HoldRequest {
 		return inventory.HoldRequest{Event: event, HoldID: "h-" + value, User: user, Quantity: 1,
 			ExpiresAt: t0.Add(time.Minute), Now: t0, Claim: claim, ClaimValue: value, ClaimReplace: replace, ClaimTTL: time.Hour}
@@ -142,7 +143,7 @@ func TestHoldDeadline(t *testing.T) {
 		r := inventory.HoldRequest{Event: event, HoldID: "h-" + user, User: user, Quantity: 1,
 			ExpiresAt: t0.Add(time.Minute), Now: t0, Deadline: deadline}
 		if claim != "" {
-			r.Claim, r.ClaimValue, r.ClaimTTL = "idem:"+inventory.Tag(event)+":holds:"+claim, claim, time.Hour
+			r.Claim, r.ClaimValue, r.ClaimTTL = "idem:"+hashtag.Event(event)+":holds:"+claim, claim, time.Hour
 		}
 		return r
 	}
@@ -153,7 +154,7 @@ func TestHoldDeadline(t *testing.T) {
 		assert.Equal(t, inventory.Late, res.Outcome)
 	}
 	assert.Equal(t, int64(3), remaining(t, inv, event), "a late call takes nothing")
-	assert.Zero(t, rdb.Exists(ctx, "idem:"+inventory.Tag(event)+":holds:k-late").Val(), "nor claims its key")
+	assert.Zero(t, rdb.Exists(ctx, "idem:"+hashtag.Event(event)+":holds:k-late").Val(), "nor claims its key")
 
 	res, err := inv.Hold(ctx, req("ann", future, "k-ann"))
 	require.NoError(t, err)

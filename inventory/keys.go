@@ -1,12 +1,6 @@
 package inventory
 
-import "strconv"
-
-// Tag is the Redis Cluster hash tag of an event. It must equal
-// waitroom.EventTag: the queue state and the inventory of an event live on
-// the same slot. (This package does not import waitroom; a test in the
-// origin checks the two agree.)
-func Tag(event int64) string { return "{evt:" + strconv.FormatInt(event, 10) + "}" }
+import "github.com/waitroom/waitroom/hashtag"
 
 // Keys are the Redis keys of one event's inventory.
 type Keys struct {
@@ -27,7 +21,7 @@ type Keys struct {
 
 // KeysFor returns event's keys.
 func KeysFor(event int64) Keys {
-	p := "inv:" + Tag(event) + ":"
+	p := "inv:" + hashtag.Event(event) + ":"
 	return Keys{
 		Remaining: p + "remaining",
 		Users:     p + "users",

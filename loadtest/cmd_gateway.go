@@ -13,11 +13,11 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/waitroom/waitroom/hashtag"
 	"github.com/waitroom/waitroom/loadtest/api"
 	"github.com/waitroom/waitroom/loadtest/pound"
 	"github.com/waitroom/waitroom/loadtest/report"
 	"github.com/waitroom/waitroom/loadtest/stack"
-	"github.com/waitroom/waitroom/waitroom"
 )
 
 // upstreamBody is what the shared upstream and Caddy's respond both answer,
@@ -284,7 +284,7 @@ func redisClient(url string) (*redis.Client, error) {
 // removeQueueKeys deletes the queue state a run left in a shared Redis.
 func removeQueueKeys(ctx context.Context, rdb *redis.Client, events ...int64) {
 	for _, e := range events {
-		tag := waitroom.EventTag(e)
+		tag := hashtag.Event(e)
 		keys, _ := rdb.Keys(ctx, "*"+tag+"*").Result()
 		if len(keys) > 0 {
 			rdb.Del(ctx, keys...)

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/waitroom/waitroom/hashtag"
 	"github.com/waitroom/waitroom/inventory"
 	"github.com/waitroom/waitroom/origin"
 	"github.com/waitroom/waitroom/origin/idem"
@@ -313,7 +314,7 @@ func claimByDeadRequest(t *testing.T, h *harness, event int64, holdID string) {
 	res, err := h.srv.Inventory().Hold(context.Background(), inventory.HoldRequest{
 		Event: event, HoldID: holdID, User: "zed", Quantity: 1, Now: h.clock.Now(), ExpiresAt: h.clock.Now().Add(10 * time.Minute),
 		KeyDigest: idem.KeyDigest("zed", "z-1"), BodyDigest: digest,
-		Claim: "idem:" + inventory.Tag(event) + ":holds:" + idem.KeyDigest("zed", "z-1"), ClaimValue: claim, ClaimTTL: time.Hour,
+		Claim: "idem:" + hashtag.Event(event) + ":holds:" + idem.KeyDigest("zed", "z-1"), ClaimValue: claim, ClaimTTL: time.Hour,
 	})
 	require.NoError(t, err)
 	require.Equal(t, inventory.Held, res.Outcome)
@@ -329,7 +330,7 @@ func holdID(t *testing.T, r result) string {
 func dropIdempotencyRecords(t *testing.T, h *harness, event int64) {
 	t.Helper()
 	ctx := context.Background()
-	keys, err := h.rdb.Keys(ctx, "idem:"+inventory.Tag(event)+":*").Result()
+	keys, err := h.rdb.Keys(ctx, "idem:"+hashtag.Event(event)+":*").Result()
 	require.NoError(t, err)
 	require.NotEmpty(t, keys)
 	require.NoError(t, h.rdb.Del(ctx, keys...).Err())
@@ -440,12 +441,6 @@ func TestHealthAndMetrics(t *testing.T) {
 		"waitroom_origin_reaper_released_seats_total 0",
 	} {
 		assert.Contains(t, body, want)
-	}
-}
-
-func TestInventoryTagIsTheQueueTag(t *testing.T) {
-	for _, id := range []int64{1, 42, 1 << 50} {
-		assert.Equal(t, waitroom.EventTag(id), inventory.Tag(id))
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/waitroom/waitroom/hashtag"
 	"github.com/waitroom/waitroom/internal/testenv"
 	"github.com/waitroom/waitroom/origin"
 	"github.com/waitroom/waitroom/waitroom"
@@ -25,7 +26,7 @@ func TestAdmissionCheckOutlivesTheFirstCaller(t *testing.T) {
 	ctx := context.Background()
 	require.False(t, h.srv.Admitted(ctx, ev.ID, 2_000_000))
 	// Staff raise the watermark; the change notice is lost.
-	require.NoError(t, h.rdb.HSet(ctx, "waitroom:"+waitroom.EventTag(ev.ID)+":state", "watermark", 3_000_000).Err())
+	require.NoError(t, h.rdb.HSet(ctx, "waitroom:"+hashtag.Event(ev.ID)+":state", "watermark", 3_000_000).Err())
 
 	gone, cancel := context.WithCancel(ctx)
 	cancel()

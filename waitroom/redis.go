@@ -11,11 +11,13 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/waitroom/waitroom/hashtag"
 )
 
 // RedisStore shares positions and state between every gateway node and the
 // origin through one Redis. Every key of an event carries the event's hash
-// tag ({evt:42}), the same tag the inventory uses, so one event lives on one
+// tag (package hashtag), as every key of the inventory does, so one event lives on one
 // Redis Cluster slot.
 type RedisStore struct {
 	rdb     redis.UniversalClient
@@ -94,16 +96,13 @@ func NewRedisClient(url string) (*redis.Client, error) {
 	return redis.NewClient(opts), nil
 }
 
-// EventTag is the Redis Cluster hash tag shared by every key of an event.
-func EventTag(event int64) string { return "{evt:" + strconv.FormatInt(event, 10) + "}" }
-
-func stateKey(event int64) string     { return "waitroom:" + EventTag(event) + ":state" }
-func positionsKey(event int64) string { return "waitroom:" + EventTag(event) + ":positions" }
+func stateKey(event int64) string     { return "waitroom:" + hashtag.Event(event) + ":state" }
+func positionsKey(event int64) string { return "waitroom:" + hashtag.Event(event) + ":positions" }
 func changedChannel(event int64) string {
-	return "waitroom:" + EventTag(event) + ":changed"
+	return "waitroom:" + hashtag.Event(event) + ":changed"
 }
 func leaseKey(event int64, name string) string {
-	return "waitroom:" + EventTag(event) + ":lease:" + name
+	return "waitroom:" + hashtag.Event(event) + ":lease:" + name
 }
 
 //go:embed ensure.lua

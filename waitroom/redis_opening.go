@@ -10,13 +10,15 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/waitroom/waitroom/hashtag"
 )
 
-func lotteryKey(event int64) string  { return "waitroom:" + EventTag(event) + ":lottery" }
-func entrantsKey(event int64) string { return "waitroom:" + EventTag(event) + ":entrants" }
-func drawnKey(event int64) string    { return "waitroom:" + EventTag(event) + ":drawn" }
+func lotteryKey(event int64) string  { return "waitroom:" + hashtag.Event(event) + ":lottery" }
+func entrantsKey(event int64) string { return "waitroom:" + hashtag.Event(event) + ":entrants" }
+func drawnKey(event int64) string    { return "waitroom:" + hashtag.Event(event) + ":drawn" }
 func nonceStoreKey(event int64, id string) string {
-	return "waitroom:" + EventTag(event) + ":nonce:" + id
+	return "waitroom:" + hashtag.Event(event) + ":nonce:" + id
 }
 
 //go:embed enter.lua

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/waitroom/waitroom/hashtag"
 	"github.com/waitroom/waitroom/internal/testenv"
 	"github.com/waitroom/waitroom/waitroom"
 )
@@ -322,7 +323,7 @@ func TestRedisStoreNeverRestartsTheCounter(t *testing.T) {
 	advance := func(d time.Duration) { mu.Lock(); defer mu.Unlock(); now = now.Add(d) }
 	s := waitroom.NewRedisStore(rdb, waitroom.RedisOptions{Now: clock})
 	evt := testenv.EventID()
-	tag := waitroom.EventTag(evt)
+	tag := hashtag.Event(evt)
 
 	_, err := s.NextPosition(ctx, evt)
 	require.ErrorIs(t, err, waitroom.ErrNoState, "nothing set up: no counter to trust")

@@ -11,9 +11,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/waitroom/waitroom/hashtag"
 	"github.com/waitroom/waitroom/internal/faultproxy"
 	"github.com/waitroom/waitroom/loadtest/api"
-	"github.com/waitroom/waitroom/waitroom"
 )
 
 // SystemConfig is the whole product on loopback: the origin, and Caddy with
@@ -188,7 +188,7 @@ func RemoveEventKeys(ctx context.Context, url string, events ...int64) error {
 	rdb := redis.NewClient(opts)
 	defer rdb.Close()
 	for _, e := range events {
-		iter := rdb.Scan(ctx, 0, "*"+waitroom.EventTag(e)+"*", 1000).Iterator()
+		iter := rdb.Scan(ctx, 0, "*"+hashtag.Event(e)+"*", 1000).Iterator()
 		var keys []string
 		for iter.Next(ctx) {
 			keys = append(keys, iter.Val())

@@ -9,10 +9,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/waitroom/waitroom/hashtag"
 )
 
 // Store keeps the Idempotency-Key records of requests in Redis: a
@@ -76,7 +77,7 @@ func RequestDigest(canonical string) string {
 func (sc Scope) RedisKey() string {
 	tag := ""
 	if sc.Event != 0 {
-		tag = "{evt:" + strconv.FormatInt(sc.Event, 10) + "}:"
+		tag = hashtag.Event(sc.Event) + ":"
 	}
 	return "idem:" + tag + sc.Kind + ":" + KeyDigest(sc.User, sc.Key)
 }

@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/waitroom/waitroom/inventory"
+	"github.com/waitroom/waitroom/hashtag"
 	"github.com/waitroom/waitroom/waitroom"
 )
 
@@ -62,4 +62,4 @@ func (p *Protocol) SyncSoldOut(ctx context.Context, ev *Event) {
 
 // soldOutMark is the key that says the event's sold-out flag is the
 // origin's, on the event's slot.
-func soldOutMark(event int64) string { return "origin:" + inventory.Tag(event) + ":sold_out_set" }
+func soldOutMark(event int64) string { return "origin:" + hashtag.Event(event) + ":sold_out_set" }
