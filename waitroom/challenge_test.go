@@ -206,3 +206,13 @@ func TestVerifySolutionAllocatesNothing(t *testing.T) {
 	})
 	assert.Zero(t, allocs)
 }
+
+// BenchmarkSolveDefault is what a native client (a bot) pays per place at
+// the default difficulty, on one core.
+func BenchmarkSolveDefault(b *testing.B) {
+	clk := newClock()
+	c := newChallenger(b, clk, DefaultChallengeBits)
+	for b.Loop() {
+		_ = Solve(c.Issue().Nonce, DefaultChallengeBits)
+	}
+}

@@ -71,6 +71,9 @@ type roomLottery struct {
 	reserved Closed
 	closed   atomic.Bool
 	drawn    atomic.Bool
+	// drawing makes this node's callers wait for its own draw rather than
+	// be told ErrDrawing; other nodes' callers wait for the store.
+	drawing sync.Mutex
 }
 
 func newRoomLottery(store Store, o Opening) (*roomLottery, error) {
@@ -182,6 +185,11 @@ func (r *Room) closeEntries(ctx context.Context) error {
 // entrants and the base, so a draw made twice is the same draw.
 func (r *Room) open(ctx context.Context) error {
 	l := r.lot
+	if l.drawn.Load() {
+		return nil
+	}
+	l.drawing.Lock()
+	defer l.drawing.Unlock()
 	if l.drawn.Load() {
 		return nil
 	}
