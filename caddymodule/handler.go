@@ -32,7 +32,7 @@ const (
 	HeaderStatus   = "X-Waitroom-Status"
 	HeaderUser     = "X-Waitroom-User"
 	HeaderPosition = "X-Waitroom-Position"
-	HeaderToken    = "X-Waitroom-Token"
+	HeaderToken    = waitroom.TokenHeader
 )
 
 // Values of X-Waitroom-Status and of the {http.waitroom.status} placeholder.
@@ -331,7 +331,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	}
 	h.eventID = strconv.FormatInt(h.Event, 10)
 	h.m = metricsFor(h.eventID)
-	h.cookieName = "waitroom_" + h.eventID
+	h.cookieName = waitroom.CookieName(h.Event)
 	h.ttl = time.Duration(h.TokenTTL)
 	maxAge := strconv.FormatInt(int64(math.Ceil(time.Duration(h.SoldOutMaxAge).Seconds())), 10)
 	h.publicMaxAge = "public, max-age=" + maxAge
