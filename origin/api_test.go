@@ -37,7 +37,7 @@ func TestHoldBadInput(t *testing.T) {
 	require.NoError(t, err)
 
 	good := func() map[string]string {
-		return map[string]string{origin.TokenHeader: h.token("ann", ev.ID, 1), "Idempotency-Key": "k"}
+		return map[string]string{waitroom.TokenHeader: h.token("ann", ev.ID, 1), "Idempotency-Key": "k"}
 	}
 	with := func(k, v string) map[string]string {
 		m := good()
@@ -57,12 +57,12 @@ func TestHoldBadInput(t *testing.T) {
 		status  int
 		code    string
 	}{
-		{"no token", "POST", path, `{"quantity":1}`, with(origin.TokenHeader, ""), 401, "invalid_token"},
-		{"garbage token", "POST", path, `{"quantity":1}`, with(origin.TokenHeader, "not.a.jwt"), 401, "invalid_token"},
-		{"forged token", "POST", path, `{"quantity":1}`, with(origin.TokenHeader, forged.Raw), 401, "invalid_token"},
-		{"expired token", "POST", path, `{"quantity":1}`, with(origin.TokenHeader, expired.Raw), 401, "invalid_token"},
-		{"token of another event", "POST", path, `{"quantity":1}`, with(origin.TokenHeader, h.token("ann", other.ID, 1)), 401, "invalid_token"},
-		{"not admitted yet", "POST", path, `{"quantity":1}`, with(origin.TokenHeader, h.token("ann", ev.ID, notAdmitted)), 403, "not_admitted"},
+		{"no token", "POST", path, `{"quantity":1}`, with(waitroom.TokenHeader, ""), 401, "invalid_token"},
+		{"garbage token", "POST", path, `{"quantity":1}`, with(waitroom.TokenHeader, "not.a.jwt"), 401, "invalid_token"},
+		{"forged token", "POST", path, `{"quantity":1}`, with(waitroom.TokenHeader, forged.Raw), 401, "invalid_token"},
+		{"expired token", "POST", path, `{"quantity":1}`, with(waitroom.TokenHeader, expired.Raw), 401, "invalid_token"},
+		{"token of another event", "POST", path, `{"quantity":1}`, with(waitroom.TokenHeader, h.token("ann", other.ID, 1)), 401, "invalid_token"},
+		{"not admitted yet", "POST", path, `{"quantity":1}`, with(waitroom.TokenHeader, h.token("ann", ev.ID, notAdmitted)), 403, "not_admitted"},
 		{"no idempotency key", "POST", path, `{"quantity":1}`, with("Idempotency-Key", ""), 400, "missing_idempotency_key"},
 		{"idempotency key too long", "POST", path, `{"quantity":1}`, with("Idempotency-Key", strings.Repeat("k", 256)), 400, "missing_idempotency_key"},
 		{"idempotency key of 256 multi-byte characters", "POST", path, `{"quantity":1}`, with("Idempotency-Key", strings.Repeat("é", 256)), 400, "missing_idempotency_key"},
@@ -117,7 +117,7 @@ func TestHoldCookieToken(t *testing.T) {
 	ev := h.createEvent(nil)
 	req, err := http.NewRequest(http.MethodPost, fmt.Sprintf("%s/v1/events/%d/holds", h.url, ev.ID), strings.NewReader(`{"quantity":2}`))
 	require.NoError(t, err)
-	req.AddCookie(&http.Cookie{Name: origin.CookieName(ev.ID), Value: h.token("browser", ev.ID, 5)})
+	req.AddCookie(&http.Cookie{Name: waitroom.CookieName(ev.ID), Value: h.token("browser", ev.ID, 5)})
 	req.Header.Set("Idempotency-Key", "k")
 	resp, err := h.client.Do(req)
 	require.NoError(t, err)
@@ -148,8 +148,8 @@ func TestHoldLifecycleAndSoldOut(t *testing.T) {
 	assert.Equal(t, int64(0), got.Remaining)
 	assert.True(t, got.SoldOut)
 
-	annAuth := map[string]string{origin.TokenHeader: h.token("ann", ev.ID, 1)}
-	bobAuth := map[string]string{origin.TokenHeader: h.token("bob", ev.ID, 1)}
+	annAuth := map[string]string{waitroom.TokenHeader: h.token("ann", ev.ID, 1)}
+	bobAuth := map[string]string{waitroom.TokenHeader: h.token("bob", ev.ID, 1)}
 	assert.Equal(t, http.StatusNotFound, h.do(http.MethodGet, "/v1/holds/"+ann.HoldID, nil, bobAuth).status, "another user's hold")
 	assert.Equal(t, http.StatusNotFound, h.do(http.MethodDelete, "/v1/holds/"+ann.HoldID, nil, bobAuth).status)
 	get := h.do(http.MethodGet, "/v1/holds/"+ann.HoldID, nil, annAuth)
@@ -182,7 +182,7 @@ func TestIdempotencyKey(t *testing.T) {
 	first := h.hold(ev.ID, "ann", 2, "pay-1")
 	require.Equal(t, http.StatusCreated, first.status)
 	replay := h.do(http.MethodPost, fmt.Sprintf("/v1/events/%d/holds", ev.ID), "{ \"quantity\" : 2 }",
-		map[string]string{origin.TokenHeader: h.token("ann", ev.ID, 1), "Idempotency-Key": "pay-1"})
+		map[string]string{waitroom.TokenHeader: h.token("ann", ev.ID, 1), "Idempotency-Key": "pay-1"})
 	assert.Equal(t, http.StatusCreated, replay.status, "the same request written differently is the same request")
 	assert.Equal(t, string(first.body), string(replay.body), "byte for byte")
 	assert.Equal(t, "true", replay.header.Get("Idempotent-Replayed"))
@@ -197,7 +197,7 @@ func TestIdempotencyKey(t *testing.T) {
 	// Non-201 answers are kept too.
 	sold := h.hold(ev.ID, "cat", 4, "cat-1")
 	require.Equal(t, http.StatusConflict, sold.status)
-	h.do(http.MethodDelete, "/v1/holds/"+holdID(t, first), nil, map[string]string{origin.TokenHeader: h.token("ann", ev.ID, 1)})
+	h.do(http.MethodDelete, "/v1/holds/"+holdID(t, first), nil, map[string]string{waitroom.TokenHeader: h.token("ann", ev.ID, 1)})
 	soldAgain := h.hold(ev.ID, "cat", 4, "cat-1")
 	assert.Equal(t, string(sold.body), string(soldAgain.body), "the first answer, though seats came back since")
 	assert.Equal(t, http.StatusConflict, soldAgain.status)

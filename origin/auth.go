@@ -13,18 +13,11 @@ import (
 	"github.com/waitroom/waitroom/waitroom"
 )
 
-// TokenHeader carries the queue token of API clients; browsers send the
-// cookie CookieName(event).
-const TokenHeader = "X-Waitroom-Token"
-
-// CookieName is the cookie the gateway sets for event.
-func CookieName(event int64) string { return fmt.Sprintf("waitroom_%d", event) }
-
 func rawToken(r *http.Request, event int64) string {
-	if t := strings.TrimSpace(r.Header.Get(TokenHeader)); t != "" {
+	if t := strings.TrimSpace(r.Header.Get(waitroom.TokenHeader)); t != "" {
 		return t
 	}
-	if c, err := r.Cookie(CookieName(event)); err == nil {
+	if c, err := r.Cookie(waitroom.CookieName(event)); err == nil {
 		return c.Value
 	}
 	return ""
@@ -33,11 +26,11 @@ func rawToken(r *http.Request, event int64) string {
 // hasAnyToken reports whether the request carries a queue token at all
 // (header or any waitroom cookie), before the event it is for is known.
 func hasAnyToken(r *http.Request) bool {
-	if strings.TrimSpace(r.Header.Get(TokenHeader)) != "" {
+	if strings.TrimSpace(r.Header.Get(waitroom.TokenHeader)) != "" {
 		return true
 	}
 	for _, c := range r.Cookies() {
-		if strings.HasPrefix(c.Name, "waitroom_") {
+		if strings.HasPrefix(c.Name, waitroom.CookiePrefix) {
 			return true
 		}
 	}

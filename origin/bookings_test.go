@@ -410,7 +410,7 @@ func TestBookingBadInput(t *testing.T) {
 	with := func(user string, key string) map[string]string {
 		m := map[string]string{}
 		if user != "" {
-			m[origin.TokenHeader] = h.token(user, ev.ID, 1)
+			m[waitroom.TokenHeader] = h.token(user, ev.ID, 1)
 		}
 		if key != "" {
 			m["Idempotency-Key"] = key
@@ -425,7 +425,7 @@ func TestBookingBadInput(t *testing.T) {
 		code    string
 	}{
 		{"no token", body(fresh.HoldID), with("", "k"), 401, "invalid_token"},
-		{"garbage token", body(fresh.HoldID), map[string]string{origin.TokenHeader: "x.y.z", "Idempotency-Key": "k"}, 401, "invalid_token"},
+		{"garbage token", body(fresh.HoldID), map[string]string{waitroom.TokenHeader: "x.y.z", "Idempotency-Key": "k"}, 401, "invalid_token"},
 		{"no idempotency key", body(fresh.HoldID), with("new", ""), 400, "missing_idempotency_key"},
 		{"idempotency key not UTF-8", body(fresh.HoldID), with("new", "k\xff"), 400, "missing_idempotency_key"},
 		{"not JSON", `hold=1`, with("new", "k"), 400, "invalid_request"},
@@ -436,7 +436,7 @@ func TestBookingBadInput(t *testing.T) {
 		{"unknown hold", body(uuid.NewString()), with("new", "k"), 404, "not_found"},
 		{"another user's hold", body(fresh.HoldID), with("ann", "k"), 404, "not_found"},
 		{"position above the watermark", body(fresh.HoldID),
-			map[string]string{origin.TokenHeader: h.token("new", ev.ID, 2_000_000), "Idempotency-Key": "k"}, 403, "not_admitted"},
+			map[string]string{waitroom.TokenHeader: h.token("new", ev.ID, 2_000_000), "Idempotency-Key": "k"}, 403, "not_admitted"},
 		{"expired hold", body(hold.HoldID), with("ann", "k2"), 410, "hold_expired"},
 		{"body over 64 KiB", `{"hold_id":"` + strings.Repeat("x", 70<<10) + `"}`, with("new", "k"), 413, ""},
 	}

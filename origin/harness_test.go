@@ -294,8 +294,8 @@ func (h *harness) token(user string, event, position int64) string {
 func (h *harness) hold(event int64, user string, qty any, key string) result {
 	h.t.Helper()
 	return h.do(http.MethodPost, fmt.Sprintf("/v1/events/%d/holds", event), map[string]any{"quantity": qty}, map[string]string{
-		origin.TokenHeader: h.token(user, event, 1),
-		"Idempotency-Key":  key,
+		waitroom.TokenHeader: h.token(user, event, 1),
+		"Idempotency-Key":    key,
 	})
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/waitroom/waitroom/origin"
 	"github.com/waitroom/waitroom/origin/payment"
+	"github.com/waitroom/waitroom/waitroom"
 )
 
 var ticketKey = []byte("ticket-key-0123456789abcdef-0123456789")
@@ -84,7 +85,7 @@ type bookingJSON struct {
 }
 
 func (h *payHarness) auth(user string, event int64) map[string]string {
-	return map[string]string{origin.TokenHeader: h.token(user, event, 1)}
+	return map[string]string{waitroom.TokenHeader: h.token(user, event, 1)}
 }
 
 // holdOne makes a hold of qty seats for user and returns it.

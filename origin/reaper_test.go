@@ -15,6 +15,7 @@ import (
 
 	"github.com/waitroom/waitroom/origin"
 	"github.com/waitroom/waitroom/origin/ledger"
+	"github.com/waitroom/waitroom/waitroom"
 )
 
 // holdAll makes one hold of one seat for each of n users and returns the
@@ -62,7 +63,7 @@ func TestReaperReturnsEachSeatOnce(t *testing.T) {
 
 	inv := h.requireInvariant(ev.ID, 0)
 	assert.Equal(t, int64(300), inv.Remaining, "every seat back, none twice")
-	res := h.do(http.MethodGet, "/v1/holds/"+ids[0], nil, map[string]string{origin.TokenHeader: h.token("r-0", ev.ID, 1)})
+	res := h.do(http.MethodGet, "/v1/holds/"+ids[0], nil, map[string]string{waitroom.TokenHeader: h.token("r-0", ev.ID, 1)})
 	require.Equal(t, http.StatusOK, res.status)
 	var hj holdJSON
 	res.json(t, &hj)
@@ -252,7 +253,7 @@ func TestExtendThenConfirm(t *testing.T) {
 	inv := h.requireInvariant(ev.ID, 1)
 	assert.Equal(t, int64(1), inv.Confirmed)
 
-	del := h.do(http.MethodDelete, "/v1/holds/"+hj.HoldID, nil, map[string]string{origin.TokenHeader: h.token("ann", ev.ID, 1)})
+	del := h.do(http.MethodDelete, "/v1/holds/"+hj.HoldID, nil, map[string]string{waitroom.TokenHeader: h.token("ann", ev.ID, 1)})
 	assert.Equal(t, http.StatusConflict, del.status)
 	assert.Equal(t, "hold_not_active", del.errorCode(t))
 	again := h.hold(ev.ID, "ann", 1, "a-again")

@@ -104,7 +104,7 @@ func TestHoldWhilePausedIsRetryLater(t *testing.T) {
 	assert.Equal(t, "unavailable", res.errorCode(t))
 	assert.Equal(t, "5", res.header.Get("Retry-After"))
 	res = h.do(http.MethodPost, "/v1/events/"+itoa(ev.ID)+"/holds", map[string]any{"quantity": 1},
-		map[string]string{origin.TokenHeader: h.token("bob", ev.ID, 2_000_000), "Idempotency-Key": "b"})
+		map[string]string{waitroom.TokenHeader: h.token("bob", ev.ID, 2_000_000), "Idempotency-Key": "b"})
 	assert.Equal(t, http.StatusForbidden, res.status, "a position not admitted yet is still refused")
 	assert.Equal(t, "not_admitted", res.errorCode(t))
 }

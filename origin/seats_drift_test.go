@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom/inventory"
-	"github.com/waitroom/waitroom/origin"
+	"github.com/waitroom/waitroom/waitroom"
 )
 
 // Drift is corrected while holds keep coming: Redis selling seats the ledger
@@ -51,7 +51,7 @@ func TestDriftCorrectedUnderLoad(t *testing.T) {
 					// alongside the holds.
 					var hj holdJSON
 					res.json(t, &hj)
-					del := h.do(http.MethodDelete, "/v1/holds/"+hj.HoldID, nil, map[string]string{origin.TokenHeader: h.token(user, ev.ID, 1)})
+					del := h.do(http.MethodDelete, "/v1/holds/"+hj.HoldID, nil, map[string]string{waitroom.TokenHeader: h.token(user, ev.ID, 1)})
 					if del.status != http.StatusNoContent {
 						t.Errorf("release: %d %s", del.status, del.body)
 						return

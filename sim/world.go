@@ -420,7 +420,7 @@ func (w *world) auth(u *user) map[string]string {
 	if err != nil {
 		panic(err)
 	}
-	return map[string]string{origin.TokenHeader: tk.Raw}
+	return map[string]string{waitroom.TokenHeader: tk.Raw}
 }
 
 func (w *world) setWatermark(wm int64) {
