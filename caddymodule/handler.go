@@ -443,6 +443,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	headerToken := r.Header.Get(HeaderToken)
 	solution := r.Header.Get(HeaderSolution)
 	stripGatewayHeaders(r.Header)
+	// The solution is the gateway's business; the site never needs it.
+	r.Header.Del(HeaderSolution)
 
 	h.awaitRoom(r.Context())
 	state := h.room.room.State()

@@ -187,6 +187,18 @@ func TestChallengeAtJoin(t *testing.T) {
 	assert.Equal(t, int64(2), serve(t, h, withToken(h, placed.Token)).waiting(t).Position)
 }
 
+// TestSolutionStaysAtTheGateway: an arrival let straight in by its solution
+// reaches the site without the solution header.
+func TestSolutionStaysAtTheGateway(t *testing.T) {
+	h := provision(t, &Handler{Challenge: 4, Watermark: 10})
+	r := get(h, "")
+	r.Header.Set(HeaderSolution, waitroom.Solve(decode[challengeBody](t, serve(t, h, get(h, ""))).Challenge, 4))
+	res := serve(t, h, r)
+	require.NotNil(t, res.next)
+	assert.Equal(t, StatusAdmitted, res.status())
+	assert.Empty(t, res.next.Header.Values(HeaderSolution))
+}
+
 // request from a client address, as Caddy's server determined it.
 func from(h *Handler, clientIP string) *http.Request {
 	r := get(h, "")
