@@ -136,7 +136,7 @@ var bookingAnswers = map[booking.Outcome]struct {
 }
 
 // bookingAnswer is the answer of a booking request's outcome.
-func (s *Server) bookingAnswer(ctx context.Context, res booking.Result) response {
+func (s bookingsAPI) bookingAnswer(ctx context.Context, res booking.Result) response {
 	a, ok := bookingAnswers[res.Outcome]
 	switch {
 	case !ok || res.Outcome == booking.Unavailable:

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sync/singleflight"
+
 	"github.com/waitroom/waitroom/origin/seats"
 	"github.com/waitroom/waitroom/waitroom"
 )
@@ -37,15 +39,24 @@ func hasAnyToken(r *http.Request) bool {
 	return false
 }
 
+// gate is who may do what: buyers by their queue token and the event's
+// admission state, event staff by the admin token.
+type gate struct {
+	keys       *waitroom.KeySet
+	adminToken string
+	// flight shares one admission read among the requests asking at once.
+	flight singleflight.Group
+}
+
 var errInvalidToken = errorResponse(http.StatusUnauthorized, "invalid_token", "a valid queue token for this event is required")
 
 // ticket verifies the request's queue token for event.
-func (s *Server) ticket(r *http.Request, event int64) (waitroom.Ticket, *response) {
+func (g *gate) ticket(r *http.Request, event int64) (waitroom.Ticket, *response) {
 	raw := rawToken(r, event)
 	if raw == "" {
 		return waitroom.Ticket{}, &errInvalidToken
 	}
-	t, err := s.cfg.Keys.Verify(raw, event)
+	t, err := g.keys.Verify(raw, event)
 	if err != nil {
 		return waitroom.Ticket{}, &errInvalidToken
 	}
@@ -54,28 +65,28 @@ func (s *Server) ticket(r *http.Request, event int64) (waitroom.Ticket, *respons
 
 // admitted decides from memory, like the gateway; only a "no" is checked
 // against the store, so a watermark raised a moment ago is honoured at once.
-func (s *Server) admitted(ctx context.Context, ev *seats.Event, position int64) bool {
-	return s.judge(ctx, ev, func(st waitroom.State) bool { return st.Admits(position) })
+func (g *gate) admitted(ctx context.Context, ev *seats.Event, position int64) bool {
+	return g.judge(ctx, ev, func(st waitroom.State) bool { return st.Admits(position) })
 }
 
 // reachedWatermark is the admission check for buyers who already hold seats:
 // their position must be at or below the watermark, but a pause
 // or the hard cap must not stop them from paying.
-func (s *Server) reachedWatermark(ctx context.Context, ev *seats.Event, position int64) bool {
-	return s.judge(ctx, ev, func(st waitroom.State) bool { return position <= st.Watermark })
+func (g *gate) reachedWatermark(ctx context.Context, ev *seats.Event, position int64) bool {
+	return g.judge(ctx, ev, func(st waitroom.State) bool { return position <= st.Watermark })
 }
 
 // judgeTimeout bounds the store read of an admission check shared by every
 // request waiting on it.
 const judgeTimeout = 2 * time.Second
 
-func (s *Server) judge(ctx context.Context, ev *seats.Event, ok func(waitroom.State) bool) bool {
+func (g *gate) judge(ctx context.Context, ev *seats.Event, ok func(waitroom.State) bool) bool {
 	if ok(ev.Room().State()) {
 		return true
 	}
 	// One read for every request asking at once, detached from the first
 	// caller: a client that hangs up must not fail the others waiting on it.
-	ch := s.flight.DoChan(fmt.Sprintf("state:%d", ev.ID), func() (any, error) {
+	ch := g.flight.DoChan(fmt.Sprintf("state:%d", ev.ID), func() (any, error) {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), judgeTimeout)
 		defer cancel()
 		return ev.Room().Refresh(ctx)
@@ -92,10 +103,10 @@ func (s *Server) judge(ctx context.Context, ev *seats.Event, ok func(waitroom.St
 }
 
 // isAdmin checks the admin bearer token, answering 401 when it is wrong.
-func (s *Server) isAdmin(w http.ResponseWriter, r *http.Request) bool {
+func (g *gate) isAdmin(w http.ResponseWriter, r *http.Request) bool {
 	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if ok && s.cfg.AdminToken != "" &&
-		subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(s.cfg.AdminToken)) == 1 {
+	if ok && g.adminToken != "" &&
+		subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(g.adminToken)) == 1 {
 		return true
 	}
 	w.Header().Set("WWW-Authenticate", `Bearer realm="waitroom-origin"`)

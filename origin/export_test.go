@@ -96,7 +96,7 @@ func (s *Server) Admitted(ctx context.Context, event, position int64) bool {
 	if err != nil {
 		return false
 	}
-	return s.admitted(ctx, ev, position)
+	return s.gate.admitted(ctx, ev, position)
 }
 
 // AdmissionState is the admission state s last saw for event.

@@ -23,25 +23,35 @@ type apiError struct {
 	Message string `json:"message"`
 }
 
+// The API's handlers, by resource: each a view of the server.
+type (
+	eventsAPI   struct{ *Server }
+	holdsAPI    struct{ *Server }
+	bookingsAPI struct{ *Server }
+	// opsAPI: the admin routes, health and readiness.
+	opsAPI struct{ *Server }
+)
+
 // Handler serves the origin's HTTP API (docs/api.md §5–§13; docs/openapi.yaml).
 func (s *Server) Handler() http.Handler {
+	events, holds, bookings, ops := eventsAPI{s}, holdsAPI{s}, bookingsAPI{s}, opsAPI{s}
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/events", s.handleCreateEvent)
-	mux.HandleFunc("GET /v1/events", s.handleListEvents)
-	mux.HandleFunc("GET /v1/events/{id}", s.handleGetEvent)
-	mux.HandleFunc("POST /v1/events/{id}/holds", s.handleCreateHold)
-	mux.HandleFunc("GET /v1/holds/{id}", s.handleGetHold)
-	mux.HandleFunc("DELETE /v1/holds/{id}", s.handleDeleteHold)
-	mux.HandleFunc("POST /v1/bookings", s.handleCreateBooking)
-	mux.HandleFunc("GET /v1/bookings/{id}", s.handleGetBooking)
-	mux.HandleFunc("POST /v1/bookings/{id}/cancellation", s.handleCancelBooking)
-	mux.HandleFunc("POST /v1/webhooks/{provider}", s.handleWebhook)
-	mux.HandleFunc("GET /v1/tickets/{file}", s.handleTicketPNG)
-	mux.HandleFunc("GET /v1/admin/events/{id}/invariant", s.handleInvariant)
-	mux.HandleFunc("POST /v1/admin/events/{id}/rebuild", s.handleRebuild)
+	mux.HandleFunc("POST /v1/events", events.handleCreateEvent)
+	mux.HandleFunc("GET /v1/events", events.handleListEvents)
+	mux.HandleFunc("GET /v1/events/{id}", events.handleGetEvent)
+	mux.HandleFunc("POST /v1/events/{id}/holds", holds.handleCreateHold)
+	mux.HandleFunc("GET /v1/holds/{id}", holds.handleGetHold)
+	mux.HandleFunc("DELETE /v1/holds/{id}", holds.handleDeleteHold)
+	mux.HandleFunc("POST /v1/bookings", bookings.handleCreateBooking)
+	mux.HandleFunc("GET /v1/bookings/{id}", bookings.handleGetBooking)
+	mux.HandleFunc("POST /v1/bookings/{id}/cancellation", bookings.handleCancelBooking)
+	mux.HandleFunc("POST /v1/webhooks/{provider}", bookings.handleWebhook)
+	mux.HandleFunc("GET /v1/tickets/{file}", bookings.handleTicketPNG)
+	mux.HandleFunc("GET /v1/admin/events/{id}/invariant", ops.handleInvariant)
+	mux.HandleFunc("POST /v1/admin/events/{id}/rebuild", ops.handleRebuild)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{Registry: s.cfg.Registry}))
-	mux.HandleFunc("GET /healthz", s.handleHealthz)
-	mux.HandleFunc("GET /readyz", s.handleReadyz)
+	mux.HandleFunc("GET /healthz", ops.handleHealthz)
+	mux.HandleFunc("GET /readyz", ops.handleReadyz)
 	return s.recoverer(jsonFallback(mux))
 }
 
@@ -210,11 +220,11 @@ func pathID(w http.ResponseWriter, r *http.Request, what string) (int64, bool) {
 	return id, true
 }
 
-func (s *Server) handleHealthz(w http.ResponseWriter, r *http.Request) {
+func (s opsAPI) handleHealthz(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
-func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
+func (s opsAPI) handleReadyz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := contextWithTimeout(r, 2*time.Second)
 	defer cancel()
 	if err := s.Ready(ctx); err != nil {

@@ -2,8 +2,8 @@ package origin
 
 import "net/http"
 
-func (s *Server) handleInvariant(w http.ResponseWriter, r *http.Request) {
-	if !s.isAdmin(w, r) {
+func (s opsAPI) handleInvariant(w http.ResponseWriter, r *http.Request) {
+	if !s.gate.isAdmin(w, r) {
 		return
 	}
 	id, ok := pathID(w, r, "event")
@@ -18,8 +18,8 @@ func (s *Server) handleInvariant(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, inv)
 }
 
-func (s *Server) handleRebuild(w http.ResponseWriter, r *http.Request) {
-	if bodyTooLarge(w, r) || !s.isAdmin(w, r) {
+func (s opsAPI) handleRebuild(w http.ResponseWriter, r *http.Request) {
+	if bodyTooLarge(w, r) || !s.gate.isAdmin(w, r) {
 		return
 	}
 	id, ok := pathID(w, r, "event")

@@ -63,7 +63,7 @@ func tokenChars(v string) bool {
 	return true
 }
 
-func (s *Server) handleCreateBooking(w http.ResponseWriter, r *http.Request) {
+func (s bookingsAPI) handleCreateBooking(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	resp := s.createBookingRequest(w, r)
 	writeResponse(w, resp)
@@ -71,7 +71,7 @@ func (s *Server) handleCreateBooking(w http.ResponseWriter, r *http.Request) {
 	s.metrics.bookingLatency.Observe(time.Since(start).Seconds())
 }
 
-func (s *Server) createBookingRequest(w http.ResponseWriter, r *http.Request) response {
+func (s bookingsAPI) createBookingRequest(w http.ResponseWriter, r *http.Request) response {
 	if r.ContentLength > MaxBodyBytes {
 		return errTooLarge
 	}
@@ -109,7 +109,7 @@ func (s *Server) createBookingRequest(w http.ResponseWriter, r *http.Request) re
 	}
 	// A buyer who holds seats must be able to pay while admission is paused
 	// (a rebuild) or the event is sold out, so only the watermark is checked.
-	ticket, bad := s.ticket(r, h.EventID)
+	ticket, bad := s.gate.ticket(r, h.EventID)
 	if bad != nil {
 		return *bad
 	}
@@ -120,7 +120,7 @@ func (s *Server) createBookingRequest(w http.ResponseWriter, r *http.Request) re
 	if err != nil {
 		return errUnavailable
 	}
-	if !s.reachedWatermark(ctx, ev, ticket.Position) {
+	if !s.gate.reachedWatermark(ctx, ev, ticket.Position) {
 		return errorResponse(http.StatusForbidden, "not_admitted", "your place in the queue has not been admitted yet")
 	}
 	req := booking.Request{Event: ev, Hold: h, User: ticket.Subject, Key: key, Method: method,
@@ -153,7 +153,7 @@ func (s *Server) createBookingRequest(w http.ResponseWriter, r *http.Request) re
 
 // bookingForUser reads booking {id} for the token's owner: 401 without a
 // valid token, 404 when it does not exist or belongs to someone else.
-func (s *Server) bookingForUser(w http.ResponseWriter, r *http.Request) (Booking, bool) {
+func (s bookingsAPI) bookingForUser(w http.ResponseWriter, r *http.Request) (Booking, bool) {
 	if !hasAnyToken(r) {
 		writeResponse(w, errInvalidToken)
 		return Booking{}, false
@@ -168,7 +168,7 @@ func (s *Server) bookingForUser(w http.ResponseWriter, r *http.Request) (Booking
 		lookupFailed(w, err, "booking")
 		return Booking{}, false
 	}
-	ticket, bad := s.ticket(r, b.EventID)
+	ticket, bad := s.gate.ticket(r, b.EventID)
 	if bad != nil {
 		writeResponse(w, *bad)
 		return Booking{}, false
@@ -180,7 +180,7 @@ func (s *Server) bookingForUser(w http.ResponseWriter, r *http.Request) (Booking
 	return b, true
 }
 
-func (s *Server) handleGetBooking(w http.ResponseWriter, r *http.Request) {
+func (s bookingsAPI) handleGetBooking(w http.ResponseWriter, r *http.Request) {
 	b, ok := s.bookingForUser(w, r)
 	if !ok {
 		return
@@ -193,7 +193,7 @@ func (s *Server) handleGetBooking(w http.ResponseWriter, r *http.Request) {
 	writeResponse(w, response{status: http.StatusOK, body: body})
 }
 
-func (s *Server) handleCancelBooking(w http.ResponseWriter, r *http.Request) {
+func (s bookingsAPI) handleCancelBooking(w http.ResponseWriter, r *http.Request) {
 	if bodyTooLarge(w, r) {
 		return
 	}

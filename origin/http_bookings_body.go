@@ -50,6 +50,6 @@ func canonicalBooking(holdID, method string) string {
 
 // bookingBody is the booking's answer with its valid tickets, as a GET
 // answers it.
-func (s *Server) bookingBody(ctx context.Context, b Booking) ([]byte, error) {
+func (s bookingsAPI) bookingBody(ctx context.Context, b Booking) ([]byte, error) {
 	return s.bookings.Body(ctx, b)
 }

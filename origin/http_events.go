@@ -8,8 +8,8 @@ import (
 	"github.com/waitroom/waitroom/origin/seats"
 )
 
-func (s *Server) handleCreateEvent(w http.ResponseWriter, r *http.Request) {
-	if bodyTooLarge(w, r) || !s.isAdmin(w, r) {
+func (s eventsAPI) handleCreateEvent(w http.ResponseWriter, r *http.Request) {
+	if bodyTooLarge(w, r) || !s.gate.isAdmin(w, r) {
 		return
 	}
 	body, bad := readBody(w, r)
@@ -46,9 +46,9 @@ func (s *Server) handleCreateEvent(w http.ResponseWriter, r *http.Request) {
 }
 
 // mustEvent is the live event of one just created or read on this node.
-func (s *Server) mustEvent(e Event) *seats.Event { return s.seats.Serve(e) }
+func (s eventsAPI) mustEvent(e Event) *seats.Event { return s.seats.Serve(e) }
 
-func (s *Server) handleListEvents(w http.ResponseWriter, r *http.Request) {
+func (s eventsAPI) handleListEvents(w http.ResponseWriter, r *http.Request) {
 	events, err := s.seats.LoadEvents(r.Context())
 	if err != nil {
 		writeResponse(w, errUnavailable)
@@ -66,7 +66,7 @@ func (s *Server) handleListEvents(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-func (s *Server) handleGetEvent(w http.ResponseWriter, r *http.Request) {
+func (s eventsAPI) handleGetEvent(w http.ResponseWriter, r *http.Request) {
 	id, ok := pathID(w, r, "event")
 	if !ok {
 		return

@@ -58,7 +58,7 @@ func canonicalHold(qty int64) string { return "quantity=" + strconv.FormatInt(qt
 // while the sale is paused.
 const pausedRetryAfter = 5
 
-func (s *Server) handleCreateHold(w http.ResponseWriter, r *http.Request) {
+func (s holdsAPI) handleCreateHold(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	resp := s.createHold(w, r)
 	if resp.status == 0 {
@@ -73,7 +73,7 @@ func (s *Server) handleCreateHold(w http.ResponseWriter, r *http.Request) {
 	s.metrics.holdLatency.Observe(time.Since(start).Seconds())
 }
 
-func (s *Server) createHold(w http.ResponseWriter, r *http.Request) response {
+func (s holdsAPI) createHold(w http.ResponseWriter, r *http.Request) response {
 	if r.ContentLength > MaxBodyBytes {
 		return errTooLarge
 	}
@@ -88,11 +88,11 @@ func (s *Server) createHold(w http.ResponseWriter, r *http.Request) response {
 	} else if err != nil {
 		return errUnavailable
 	}
-	ticket, bad := s.ticket(r, id)
+	ticket, bad := s.gate.ticket(r, id)
 	if bad != nil {
 		return *bad
 	}
-	if !s.admitted(ctx, ev, ticket.Position) {
+	if !s.gate.admitted(ctx, ev, ticket.Position) {
 		if st := ev.Room().State(); st.Paused && ticket.Position <= st.Watermark && !st.BeyondCap(ticket.Position) {
 			// Admitted, while the sale is paused: a wait, not a refusal.
 			r := unavailableResponse("the sale is paused; retry shortly")
@@ -132,7 +132,7 @@ func (s *Server) createHold(w http.ResponseWriter, r *http.Request) response {
 
 // holdForUser reads hold {id} for the token's owner: 401 without a valid
 // token, 404 when it does not exist or belongs to someone else.
-func (s *Server) holdForUser(w http.ResponseWriter, r *http.Request) (Hold, *seats.Event, bool) {
+func (s holdsAPI) holdForUser(w http.ResponseWriter, r *http.Request) (Hold, *seats.Event, bool) {
 	if !hasAnyToken(r) {
 		writeResponse(w, errInvalidToken)
 		return Hold{}, nil, false
@@ -147,7 +147,7 @@ func (s *Server) holdForUser(w http.ResponseWriter, r *http.Request) (Hold, *sea
 		lookupFailed(w, err, "hold")
 		return Hold{}, nil, false
 	}
-	ticket, bad := s.ticket(r, h.EventID)
+	ticket, bad := s.gate.ticket(r, h.EventID)
 	if bad != nil {
 		writeResponse(w, *bad)
 		return Hold{}, nil, false
@@ -164,7 +164,7 @@ func (s *Server) holdForUser(w http.ResponseWriter, r *http.Request) (Hold, *sea
 	return h, ev, true
 }
 
-func (s *Server) handleGetHold(w http.ResponseWriter, r *http.Request) {
+func (s holdsAPI) handleGetHold(w http.ResponseWriter, r *http.Request) {
 	h, ev, ok := s.holdForUser(w, r)
 	if !ok {
 		return
@@ -172,7 +172,7 @@ func (s *Server) handleGetHold(w http.ResponseWriter, r *http.Request) {
 	writeResponse(w, response{status: http.StatusOK, body: holdBodyAt(h, ev.Event, s.now())})
 }
 
-func (s *Server) handleDeleteHold(w http.ResponseWriter, r *http.Request) {
+func (s holdsAPI) handleDeleteHold(w http.ResponseWriter, r *http.Request) {
 	h, _, ok := s.holdForUser(w, r)
 	if !ok {
 		return
@@ -193,7 +193,7 @@ func (s *Server) handleDeleteHold(w http.ResponseWriter, r *http.Request) {
 // which the hold script claimed for it with claim. A new hold's answer is
 // in its ledger row, which the claim names: nothing more to write. A 5xx
 // gives the key up, so the client may retry.
-func (s *Server) keepAnswer(ctx context.Context, scope idem.Scope, digest, claim string, resp response) {
+func (s holdsAPI) keepAnswer(ctx context.Context, scope idem.Scope, digest, claim string, resp response) {
 	ctx = context.WithoutCancel(ctx)
 	var err error
 	if resp.status >= 500 {

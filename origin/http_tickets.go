@@ -31,7 +31,7 @@ const ticketPNGSize = 384
 // handleTicketPNG serves GET /v1/tickets/{code}.png: the code as a QR image,
 // for a valid ticket only. The code is the credential, so no queue token is
 // asked for.
-func (s *Server) handleTicketPNG(w http.ResponseWriter, r *http.Request) {
+func (s bookingsAPI) handleTicketPNG(w http.ResponseWriter, r *http.Request) {
 	code, ok := strings.CutSuffix(r.PathValue("file"), ".png")
 	if !ok || s.cfg.Payments == nil {
 		writeError(w, http.StatusNotFound, "not_found", "no such ticket")

@@ -12,7 +12,7 @@ type webhookJSON struct {
 	Outcome  string `json:"outcome"`
 }
 
-func (s *Server) handleWebhook(w http.ResponseWriter, r *http.Request) {
+func (s bookingsAPI) handleWebhook(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("provider")
 	if name != payment.NameFakepay && name != payment.NameStripe {
 		writeError(w, http.StatusNotFound, "not_found", "no such payment provider")
@@ -42,7 +42,7 @@ func (s *Server) handleWebhook(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.metrics.webhooksReceived.Inc()
-	outcome, err := s.HandlePaymentEvent(r.Context(), ev)
+	outcome, err := s.bookings.Settlement().HandlePaymentEvent(r.Context(), ev)
 	if err != nil {
 		s.metrics.webhooks.WithLabelValues("error").Inc()
 		s.log.Warn("webhook not handled; the provider will redeliver it", "event", ev.ID, "type", ev.Type,

@@ -9,7 +9,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
-	"golang.org/x/sync/singleflight"
 
 	"github.com/waitroom/waitroom/inventory"
 	"github.com/waitroom/waitroom/origin/booking"
@@ -157,9 +156,7 @@ type Server struct {
 	bookings *booking.Service
 	idem     *idem.Store
 	metrics  *metrics
-	// flight shares the admission reads and the webhook settlements that
-	// run at once.
-	flight singleflight.Group
+	gate     *gate
 
 	reaper    *maintenance.Reaper
 	drift     *maintenance.DriftCorrector
@@ -195,7 +192,8 @@ func New(cfg Config, l *Ledger, rdb redis.UniversalClient) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, ledger: l, rdb: rdb, seats: p, idem: store, metrics: m}
+	s := &Server{cfg: cfg, log: cfg.Logger, ledger: l, rdb: rdb, seats: p, idem: store, metrics: m,
+		gate: &gate{keys: cfg.Keys, adminToken: cfg.AdminToken}}
 	rc := cfg.Reaper
 	rc.Holds, rc.Seats = m.reaperHolds, m.reaperSeats
 	s.reaper = maintenance.NewReaper(rc, l, p)
@@ -340,17 +338,3 @@ func (s *Server) Rebuild(ctx context.Context, id int64) (Invariant, error) {
 func (s *Server) ResolveUncertain(ctx context.Context) (int, error) {
 	return s.uncertain.RunOnce(ctx)
 }
-
-// HandlePaymentEvent acts on a verified event of the configured provider
-// and returns what it did: processed, duplicate or ignored.
-func (s *Server) HandlePaymentEvent(ctx context.Context, ev payment.Event) (string, error) {
-	return s.bookings.Settlement().HandlePaymentEvent(ctx, ev)
-}
-
-// CancelBooking cancels a confirmed booking and refunds it.
-func (s *Server) CancelBooking(ctx context.Context, bookingID string) (Booking, error) {
-	return s.bookings.Cancel(ctx, bookingID)
-}
-
-// HoldMaxLifeOf is the whole-life cap of the holds of e.
-func (s *Server) HoldMaxLifeOf(e Event) time.Duration { return s.seats.HoldMaxLifeOf(e) }
