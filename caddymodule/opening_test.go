@@ -2,6 +2,7 @@ package caddymodule
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -160,9 +161,17 @@ func TestChallengeAtJoin(t *testing.T) {
 	assert.Equal(t, int64(1), res.waiting(t).Position)
 	assert.NotNil(t, res.cookie(t, h.cookieName))
 
+	wrong := nonce + ":x"
+	for i := 0; ; i++ {
+		sum := sha256.Sum256([]byte(wrong))
+		if waitroom.LeadingZeroBits(sum[:]) < 8 {
+			break
+		}
+		wrong = nonce + ":x" + strconv.Itoa(i)
+	}
 	for name, s := range map[string]string{
 		"reused":  sol,
-		"wrong":   nonce + ":x",
+		"wrong":   wrong,
 		"garbage": "garbage",
 		"forged":  waitroom.Solve(strings.Repeat("0", waitroom.NonceLen), 8),
 	} {

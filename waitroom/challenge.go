@@ -56,8 +56,9 @@ const (
 	nonceBytes  = nonceExpiry + nonceRandom + nonceMAC
 	// NonceLen is the length of a nonce, hex-encoded.
 	NonceLen = 2 * nonceBytes
-	// maxCounterLen bounds the counter: a uint64 in decimal.
-	maxCounterLen = 20
+	// maxCounterLen bounds the counter: a uint64 in decimal is 20 digits;
+	// a client may count in any notation of printable ASCII.
+	maxCounterLen = 32
 )
 
 // Errors of Challenger.Verify: each means "give the client a new challenge".
@@ -160,7 +161,8 @@ func (c *Challenger) Issue() Challenge {
 	return Challenge{Nonce: hex.EncodeToString(raw[:]), Difficulty: c.bits, ExpiresAt: exp}
 }
 
-// Verify checks a solution "<nonce>:<counter>": the work first (the
+// Verify checks a solution "<nonce>:<counter>" (the counter in decimal, or
+// any printable ASCII but ':', up to 32 characters): the work first (the
 // cheapest test, and the one garbage fails), then the nonce's expiry and
 // MAC. It allocates nothing.
 func (c *Challenger) Verify(solution string) (Solved, error) {
@@ -173,7 +175,7 @@ func (c *Challenger) Verify(solution string) (Solved, error) {
 		return Solved{}, ErrBadSolution
 	}
 	for i := 0; i < len(counter); i++ {
-		if counter[i] < '0' || counter[i] > '9' {
+		if counter[i] <= ' ' || counter[i] > '~' || counter[i] == ':' {
 			return Solved{}, ErrBadSolution
 		}
 	}

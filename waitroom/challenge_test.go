@@ -3,6 +3,7 @@ package waitroom
 import (
 	"context"
 	"crypto/sha256"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -75,18 +76,19 @@ func TestChallengeRefusals(t *testing.T) {
 		solution string
 		want     error
 	}{
-		"empty":              {"", ErrBadSolution},
-		"no colon":           {nonce, ErrBadSolution},
-		"empty counter":      {nonce + ":", ErrBadSolution},
-		"counter not digits": {nonce + ":12a", ErrBadSolution},
-		"counter too long":   {nonce + ":" + strings.Repeat("1", 21), ErrBadSolution},
-		"short nonce":        {nonce[2:] + ":" + counter, ErrBadSolution},
-		"not a solution":     {wrong, ErrBadSolution},
-		"other key":          {Solve(other.Nonce, 10), ErrChallengeForged},
-		"other event":        {Solve(otherEvent.Issue().Nonce, 10), ErrChallengeForged},
-		"lower difficulty":   {Solve(easier.Nonce, 10), ErrChallengeForged},
-		"tampered nonce":     {Solve(string(flipped), 10), ErrChallengeForged},
-		"not hex":            {Solve(strings.Repeat("z", NonceLen), 10), ErrBadSolution},
+		"empty":                {"", ErrBadSolution},
+		"no colon":             {nonce, ErrBadSolution},
+		"empty counter":        {nonce + ":", ErrBadSolution},
+		"counter with a space": {nonce + ":12 3", ErrBadSolution},
+		"second colon":         {nonce + ":1:2", ErrBadSolution},
+		"counter too long":     {nonce + ":" + strings.Repeat("1", 33), ErrBadSolution},
+		"short nonce":          {nonce[2:] + ":" + counter, ErrBadSolution},
+		"not a solution":       {wrong, ErrBadSolution},
+		"other key":            {Solve(other.Nonce, 10), ErrChallengeForged},
+		"other event":          {Solve(otherEvent.Issue().Nonce, 10), ErrChallengeForged},
+		"lower difficulty":     {Solve(easier.Nonce, 10), ErrChallengeForged},
+		"tampered nonce":       {Solve(string(flipped), 10), ErrChallengeForged},
+		"not hex":              {Solve(strings.Repeat("z", NonceLen), 10), ErrBadSolution},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := c.Verify(c2.solution)
@@ -99,6 +101,22 @@ func TestChallengeRefusals(t *testing.T) {
 		_, err := c.Verify(sol)
 		assert.ErrorIs(t, err, ErrChallengeExpiry)
 	})
+}
+
+// TestChallengeCounterInAnyNotation: the counter is the client's; a hex
+// one solves as well as a decimal one.
+func TestChallengeCounterInAnyNotation(t *testing.T) {
+	clk := newClock()
+	c := newChallenger(t, clk, 8)
+	nonce := c.Issue().Nonce
+	for i := 0; ; i++ {
+		cand := nonce + ":" + fmt.Sprintf("%x", i)
+		if sum := sha256.Sum256([]byte(cand)); LeadingZeroBits(sum[:]) >= 8 {
+			_, err := c.Verify(cand)
+			require.NoError(t, err)
+			return
+		}
+	}
 }
 
 func TestChallengeSurvivesKeyRotation(t *testing.T) {
