@@ -12,12 +12,9 @@
 //     script per change) and the ledger. A hold is taken in Redis and
 //     written at once as a pending row; if the row cannot be written the
 //     seats go back at once, and a write whose outcome is unknown keeps
-//     them until it is final. It keeps, for every event,
-//
-//     remaining (Redis) == sellable − seats of (confirmed + unexpired pending holds)
-//
-//     and corrects drift while the sale goes on (the ledger wins), with a
-//     rebuild for drift that lasts or keys that are missing.
+//     them until it is final. It keeps the invariant below, correcting
+//     drift while the sale goes on (the ledger wins), with a rebuild for
+//     drift that lasts or keys that are missing.
 //   - booking: a booking turns a hold into a sale. The booking row and the
 //     hold's extension in one transaction, the provider's charge outside
 //     any transaction under a key derived from the booking, the outcome
@@ -29,6 +26,10 @@
 //     uncertain writes and the payment reconciler, each a service with its
 //     own Config, Start, Stop and RunOnce.
 //   - payment: the providers (fakepay, Stripe).
+//
+// The invariant, for every event:
+//
+//	remaining (Redis) == sellable − seats of (confirmed + unexpired pending holds)
 //
 // A hold request goes: the handler (http_holds.go) checks the token and
 // the admission, seats.Protocol.Place runs the hold script and writes the
