@@ -46,7 +46,7 @@ sim: ## the seeded whole-sale simulation under faults (CI's 24 seeds; SEED=… S
 	scripts/services.sh env SEED='$(SEED)' SEEDS='$(SEEDS)' STEPS='$(STEPS)' SIMSTEPS='$(SIMSTEPS)' \
 		$(GO) test -count=1 -timeout 30m -parallel $(SIM_PARALLEL) -run '^TestSim$$' -v ./sim/
 
-sim-long: ## the simulation over 200 more seeds of 300 steps (about half an hour)
+sim-long: ## the simulation over 200 more seeds of 300 steps (about 15 minutes on 2 cores)
 	scripts/services.sh env SEEDS='$(or $(SEEDS),200)' SEED_BASE=1000 STEPS='$(or $(STEPS),300)' \
 		$(GO) test -count=1 -timeout 120m -parallel 3 -run '^TestSim$$' -v ./sim/
 

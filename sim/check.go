@@ -3,7 +3,6 @@ package sim
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/waitroom/waitroom/origin"
@@ -154,7 +153,6 @@ func (w *world) money(final bool) *violation {
 		}
 		inFlight := !final && b.Status == origin.BookingPaymentPending && !b.CheckedAt.Add(paymentPendingAfter).Before(now)
 		for _, p := range w.fp.PaymentsForBooking(id) {
-			w.stats.money(p, b)
 			if p.Status != payment.StatusSucceeded {
 				continue
 			}
@@ -181,12 +179,4 @@ func (w *world) money(final bool) *violation {
 		}
 	}
 	return nil
-}
-
-func (v *violation) with(step int) *violation {
-	if v == nil {
-		return nil
-	}
-	v.msg = fmt.Sprintf("step %d: %s", step, v.msg)
-	return v
 }

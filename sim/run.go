@@ -34,10 +34,6 @@ func (s *Stats) fault(kind string) { s.Faults[kind]++ }
 
 func (s *Stats) answer(status int) { s.Answers[fmt.Sprintf("%dxx", status/100)]++ }
 
-func (s *Stats) money(p payment.Payment, b origin.Booking) {
-	// Counted at the final settle only (see Run): the last view of each.
-}
-
 // Add merges o into s.
 func (s *Stats) Add(o *Stats) {
 	s.mu.Lock()
