@@ -884,7 +884,7 @@ func setPlaceholders(repl *caddy.Replacer, status string, pos int64) {
 	}
 }
 
-// wantsJSON follows API.md: JSON when Accept mentions application/json.
+// wantsJSON follows docs/api.md §3: JSON when Accept mentions application/json.
 func wantsJSON(r *http.Request) bool {
 	for _, v := range r.Header.Values("Accept") {
 		if strings.Contains(v, "application/json") {

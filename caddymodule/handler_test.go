@@ -166,7 +166,7 @@ func TestArrivalWaitsThenIsAdmitted(t *testing.T) {
 	assert.Equal(t, body.Token, res.rec.Header().Get(HeaderToken))
 	assert.Equal(t, "application/json", res.rec.Header().Get("Content-Type"))
 
-	// The exact keys of API.md.
+	// The exact keys of docs/api.md §3.
 	var raw map[string]any
 	require.NoError(t, json.Unmarshal(res.rec.Body.Bytes(), &raw))
 	for _, k := range []string{"status", "event", "position", "admitted_through", "ahead", "estimated_wait_seconds", "token"} {
@@ -696,7 +696,7 @@ func TestPoolsAreReleased(t *testing.T) {
 	}
 }
 
-// TestSoldOutCaching follows API.md §7 "Sold-out caching": only the answer
+// TestSoldOutCaching follows docs/api.md §3 "Sold out": only the answer
 // to a request without a queue token may be kept by a shared cache, and
 // every 410 says what it varies on, so a CDN never hands a token holder the
 // copy made for a stranger.

@@ -267,7 +267,7 @@ func TestWalkThroughMemory(t *testing.T) { walkThrough(t, "memory") }
 func TestWalkThroughRedis(t *testing.T) { walkThrough(t, testenv.RedisURL(t)) }
 
 // walkThrough takes visitors through join, wait, admission, and sold out, as
-// API.md section 2 says, with the admin API of section 3 moving the event.
+// docs/api.md §3 says, with the admin API of §4 moving the event.
 func walkThrough(t *testing.T, store string) {
 	ev := testenv.EventID()
 	evs := strconv.FormatInt(ev, 10)
@@ -643,7 +643,7 @@ func joinAfterRestore(t *testing.T, clk *clock, url string) response {
 	return res
 }
 
-// TestLostStoreStateHoldsJoins follows API.md §7 "Lost store state": Redis
+// TestLostStoreStateHoldsJoins follows docs/api.md §3 "Lost store state": Redis
 // loses the event (FLUSHALL) under a watermark the gateway remembers; new
 // arrivals are told to come back until the state is put back, and then take
 // places after the highest one handed out, never one admitted at once.

@@ -16,7 +16,7 @@ import (
 )
 
 // The answers of a scheduled opening (opens_at), of the challenge and of the
-// join rate. API.md §8.
+// join rate: docs/opening.md.
 
 // preQueueBody is the JSON form of the pre-queue answer.
 type preQueueBody struct {

@@ -1,6 +1,6 @@
 package caddymodule
 
-// In-process Caddy runs of API.md §8: the pre-queue and the draw on the
+// In-process Caddy runs of docs/opening.md: the pre-queue and the draw on the
 // memory store and on Redis with two gateways, the challenge and the join
 // rate behind Caddy's trusted proxies.
 

@@ -49,7 +49,7 @@ func withToken(h *Handler, tok string) *http.Request {
 	return r
 }
 
-// TestPreQueueAndTheDraw follows API.md §8 opens_at on one node: before
+// TestPreQueueAndTheDraw follows docs/opening.md on opens_at on one node: before
 // the opening arrivals get the pre-queue answer and a token without a
 // position; at the opening each gets a position from the draw (on a token
 // issued anew), later arrivals queue after them.
@@ -129,7 +129,7 @@ func TestPreQueueAndTheDraw(t *testing.T) {
 	assert.Len(t, view.Published.Entrants, n)
 }
 
-// TestChallengeAtJoin follows API.md §8 challenge: no solution, a wrong,
+// TestChallengeAtJoin follows docs/opening.md on the challenge: no solution, a wrong,
 // expired or reused one all get a new challenge; a solution joins once.
 func TestChallengeAtJoin(t *testing.T) {
 	clk := newClock()
@@ -216,7 +216,7 @@ func from(h *Handler, clientIP string) *http.Request {
 		map[string]any{caddyhttp.ClientIPVarKey: clientIP}))
 }
 
-// TestJoinRatePerClient follows API.md §8 join_rate: new arrivals of one
+// TestJoinRatePerClient follows docs/opening.md on join_rate: new arrivals of one
 // address above the rate get 429 with Retry-After, counted by the address
 // Caddy determined (behind a trusted proxy, the one it names), IPv6 by /64.
 func TestJoinRatePerClient(t *testing.T) {

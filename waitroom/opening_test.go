@@ -111,7 +111,7 @@ func openingRooms(t *testing.T, kind string, clk *lockedClock, event int64, at t
 	return rooms
 }
 
-// TestOpeningDrawAcrossNodes follows API.md §8: entrants of the pre-queue,
+// TestOpeningDrawAcrossNodes follows docs/opening.md: entrants of the pre-queue,
 // registered through any node (some twice), all get positions from one
 // draw at the opening, every node hands out the same ones, later arrivals
 // queue after them, and the published draw rebuilds the same order.

@@ -248,7 +248,7 @@ func gatewayRooms(t *testing.T, rdb *redis.Client, clock *lockedClock, event int
 	return out
 }
 
-// TestLostStoreStateHoldsJoinsUntilRestored follows API.md §7 "Lost store
+// TestLostStoreStateHoldsJoinsUntilRestored follows docs/api.md §3 "Lost store
 // state": when Redis loses an event's state, no new arrival is admitted on
 // that account and no position is handed out twice; joins are refused
 // until the state is restored from what the gateways remember, then carry

@@ -87,7 +87,7 @@ func TestIssueVerifyRoundTrip(t *testing.T) {
 	assert.Equal(t, int64(1234), got.Position)
 	assert.Equal(t, clock.Now().Add(30*time.Minute), got.ExpiresAt)
 
-	// The claims are the ones API.md names, with evt and pos as numbers.
+	// The claims are the ones docs/api.md §2 names, with evt and pos as numbers.
 	parts := strings.Split(issued.Raw, ".")
 	require.Len(t, parts, 3)
 	var header, claims map[string]any
