@@ -63,7 +63,7 @@ func (g *HoldBatchGate) Sizes() []int {
 }
 
 // WaitUncertainFinal waits until every hold write s gave up on is final.
-func (s *Server) WaitUncertainFinal() { s.seats.WaitUncertainFinal() }
+func (s *Server) WaitUncertainFinal() { s.seats.Releases().WaitUncertainFinal() }
 
 // AfterRedisStep has s run f between the Redis step and the ledger step of
 // every change to a hold (confirm, extend). Set it before any request.
@@ -71,7 +71,7 @@ func (s *Server) AfterRedisStep(f func()) { s.seats.Hooks(f, nil) }
 
 // InFlight is how many hold writes and changes s has under way for event.
 func (s *Server) InFlight(event int64) int64 {
-	ev, err := s.seats.Event(context.Background(), event)
+	ev, err := s.seats.Registry().Event(context.Background(), event)
 	if err != nil {
 		return 0
 	}
@@ -79,7 +79,7 @@ func (s *Server) InFlight(event int64) int64 {
 }
 
 // SettleTime is how long a rebuild of s waits for other nodes' hold writes.
-func (s *Server) SettleTime() time.Duration { return s.seats.SettleTime() }
+func (s *Server) SettleTime() time.Duration { return s.seats.Recovery().SettleTime() }
 
 // DuringRebuild has s run f in every rebuild once the inventory is frozen.
 // Set it before any request.
@@ -87,12 +87,12 @@ func (s *Server) DuringRebuild(f func()) { s.seats.Hooks(nil, f) }
 
 // LoadNewEvent loads a just-created event into Redis as CreateEvent does.
 func (s *Server) LoadNewEvent(ctx context.Context, id int64) error {
-	return s.seats.LoadNewEvent(ctx, id)
+	return s.seats.Recovery().LoadNewEvent(ctx, id)
 }
 
 // Admitted is the admission check of a hold request.
 func (s *Server) Admitted(ctx context.Context, event, position int64) bool {
-	ev, err := s.seats.Event(ctx, event)
+	ev, err := s.seats.Registry().Event(ctx, event)
 	if err != nil {
 		return false
 	}
@@ -101,7 +101,7 @@ func (s *Server) Admitted(ctx context.Context, event, position int64) bool {
 
 // AdmissionState is the admission state s last saw for event.
 func (s *Server) AdmissionState(event int64) waitroom.State {
-	ev, err := s.seats.Event(context.Background(), event)
+	ev, err := s.seats.Registry().Event(context.Background(), event)
 	if err != nil {
 		return waitroom.State{}
 	}

@@ -116,7 +116,7 @@ func (s bookingsAPI) createBookingRequest(w http.ResponseWriter, r *http.Request
 	if ticket.Subject != h.UserID {
 		return noHold
 	}
-	ev, err := s.seats.Event(ctx, h.EventID)
+	ev, err := s.seats.Registry().Event(ctx, h.EventID)
 	if err != nil {
 		return errUnavailable
 	}

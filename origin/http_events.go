@@ -38,7 +38,7 @@ func (s eventsAPI) handleCreateEvent(w http.ResponseWriter, r *http.Request) {
 		writeResponse(w, errUnavailable)
 		return
 	}
-	remaining, err := s.seats.Remaining(r.Context(), s.mustEvent(created))
+	remaining, err := s.seats.Recovery().Remaining(r.Context(), s.mustEvent(created))
 	if err != nil {
 		remaining = created.Sellable
 	}
@@ -46,17 +46,17 @@ func (s eventsAPI) handleCreateEvent(w http.ResponseWriter, r *http.Request) {
 }
 
 // mustEvent is the live event of one just created or read on this node.
-func (s eventsAPI) mustEvent(e Event) *seats.Event { return s.seats.Serve(e) }
+func (s eventsAPI) mustEvent(e Event) *seats.Event { return s.seats.Registry().Serve(e) }
 
 func (s eventsAPI) handleListEvents(w http.ResponseWriter, r *http.Request) {
-	events, err := s.seats.LoadEvents(r.Context())
+	events, err := s.seats.Registry().LoadEvents(r.Context())
 	if err != nil {
 		writeResponse(w, errUnavailable)
 		return
 	}
 	out := make([]eventJSON, 0, len(events))
 	for _, ev := range events {
-		n, err := s.seats.Remaining(r.Context(), ev)
+		n, err := s.seats.Recovery().Remaining(r.Context(), ev)
 		if err != nil {
 			writeResponse(w, errUnavailable)
 			return
@@ -71,12 +71,12 @@ func (s eventsAPI) handleGetEvent(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	ev, err := s.seats.Event(r.Context(), id)
+	ev, err := s.seats.Registry().Event(r.Context(), id)
 	if err != nil {
 		lookupFailed(w, err, "event")
 		return
 	}
-	n, err := s.seats.Remaining(r.Context(), ev)
+	n, err := s.seats.Recovery().Remaining(r.Context(), ev)
 	if err != nil {
 		writeResponse(w, errUnavailable)
 		return

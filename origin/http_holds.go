@@ -82,7 +82,7 @@ func (s holdsAPI) createHold(w http.ResponseWriter, r *http.Request) response {
 		return errorResponse(http.StatusNotFound, "not_found", "no such event")
 	}
 	ctx := r.Context()
-	ev, err := s.seats.Event(ctx, id)
+	ev, err := s.seats.Registry().Event(ctx, id)
 	if errors.Is(err, ErrNotFound) {
 		return errorResponse(http.StatusNotFound, "not_found", "no such event")
 	} else if err != nil {
@@ -156,7 +156,7 @@ func (s holdsAPI) holdForUser(w http.ResponseWriter, r *http.Request) (Hold, *se
 		writeError(w, http.StatusNotFound, "not_found", "no such hold")
 		return Hold{}, nil, false
 	}
-	ev, err := s.seats.Event(r.Context(), h.EventID)
+	ev, err := s.seats.Registry().Event(r.Context(), h.EventID)
 	if err != nil {
 		lookupFailed(w, err, "event")
 		return Hold{}, nil, false

@@ -319,19 +319,19 @@ func (s *Server) CreateEvent(ctx context.Context, e Event) (Event, error) {
 
 // CheckInvariant computes the invariant of an event.
 func (s *Server) CheckInvariant(ctx context.Context, id int64) (Invariant, error) {
-	return s.seats.CheckInvariant(ctx, id)
+	return s.seats.Recovery().CheckInvariant(ctx, id)
 }
 
 // CorrectDrift corrects an event's inventory from the ledger while its sale
 // goes on.
 func (s *Server) CorrectDrift(ctx context.Context, id int64) (inventory.Correction, error) {
-	return s.seats.CorrectDrift(ctx, id)
+	return s.seats.Recovery().CorrectDrift(ctx, id)
 }
 
 // Rebuild reloads an event's inventory from the ledger and returns the
 // invariant after it.
 func (s *Server) Rebuild(ctx context.Context, id int64) (Invariant, error) {
-	return s.seats.Rebuild(ctx, id)
+	return s.seats.Recovery().Rebuild(ctx, id)
 }
 
 // ResolveUncertain settles the uncertain hold writes that are final.

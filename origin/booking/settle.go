@@ -72,7 +72,7 @@ func (s *Settlement) settlePayment(ctx context.Context, b ledger.Booking, paymen
 			return s.refundedBeforeSettled(ctx, b, paymentID)
 		}
 	}
-	ev, err := s.seats.Event(ctx, b.EventID)
+	ev, err := s.seats.Registry().Event(ctx, b.EventID)
 	if err != nil {
 		return err
 	}
@@ -292,7 +292,7 @@ func (s *Settlement) latePayment(ctx context.Context, ev *seats.Event, b ledger.
 		// This call took the hold from pending to expired, so it returns
 		// the seats, once (also when a failed confirmation left them
 		// confirmed in Redis).
-		s.seats.ReleaseLateHold(ctx, ev, b.HoldID, b.UserID, absorbed)
+		s.seats.Releases().ReleaseLateHold(ctx, ev, b.HoldID, b.UserID, absorbed)
 	}
 	switch {
 	case absorbed:
@@ -399,7 +399,7 @@ func giveSeatsBack(ctx context.Context, tx ledger.Tx, b ledger.Booking, now time
 // buyer's record of no seats gone, so the buyer, who has no seat any more,
 // may hold again.
 func (s *env) returnSeats(ctx context.Context, b ledger.Booking) error {
-	ev, err := s.seats.Event(ctx, b.EventID)
+	ev, err := s.seats.Registry().Event(ctx, b.EventID)
 	if err != nil {
 		return err
 	}
@@ -407,7 +407,7 @@ func (s *env) returnSeats(ctx context.Context, b ledger.Booking) error {
 	if b.Overflow {
 		mode = inventory.DropBuyer
 	}
-	s.seats.ReleaseSeats(ctx, ev, b.HoldID, mode)
+	s.seats.Releases().ReleaseSeats(ctx, ev, b.HoldID, mode)
 	return nil
 }
 

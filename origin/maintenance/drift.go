@@ -50,23 +50,23 @@ func (d *DriftCorrector) Stop() { d.loop.stop() }
 // still stays the same over two checks with nothing in flight for the
 // event is not transient: the event is rebuilt from the ledger.
 func (d *DriftCorrector) RunOnce(ctx context.Context) error {
-	if _, err := d.seats.LoadEvents(ctx); err != nil {
+	if _, err := d.seats.Registry().LoadEvents(ctx); err != nil {
 		return fmt.Errorf("reconcile: %w", err)
 	}
 	var errs []error
-	for _, ev := range d.seats.Events() {
+	for _, ev := range d.seats.Registry().Events() {
 		if err := d.event(ctx, ev); err != nil {
 			errs = append(errs, fmt.Errorf("reconcile event %d: %w", ev.ID, err))
 		}
-		d.seats.SyncSoldOut(ctx, ev)
+		d.seats.Registry().SyncSoldOut(ctx, ev)
 	}
 	return errors.Join(errs...)
 }
 
 func (d *DriftCorrector) event(ctx context.Context, ev *seats.Event) error {
-	quiet := d.seats.Quiet(ctx, ev)
-	inv, err := d.seats.CheckInvariant(ctx, ev.ID)
-	quiet = quiet && d.seats.Quiet(ctx, ev)
+	quiet := d.seats.Recovery().Quiet(ctx, ev)
+	inv, err := d.seats.Recovery().CheckInvariant(ctx, ev.ID)
+	quiet = quiet && d.seats.Recovery().Quiet(ctx, ev)
 	if err != nil {
 		return err
 	}
@@ -76,16 +76,16 @@ func (d *DriftCorrector) event(ctx context.Context, ev *seats.Event) error {
 			"remaining", inv.Remaining, "sellable", inv.Sellable, "active_holds", inv.ActiveHolds, "drift", inv.Drift)
 		// Most of a busy sale's drift is its writes in flight, which the
 		// correction leaves as they are; what it changes is lasting.
-		if _, err := d.seats.Correct(ctx, ev); err != nil && !errors.Is(err, inventory.ErrFrozen) && !errors.Is(err, inventory.ErrNotLoaded) {
+		if _, err := d.seats.Recovery().Correct(ctx, ev); err != nil && !errors.Is(err, inventory.ErrFrozen) && !errors.Is(err, inventory.ErrNotLoaded) {
 			errs = append(errs, err)
 		}
-		quiet = d.seats.Quiet(ctx, ev)
-		if inv, err = d.seats.CheckInvariant(ctx, ev.ID); err != nil {
+		quiet = d.seats.Recovery().Quiet(ctx, ev)
+		if inv, err = d.seats.Recovery().CheckInvariant(ctx, ev.ID); err != nil {
 			return errors.Join(append(errs, err)...)
 		}
-		quiet = quiet && d.seats.Quiet(ctx, ev)
+		quiet = quiet && d.seats.Recovery().Quiet(ctx, ev)
 	}
-	if err := d.seats.RebuildLastingDrift(ctx, ev, inv, quiet); err != nil {
+	if err := d.seats.Recovery().RebuildLastingDrift(ctx, ev, inv, quiet); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

@@ -69,7 +69,7 @@ func (r *Reaper) Stop() { r.loop.stop() }
 // it returns how many holds it expired.
 func (r *Reaper) RunOnce(ctx context.Context) (int, error) {
 	var errs []error
-	if err := r.seats.RetryReleases(ctx); err != nil {
+	if err := r.seats.Releases().RetryReleases(ctx); err != nil {
 		errs = append(errs, err)
 	}
 	total := 0
@@ -80,7 +80,7 @@ func (r *Reaper) RunOnce(ctx context.Context) (int, error) {
 			return total, errors.Join(append(errs, err)...)
 		}
 		for _, h := range rows {
-			ev, err := r.seats.Event(ctx, h.EventID)
+			ev, err := r.seats.Registry().Event(ctx, h.EventID)
 			if err != nil {
 				errs = append(errs, err)
 				continue
@@ -90,7 +90,7 @@ func (r *Reaper) RunOnce(ctx context.Context) (int, error) {
 			// goes back, confirmed or not: the ledger has it expired, so a
 			// confirmation whose ledger step failed can never complete, and
 			// its webhook's retry is served as a late payment.
-			res := r.seats.ReleaseSeats(ctx, ev, h.ID, inventory.AnyHold)
+			res := r.seats.Releases().ReleaseSeats(ctx, ev, h.ID, inventory.AnyHold)
 			if r.cfg.Holds != nil {
 				r.cfg.Holds.Inc()
 				r.cfg.Seats.Add(float64(res.Seats))

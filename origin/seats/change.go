@@ -49,7 +49,7 @@ func (p *Protocol) inFlight(ctx context.Context, ev *Event, redisStep func(deadl
 			break
 		}
 		ev.inflight.Add(-1)
-		lerr := p.ensureLoaded(ctx, ev)
+		lerr := p.recovery.ensureLoaded(ctx, ev)
 		ev.inflight.Add(1)
 		if lerr != nil {
 			err = errors.Join(err, lerr)
@@ -69,7 +69,7 @@ func (p *Protocol) inFlight(ctx context.Context, ev *Event, redisStep func(deadl
 func (p *Protocol) ledgerStep(ctx context.Context, ev *Event, deadline time.Time, f func(ledger.Tx) error) error {
 	err := p.ledger.InTx(ctx, deadline, f)
 	if errors.Is(err, ledger.ErrUncertain) {
-		ev.noteFinal(p.finalAfter(deadline))
+		ev.noteFinal(p.releases.finalAfter(deadline))
 	}
 	return err
 }
@@ -98,7 +98,7 @@ func (p *Protocol) ConfirmHold(ctx context.Context, holdID string, inTx func(led
 	if h.Status != ledger.StatusPending {
 		return h, fmt.Errorf("confirm hold %s: %w", holdID, ledger.ErrHoldNotActive)
 	}
-	ev, err := p.Event(ctx, h.EventID)
+	ev, err := p.registry.Event(ctx, h.EventID)
 	if err != nil {
 		return ledger.Hold{}, err
 	}
@@ -146,7 +146,7 @@ func (p *Protocol) ConfirmHold(ctx context.Context, holdID string, inTx func(led
 		if cur.Status == ledger.StatusConfirmed {
 			return cur, nil
 		}
-		p.ReleaseSeats(ctx, ev, holdID, inventory.AnyHold)
+		p.releases.ReleaseSeats(ctx, ev, holdID, inventory.AnyHold)
 		return h, err
 	}
 	return confirmed, nil
@@ -167,7 +167,7 @@ func (p *Protocol) ExtendHold(ctx context.Context, holdID string, until time.Tim
 	if h.StatusAt(now) != ledger.StatusPending {
 		return h, fmt.Errorf("extend hold %s: %w", holdID, notExtendable(h, now))
 	}
-	ev, err := p.Event(ctx, h.EventID)
+	ev, err := p.registry.Event(ctx, h.EventID)
 	if err != nil {
 		return ledger.Hold{}, err
 	}

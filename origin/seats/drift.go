@@ -42,28 +42,28 @@ type Invariant struct {
 // and after the ledger and the check repeated if it moved in between, so a
 // sale in progress does not show as drift. Missing keys are loaded first
 // (the ledger wins).
-func (p *Protocol) CheckInvariant(ctx context.Context, id int64) (Invariant, error) {
-	ev, err := p.Event(ctx, id)
+func (rc *Recovery) CheckInvariant(ctx context.Context, id int64) (Invariant, error) {
+	ev, err := rc.registry.Event(ctx, id)
 	if err != nil {
 		return Invariant{}, err
 	}
 	var inv Invariant
 	for attempt := 0; ; attempt++ {
-		before, loaded, err := p.reclaim(ctx, ev)
+		before, loaded, err := rc.reclaim(ctx, ev)
 		if err != nil {
 			return Invariant{}, err
 		}
 		if !loaded {
-			if err := p.ensureLoaded(ctx, ev); err != nil {
+			if err := rc.ensureLoaded(ctx, ev); err != nil {
 				return Invariant{}, err
 			}
 			continue
 		}
-		counts, err := p.ledger.SeatCounts(ctx, id, p.now())
+		counts, err := rc.ledger.SeatCounts(ctx, id, rc.now())
 		if err != nil {
 			return Invariant{}, err
 		}
-		after, loaded, err := p.reclaim(ctx, ev)
+		after, loaded, err := rc.reclaim(ctx, ev)
 		if err != nil {
 			return Invariant{}, err
 		}
@@ -77,8 +77,8 @@ func (p *Protocol) CheckInvariant(ctx context.Context, id int64) (Invariant, err
 			break
 		}
 	}
-	p.metrics.Drift.WithLabelValues(fmt.Sprint(id)).Set(float64(inv.Drift))
-	p.metrics.Remaining.WithLabelValues(fmt.Sprint(id)).Set(float64(inv.Remaining))
+	rc.metrics.Drift.WithLabelValues(fmt.Sprint(id)).Set(float64(inv.Drift))
+	rc.metrics.Remaining.WithLabelValues(fmt.Sprint(id)).Set(float64(inv.Remaining))
 	return inv, nil
 }
 
@@ -87,26 +87,26 @@ func (p *Protocol) CheckInvariant(ctx context.Context, id int64) (Invariant, err
 // dropped, and remaining is set from the hold records Redis keeps, in one
 // script (inventory.Correct), so the holds, releases and reclaims running
 // meanwhile on any node are counted exactly. Nothing is paused or frozen.
-func (p *Protocol) CorrectDrift(ctx context.Context, id int64) (inventory.Correction, error) {
-	ev, err := p.Event(ctx, id)
+func (rc *Recovery) CorrectDrift(ctx context.Context, id int64) (inventory.Correction, error) {
+	ev, err := rc.registry.Event(ctx, id)
 	if err != nil {
 		return inventory.Correction{}, err
 	}
-	return p.Correct(ctx, ev)
+	return rc.Correct(ctx, ev)
 }
 
-func (p *Protocol) Correct(ctx context.Context, ev *Event) (inventory.Correction, error) {
+func (rc *Recovery) Correct(ctx context.Context, ev *Event) (inventory.Correction, error) {
 	// Redis first: a hold the ledger has ended stays ended, whenever read.
-	inRedis, err := p.inv.HoldIDs(ctx, ev.ID)
+	inRedis, err := rc.inv.HoldIDs(ctx, ev.ID)
 	if err != nil {
 		return inventory.Correction{}, err
 	}
-	ended, err := p.ledger.EndedHolds(ctx, inRedis)
+	ended, err := rc.ledger.EndedHolds(ctx, inRedis)
 	if err != nil {
 		return inventory.Correction{}, err
 	}
-	snap, err := p.ledgerState(ctx, ev, func(ctx context.Context) ([]ledger.LiveHold, []ledger.OverflowBuyer, error) {
-		return p.ledger.LiveHoldsNow(ctx, ev.ID, p.now())
+	snap, err := rc.ledgerState(ctx, ev, func(ctx context.Context) ([]ledger.LiveHold, []ledger.OverflowBuyer, error) {
+		return rc.ledger.LiveHoldsNow(ctx, ev.ID, rc.now())
 	})
 	if err != nil {
 		return inventory.Correction{}, err
@@ -121,16 +121,16 @@ func (p *Protocol) Correct(ctx context.Context, ev *Event) (inventory.Correction
 			add = append(add, h)
 		}
 	}
-	c, err := p.inv.Correct(ctx, ev.ID, ev.Sellable, add, ended)
+	c, err := rc.inv.Correct(ctx, ev.ID, ev.Sellable, add, ended)
 	if err != nil {
 		return c, err
 	}
 	if c.Before != c.After || c.Added > 0 || c.Dropped > 0 {
-		p.metrics.DriftCorrections.Inc()
-		p.log.Warn("inventory corrected from the ledger", "event", ev.ID, "remaining_before", c.Before,
+		rc.metrics.DriftCorrections.Inc()
+		rc.log.Warn("inventory corrected from the ledger", "event", ev.ID, "remaining_before", c.Before,
 			"remaining_after", c.After, "holds_added", c.Added, "holds_dropped", c.Dropped)
 		if ev.room.State().SoldOut != (c.After == 0) {
-			p.SyncSoldOut(ctx, ev)
+			rc.registry.SyncSoldOut(ctx, ev)
 		}
 	}
 	return c, nil
@@ -143,7 +143,7 @@ func (p *Protocol) Correct(ctx context.Context, ev *Event) (inventory.Correction
 // them under way either time, is a lasting disagreement (seats leaked, or
 // sellable twice). Other nodes' writes are not seen here, but would not
 // leave the same drift twice; and a rebuild waits for them anyway.
-func (p *Protocol) RebuildLastingDrift(ctx context.Context, ev *Event, inv Invariant, quiet bool) error {
+func (rc *Recovery) RebuildLastingDrift(ctx context.Context, ev *Event, inv Invariant, quiet bool) error {
 	seen := int64(0)
 	if quiet {
 		seen = inv.Drift
@@ -151,69 +151,60 @@ func (p *Protocol) RebuildLastingDrift(ctx context.Context, ev *Event, inv Invar
 	if last := ev.driftSeen.Swap(seen); seen == 0 || last != seen {
 		return nil
 	}
-	p.log.Error("inventory drift persists with nothing in flight: rebuilding from the ledger", "event", ev.ID,
+	rc.log.Error("inventory drift persists with nothing in flight: rebuilding from the ledger", "event", ev.ID,
 		"remaining", inv.Remaining, "sellable", inv.Sellable, "active_holds", inv.ActiveHolds, "drift", inv.Drift)
 	ev.driftSeen.Store(0)
-	if err := p.rebuild(ctx, ev, reasonDrift); err != nil && !errors.Is(err, inventory.ErrRebuilding) {
+	if err := rc.rebuild(ctx, ev, reasonDrift); err != nil && !errors.Is(err, inventory.ErrRebuilding) {
 		return err
 	}
-	_, err := p.CheckInvariant(ctx, ev.ID)
+	_, err := rc.CheckInvariant(ctx, ev.ID)
 	return err
 }
 
 // Quiet reports whether nothing that moves the drift for a moment is under
 // way for the event: this node's hold writes, its uncertain writes and its
 // releases owed to Redis, and any node's rebuild.
-func (p *Protocol) Quiet(ctx context.Context, ev *Event) bool {
+func (rc *Recovery) Quiet(ctx context.Context, ev *Event) bool {
 	if ev.inflight.Load() > 0 {
 		return false
 	}
-	p.pendingMu.Lock()
-	pending := false
-	for _, u := range p.uncertain {
-		pending = pending || u.event == ev.ID
-	}
-	for _, p := range p.unreleased {
-		pending = pending || p.event == ev.ID
-	}
-	p.pendingMu.Unlock()
-	if pending {
+	if rc.releases.pending(ev.ID) {
 		return false
 	}
-	frozen, err := p.inv.Frozen(ctx, ev.ID)
+	frozen, err := rc.inv.Frozen(ctx, ev.ID)
 	return err == nil && !frozen
 }
 
 // Rebuild reloads an event's inventory from the ledger and returns the
 // invariant after it.
-func (p *Protocol) Rebuild(ctx context.Context, id int64) (Invariant, error) {
-	ev, err := p.Event(ctx, id)
+func (rc *Recovery) Rebuild(ctx context.Context, id int64) (Invariant, error) {
+	ev, err := rc.registry.Event(ctx, id)
 	if err != nil {
 		return Invariant{}, err
 	}
-	if err := p.rebuild(ctx, ev, reasonAdmin); err != nil {
+	if err := rc.rebuild(ctx, ev, reasonAdmin); err != nil {
 		return Invariant{}, err
 	}
-	return p.CheckInvariant(ctx, id)
+	return rc.CheckInvariant(ctx, id)
 }
 
 // ensureLoaded rebuilds an event whose keys are missing, or waits for the
 // rebuild another node is running.
-func (p *Protocol) ensureLoaded(ctx context.Context, ev *Event) error {
+func (rc *Recovery) ensureLoaded(ctx context.Context, ev *Event) error {
 	for {
-		_, loaded, err := p.inv.Remaining(ctx, ev.ID)
+		_, loaded, err := rc.inv.Remaining(ctx, ev.ID)
 		if err != nil {
 			return err
 		}
 		if loaded {
 			return nil
 		}
-		frozen, err := p.inv.Frozen(ctx, ev.ID)
+		frozen, err := rc.inv.Frozen(ctx, ev.ID)
 		if err != nil {
 			return err
 		}
 		if !frozen {
-			err := p.rebuild(ctx, ev, reasonMissing)
+			err := rc.rebuild(ctx, ev, reasonMissing)
 			if err == nil || !errors.Is(err, inventory.ErrRebuilding) {
 				return err
 			}
@@ -244,8 +235,8 @@ const (
 // count the ledger, load Redis, lift the fence. The fence is the rebuild's
 // pause: the admission state an operator controls (paused, sold out) is
 // never touched. Concurrent calls on this node share one run.
-func (p *Protocol) rebuild(ctx context.Context, ev *Event, reason string) error {
-	_, err, _ := p.flight.Do(fmt.Sprintf("rebuild:%d", ev.ID), func() (any, error) {
+func (rc *Recovery) rebuild(ctx context.Context, ev *Event, reason string) error {
+	_, err, _ := rc.flight.Do(fmt.Sprintf("rebuild:%d", ev.ID), func() (any, error) {
 		// Detached: callers may give up waiting, the rebuild must not stop
 		// half way (it would only leave the event unloaded, but needlessly).
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), inventory.FenceTTL)
@@ -254,35 +245,35 @@ func (p *Protocol) rebuild(ctx context.Context, ev *Event, reason string) error 
 		if onlyMissing {
 			// Loaded meanwhile: nothing to do. (Reload below checks again,
 			// under the fence.)
-			if _, loaded, err := p.inv.Remaining(ctx, ev.ID); err == nil && loaded {
+			if _, loaded, err := rc.inv.Remaining(ctx, ev.ID); err == nil && loaded {
 				return nil, nil
 			}
 		}
-		start := p.cfg.WallClock()
+		start := rc.cfg.WallClock()
 		read := func(ctx context.Context) (inventory.Snapshot, error) {
-			if p.duringRebuild != nil {
-				p.duringRebuild()
+			if rc.duringRebuild != nil {
+				rc.duringRebuild()
 			}
 			if reason != reasonCreated {
-				if err := p.settle(ctx, ev); err != nil {
+				if err := rc.settle(ctx, ev); err != nil {
 					return inventory.Snapshot{}, err
 				}
 			}
-			return p.snapshot(ctx, ev)
+			return rc.snapshot(ctx, ev)
 		}
 		if onlyMissing {
 			// Requests that found the keys missing may get here just after
 			// another rebuild loaded them, and a new event may have been
 			// loaded by another node's first hold, whose seats a reset would
 			// give away: Reload leaves loaded keys alone.
-			if loaded, err := p.inv.Reload(ctx, ev.ID, read); err != nil || !loaded {
+			if loaded, err := rc.inv.Reload(ctx, ev.ID, read); err != nil || !loaded {
 				return nil, err
 			}
-		} else if err := p.inv.Rebuild(ctx, ev.ID, read); err != nil {
+		} else if err := rc.inv.Rebuild(ctx, ev.ID, read); err != nil {
 			return nil, err
 		}
-		p.metrics.Rebuilds.WithLabelValues(reason).Inc()
-		p.log.Info("inventory rebuilt from the ledger", "event", ev.ID, "reason", reason, "took", p.cfg.WallClock().Sub(start))
+		rc.metrics.Rebuilds.WithLabelValues(reason).Inc()
+		rc.log.Info("inventory rebuilt from the ledger", "event", ev.ID, "reason", reason, "took", rc.cfg.WallClock().Sub(start))
 		return nil, nil
 	})
 	return err
@@ -294,10 +285,10 @@ func (p *Protocol) rebuild(ctx context.Context, ev *Event, reason string) error 
 // (until they end, and those it gave up on until their deadline, checked by
 // the server, has passed), other nodes' for RebuildSettle (their write
 // timeout) plus the clock-skew margin.
-func (p *Protocol) settle(ctx context.Context, ev *Event) error {
+func (rc *Recovery) settle(ctx context.Context, ev *Event) error {
 	var until time.Time
-	if p.cfg.RebuildSettle > 0 {
-		until = p.cfg.WallClock().Add(p.cfg.RebuildSettle + p.cfg.ClockSkewMargin)
+	if rc.cfg.RebuildSettle > 0 {
+		until = rc.cfg.WallClock().Add(rc.cfg.RebuildSettle + rc.cfg.ClockSkewMargin)
 	}
 	for ev.inflight.Load() > 0 {
 		select {
@@ -311,7 +302,7 @@ func (p *Protocol) settle(ctx context.Context, ev *Event) error {
 	if final := time.Unix(0, ev.finalAt.Load()); final.After(until) {
 		until = final
 	}
-	if wait := until.Sub(p.cfg.WallClock()); wait > 0 {
+	if wait := until.Sub(rc.cfg.WallClock()); wait > 0 {
 		t := time.NewTimer(wait)
 		defer t.Stop()
 		select {
@@ -324,15 +315,15 @@ func (p *Protocol) settle(ctx context.Context, ev *Event) error {
 }
 
 // snapshot is the state the ledger says Redis should hold.
-func (p *Protocol) snapshot(ctx context.Context, ev *Event) (inventory.Snapshot, error) {
-	return p.ledgerState(ctx, ev, func(ctx context.Context) ([]ledger.LiveHold, []ledger.OverflowBuyer, error) {
-		return p.ledger.LiveHolds(ctx, ev.ID, p.now())
+func (rc *Recovery) snapshot(ctx context.Context, ev *Event) (inventory.Snapshot, error) {
+	return rc.ledgerState(ctx, ev, func(ctx context.Context) ([]ledger.LiveHold, []ledger.OverflowBuyer, error) {
+		return rc.ledger.LiveHolds(ctx, ev.ID, rc.now())
 	})
 }
 
 // ledgerState turns the ledger's live holds and overflow buyers, as read
 // returns them, into the state Redis should hold.
-func (p *Protocol) ledgerState(ctx context.Context, ev *Event, read func(context.Context) ([]ledger.LiveHold, []ledger.OverflowBuyer, error)) (inventory.Snapshot, error) {
+func (rc *Recovery) ledgerState(ctx context.Context, ev *Event, read func(context.Context) ([]ledger.LiveHold, []ledger.OverflowBuyer, error)) (inventory.Snapshot, error) {
 	rows, buyers, err := read(ctx)
 	if err != nil {
 		return inventory.Snapshot{}, err
@@ -358,7 +349,7 @@ func (p *Protocol) ledgerState(ctx context.Context, ev *Event, read func(context
 	}
 	snap.Remaining = ev.Sellable - active
 	if snap.Remaining < 0 {
-		p.log.Error("ledger holds exceed the sellable pool", "event", ev.ID, "sellable", ev.Sellable, "active", active)
+		rc.log.Error("ledger holds exceed the sellable pool", "event", ev.ID, "sellable", ev.Sellable, "active", active)
 		snap.Remaining = 0
 	}
 	return snap, nil
@@ -366,12 +357,12 @@ func (p *Protocol) ledgerState(ctx context.Context, ev *Event, read func(context
 
 // reclaim returns lapsed holds' seats in Redis and reads remaining, so the
 // count treats expired holds as free, as the ledger does.
-func (p *Protocol) reclaim(ctx context.Context, ev *Event) (int64, bool, error) {
-	n, seats, loaded, err := p.inv.Reclaim(ctx, ev.ID, p.now())
+func (rc *Recovery) reclaim(ctx context.Context, ev *Event) (int64, bool, error) {
+	n, seats, loaded, err := rc.inv.Reclaim(ctx, ev.ID, rc.now())
 	if seats > 0 {
-		p.metrics.ReclaimedSeats.Add(float64(seats))
+		rc.metrics.ReclaimedSeats.Add(float64(seats))
 		if ev.room.State().SoldOut {
-			p.SyncSoldOut(ctx, ev)
+			rc.registry.SyncSoldOut(ctx, ev)
 		}
 	}
 	return n, loaded, err

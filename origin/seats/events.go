@@ -51,41 +51,41 @@ func (ev *Event) noteFinal(t time.Time) {
 
 // Event returns the live event, reading it from the ledger when this node
 // has not seen it yet (created on another node).
-func (p *Protocol) Event(ctx context.Context, id int64) (*Event, error) {
-	p.mu.RLock()
-	ev := p.events[id]
-	p.mu.RUnlock()
+func (g *Registry) Event(ctx context.Context, id int64) (*Event, error) {
+	g.mu.RLock()
+	ev := g.events[id]
+	g.mu.RUnlock()
 	if ev != nil {
 		return ev, nil
 	}
-	e, err := p.ledger.Event(ctx, id)
+	e, err := g.ledger.Event(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	return p.Serve(e), nil
+	return g.Serve(e), nil
 }
 
 // Serve starts serving e (idempotent) and returns it live.
-func (p *Protocol) Serve(e ledger.Event) *Event {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if ev := p.events[e.ID]; ev != nil {
+func (g *Registry) Serve(e ledger.Event) *Event {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if ev := g.events[e.ID]; ev != nil {
 		return ev
 	}
-	ev := &Event{Event: e, room: waitroom.NewRoom(p.store, e.ID, waitroom.RoomOptions{
-		Follow: true, Now: p.cfg.Clock, Logger: p.log, PollInterval: p.cfg.RoomPollInterval,
+	ev := &Event{Event: e, room: waitroom.NewRoom(g.store, e.ID, waitroom.RoomOptions{
+		Follow: true, Now: g.cfg.Clock, Logger: g.log, PollInterval: g.cfg.RoomPollInterval,
 	})}
-	p.events[e.ID] = ev
-	go ev.room.Run(p.bg)
+	g.events[e.ID] = ev
+	go ev.room.Run(g.bg)
 	return ev
 }
 
 // Events are the events this node serves.
-func (p *Protocol) Events() []*Event {
-	p.mu.RLock()
-	defer p.mu.RUnlock()
-	out := make([]*Event, 0, len(p.events))
-	for _, ev := range p.events {
+func (g *Registry) Events() []*Event {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	out := make([]*Event, 0, len(g.events))
+	for _, ev := range g.events {
 		out = append(out, ev)
 	}
 	return out
@@ -93,14 +93,14 @@ func (p *Protocol) Events() []*Event {
 
 // LoadEvents starts serving every event of the ledger not served yet, and
 // returns them all.
-func (p *Protocol) LoadEvents(ctx context.Context) ([]*Event, error) {
-	all, err := p.ledger.Events(ctx)
+func (g *Registry) LoadEvents(ctx context.Context) ([]*Event, error) {
+	all, err := g.ledger.Events(ctx)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]*Event, 0, len(all))
 	for _, e := range all {
-		out = append(out, p.Serve(e))
+		out = append(out, g.Serve(e))
 	}
 	return out, nil
 }
@@ -111,8 +111,8 @@ func (p *Protocol) CreateEvent(ctx context.Context, e ledger.Event) (ledger.Even
 	if err != nil {
 		return ledger.Event{}, err
 	}
-	ev := p.Serve(created)
-	if err := p.rebuild(ctx, ev, reasonCreated); err != nil {
+	ev := p.registry.Serve(created)
+	if err := p.recovery.rebuild(ctx, ev, reasonCreated); err != nil {
 		// The event exists; the first hold loads it again.
 		p.log.Warn("new event not loaded into redis yet", "event", ev.ID, "error", err)
 	}
@@ -120,22 +120,22 @@ func (p *Protocol) CreateEvent(ctx context.Context, e ledger.Event) (ledger.Even
 }
 
 // LoadNewEvent loads a just-created event into Redis as CreateEvent does.
-func (p *Protocol) LoadNewEvent(ctx context.Context, id int64) error {
-	ev, err := p.Event(ctx, id)
+func (rc *Recovery) LoadNewEvent(ctx context.Context, id int64) error {
+	ev, err := rc.registry.Event(ctx, id)
 	if err != nil {
 		return err
 	}
-	return p.rebuild(ctx, ev, reasonCreated)
+	return rc.rebuild(ctx, ev, reasonCreated)
 }
 
 // Remaining is the count of seats left: from Redis, or from the ledger when
 // Redis cannot answer (the ledger wins anyway).
-func (p *Protocol) Remaining(ctx context.Context, ev *Event) (int64, error) {
-	n, loaded, err := p.reclaim(ctx, ev)
+func (rc *Recovery) Remaining(ctx context.Context, ev *Event) (int64, error) {
+	n, loaded, err := rc.reclaim(ctx, ev)
 	if err == nil && loaded {
 		return n, nil
 	}
-	c, cerr := p.ledger.SeatCounts(ctx, ev.ID, p.now())
+	c, cerr := rc.ledger.SeatCounts(ctx, ev.ID, rc.now())
 	if cerr != nil {
 		return 0, errors.Join(err, cerr)
 	}

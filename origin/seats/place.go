@@ -118,7 +118,7 @@ func (p *Protocol) place(ctx context.Context, req PlaceRequest, takeOver string)
 			// lost (the command was sent again). What it did is unknown; its
 			// hold, if it made one, has no row and is settled like an
 			// uncertain write.
-			p.addUncertain(ev, ir.HoldID, deadline)
+			p.releases.addUncertain(ev, ir.HoldID, deadline)
 			res, err = inventory.HoldResult{}, errors.New("hold script answer lost")
 		}
 		if err == nil && res.Outcome == inventory.Claimed {
@@ -151,7 +151,7 @@ func (p *Protocol) answer(ctx context.Context, req PlaceRequest, ir inventory.Ho
 			// would have no row, and no request to give them back. Once no run
 			// of it can take seats any more (its deadline, which Redis checks),
 			// they are returned like those of an uncertain write.
-			p.addUncertain(ev, ir.HoldID, deadline)
+			p.releases.addUncertain(ev, ir.HoldID, deadline)
 		}
 		p.log.Warn("hold failed in redis", "event", ev.ID, "hold", ir.HoldID, "error", err)
 		return unavailable(ReasonNotHeld)
@@ -159,7 +159,7 @@ func (p *Protocol) answer(ctx context.Context, req PlaceRequest, ir inventory.Ho
 	if res.Reclaimed > 0 {
 		p.metrics.ReclaimedSeats.Add(float64(res.Reclaimed))
 		if res.Remaining > 0 && ev.room.State().SoldOut {
-			p.SyncSoldOut(ctx, ev)
+			p.registry.SyncSoldOut(ctx, ev)
 		}
 	}
 	switch res.Outcome {
@@ -170,7 +170,7 @@ func (p *Protocol) answer(ctx context.Context, req PlaceRequest, ir inventory.Ho
 		return unavailable(ReasonNotHeld)
 	case inventory.SoldOut:
 		if res.Remaining == 0 && !ev.room.State().SoldOut {
-			p.SyncSoldOut(ctx, ev)
+			p.registry.SyncSoldOut(ctx, ev)
 		}
 		return Result{Outcome: SoldOut, Remaining: res.Remaining}
 	case inventory.AlreadyHeld:
@@ -231,14 +231,14 @@ func (p *Protocol) recordHold(ctx context.Context, req PlaceRequest, ir inventor
 	switch {
 	case err == nil:
 		if res.Remaining == 0 {
-			p.SyncSoldOut(wctx, ev)
+			p.registry.SyncSoldOut(wctx, ev)
 		}
 		return Result{Outcome: Held, Hold: row}
 
 	case errors.Is(err, ledger.ErrDuplicateKey):
 		// This key made a hold before (since released or expired, so Redis
 		// no longer knows it): answer as the first time.
-		p.compensate(wctx, ev, ir.HoldID)
+		p.releases.compensate(wctx, ev, ir.HoldID)
 		first, ferr := p.ledger.HoldByKey(wctx, ev.ID, req.User, req.Key)
 		if ferr != nil {
 			return unavailable(ReasonNotRecorded)
@@ -247,7 +247,7 @@ func (p *Protocol) recordHold(ctx context.Context, req PlaceRequest, ir inventor
 
 	case errors.Is(err, ledger.ErrLiveHoldExists):
 		// The ledger knows a live hold Redis had lost: the ledger wins.
-		p.compensate(wctx, ev, ir.HoldID)
+		p.releases.compensate(wctx, ev, ir.HoldID)
 		live, lerr := p.ledger.LiveHoldOfUser(wctx, ev.ID, req.User)
 		if lerr != nil {
 			return unavailable(ReasonNotRecorded)
@@ -261,12 +261,12 @@ func (p *Protocol) recordHold(ctx context.Context, req PlaceRequest, ir inventor
 	case outcome == ledger.WriteUncertain:
 		// The row may still be committed, until its deadline: returning
 		// the seats now could sell them twice. Keep them until then.
-		p.addUncertain(ev, ir.HoldID, deadline)
+		p.releases.addUncertain(ev, ir.HoldID, deadline)
 		p.log.Warn("hold write outcome unknown; seats kept until the ledger answers", "event", ev.ID, "hold", ir.HoldID, "error", err)
 		return unavailable(ReasonNotRecorded)
 
 	default:
-		p.compensate(wctx, ev, ir.HoldID)
+		p.releases.compensate(wctx, ev, ir.HoldID)
 		p.log.Warn("hold write failed; seats returned", "event", ev.ID, "hold", ir.HoldID, "error", err)
 		return unavailable(ReasonNotRecorded)
 	}
@@ -290,7 +290,7 @@ func (p *Protocol) existingHold(ctx context.Context, req PlaceRequest, ir invent
 		case errors.Is(err, ledger.ErrNotFound):
 			// The first attempt's write failed with an unknown outcome (or
 			// is still under way); the seats go back once it is final.
-			p.addUncertain(req.Event, res.HoldID, p.unknownDeadline())
+			p.releases.addUncertain(req.Event, res.HoldID, p.releases.unknownDeadline())
 			return unavailable(ReasonVerifying)
 		case err != nil:
 			return unavailable(ReasonUnreadable)

@@ -83,38 +83,73 @@ func unregisteredMetrics() *Metrics {
 	}
 }
 
-// Protocol is the seat protocol of one origin node.
-type Protocol struct {
+// base is what every part of the protocol shares.
+type base struct {
 	cfg     Config
 	log     *slog.Logger
 	ledger  *ledger.Ledger
 	rdb     redis.UniversalClient
 	inv     *inventory.Inventory
-	store   waitroom.Store
-	idem    *idem.Store
 	metrics *Metrics
-	flight  singleflight.Group
+}
+
+// now is the protocol's clock at millisecond precision, the precision Redis
+// keeps expiries in, so Redis and Postgres judge an expiry alike.
+func (b *base) now() time.Time { return b.cfg.Clock().UTC().Truncate(time.Millisecond) }
+
+// Protocol is the seat protocol of one origin node: the changes to holds
+// (place, extend, confirm, release). Its parts are the events it serves
+// (Registry), the seats owed back to Redis and the writes of unknown
+// outcome (Releases), and the invariant's check and repair (Recovery).
+type Protocol struct {
+	*base
+	registry *Registry
+	releases *Releases
+	recovery *Recovery
+	idem     *idem.Store
 
 	// holdRows writes the ledger rows of new holds, in batches.
 	holdRows *ledger.HoldWriter
 	// afterRedisStep, when set (tests), runs between the Redis step and the
 	// ledger step of a change to a hold.
 	afterRedisStep func()
-	// duringRebuild, when set (tests), runs in a rebuild once the
-	// inventory is frozen.
-	duringRebuild func()
+}
 
+// Registry is the events this node serves, each with its admission state
+// and the per-event coordination of the protocol.
+type Registry struct {
+	*base
+	store waitroom.Store
 	// bg is the context background work (admission rooms) runs under.
 	bg context.Context
 
 	mu     sync.RWMutex
 	events map[int64]*Event
+}
 
-	// uncertain holds wait to be checked against the ledger (uncertain.go);
-	// unreleased holds wait for Redis to take their release (release.go).
+// Releases are the seats owed back to Redis: releases Redis refused, kept
+// to retry in their mode (release.go), and the hold writes whose outcome
+// is unknown, whose seats go back once they are final and not applied
+// (uncertain.go).
+type Releases struct {
+	*base
+	registry *Registry
+
 	pendingMu  sync.Mutex
 	uncertain  map[string]uncertainHold
 	unreleased map[string]pendingRelease
+}
+
+// Recovery checks an event's inventory against the ledger and repairs it:
+// the drift correction while the sale goes on, the rebuild (drift.go).
+type Recovery struct {
+	*base
+	registry *Registry
+	releases *Releases
+	flight   singleflight.Group
+	// duringRebuild, when set (tests), runs in a rebuild once the
+	// inventory is frozen.
+	duringRebuild func()
 }
 
 // New returns the protocol over cfg.Ledger and cfg.Redis. It does no I/O.
@@ -137,26 +172,23 @@ func New(cfg Config) (*Protocol, error) {
 	if cfg.Idempotency == nil {
 		cfg.Idempotency = idem.New(cfg.Redis)
 	}
-	return &Protocol{
-		cfg:        cfg,
-		log:        cfg.Logger,
-		ledger:     cfg.Ledger,
-		holdRows:   ledger.NewHoldWriter(cfg.Ledger),
-		rdb:        cfg.Redis,
-		inv:        inventory.New(cfg.Redis),
-		store:      waitroom.NewRedisStore(cfg.Redis, waitroom.RedisOptions{}),
-		idem:       cfg.Idempotency,
-		metrics:    cfg.Metrics,
-		bg:         context.Background(),
-		events:     make(map[int64]*Event),
-		uncertain:  make(map[string]uncertainHold),
-		unreleased: make(map[string]pendingRelease),
-	}, nil
+	b := &base{cfg: cfg, log: cfg.Logger, ledger: cfg.Ledger, rdb: cfg.Redis, inv: inventory.New(cfg.Redis), metrics: cfg.Metrics}
+	g := &Registry{base: b, store: waitroom.NewRedisStore(cfg.Redis, waitroom.RedisOptions{}), bg: context.Background(),
+		events: make(map[int64]*Event)}
+	r := &Releases{base: b, registry: g, uncertain: make(map[string]uncertainHold), unreleased: make(map[string]pendingRelease)}
+	c := &Recovery{base: b, registry: g, releases: r}
+	return &Protocol{base: b, registry: g, releases: r, recovery: c, idem: cfg.Idempotency,
+		holdRows: ledger.NewHoldWriter(cfg.Ledger)}, nil
 }
 
-// now is the protocol's clock at millisecond precision, the precision Redis
-// keeps expiries in, so Redis and Postgres judge an expiry alike.
-func (p *Protocol) now() time.Time { return p.cfg.Clock().UTC().Truncate(time.Millisecond) }
+// Registry is the events this node serves.
+func (p *Protocol) Registry() *Registry { return p.registry }
+
+// Releases are the seats owed back to Redis.
+func (p *Protocol) Releases() *Releases { return p.releases }
+
+// Recovery is the invariant's check and repair.
+func (p *Protocol) Recovery() *Recovery { return p.recovery }
 
 // Inventory is the Redis inventory.
 func (p *Protocol) Inventory() *inventory.Inventory { return p.inv }
@@ -173,24 +205,24 @@ func (p *Protocol) Hooks(afterRedisStep, duringRebuild func()) {
 		p.afterRedisStep = afterRedisStep
 	}
 	if duringRebuild != nil {
-		p.duringRebuild = duringRebuild
+		p.recovery.duringRebuild = duringRebuild
 	}
 }
 
 // SettleTime is how long a rebuild waits for other nodes' hold writes.
-func (p *Protocol) SettleTime() time.Duration { return p.cfg.RebuildSettle + p.cfg.ClockSkewMargin }
+func (rc *Recovery) SettleTime() time.Duration { return rc.cfg.RebuildSettle + rc.cfg.ClockSkewMargin }
 
 // Start serves every event of the ledger: it follows their admission state
 // until ctx ends and loads into Redis the ones whose keys are missing (a
 // new or flushed Redis).
 func (p *Protocol) Start(ctx context.Context) error {
-	p.bg = ctx
-	events, err := p.LoadEvents(ctx)
+	p.registry.bg = ctx
+	events, err := p.registry.LoadEvents(ctx)
 	if err != nil {
 		return err
 	}
 	for _, ev := range events {
-		if err := p.ensureLoaded(ctx, ev); err != nil {
+		if err := p.recovery.ensureLoaded(ctx, ev); err != nil {
 			return err
 		}
 	}

@@ -14,12 +14,12 @@ import (
 // operator's) is never cleared here: it stays until the operator lifts it.
 // The origin knows its own by a mark it writes next to the flag
 // (soldOutMark).
-func (p *Protocol) SyncSoldOut(ctx context.Context, ev *Event) {
+func (g *Registry) SyncSoldOut(ctx context.Context, ev *Event) {
 	ev.soldOutMu.Lock()
 	defer ev.soldOutMu.Unlock()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
-	n, loaded, err := p.inv.Remaining(ctx, ev.ID)
+	n, loaded, err := g.inv.Remaining(ctx, ev.ID)
 	if err != nil || !loaded {
 		return
 	}
@@ -30,34 +30,34 @@ func (p *Protocol) SyncSoldOut(ctx context.Context, ev *Event) {
 	case want && !st.SoldOut:
 		// The mark first: a flag set without it would pass for an
 		// operator's and never be cleared.
-		if err := p.rdb.Set(ctx, mark, "1", 0).Err(); err != nil {
-			p.log.Warn("could not mark the sold-out flag as the origin's", "event", ev.ID, "error", err)
+		if err := g.rdb.Set(ctx, mark, "1", 0).Err(); err != nil {
+			g.log.Warn("could not mark the sold-out flag as the origin's", "event", ev.ID, "error", err)
 			return
 		}
 	case !want && st.SoldOut:
-		ours, err := p.rdb.Exists(ctx, mark).Result()
+		ours, err := g.rdb.Exists(ctx, mark).Result()
 		if err != nil || ours == 0 {
 			return // an operator's flag, or unknown: left as it is
 		}
 	case !st.SoldOut:
 		// Lifted by anyone: a mark left would claim a later operator's flag.
-		if err := p.rdb.Del(ctx, mark).Err(); err != nil {
-			p.log.Warn("could not clear the sold-out mark", "event", ev.ID, "error", err)
+		if err := g.rdb.Del(ctx, mark).Err(); err != nil {
+			g.log.Warn("could not clear the sold-out mark", "event", ev.ID, "error", err)
 		}
 		return
 	default:
 		return
 	}
 	if _, err := ev.room.Update(ctx, waitroom.Change{SoldOut: &want}); err != nil {
-		p.log.Warn("could not update the sold-out flag", "event", ev.ID, "sold_out", want, "error", err)
+		g.log.Warn("could not update the sold-out flag", "event", ev.ID, "sold_out", want, "error", err)
 		return
 	}
 	if !want {
-		if err := p.rdb.Del(ctx, mark).Err(); err != nil {
-			p.log.Warn("could not clear the sold-out mark", "event", ev.ID, "error", err)
+		if err := g.rdb.Del(ctx, mark).Err(); err != nil {
+			g.log.Warn("could not clear the sold-out mark", "event", ev.ID, "error", err)
 		}
 	}
-	p.log.Info("sold-out flag updated", "event", ev.ID, "sold_out", want, "remaining", n)
+	g.log.Info("sold-out flag updated", "event", ev.ID, "sold_out", want, "remaining", n)
 }
 
 // soldOutMark is the key that says the event's sold-out flag is the

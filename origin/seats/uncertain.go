@@ -26,45 +26,47 @@ type uncertainHold struct {
 
 // finalAfter is when a write with deadline d can no longer be committed, by
 // this node's clock: the server judges d by its own.
-func (p *Protocol) finalAfter(d time.Time) time.Time { return d.Add(p.cfg.ClockSkewMargin) }
+func (rs *Releases) finalAfter(d time.Time) time.Time { return d.Add(rs.cfg.ClockSkewMargin) }
 
 // unknownDeadline bounds the deadline of a write this node did not make
 // (another node's, or one whose request is gone) of a hold that exists now:
 // its deadline was set before its hold script ran, so before now.
-func (p *Protocol) unknownDeadline() time.Time { return p.cfg.WallClock().Add(p.cfg.HoldWriteTimeout) }
+func (rs *Releases) unknownDeadline() time.Time {
+	return rs.cfg.WallClock().Add(rs.cfg.HoldWriteTimeout)
+}
 
 // addUncertain keeps a hold's seats until its write, whose deadline is
 // deadline, is final, and holds off rebuilds of the event until then.
-func (p *Protocol) addUncertain(ev *Event, holdID string, deadline time.Time) {
-	final := p.finalAfter(deadline)
+func (rs *Releases) addUncertain(ev *Event, holdID string, deadline time.Time) {
+	final := rs.finalAfter(deadline)
 	ev.noteFinal(final)
-	p.pendingMu.Lock()
-	defer p.pendingMu.Unlock()
-	if _, ok := p.uncertain[holdID]; !ok {
-		p.uncertain[holdID] = uncertainHold{event: ev.ID, final: final}
+	rs.pendingMu.Lock()
+	defer rs.pendingMu.Unlock()
+	if _, ok := rs.uncertain[holdID]; !ok {
+		rs.uncertain[holdID] = uncertainHold{event: ev.ID, final: final}
 	}
 }
 
 // ResolveUncertain settles the uncertain hold writes that are final and
 // returns how many it settled. On a ledger error (the ledger is likely
 // still away) it settles none and tries again on the next call.
-func (p *Protocol) ResolveUncertain(ctx context.Context) (int, error) {
-	now := p.cfg.WallClock()
-	p.pendingMu.Lock()
+func (rs *Releases) ResolveUncertain(ctx context.Context) (int, error) {
+	now := rs.cfg.WallClock()
+	rs.pendingMu.Lock()
 	due := make(map[string]uncertainHold)
 	var ids []string
-	for id, u := range p.uncertain {
+	for id, u := range rs.uncertain {
 		if !now.Before(u.final) {
 			due[id] = u
 			ids = append(ids, id)
 		}
 	}
-	p.pendingMu.Unlock()
+	rs.pendingMu.Unlock()
 	if len(due) == 0 {
 		return 0, nil
 	}
 
-	written, err := p.ledger.HoldsWritten(ctx, ids)
+	written, err := rs.ledger.HoldsWritten(ctx, ids)
 	if errors.Is(err, ledger.ErrHoldWritesBusy) {
 		return 0, nil // the next call asks again
 	}
@@ -74,16 +76,16 @@ func (p *Protocol) ResolveUncertain(ctx context.Context) (int, error) {
 	settled := 0
 	for id, u := range due {
 		if !written[id] {
-			ev, err := p.Event(ctx, u.event)
+			ev, err := rs.registry.Event(ctx, u.event)
 			if err != nil {
 				return settled, err
 			}
-			p.compensate(ctx, ev, id)
-			p.log.Info("uncertain hold write was not applied; seats returned", "event", u.event, "hold", id)
+			rs.compensate(ctx, ev, id)
+			rs.log.Info("uncertain hold write was not applied; seats returned", "event", u.event, "hold", id)
 		}
-		p.pendingMu.Lock()
-		delete(p.uncertain, id)
-		p.pendingMu.Unlock()
+		rs.pendingMu.Lock()
+		delete(rs.uncertain, id)
+		rs.pendingMu.Unlock()
 		settled++
 	}
 	return settled, nil
@@ -93,14 +95,32 @@ func (p *Protocol) ResolveUncertain(ctx context.Context) (int, error) {
 // final (its deadline and the clock-skew margin have passed): for tests.
 // The deadlines are wall-clock ones: this is a real wait, as long as
 // HoldWriteTimeout at most.
-func (p *Protocol) WaitUncertainFinal() {
-	p.pendingMu.Lock()
+func (rs *Releases) WaitUncertainFinal() {
+	rs.pendingMu.Lock()
 	var last time.Time
-	for _, u := range p.uncertain {
+	for _, u := range rs.uncertain {
 		if u.final.After(last) {
 			last = u.final
 		}
 	}
-	p.pendingMu.Unlock()
-	time.Sleep(last.Sub(p.cfg.WallClock()))
+	rs.pendingMu.Unlock()
+	time.Sleep(last.Sub(rs.cfg.WallClock()))
+}
+
+// pending reports whether a write of unknown outcome or a release owed to
+// Redis is kept for the event.
+func (rs *Releases) pending(event int64) bool {
+	rs.pendingMu.Lock()
+	defer rs.pendingMu.Unlock()
+	for _, u := range rs.uncertain {
+		if u.event == event {
+			return true
+		}
+	}
+	for _, r := range rs.unreleased {
+		if r.event == event {
+			return true
+		}
+	}
+	return false
 }
