@@ -2,11 +2,9 @@ package caddymodule
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"html/template"
-	"io"
 	"math"
 	"net/http"
 	"strconv"
@@ -309,14 +307,9 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		return err
 	}
 
-	if h.waitingPage, err = loadTemplate("waiting_template", h.WaitingTemplate, defaultWaitingPage, sampleWaitingPage); err != nil {
+	if err := h.loadPages(); err != nil {
 		return err
 	}
-	if h.soldOutPage, err = loadTemplate("sold_out_template", h.SoldOutTemplate, defaultSoldOutPage, SoldOutPage{Event: h.Event}); err != nil {
-		return err
-	}
-	h.unavailPage = defaultUnavailablePage
-	h.preQueuePage, h.challengePg, h.limitedPage = defaultPreQueuePage, defaultChallengePage, defaultRateLimitedPage
 	if h.Challenge > 0 {
 		if h.challenger, err = waitroom.NewChallenger(ks, h.Event, h.Challenge, 0, h.now); err != nil {
 			return fmt.Errorf("challenge: %w", err)
@@ -696,139 +689,6 @@ func (h *Handler) admit(w http.ResponseWriter, r *http.Request, next caddyhttp.H
 	return next.ServeHTTP(w, r)
 }
 
-// waitingBody is the JSON form of the waiting answer.
-type waitingBody struct {
-	Status               string `json:"status"`
-	Event                int64  `json:"event"`
-	Position             int64  `json:"position"`
-	AdmittedThrough      int64  `json:"admitted_through"`
-	Ahead                int64  `json:"ahead"`
-	EstimatedWaitSeconds int64  `json:"estimated_wait_seconds"`
-	Token                string `json:"token"`
-	Paused               bool   `json:"paused"`
-}
-
-// wait answers with the waiting page or its JSON form.
-func (h *Handler) wait(w http.ResponseWriter, r *http.Request, repl *caddy.Replacer, s waitroom.State, t waitroom.Ticket) error {
-	d, known := h.room.room.EstimateWait(t.Position)
-	var seconds int64
-	if known {
-		seconds = int64(math.Ceil(d.Seconds()))
-	}
-	retry := retryAfter(s, d, known)
-	hdr := w.Header()
-	hdr.Set(HeaderStatus, StatusWaiting)
-	hdr.Set("Cache-Control", "no-store")
-	hdr.Set("Retry-After", strconv.Itoa(retry))
-	hdr.Add("Vary", "Accept")
-	setPlaceholders(repl, StatusWaiting, t.Position)
-	h.m.waiting.Inc()
-
-	ahead := max(0, t.Position-s.Watermark-1)
-	if wantsJSON(r) {
-		return writeJSON(w, h.WaitingStatus, waitingBody{
-			Status:               StatusWaiting,
-			Event:                h.Event,
-			Position:             t.Position,
-			AdmittedThrough:      s.Watermark,
-			Ahead:                ahead,
-			EstimatedWaitSeconds: seconds,
-			Token:                t.Raw,
-			Paused:               s.Paused,
-		})
-	}
-	return h.render(w, h.WaitingStatus, h.waitingPage, WaitingPage{
-		Event:                h.Event,
-		Position:             t.Position,
-		AdmittedThrough:      s.Watermark,
-		Ahead:                ahead,
-		EstimatedWaitSeconds: seconds,
-		EstimatedWait:        DescribeWait(d, known),
-		Paused:               s.Paused,
-		RetryAfterSeconds:    retry,
-	})
-}
-
-// soldOut answers 410. It never sets a cookie, so the answer to a stranger
-// can be shared: a CDN may serve one copy to every newcomer. tokenHolder
-// says the request carried a queue token (valid or not): its answer is
-// about that token, so it is kept out of shared caches. Vary names every
-// header the answer depends on, so a cache never gives a token holder the
-// copy made for a stranger.
-func (h *Handler) soldOut(w http.ResponseWriter, r *http.Request, repl *caddy.Replacer, pos int64, tokenHolder bool) error {
-	hdr := w.Header()
-	hdr.Del("Set-Cookie")
-	hdr.Del(HeaderToken)
-	hdr.Set(HeaderStatus, StatusSoldOut)
-	if tokenHolder {
-		hdr.Set("Cache-Control", h.privateMaxAge)
-	} else {
-		hdr.Set("Cache-Control", h.publicMaxAge)
-	}
-	hdr.Add("Vary", soldOutVary)
-	setPlaceholders(repl, StatusSoldOut, pos)
-	h.m.soldOut.Inc()
-	if wantsJSON(r) {
-		return writeJSON(w, http.StatusGone, struct {
-			Status string `json:"status"`
-			Event  int64  `json:"event"`
-		}{StatusSoldOut, h.Event})
-	}
-	return h.render(w, http.StatusGone, h.soldOutPage, SoldOutPage{Event: h.Event})
-}
-
-// unavailable answers a new arrival whose position could not be taken
-// because the store is down, or lost the event's state and is having it
-// restored: try again shortly, never a hang or a 500.
-func (h *Handler) unavailable(w http.ResponseWriter, r *http.Request, repl *caddy.Replacer, err error) error {
-	h.logger.Debug("queue store unavailable for a new arrival", zap.Int64("event", h.Event), zap.Error(err))
-	retry := unavailableRetry
-	switch {
-	case errors.Is(err, waitroom.ErrRestoring) || errors.Is(err, waitroom.ErrNoState):
-		retry = restoringRetry
-	case errors.Is(err, waitroom.ErrDrawing) || errors.Is(err, waitroom.ErrNotOpen):
-		retry = drawingRetry
-	}
-	hdr := w.Header()
-	hdr.Set(HeaderStatus, StatusUnavailable)
-	hdr.Set("Cache-Control", "no-store")
-	hdr.Set("Retry-After", strconv.Itoa(retry))
-	hdr.Add("Vary", "Accept")
-	setPlaceholders(repl, StatusUnavailable, 0)
-	if wantsJSON(r) {
-		return writeJSON(w, http.StatusServiceUnavailable, struct {
-			Error   string `json:"error"`
-			Message string `json:"message"`
-		}{"queue_unavailable", "The queue cannot take new arrivals right now; try again in a few seconds."})
-	}
-	return h.render(w, http.StatusServiceUnavailable, h.unavailPage, UnavailablePage{Event: h.Event, RetryAfterSeconds: retry})
-}
-
-func (h *Handler) render(w http.ResponseWriter, status int, t *template.Template, data any) error {
-	var b strings.Builder
-	if err := t.Execute(&b, data); err != nil {
-		return caddyhttp.Error(http.StatusInternalServerError, fmt.Errorf("waitroom page %s: %w", t.Name(), err))
-	}
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.Header().Set("Content-Length", strconv.Itoa(b.Len()))
-	w.WriteHeader(status)
-	_, err := io.WriteString(w, b.String())
-	return err
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) error {
-	body, err := json.Marshal(v)
-	if err != nil {
-		return caddyhttp.Error(http.StatusInternalServerError, err)
-	}
-	body = append(body, '\n')
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(status)
-	_, err = w.Write(body)
-	return err
-}
-
 // gatewayHeaders are the headers the handler sets: on admitted requests
 // (the identity headers) and on its answers.
 var gatewayHeaders = [...]string{HeaderUser, HeaderPosition, HeaderToken, HeaderStatus}
@@ -882,26 +742,6 @@ func setPlaceholders(repl *caddy.Replacer, status string, pos int64) {
 	} else {
 		repl.Set("http.waitroom.position", "")
 	}
-}
-
-// wantsJSON follows docs/api.md §3: JSON when Accept mentions application/json.
-func wantsJSON(r *http.Request) bool {
-	for _, v := range r.Header.Values("Accept") {
-		if strings.Contains(v, "application/json") {
-			return true
-		}
-	}
-	return false
-}
-
-// retryAfter is how many seconds a waiting client should wait before asking
-// again: sooner as its turn nears, never so often that the queue itself
-// becomes the stampede.
-func retryAfter(s waitroom.State, d time.Duration, known bool) int {
-	if s.Paused || !known {
-		return 10
-	}
-	return min(max(int(d.Seconds()/4), 3), 30)
 }
 
 // Interface guards

@@ -1,15 +1,31 @@
 package caddymodule
 
 import (
+	"context"
 	"embed"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"html/template"
 	"io"
 	"math"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
+
+	"github.com/waitroom/waitroom/waitroom"
 )
+
+// The handler's answers of its own, rendered: the HTML pages and their JSON
+// forms (docs/api.md §3, docs/opening.md). The handler decides which answer
+// a request gets; what each looks like is here.
 
 // The default pages. They inline their styles and script: every other asset
 // of the site sits behind the waiting room itself.
@@ -91,6 +107,21 @@ type UnavailablePage struct {
 	RetryAfterSeconds int
 }
 
+// loadPages sets up the handler's pages: the configured templates, checked
+// now, or the embedded ones.
+func (h *Handler) loadPages() error {
+	var err error
+	if h.waitingPage, err = loadTemplate("waiting_template", h.WaitingTemplate, defaultWaitingPage, sampleWaitingPage); err != nil {
+		return err
+	}
+	if h.soldOutPage, err = loadTemplate("sold_out_template", h.SoldOutTemplate, defaultSoldOutPage, SoldOutPage{Event: h.Event}); err != nil {
+		return err
+	}
+	h.unavailPage = defaultUnavailablePage
+	h.preQueuePage, h.challengePg, h.limitedPage = defaultPreQueuePage, defaultChallengePage, defaultRateLimitedPage
+	return nil
+}
+
 // sampleWaitingPage exercises every field when a configured template is
 // checked at load time.
 var sampleWaitingPage = WaitingPage{
@@ -138,4 +169,260 @@ func DescribeWait(d time.Duration, known bool) string {
 	default:
 		return fmt.Sprintf("about %d hours", int(math.Round(d.Hours())))
 	}
+}
+
+// waitingBody is the JSON form of the waiting answer.
+type waitingBody struct {
+	Status               string `json:"status"`
+	Event                int64  `json:"event"`
+	Position             int64  `json:"position"`
+	AdmittedThrough      int64  `json:"admitted_through"`
+	Ahead                int64  `json:"ahead"`
+	EstimatedWaitSeconds int64  `json:"estimated_wait_seconds"`
+	Token                string `json:"token"`
+	Paused               bool   `json:"paused"`
+}
+
+// wait answers with the waiting page or its JSON form.
+func (h *Handler) wait(w http.ResponseWriter, r *http.Request, repl *caddy.Replacer, s waitroom.State, t waitroom.Ticket) error {
+	d, known := h.room.room.EstimateWait(t.Position)
+	var seconds int64
+	if known {
+		seconds = int64(math.Ceil(d.Seconds()))
+	}
+	retry := retryAfter(s, d, known)
+	hdr := w.Header()
+	hdr.Set(HeaderStatus, StatusWaiting)
+	hdr.Set("Cache-Control", "no-store")
+	hdr.Set("Retry-After", strconv.Itoa(retry))
+	hdr.Add("Vary", "Accept")
+	setPlaceholders(repl, StatusWaiting, t.Position)
+	h.m.waiting.Inc()
+
+	ahead := max(0, t.Position-s.Watermark-1)
+	if wantsJSON(r) {
+		return writeJSON(w, h.WaitingStatus, waitingBody{
+			Status:               StatusWaiting,
+			Event:                h.Event,
+			Position:             t.Position,
+			AdmittedThrough:      s.Watermark,
+			Ahead:                ahead,
+			EstimatedWaitSeconds: seconds,
+			Token:                t.Raw,
+			Paused:               s.Paused,
+		})
+	}
+	return h.render(w, h.WaitingStatus, h.waitingPage, WaitingPage{
+		Event:                h.Event,
+		Position:             t.Position,
+		AdmittedThrough:      s.Watermark,
+		Ahead:                ahead,
+		EstimatedWaitSeconds: seconds,
+		EstimatedWait:        DescribeWait(d, known),
+		Paused:               s.Paused,
+		RetryAfterSeconds:    retry,
+	})
+}
+
+// soldOut answers 410. It never sets a cookie, so the answer to a stranger
+// can be shared: a CDN may serve one copy to every newcomer. tokenHolder
+// says the request carried a queue token (valid or not): its answer is
+// about that token, so it is kept out of shared caches. Vary names every
+// header the answer depends on, so a cache never gives a token holder the
+// copy made for a stranger.
+func (h *Handler) soldOut(w http.ResponseWriter, r *http.Request, repl *caddy.Replacer, pos int64, tokenHolder bool) error {
+	hdr := w.Header()
+	hdr.Del("Set-Cookie")
+	hdr.Del(HeaderToken)
+	hdr.Set(HeaderStatus, StatusSoldOut)
+	if tokenHolder {
+		hdr.Set("Cache-Control", h.privateMaxAge)
+	} else {
+		hdr.Set("Cache-Control", h.publicMaxAge)
+	}
+	hdr.Add("Vary", soldOutVary)
+	setPlaceholders(repl, StatusSoldOut, pos)
+	h.m.soldOut.Inc()
+	if wantsJSON(r) {
+		return writeJSON(w, http.StatusGone, struct {
+			Status string `json:"status"`
+			Event  int64  `json:"event"`
+		}{StatusSoldOut, h.Event})
+	}
+	return h.render(w, http.StatusGone, h.soldOutPage, SoldOutPage{Event: h.Event})
+}
+
+// unavailable answers a new arrival whose position could not be taken
+// because the store is down, or lost the event's state and is having it
+// restored: try again shortly, never a hang or a 500.
+func (h *Handler) unavailable(w http.ResponseWriter, r *http.Request, repl *caddy.Replacer, err error) error {
+	h.logger.Debug("queue store unavailable for a new arrival", zap.Int64("event", h.Event), zap.Error(err))
+	retry := unavailableRetry
+	switch {
+	case errors.Is(err, waitroom.ErrRestoring) || errors.Is(err, waitroom.ErrNoState):
+		retry = restoringRetry
+	case errors.Is(err, waitroom.ErrDrawing) || errors.Is(err, waitroom.ErrNotOpen):
+		retry = drawingRetry
+	}
+	hdr := w.Header()
+	hdr.Set(HeaderStatus, StatusUnavailable)
+	hdr.Set("Cache-Control", "no-store")
+	hdr.Set("Retry-After", strconv.Itoa(retry))
+	hdr.Add("Vary", "Accept")
+	setPlaceholders(repl, StatusUnavailable, 0)
+	if wantsJSON(r) {
+		return writeJSON(w, http.StatusServiceUnavailable, struct {
+			Error   string `json:"error"`
+			Message string `json:"message"`
+		}{"queue_unavailable", "The queue cannot take new arrivals right now; try again in a few seconds."})
+	}
+	return h.render(w, http.StatusServiceUnavailable, h.unavailPage, UnavailablePage{Event: h.Event, RetryAfterSeconds: retry})
+}
+
+func (h *Handler) render(w http.ResponseWriter, status int, t *template.Template, data any) error {
+	var b strings.Builder
+	if err := t.Execute(&b, data); err != nil {
+		return caddyhttp.Error(http.StatusInternalServerError, fmt.Errorf("waitroom page %s: %w", t.Name(), err))
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Content-Length", strconv.Itoa(b.Len()))
+	w.WriteHeader(status)
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) error {
+	body, err := json.Marshal(v)
+	if err != nil {
+		return caddyhttp.Error(http.StatusInternalServerError, err)
+	}
+	body = append(body, '\n')
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(status)
+	_, err = w.Write(body)
+	return err
+}
+
+// wantsJSON follows docs/api.md §3: JSON when Accept mentions application/json.
+func wantsJSON(r *http.Request) bool {
+	for _, v := range r.Header.Values("Accept") {
+		if strings.Contains(v, "application/json") {
+			return true
+		}
+	}
+	return false
+}
+
+// retryAfter is how many seconds a waiting client should wait before asking
+// again: sooner as its turn nears, never so often that the queue itself
+// becomes the stampede.
+func retryAfter(s waitroom.State, d time.Duration, known bool) int {
+	if s.Paused || !known {
+		return 10
+	}
+	return min(max(int(d.Seconds()/4), 3), 30)
+}
+
+// preQueueBody is the JSON form of the pre-queue answer.
+type preQueueBody struct {
+	Status            string `json:"status"`
+	Event             int64  `json:"event"`
+	OpensAt           string `json:"opens_at"`
+	LotteryCommitment string `json:"lottery_commitment"`
+	OpensInSeconds    int64  `json:"opens_in_seconds"`
+	Token             string `json:"token"`
+}
+
+// challengeBody is the JSON form of the challenge answer.
+type challengeBody struct {
+	Status     string `json:"status"`
+	Event      int64  `json:"event"`
+	Challenge  string `json:"challenge"`
+	Difficulty int    `json:"difficulty"`
+	ExpiresAt  string `json:"expires_at"`
+}
+
+// maxPreQueueRetry caps the Retry-After of the pre-queue answer, so a
+// client polling by it is never told to sleep through the opening by much.
+const maxPreQueueRetry = 60
+
+// preQueue answers with the pre-queue page or its JSON form.
+func (h *Handler) preQueue(w http.ResponseWriter, r *http.Request, repl *caddy.Replacer, t waitroom.Ticket) error {
+	ctx, cancel := context.WithTimeout(r.Context(), joinTimeout)
+	commitment, err := h.room.room.Commitment(ctx)
+	cancel()
+	if err != nil {
+		return h.unavailable(w, r, repl, err)
+	}
+	opensIn := int64(math.Ceil(h.opensAt.Sub(h.now()).Seconds()))
+	opensIn = max(opensIn, 0)
+	hdr := w.Header()
+	hdr.Set(HeaderStatus, StatusPreQueue)
+	hdr.Set("Cache-Control", "no-store")
+	hdr.Set("Retry-After", strconv.FormatInt(min(max(opensIn, 1), maxPreQueueRetry), 10))
+	hdr.Add("Vary", "Accept")
+	setPlaceholders(repl, StatusPreQueue, 0)
+	opensAt := h.opensAt.Format(time.RFC3339Nano)
+	if wantsJSON(r) {
+		return writeJSON(w, http.StatusOK, preQueueBody{
+			Status:            StatusPreQueue,
+			Event:             h.Event,
+			OpensAt:           opensAt,
+			LotteryCommitment: commitment,
+			OpensInSeconds:    opensIn,
+			Token:             t.Raw,
+		})
+	}
+	return h.render(w, http.StatusOK, h.preQueuePage, PreQueuePage{
+		Event:             h.Event,
+		OpensAt:           opensAt,
+		OpensInSeconds:    opensIn,
+		LotteryCommitment: commitment,
+	})
+}
+
+// challenge answers a new arrival with a fresh challenge.
+func (h *Handler) challenge(w http.ResponseWriter, r *http.Request, repl *caddy.Replacer) error {
+	c := h.challenger.Issue()
+	hdr := w.Header()
+	hdr.Set(HeaderStatus, StatusChallenge)
+	hdr.Set("Cache-Control", "no-store")
+	hdr.Add("Vary", "Accept")
+	setPlaceholders(repl, StatusChallenge, 0)
+	h.m.challenges.Inc()
+	if wantsJSON(r) {
+		return writeJSON(w, http.StatusOK, challengeBody{
+			Status:     StatusChallenge,
+			Event:      h.Event,
+			Challenge:  c.Nonce,
+			Difficulty: c.Difficulty,
+			ExpiresAt:  c.ExpiresAt.UTC().Format(time.RFC3339),
+		})
+	}
+	return h.render(w, http.StatusOK, h.challengePg, ChallengePage{
+		Event:      h.Event,
+		Challenge:  c.Nonce,
+		Difficulty: c.Difficulty,
+	})
+}
+
+// rateLimited answers 429: the client made more new arrivals than the join
+// rate allows.
+func (h *Handler) rateLimited(w http.ResponseWriter, r *http.Request, repl *caddy.Replacer, wait time.Duration) error {
+	retry := max(int(math.Ceil(wait.Seconds())), 1)
+	hdr := w.Header()
+	hdr.Set(HeaderStatus, StatusRateLimited)
+	hdr.Set("Cache-Control", "no-store")
+	hdr.Set("Retry-After", strconv.Itoa(retry))
+	hdr.Add("Vary", "Accept")
+	setPlaceholders(repl, StatusRateLimited, 0)
+	h.m.rateLimited.Inc()
+	if wantsJSON(r) {
+		return writeJSON(w, http.StatusTooManyRequests, struct {
+			Error   string `json:"error"`
+			Message string `json:"message"`
+		}{"rate_limited", "Too many new arrivals from this address; try again in " + strconv.Itoa(retry) + " s."})
+	}
+	return h.render(w, http.StatusTooManyRequests, h.limitedPage, UnavailablePage{Event: h.Event, RetryAfterSeconds: retry})
 }
