@@ -25,42 +25,11 @@ import (
 // step), which bounds what a rebuild on another node waits for
 // (RebuildSettle).
 
+// The in-flight count of both is raised and lowered by inFlight (place.go).
+
 // ErrHoldExpired means the hold's expiry passed before it could be extended
 // or confirmed: its seats may be someone else's already.
 var ErrHoldExpired = errors.New("hold expired")
-
-// inFlight runs a change's Redis step and then its ledger step, with the
-// event's in-flight count raised from before the first to the end of the
-// second: the one place that raises and lowers it. deadline is the ledger
-// step's, set before the Redis step (the hold script takes no seat after
-// it either). While a rebuild holds the fence, or the keys are missing, the
-// count is lowered and the Redis step waits for the rebuild (which may be
-// waiting for the count), then runs again. The ledger step runs whatever
-// the Redis step returned.
-func (p *Protocol) inFlight(ctx context.Context, ev *Event, redisStep func(deadline time.Time) error, ledgerStep func(deadline time.Time, redisErr error)) {
-	ev.inflight.Add(1)
-	defer ev.inflight.Add(-1)
-	var deadline time.Time
-	var err error
-	for {
-		deadline = p.cfg.WallClock().Add(p.cfg.HoldWriteTimeout)
-		err = redisStep(deadline)
-		if !errors.Is(err, inventory.ErrFrozen) && !errors.Is(err, inventory.ErrNotLoaded) {
-			break
-		}
-		ev.inflight.Add(-1)
-		lerr := p.recovery.ensureLoaded(ctx, ev)
-		ev.inflight.Add(1)
-		if lerr != nil {
-			err = errors.Join(err, lerr)
-			break
-		}
-	}
-	if err == nil && p.afterRedisStep != nil {
-		p.afterRedisStep()
-	}
-	ledgerStep(deadline, err)
-}
 
 // ledgerStep runs the ledger step of a change to a hold: f in one
 // transaction that commits only before deadline, by the server's clock. A
