@@ -55,6 +55,7 @@ const adminTimeout = 5 * time.Second
 // without opens_at answers 404 not_found.
 type Admin struct {
 	logger *zap.Logger
+	routes *http.ServeMux
 }
 
 // CaddyModule returns the Caddy module information.
@@ -70,27 +71,100 @@ func (a *Admin) Provision(caddy.Context) error {
 	// The admin endpoint is not a module of the config's tree, so it has
 	// no module logger of its own; name it after the module.
 	a.logger = caddy.Log().Named("admin.api.waitroom")
+	a.routes = a.newMux()
 	return nil
 }
 
-// Routes returns the waiting room's admin routes.
+// Routes returns the waiting room's admin routes: one prefix on Caddy's
+// admin endpoint, routed inside by the module's own mux so that unknown
+// routes and wrong methods are answered in the project's error shape.
 func (a *Admin) Routes() []caddy.AdminRoute {
-	return []caddy.AdminRoute{{Pattern: "/waitroom/", Handler: caddy.AdminHandlerFunc(a.serve)}}
+	return []caddy.AdminRoute{{Pattern: adminPrefix, Handler: caddy.AdminHandlerFunc(a.serve)}}
 }
 
-// serve answers every /waitroom/ request; errors are written in the
-// project's error shape rather than left to the admin endpoint's.
+// adminPrefix is the part of Caddy's admin endpoint the module owns.
+const adminPrefix = "/waitroom/"
+
+// adminMethods are the methods the module's routes are tried with to tell a
+// wrong method (405) from an unknown route (404).
+var adminMethods = [...]string{http.MethodGet, http.MethodPost}
+
+// newMux routes the module's requests.
+func (a *Admin) newMux() *http.ServeMux {
+	m := http.NewServeMux()
+	m.Handle("GET /waitroom/events", a.handle(a.listEvents))
+	m.Handle("GET /waitroom/events/{id}", a.handle(a.withEvent(a.getEvent)))
+	m.Handle("POST /waitroom/events/{id}/watermark", a.handle(a.withEvent(a.setWatermark)))
+	m.Handle("POST /waitroom/events/{id}/sold_out", a.handle(a.withEvent(a.setSoldOut)))
+	m.Handle("POST /waitroom/events/{id}/pause", a.handle(a.withEvent(a.setPaused)))
+	m.Handle("GET /waitroom/events/{id}/lottery", a.handle(a.withEvent(a.lottery)))
+	m.Handle(adminPrefix, a.handle(func(w http.ResponseWriter, r *http.Request) error { return a.unrouted(m, w, r) }))
+	return m
+}
+
+// serve answers every request under the prefix.
 func (a *Admin) serve(w http.ResponseWriter, r *http.Request) error {
-	err := a.route(w, r)
+	a.routes.ServeHTTP(w, r)
+	return nil
+}
+
+// unrouted answers a request no route took: 405 with Allow when the path
+// is a route's under another method, else 404.
+func (a *Admin) unrouted(m *http.ServeMux, w http.ResponseWriter, r *http.Request) error {
+	var allowed []string
+	for _, method := range adminMethods {
+		probe := r.Clone(r.Context())
+		probe.Method = method
+		if _, pattern := m.Handler(probe); pattern != adminPrefix && pattern != "" {
+			allowed = append(allowed, method)
+		}
+	}
+	if len(allowed) == 0 {
+		return apiError(http.StatusNotFound, "no such route: %s", r.URL.Path)
+	}
+	w.Header().Set("Allow", strings.Join(allowed, ", "))
+	return apiError(http.StatusMethodNotAllowed, "method %s not allowed; use %s", r.Method, strings.Join(allowed, " or "))
+}
+
+// handle adapts a route that returns its error to the mux, writing errors
+// in the project's error shape rather than leaving them to the admin
+// endpoint's.
+func (a *Admin) handle(route func(http.ResponseWriter, *http.Request) error) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		a.fail(w, r, route(w, r))
+	})
+}
+
+// eventRoute is a route of one event a loaded config guards.
+type eventRoute func(w http.ResponseWriter, r *http.Request, entry *roomEntry) error
+
+// withEvent finds the {id} of the path among the loaded events: 404 when
+// it is not one.
+func (a *Admin) withEvent(route eventRoute) func(http.ResponseWriter, *http.Request) error {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		raw := r.PathValue("id")
+		id, err := strconv.ParseInt(raw, 10, 64)
+		if err != nil || id <= 0 {
+			return apiError(http.StatusNotFound, "unknown event %q", raw)
+		}
+		entry := findRoom(id)
+		if entry == nil {
+			return apiError(http.StatusNotFound, "unknown event %d: no loaded config guards it", id)
+		}
+		return route(w, r, entry)
+	}
+}
+
+func (a *Admin) fail(w http.ResponseWriter, r *http.Request, err error) {
 	if err == nil {
-		return nil
+		return
 	}
 	var apiErr caddy.APIError
 	if !errors.As(err, &apiErr) {
 		// Only writing the answer fails this way, when it is too late to
 		// answer anything else.
 		a.logger.Debug("writing an answer", zap.String("uri", r.RequestURI), zap.Error(err))
-		return nil
+		return
 	}
 	a.logger.Debug("request refused",
 		zap.String("method", r.Method), zap.String("uri", r.RequestURI),
@@ -99,7 +173,7 @@ func (a *Admin) serve(w http.ResponseWriter, r *http.Request) error {
 	if apiErr.Err != nil {
 		msg = apiErr.Err.Error()
 	}
-	return writeJSON(w, apiErr.HTTPStatus, struct {
+	_ = writeJSON(w, apiErr.HTTPStatus, struct {
 		Error   string `json:"error"`
 		Message string `json:"message"`
 	}{errorCode(apiErr), msg})
@@ -129,106 +203,77 @@ func apiError(status int, format string, args ...any) caddy.APIError {
 	return caddy.APIError{HTTPStatus: status, Err: fmt.Errorf(format, args...)}
 }
 
-func (a *Admin) route(w http.ResponseWriter, r *http.Request) error {
-	parts := strings.Split(strings.Trim(strings.TrimPrefix(r.URL.Path, "/waitroom/"), "/"), "/")
-	if parts[0] != "events" || len(parts) > 3 {
-		return apiError(http.StatusNotFound, "no such route: %s", r.URL.Path)
+func (a *Admin) listEvents(w http.ResponseWriter, _ *http.Request) error {
+	states := []waitroom.State{}
+	for _, e := range eventRooms() {
+		states = append(states, e.room.State())
 	}
-	if len(parts) == 1 {
-		if err := allow(w, r, http.MethodGet); err != nil {
-			return err
-		}
-		states := []waitroom.State{}
-		for _, e := range eventRooms() {
-			states = append(states, e.room.State())
-		}
-		return writeJSON(w, http.StatusOK, states)
-	}
+	return writeJSON(w, http.StatusOK, states)
+}
 
-	action := ""
-	if len(parts) == 3 {
-		action = parts[2]
-		switch action {
-		case "watermark", "sold_out", "pause", "lottery":
-		default:
-			return apiError(http.StatusNotFound, "no such route: %s", r.URL.Path)
-		}
+func (a *Admin) getEvent(w http.ResponseWriter, _ *http.Request, entry *roomEntry) error {
+	return writeJSON(w, http.StatusOK, entry.room.State())
+}
+
+func (a *Admin) setWatermark(w http.ResponseWriter, r *http.Request, entry *roomEntry) error {
+	var body struct {
+		Set     *int64 `json:"set"`
+		RaiseBy *int64 `json:"raise_by"`
 	}
-	method := http.MethodGet
-	if action != "" && action != "lottery" {
-		method = http.MethodPost
-	}
-	if err := allow(w, r, method); err != nil {
+	if err := decodeBody(w, r, &body); err != nil {
 		return err
 	}
-	id, err := strconv.ParseInt(parts[1], 10, 64)
-	if err != nil || id <= 0 {
-		return apiError(http.StatusNotFound, "unknown event %q", parts[1])
-	}
-	entry := findRoom(id)
-	if entry == nil {
-		return apiError(http.StatusNotFound, "unknown event %d: no loaded config guards it", id)
-	}
-	if action == "" {
-		return writeJSON(w, http.StatusOK, entry.room.State())
-	}
-	if action == "lottery" {
-		return a.lottery(w, r, entry)
-	}
-
 	var change waitroom.Change
-	var given []zap.Field
-	switch action {
-	case "watermark":
-		var body struct {
-			Set     *int64 `json:"set"`
-			RaiseBy *int64 `json:"raise_by"`
-		}
-		if err := decodeBody(w, r, &body); err != nil {
-			return err
-		}
-		switch {
-		case body.Set == nil && body.RaiseBy == nil:
-			return apiError(http.StatusBadRequest, `give "set" or "raise_by"`)
-		case body.Set != nil && body.RaiseBy != nil:
-			return apiError(http.StatusBadRequest, `give "set" or "raise_by", not both`)
-		case body.Set != nil && *body.Set < 0:
-			return apiError(http.StatusBadRequest, `"set" must not be negative (got %d)`, *body.Set)
-		case body.RaiseBy != nil && *body.RaiseBy < 0:
-			return apiError(http.StatusBadRequest, `"raise_by" must not be negative (got %d)`, *body.RaiseBy)
-		case body.Set != nil:
-			change.SetWatermark = body.Set
-			given = append(given, zap.Int64("set", *body.Set))
-		default:
-			change.RaiseBy = *body.RaiseBy
-			given = append(given, zap.Int64("raise_by", *body.RaiseBy))
-		}
-	case "sold_out":
-		var body struct {
-			SoldOut *bool `json:"sold_out"`
-		}
-		if err := decodeBody(w, r, &body); err != nil {
-			return err
-		}
-		if body.SoldOut == nil {
-			return apiError(http.StatusBadRequest, `give "sold_out": true or false`)
-		}
-		change.SoldOut = body.SoldOut
-		given = append(given, zap.Bool("sold_out", *body.SoldOut))
-	case "pause":
-		var body struct {
-			Paused *bool `json:"paused"`
-		}
-		if err := decodeBody(w, r, &body); err != nil {
-			return err
-		}
-		if body.Paused == nil {
-			return apiError(http.StatusBadRequest, `give "paused": true or false`)
-		}
-		change.Paused = body.Paused
-		given = append(given, zap.Bool("paused", *body.Paused))
+	var given zap.Field
+	switch {
+	case body.Set == nil && body.RaiseBy == nil:
+		return apiError(http.StatusBadRequest, `give "set" or "raise_by"`)
+	case body.Set != nil && body.RaiseBy != nil:
+		return apiError(http.StatusBadRequest, `give "set" or "raise_by", not both`)
+	case body.Set != nil && *body.Set < 0:
+		return apiError(http.StatusBadRequest, `"set" must not be negative (got %d)`, *body.Set)
+	case body.RaiseBy != nil && *body.RaiseBy < 0:
+		return apiError(http.StatusBadRequest, `"raise_by" must not be negative (got %d)`, *body.RaiseBy)
+	case body.Set != nil:
+		change.SetWatermark = body.Set
+		given = zap.Int64("set", *body.Set)
+	default:
+		change.RaiseBy = *body.RaiseBy
+		given = zap.Int64("raise_by", *body.RaiseBy)
 	}
+	return a.change(w, r, entry, "watermark", change, given)
+}
 
+func (a *Admin) setSoldOut(w http.ResponseWriter, r *http.Request, entry *roomEntry) error {
+	var body struct {
+		SoldOut *bool `json:"sold_out"`
+	}
+	if err := decodeBody(w, r, &body); err != nil {
+		return err
+	}
+	if body.SoldOut == nil {
+		return apiError(http.StatusBadRequest, `give "sold_out": true or false`)
+	}
+	return a.change(w, r, entry, "sold_out", waitroom.Change{SoldOut: body.SoldOut}, zap.Bool("sold_out", *body.SoldOut))
+}
+
+func (a *Admin) setPaused(w http.ResponseWriter, r *http.Request, entry *roomEntry) error {
+	var body struct {
+		Paused *bool `json:"paused"`
+	}
+	if err := decodeBody(w, r, &body); err != nil {
+		return err
+	}
+	if body.Paused == nil {
+		return apiError(http.StatusBadRequest, `give "paused": true or false`)
+	}
+	return a.change(w, r, entry, "pause", waitroom.Change{Paused: body.Paused}, zap.Bool("paused", *body.Paused))
+}
+
+// change applies a change to the event's state in its store and answers
+// the state that resulted.
+func (a *Admin) change(w http.ResponseWriter, r *http.Request, entry *roomEntry, action string, change waitroom.Change, given zap.Field) error {
+	id := entry.key.Event
 	ctx, cancel := context.WithTimeout(r.Context(), adminTimeout)
 	defer cancel()
 	state, err := entry.room.Update(ctx, change)
@@ -240,10 +285,10 @@ func (a *Admin) route(w http.ResponseWriter, r *http.Request) error {
 			Err: fmt.Errorf("the watermark cannot be raised that far: %w", err)}
 	case err != nil:
 		a.logger.Warn("event state change failed",
-			append(given, zap.Int64("event", id), zap.String("remote", r.RemoteAddr), zap.Error(err))...)
+			given, zap.Int64("event", id), zap.String("remote", r.RemoteAddr), zap.Error(err))
 		return apiError(http.StatusServiceUnavailable, "the queue store is unavailable: %v", err)
 	}
-	a.logger.Info("event state changed", append(given,
+	a.logger.Info("event state changed", given,
 		zap.Int64("event", id),
 		zap.String("change", action),
 		zap.String("remote", r.RemoteAddr),
@@ -251,7 +296,7 @@ func (a *Admin) route(w http.ResponseWriter, r *http.Request) error {
 		zap.Int64("last_position", state.LastPosition),
 		zap.Int64("hard_cap", state.HardCap),
 		zap.Bool("sold_out", state.SoldOut),
-		zap.Bool("paused", state.Paused))...)
+		zap.Bool("paused", state.Paused))
 	return writeJSON(w, http.StatusOK, state)
 }
 
@@ -284,15 +329,6 @@ func (a *Admin) lottery(w http.ResponseWriter, r *http.Request, entry *roomEntry
 		body.Seed, body.Entrants, body.Algorithm, body.Base = &p.Seed, &p.Entrants, &p.Algorithm, &p.Base
 	}
 	return writeJSON(w, http.StatusOK, body)
-}
-
-// allow refuses any method but method with 405 and an Allow header.
-func allow(w http.ResponseWriter, r *http.Request, method string) error {
-	if r.Method == method {
-		return nil
-	}
-	w.Header().Set("Allow", method)
-	return apiError(http.StatusMethodNotAllowed, "method %s not allowed; use %s", r.Method, method)
 }
 
 // decodeBody reads one JSON object into v, refusing unknown fields, trailing
