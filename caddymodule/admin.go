@@ -35,6 +35,7 @@ const adminTimeout = 5 * time.Second
 //	POST /waitroom/events/{id}/watermark    {"set": 6000} or {"raise_by": 1000}
 //	POST /waitroom/events/{id}/sold_out     {"sold_out": true}
 //	POST /waitroom/events/{id}/pause        {"paused": true}
+//	POST /waitroom/events/{id}/hard_cap     {"hard_cap": 800} (0: none)
 //	GET  /waitroom/events/{id}/lottery      the scheduled opening's draw
 //
 // Each answers the event's state, {"event", "watermark", "last_position",
@@ -97,6 +98,7 @@ func (a *Admin) newMux() *http.ServeMux {
 	m.Handle("POST /waitroom/events/{id}/watermark", a.handle(a.withEvent(a.setWatermark)))
 	m.Handle("POST /waitroom/events/{id}/sold_out", a.handle(a.withEvent(a.setSoldOut)))
 	m.Handle("POST /waitroom/events/{id}/pause", a.handle(a.withEvent(a.setPaused)))
+	m.Handle("POST /waitroom/events/{id}/hard_cap", a.handle(a.withEvent(a.setHardCap)))
 	m.Handle("GET /waitroom/events/{id}/lottery", a.handle(a.withEvent(a.lottery)))
 	m.Handle(adminPrefix, a.handle(func(w http.ResponseWriter, r *http.Request) error { return a.unrouted(m, w, r) }))
 	return m
@@ -268,6 +270,25 @@ func (a *Admin) setPaused(w http.ResponseWriter, r *http.Request, entry *roomEnt
 		return apiError(http.StatusBadRequest, `give "paused": true or false`)
 	}
 	return a.change(w, r, entry, "pause", waitroom.Change{Paused: body.Paused}, zap.Bool("paused", *body.Paused))
+}
+
+// setHardCap changes the hard cap live: positions past it are answered
+// sold out at once. It then outlives the configured hard_cap (reloads, new
+// nodes) until the store loses the event's state.
+func (a *Admin) setHardCap(w http.ResponseWriter, r *http.Request, entry *roomEntry) error {
+	var body struct {
+		HardCap *int64 `json:"hard_cap"`
+	}
+	if err := decodeBody(w, r, &body); err != nil {
+		return err
+	}
+	switch {
+	case body.HardCap == nil:
+		return apiError(http.StatusBadRequest, `give "hard_cap": a position, or 0 for none`)
+	case *body.HardCap < 0:
+		return apiError(http.StatusBadRequest, `"hard_cap" must not be negative (got %d)`, *body.HardCap)
+	}
+	return a.change(w, r, entry, "hard_cap", waitroom.Change{HardCap: body.HardCap}, zap.Int64("hard_cap", *body.HardCap))
 }
 
 // change applies a change to the event's state in its store and answers

@@ -381,6 +381,54 @@ func walkThrough(t *testing.T, store string) {
 	}
 }
 
+func TestAdminHardCapLiveMemory(t *testing.T) { adminHardCapLive(t, "memory") }
+
+func TestAdminHardCapLiveRedis(t *testing.T) { adminHardCapLive(t, testenv.RedisURL(t)) }
+
+// adminHardCapLive lowers the hard cap through the admin API: the next
+// arrival past it is sold out at once, and a reload with the configured
+// cap does not undo it.
+func adminHardCapLive(t *testing.T, store string) {
+	ev := testenv.EventID()
+	evs := strconv.FormatInt(ev, 10)
+	cfg := fmt.Sprintf(`
+	waitroom {
+		event %d
+		key k1 %s
+		store %s
+		hard_cap 100
+	}
+	respond "the site"`, ev, testSecret, store)
+	s := load(t, testenv.FreePort(t), cfg)
+	for want := 1.0; want <= 2; want++ {
+		res := newVisitor(t).get(s.url("/"))
+		require.Equal(t, http.StatusOK, res.StatusCode, res.body)
+		assert.Equal(t, want, res.json(t)["position"])
+	}
+	code, state, raw := adminCall(t, adminPort, http.MethodPost, "/waitroom/events/"+evs+"/hard_cap", `{"hard_cap": 2}`)
+	require.Equal(t, http.StatusOK, code, raw)
+	assert.Equal(t, 2.0, state["hard_cap"])
+	res := newVisitor(t).get(s.url("/"))
+	assert.Equal(t, http.StatusGone, res.StatusCode, res.body)
+
+	// A config with another hard_cap sets the event up anew (a new room).
+	load(t, s.port, strings.Replace(cfg, "hard_cap 100", "hard_cap 90", 1))
+	code, state, raw = adminCall(t, adminPort, http.MethodGet, "/waitroom/events/"+evs, "")
+	require.Equal(t, http.StatusOK, code, raw)
+	assert.Equal(t, 2.0, state["hard_cap"], "the configured cap does not undo the live one")
+
+	for _, c := range []struct {
+		body   string
+		status int
+	}{
+		{`{}`, 400}, {`{"hard_cap": -1}`, 400}, {`{"hard_cap": "x"}`, 400}, {`{"cap": 1}`, 400},
+	} {
+		code, body, raw := adminCall(t, adminPort, http.MethodPost, "/waitroom/events/"+evs+"/hard_cap", c.body)
+		assert.Equal(t, c.status, code, raw)
+		assert.Equal(t, "invalid_request", body["error"], raw)
+	}
+}
+
 func TestAdminAPIErrors(t *testing.T) {
 	ev := testenv.EventID()
 	evs := strconv.FormatInt(ev, 10)

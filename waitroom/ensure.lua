@@ -11,7 +11,8 @@
 -- KEYS[1] -> the event's state hash
 -- KEYS[2] -> the event's position counter
 -- ARGV[1] -> watermark to use when none is stored (during a restore: at least)
--- ARGV[2] -> hard cap (configuration: always written)
+-- ARGV[2] -> hard cap (configuration: written unless the hard cap was
+--            changed live, which sets the field hard_cap_live)
 -- ARGV[3] -> sold_out (0/1) to use when none is stored (during a restore: 1 wins)
 -- ARGV[4] -> paused (0/1) to use when none is stored (during a restore: 1 wins)
 -- ARGV[5] -> last position the caller knows of: the counter is raised to it
@@ -42,7 +43,9 @@ if ARGV[6] == '1' then
     end
   end
 end
-redis.call('HSET', KEYS[1], 'hard_cap', ARGV[2])
+if redis.call('HEXISTS', KEYS[1], 'hard_cap_live') == 0 then
+  redis.call('HSET', KEYS[1], 'hard_cap', ARGV[2])
+end
 redis.call('HSETNX', KEYS[1], 'sold_out', ARGV[3])
 redis.call('HSETNX', KEYS[1], 'paused', ARGV[4])
 if last < known then

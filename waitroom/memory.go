@@ -19,8 +19,11 @@ type MemoryStore struct {
 type memEvent struct {
 	state        State
 	hasWatermark bool
-	leases       map[string]time.Time
-	lottery      *memLottery
+	// hardCapLive is set once the hard cap was changed live (Change): the
+	// configured one no longer overwrites it.
+	hardCapLive bool
+	leases      map[string]time.Time
+	lottery     *memLottery
 }
 
 // NewMemoryStore returns an empty store reading the clock from now
@@ -78,7 +81,9 @@ func (m *MemoryStore) Ensure(_ context.Context, event int64, d Defaults) (State,
 		e.state.Paused = e.state.Paused || d.Paused
 		e.hasWatermark = true
 	}
-	e.state.HardCap = d.HardCap
+	if !e.hardCapLive {
+		e.state.HardCap = d.HardCap
+	}
 	e.state.LastPosition = max(e.state.LastPosition, d.LastPosition)
 	s := e.state
 	m.mu.Unlock()
@@ -114,6 +119,7 @@ func (m *MemoryStore) Update(_ context.Context, event int64, c Change) (State, e
 	}
 	if c.HardCap != nil {
 		e.state.HardCap = *c.HardCap
+		e.hardCapLive = true
 	}
 	s := e.state
 	m.mu.Unlock()

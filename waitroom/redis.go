@@ -127,6 +127,9 @@ const (
 	fieldSoldOut      = "sold_out"
 	fieldPaused       = "paused"
 	fieldRestoreUntil = "restore_until"
+	// fieldHardCapLive is set once the hard cap was changed live: Ensure
+	// then leaves it alone (ensure.lua).
+	fieldHardCapLive = "hard_cap_live"
 )
 
 func unavailable(op string, err error) error {
@@ -291,7 +294,7 @@ func (r *RedisStore) Update(ctx context.Context, event int64, c Change) (State, 
 			p.HSet(ctx, key, fieldPaused, boolInt(*c.Paused))
 		}
 		if c.HardCap != nil {
-			p.HSet(ctx, key, fieldHardCap, *c.HardCap)
+			p.HSet(ctx, key, fieldHardCap, *c.HardCap, fieldHardCapLive, 1)
 		}
 	})
 	// HINCRBY refuses to overflow and leaves the watermark alone; it is

@@ -54,7 +54,9 @@ type Change struct {
 	RaiseBy      int64
 	SoldOut      *bool
 	Paused       *bool
-	HardCap      *int64
+	// HardCap changes the hard cap live (0: none); from then on the
+	// configured one no longer overwrites it.
+	HardCap *int64
 }
 
 // ErrNegative is returned for a change that would make a count negative.
@@ -95,7 +97,9 @@ func (c Change) validate() error {
 // remembers, so the queue carries on where it was.
 type Defaults struct {
 	Watermark int64
-	// HardCap is configuration rather than state: Ensure always writes it.
+	// HardCap is configuration rather than state: Ensure writes it, unless
+	// the hard cap was changed live (Change.HardCap), which then stays
+	// until the store loses the event's state.
 	HardCap int64
 	// LastPosition raises the position counter to at least this value, so
 	// positions already handed out are never handed out again.

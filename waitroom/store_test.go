@@ -130,6 +130,29 @@ func TestStoreUpdate(t *testing.T) {
 	})
 }
 
+// TestStoreLiveHardCapOutlivesTheConfig: a hard cap changed live stays when
+// a node (re)configures the event with its configured one.
+func TestStoreLiveHardCapOutlivesTheConfig(t *testing.T) {
+	stores(t, func(t *testing.T, s waitroom.Store) {
+		ctx := context.Background()
+		evt := testenv.EventID()
+		st, err := s.Ensure(ctx, evt, waitroom.Defaults{HardCap: 500})
+		require.NoError(t, err)
+		require.Equal(t, int64(500), st.HardCap)
+		st, err = s.Update(ctx, evt, waitroom.Change{HardCap: ptr[int64](120)})
+		require.NoError(t, err)
+		require.Equal(t, int64(120), st.HardCap)
+		st, err = s.Ensure(ctx, evt, waitroom.Defaults{HardCap: 500})
+		require.NoError(t, err)
+		assert.Equal(t, int64(120), st.HardCap, "the configured cap does not undo the live one")
+		st, err = s.Update(ctx, evt, waitroom.Change{HardCap: ptr[int64](0)})
+		require.NoError(t, err)
+		st, err = s.Ensure(ctx, evt, waitroom.Defaults{HardCap: 500})
+		require.NoError(t, err)
+		assert.Equal(t, int64(0), st.HardCap, "no cap, set live, stays too")
+	})
+}
+
 func TestStoreRefusesWatermarkOverflow(t *testing.T) {
 	stores(t, func(t *testing.T, s waitroom.Store) {
 		ctx := context.Background()
