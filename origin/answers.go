@@ -16,31 +16,6 @@ import (
 // answers of the API (docs/api.md §7–§10): a status, a JSON body, and the
 // outcome label of the metrics.
 
-// response is an answer of the API: a status and a JSON body.
-type response struct {
-	status int
-	body   []byte
-	// outcome labels the request metrics.
-	outcome string
-	// retryAfter, in seconds, for 503s.
-	retryAfter int
-}
-
-func errorBody(code, msg string) []byte {
-	b, _ := json.Marshal(apiError{Error: code, Message: msg})
-	return append(b, '\n')
-}
-
-func errorResponse(status int, code, msg string) response {
-	return response{status: status, body: errorBody(code, msg), outcome: code}
-}
-
-func unavailableResponse(msg string) response {
-	r := errorResponse(http.StatusServiceUnavailable, "unavailable", msg)
-	r.retryAfter = 1
-	return r
-}
-
 // holdJSON is <hold> of docs/api.md §7.
 type holdJSON struct {
 	HoldID    string `json:"hold_id"`
@@ -52,8 +27,6 @@ type holdJSON struct {
 	Amount    int64  `json:"amount"`
 	Currency  string `json:"currency"`
 }
-
-func rfc3339(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 
 // holdBodyAt is <hold> for h as a buyer sees it at now.
 func holdBodyAt(h ledger.Hold, ev ledger.Event, now time.Time) []byte {

@@ -10,8 +10,6 @@ import (
 	"strconv"
 	"time"
 	"unicode/utf8"
-
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // MaxBodyBytes is the largest request body accepted.
@@ -23,113 +21,32 @@ type apiError struct {
 	Message string `json:"message"`
 }
 
-// The API's handlers, by resource: each a view of the server.
-type (
-	eventsAPI   struct{ *Server }
-	holdsAPI    struct{ *Server }
-	bookingsAPI struct{ *Server }
-	// opsAPI: the admin routes, health and readiness.
-	opsAPI struct{ *Server }
-)
-
-// Handler serves the origin's HTTP API (docs/api.md §5–§13; docs/openapi.yaml).
-func (s *Server) Handler() http.Handler {
-	events, holds, bookings, ops := eventsAPI{s}, holdsAPI{s}, bookingsAPI{s}, opsAPI{s}
-	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/events", events.handleCreateEvent)
-	mux.HandleFunc("GET /v1/events", events.handleListEvents)
-	mux.HandleFunc("GET /v1/events/{id}", events.handleGetEvent)
-	mux.HandleFunc("POST /v1/events/{id}/holds", holds.handleCreateHold)
-	mux.HandleFunc("GET /v1/holds/{id}", holds.handleGetHold)
-	mux.HandleFunc("DELETE /v1/holds/{id}", holds.handleDeleteHold)
-	mux.HandleFunc("POST /v1/bookings", bookings.handleCreateBooking)
-	mux.HandleFunc("GET /v1/bookings/{id}", bookings.handleGetBooking)
-	mux.HandleFunc("POST /v1/bookings/{id}/cancellation", bookings.handleCancelBooking)
-	mux.HandleFunc("POST /v1/webhooks/{provider}", bookings.handleWebhook)
-	mux.HandleFunc("GET /v1/tickets/{file}", bookings.handleTicketPNG)
-	mux.HandleFunc("GET /v1/admin/events/{id}/invariant", ops.handleInvariant)
-	mux.HandleFunc("POST /v1/admin/events/{id}/rebuild", ops.handleRebuild)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{Registry: s.cfg.Registry}))
-	mux.HandleFunc("GET /healthz", ops.handleHealthz)
-	mux.HandleFunc("GET /readyz", ops.handleReadyz)
-	return s.recoverer(jsonFallback(mux))
-}
-
-// NewHTTPServer wraps h with the timeouts a public server needs: slow
-// clients cannot hold connections open.
-func NewHTTPServer(addr string, h http.Handler) *http.Server {
-	return &http.Server{
-		Addr:              addr,
-		Handler:           h,
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       15 * time.Second,
-		WriteTimeout:      30 * time.Second,
-		IdleTimeout:       120 * time.Second,
-		MaxHeaderBytes:    64 << 10,
-	}
-}
-
-// jsonFallback turns the mux's own answers (unknown route, wrong method)
-// into JSON errors.
-func jsonFallback(mux *http.ServeMux) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h, pattern := mux.Handler(r)
-		if pattern != "" {
-			mux.ServeHTTP(w, r)
-			return
-		}
-		cw := &captureWriter{header: make(http.Header)}
-		h.ServeHTTP(cw, r)
-		switch cw.status {
-		case http.StatusNotFound:
-			writeError(w, http.StatusNotFound, "not_found", "no such route")
-		case http.StatusMethodNotAllowed:
-			w.Header().Set("Allow", cw.header.Get("Allow"))
-			writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" is not allowed here")
-		default:
-			for k, v := range cw.header {
-				w.Header()[k] = v
-			}
-			w.WriteHeader(cw.status)
-			_, _ = w.Write(cw.body.Bytes())
-		}
-	})
-}
-
-type captureWriter struct {
-	header http.Header
+// response is an answer of the API: a status and a JSON body.
+type response struct {
 	status int
-	body   bytes.Buffer
+	body   []byte
+	// outcome labels the request metrics.
+	outcome string
+	// retryAfter, in seconds, for 503s.
+	retryAfter int
 }
 
-func (c *captureWriter) Header() http.Header { return c.header }
-func (c *captureWriter) WriteHeader(status int) {
-	if c.status == 0 {
-		c.status = status
-	}
+func errorBody(code, msg string) []byte {
+	b, _ := json.Marshal(apiError{Error: code, Message: msg})
+	return append(b, '\n')
 }
 
-func (c *captureWriter) Write(b []byte) (int, error) {
-	c.WriteHeader(http.StatusOK)
-	return c.body.Write(b)
+func errorResponse(status int, code, msg string) response {
+	return response{status: status, body: errorBody(code, msg), outcome: code}
 }
 
-// recoverer answers a JSON 500 if a handler panics, instead of a dropped
-// connection.
-func (s *Server) recoverer(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		defer func() {
-			if v := recover(); v != nil {
-				if v == http.ErrAbortHandler {
-					panic(v)
-				}
-				s.log.Error("handler panicked", "method", r.Method, "path", r.URL.Path, "panic", fmt.Sprint(v))
-				writeError(w, http.StatusInternalServerError, "internal", "internal error")
-			}
-		}()
-		next.ServeHTTP(w, r)
-	})
+func unavailableResponse(msg string) response {
+	r := errorResponse(http.StatusServiceUnavailable, "unavailable", msg)
+	r.retryAfter = 1
+	return r
 }
+
+func rfc3339(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	b, err := json.Marshal(v)
@@ -218,20 +135,6 @@ func pathID(w http.ResponseWriter, r *http.Request, what string) (int64, bool) {
 		return 0, false
 	}
 	return id, true
-}
-
-func (s opsAPI) handleHealthz(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-}
-
-func (s opsAPI) handleReadyz(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := contextWithTimeout(r, 2*time.Second)
-	defer cancel()
-	if err := s.Ready(ctx); err != nil {
-		writeResponse(w, unavailableResponse("not ready: "+err.Error()))
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 }
 
 // MaxIdempotencyKeyLen is the longest Idempotency-Key accepted.

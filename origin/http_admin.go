@@ -1,6 +1,12 @@
 package origin
 
-import "net/http"
+import (
+	"net/http"
+	"time"
+)
+
+// opsAPI serves the admin routes, health and readiness (docs/api.md §12–§13).
+type opsAPI struct{ *Server }
 
 func (s opsAPI) handleInvariant(w http.ResponseWriter, r *http.Request) {
 	if !s.gate.isAdmin(w, r) {
@@ -33,4 +39,18 @@ func (s opsAPI) handleRebuild(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, inv)
+}
+
+func (s opsAPI) handleHealthz(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func (s opsAPI) handleReadyz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := contextWithTimeout(r, 2*time.Second)
+	defer cancel()
+	if err := s.Ready(ctx); err != nil {
+		writeResponse(w, unavailableResponse("not ready: "+err.Error()))
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 }

@@ -21,6 +21,10 @@ var errPaymentsOff = errorResponse(http.StatusServiceUnavailable, "payments_unav
 	"this origin has no payment provider configured")
 
 // parseBooking reads {"hold_id": "…", "payment_method_token": "pm_…"}.
+// bookingsAPI serves the bookings, the webhooks and the tickets
+// (docs/api.md §9–§11).
+type bookingsAPI struct{ *Server }
+
 func parseBooking(body []byte) (holdID, method string, bad *response) {
 	var req struct {
 		HoldID        *string `json:"hold_id"`

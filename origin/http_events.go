@@ -8,6 +8,9 @@ import (
 	"github.com/waitroom/waitroom/origin/seats"
 )
 
+// eventsAPI serves the events (docs/api.md §6).
+type eventsAPI struct{ *Server }
+
 func (s eventsAPI) handleCreateEvent(w http.ResponseWriter, r *http.Request) {
 	if bodyTooLarge(w, r) || !s.gate.isAdmin(w, r) {
 		return

@@ -23,6 +23,9 @@ var integerLiteral = regexp.MustCompile(`^-?(0|[1-9][0-9]*)$`)
 // parseQuantity reads {"quantity": n}: a JSON integer from 1 to max.
 // Anything else that is not an integer, or below 1, is a bad request; an
 // integer above max (however large) is over the per-user limit.
+// holdsAPI serves the holds (docs/api.md §7).
+type holdsAPI struct{ *Server }
+
 func parseQuantity(body []byte, maxPerUser int64) (int64, *response) {
 	var req struct {
 		Quantity json.RawMessage `json:"quantity"`

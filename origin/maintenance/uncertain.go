@@ -39,4 +39,6 @@ func (u *UncertainResolver) Start(ctx context.Context) { u.loop.start(ctx) }
 func (u *UncertainResolver) Stop() { u.loop.stop() }
 
 // RunOnce settles the writes that are final and returns how many.
-func (u *UncertainResolver) RunOnce(ctx context.Context) (int, error) { return u.seats.Releases().ResolveUncertain(ctx) }
+func (u *UncertainResolver) RunOnce(ctx context.Context) (int, error) {
+	return u.seats.Releases().ResolveUncertain(ctx)
+}

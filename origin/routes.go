@@ -1,0 +1,109 @@
+package origin
+
+import (
+	"bytes"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Handler serves the origin's HTTP API (docs/api.md §5–§13; docs/openapi.yaml).
+func (s *Server) Handler() http.Handler {
+	events, holds, bookings, ops := eventsAPI{s}, holdsAPI{s}, bookingsAPI{s}, opsAPI{s}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/events", events.handleCreateEvent)
+	mux.HandleFunc("GET /v1/events", events.handleListEvents)
+	mux.HandleFunc("GET /v1/events/{id}", events.handleGetEvent)
+	mux.HandleFunc("POST /v1/events/{id}/holds", holds.handleCreateHold)
+	mux.HandleFunc("GET /v1/holds/{id}", holds.handleGetHold)
+	mux.HandleFunc("DELETE /v1/holds/{id}", holds.handleDeleteHold)
+	mux.HandleFunc("POST /v1/bookings", bookings.handleCreateBooking)
+	mux.HandleFunc("GET /v1/bookings/{id}", bookings.handleGetBooking)
+	mux.HandleFunc("POST /v1/bookings/{id}/cancellation", bookings.handleCancelBooking)
+	mux.HandleFunc("POST /v1/webhooks/{provider}", bookings.handleWebhook)
+	mux.HandleFunc("GET /v1/tickets/{file}", bookings.handleTicketPNG)
+	mux.HandleFunc("GET /v1/admin/events/{id}/invariant", ops.handleInvariant)
+	mux.HandleFunc("POST /v1/admin/events/{id}/rebuild", ops.handleRebuild)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{Registry: s.cfg.Registry}))
+	mux.HandleFunc("GET /healthz", ops.handleHealthz)
+	mux.HandleFunc("GET /readyz", ops.handleReadyz)
+	return s.recoverer(jsonFallback(mux))
+}
+
+// NewHTTPServer wraps h with the timeouts a public server needs: slow
+// clients cannot hold connections open.
+func NewHTTPServer(addr string, h http.Handler) *http.Server {
+	return &http.Server{
+		Addr:              addr,
+		Handler:           h,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       15 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+	}
+}
+
+// jsonFallback turns the mux's own answers (unknown route, wrong method)
+// into JSON errors.
+func jsonFallback(mux *http.ServeMux) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h, pattern := mux.Handler(r)
+		if pattern != "" {
+			mux.ServeHTTP(w, r)
+			return
+		}
+		cw := &captureWriter{header: make(http.Header)}
+		h.ServeHTTP(cw, r)
+		switch cw.status {
+		case http.StatusNotFound:
+			writeError(w, http.StatusNotFound, "not_found", "no such route")
+		case http.StatusMethodNotAllowed:
+			w.Header().Set("Allow", cw.header.Get("Allow"))
+			writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" is not allowed here")
+		default:
+			for k, v := range cw.header {
+				w.Header()[k] = v
+			}
+			w.WriteHeader(cw.status)
+			_, _ = w.Write(cw.body.Bytes())
+		}
+	})
+}
+
+type captureWriter struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (c *captureWriter) Header() http.Header { return c.header }
+func (c *captureWriter) WriteHeader(status int) {
+	if c.status == 0 {
+		c.status = status
+	}
+}
+
+func (c *captureWriter) Write(b []byte) (int, error) {
+	c.WriteHeader(http.StatusOK)
+	return c.body.Write(b)
+}
+
+// recoverer answers a JSON 500 if a handler panics, instead of a dropped
+// connection.
+func (s *Server) recoverer(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				s.log.Error("handler panicked", "method", r.Method, "path", r.URL.Path, "panic", fmt.Sprint(v))
+				writeError(w, http.StatusInternalServerError, "internal", "internal error")
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
