@@ -30,6 +30,8 @@ import (
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/getkin/kin-openapi/routers/gorillamux"
+
+	"github.com/waitroom/waitroom/waitroom"
 )
 
 // Validator holds one loaded document.
@@ -258,7 +260,7 @@ func authenticate(_ context.Context, in *openapi3filter.AuthenticationInput) err
 		return fmt.Errorf("no %s header", in.SecurityScheme.Name)
 	case "queueCookie":
 		for _, c := range r.Cookies() {
-			if strings.HasPrefix(c.Name, "waitroom_") {
+			if strings.HasPrefix(c.Name, waitroom.CookiePrefix) {
 				return nil
 			}
 		}

@@ -13,11 +13,13 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/waitroom/waitroom/waitroom"
 )
 
 // Header names of the contract.
 const (
-	HeaderToken          = "X-Waitroom-Token"
+	HeaderToken          = waitroom.TokenHeader
 	HeaderStatus         = "X-Waitroom-Status"
 	HeaderIdempotencyKey = "Idempotency-Key"
 )
