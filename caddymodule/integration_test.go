@@ -294,7 +294,7 @@ func walkThrough(t *testing.T, store string) {
 	token := body["token"].(string)
 	assert.Equal(t, map[string]any{
 		"status": "waiting", "event": float64(ev), "position": 1.0, "admitted_through": 0.0,
-		"ahead": 0.0, "estimated_wait_seconds": 0.0, "token": token, "paused": false,
+		"ahead": 0.0, "estimated_wait_seconds": nil, "token": token, "paused": false,
 	}, body)
 	setCookie := res.Header.Get("Set-Cookie")
 	assert.True(t, strings.HasPrefix(setCookie, cookieName+"="+token+";"), setCookie)
@@ -379,6 +379,52 @@ func walkThrough(t *testing.T, store string) {
 	} {
 		assert.Equal(t, want, metric(t, name, ev), name)
 	}
+}
+
+func TestHonestEstimateMemory(t *testing.T) { honestEstimate(t, "memory") }
+
+func TestHonestEstimateRedis(t *testing.T) { honestEstimate(t, testenv.RedisURL(t)) }
+
+// honestEstimate: estimated_wait_seconds is null until the watermark has
+// been seen to advance, then comes from the pace observed, and is null
+// again while the event is paused (docs/api.md §3).
+func honestEstimate(t *testing.T, store string) {
+	clk := useClock(t)
+	ev := testenv.EventID()
+	if store != "memory" {
+		setUpEvent(t, store, ev)
+	}
+	evs := strconv.FormatInt(ev, 10)
+	s := load(t, testenv.FreePort(t), fmt.Sprintf(`
+	waitroom {
+		event %d
+		key k1 %s
+		store %s
+		autopilot 50 10s
+	}
+	respond "the site"`, ev, testSecret, store))
+	var last *visitor
+	for range 3 {
+		last = newVisitor(t)
+		res := last.get(s.url("/"))
+		require.Equal(t, http.StatusOK, res.StatusCode, res.body)
+		assert.Nil(t, res.json(t)["estimated_wait_seconds"], "nothing admitted yet, whatever the autopilot's rate")
+	}
+	raise := func() {
+		code, _, raw := adminCall(t, adminPort, http.MethodPost, "/waitroom/events/"+evs+"/watermark", `{"raise_by": 1}`)
+		require.Equal(t, http.StatusOK, code, raw)
+	}
+	raise()
+	clk.Advance(10 * time.Second)
+	raise()
+	body := last.get(s.url("/")).json(t)
+	assert.Equal(t, 3.0, body["position"])
+	assert.Equal(t, 5.0, body["estimated_wait_seconds"], "one ahead at 2 positions in 10 s")
+
+	code, _, raw := adminCall(t, adminPort, http.MethodPost, "/waitroom/events/"+evs+"/pause", `{"paused": true}`)
+	require.Equal(t, http.StatusOK, code, raw)
+	body = last.get(s.url("/")).json(t)
+	assert.Nil(t, body["estimated_wait_seconds"], "paused")
 }
 
 func TestAdminHardCapLiveMemory(t *testing.T) { adminHardCapLive(t, "memory") }

@@ -178,7 +178,8 @@ type waitingBody struct {
 	Position             int64  `json:"position"`
 	AdmittedThrough      int64  `json:"admitted_through"`
 	Ahead                int64  `json:"ahead"`
-	EstimatedWaitSeconds int64  `json:"estimated_wait_seconds"`
+	// EstimatedWaitSeconds is null while no admission rate is known.
+	EstimatedWaitSeconds *int64 `json:"estimated_wait_seconds"`
 	Token                string `json:"token"`
 	Paused               bool   `json:"paused"`
 }
@@ -187,8 +188,10 @@ type waitingBody struct {
 func (h *Handler) wait(w http.ResponseWriter, r *http.Request, repl *caddy.Replacer, s waitroom.State, t waitroom.Ticket) error {
 	d, known := h.room.room.EstimateWait(t.Position)
 	var seconds int64
+	var estimate *int64
 	if known {
 		seconds = int64(math.Ceil(d.Seconds()))
+		estimate = &seconds
 	}
 	retry := retryAfter(s, d, known)
 	hdr := w.Header()
@@ -207,7 +210,7 @@ func (h *Handler) wait(w http.ResponseWriter, r *http.Request, repl *caddy.Repla
 			Position:             t.Position,
 			AdmittedThrough:      s.Watermark,
 			Ahead:                ahead,
-			EstimatedWaitSeconds: seconds,
+			EstimatedWaitSeconds: estimate,
 			Token:                t.Raw,
 			Paused:               s.Paused,
 		})

@@ -267,18 +267,20 @@ func (r *Room) wakeOn(err error) {
 }
 
 // EstimateWait is how long a visitor at position will likely wait, from the
-// rate the watermark has been advancing (or, before it has moved, the
-// autopilot's rate). ok is false when there is nothing to estimate from.
+// rate the watermark has actually been advancing. ok is false while no such
+// rate is known: nothing admitted yet, or the event paused. A configured
+// autopilot rate is not an observation: the autopilot may not be the one
+// steering, and it stops when the event sells out.
 func (r *Room) EstimateWait(position int64) (wait time.Duration, ok bool) {
 	s := r.State()
 	ahead := position - s.Watermark
 	if ahead <= 0 {
 		return 0, true
 	}
-	perSecond := r.rate.perSecond()
-	if perSecond <= 0 && r.opts.Autopilot.Enabled() {
-		perSecond = float64(r.opts.Autopilot.Step) / r.opts.Autopilot.Interval.Seconds()
+	if s.Paused {
+		return 0, false
 	}
+	perSecond := r.rate.perSecond()
 	if perSecond <= 0 {
 		return 0, false
 	}

@@ -139,11 +139,29 @@ func TestRoomEstimateWait(t *testing.T) {
 	assert.Greater(t, slower, wait)
 }
 
-func TestRoomEstimateFallsBackToTheAutopilotRate(t *testing.T) {
-	r := NewRoom(NewMemoryStore(nil), 1, RoomOptions{Autopilot: Autopilot{Step: 50, Interval: 10 * time.Second}})
+// TestRoomEstimateUnknownUntilObserved: a configured autopilot rate is no
+// estimate (docs/api.md §3 "Honest estimate"), and a pause makes the
+// observed one unknown again.
+func TestRoomEstimateUnknownUntilObserved(t *testing.T) {
+	clock := newClock()
+	r := NewRoom(NewMemoryStore(clock.Now), 1, RoomOptions{Now: clock.Now, Autopilot: Autopilot{Step: 50, Interval: 10 * time.Second}})
+	ctx := context.Background()
+	_, err := r.Refresh(ctx)
+	require.NoError(t, err)
+	_, ok := r.EstimateWait(100)
+	assert.False(t, ok, "nothing admitted yet")
+
+	clock.Advance(10 * time.Second)
+	_, err = r.Update(ctx, Change{RaiseBy: 50})
+	require.NoError(t, err)
 	wait, ok := r.EstimateWait(100)
 	require.True(t, ok)
-	assert.Equal(t, 20*time.Second, wait)
+	assert.Equal(t, 10*time.Second, wait, "50 ahead at 5/s")
+
+	_, err = r.Update(ctx, Change{Paused: ptrTo(true)})
+	require.NoError(t, err)
+	_, ok = r.EstimateWait(100)
+	assert.False(t, ok, "paused: no rate is known")
 }
 
 func TestRateMeterForgetsOldPace(t *testing.T) {
