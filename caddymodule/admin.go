@@ -24,6 +24,12 @@ func init() {
 // maxAdminBody is the largest request body the admin API reads.
 const maxAdminBody = 64 << 10
 
+// ActorAdmin is the change log's actor of the admin API's changes.
+const ActorAdmin = "admin"
+
+// maxReason bounds the reason a change may give, as the log keeps it.
+const maxReason = 500
+
 // adminTimeout bounds a change's round trip to the store.
 const adminTimeout = 5 * time.Second
 
@@ -37,6 +43,7 @@ const adminTimeout = 5 * time.Second
 //	POST /waitroom/events/{id}/pause        {"paused": true}
 //	POST /waitroom/events/{id}/hard_cap     {"hard_cap": 800} (0: none)
 //	GET  /waitroom/events/{id}/lottery      the scheduled opening's draw
+//	GET  /waitroom/events/{id}/log          the change log, newest first
 //
 // Each answers the event's state, {"event", "watermark", "last_position",
 // "hard_cap", "sold_out", "paused"}. A change is written to the event's
@@ -100,6 +107,7 @@ func (a *Admin) newMux() *http.ServeMux {
 	m.Handle("POST /waitroom/events/{id}/pause", a.handle(a.withEvent(a.setPaused)))
 	m.Handle("POST /waitroom/events/{id}/hard_cap", a.handle(a.withEvent(a.setHardCap)))
 	m.Handle("GET /waitroom/events/{id}/lottery", a.handle(a.withEvent(a.lottery)))
+	m.Handle("GET /waitroom/events/{id}/log", a.handle(a.withEvent(a.changeLog)))
 	m.Handle(adminPrefix, a.handle(func(w http.ResponseWriter, r *http.Request) error { return a.unrouted(m, w, r) }))
 	return m
 }
@@ -221,6 +229,7 @@ func (a *Admin) setWatermark(w http.ResponseWriter, r *http.Request, entry *room
 	var body struct {
 		Set     *int64 `json:"set"`
 		RaiseBy *int64 `json:"raise_by"`
+		Reason  string `json:"reason"`
 	}
 	if err := decodeBody(w, r, &body); err != nil {
 		return err
@@ -243,12 +252,14 @@ func (a *Admin) setWatermark(w http.ResponseWriter, r *http.Request, entry *room
 		change.RaiseBy = *body.RaiseBy
 		given = zap.Int64("raise_by", *body.RaiseBy)
 	}
+	change.Reason = body.Reason
 	return a.change(w, r, entry, "watermark", change, given)
 }
 
 func (a *Admin) setSoldOut(w http.ResponseWriter, r *http.Request, entry *roomEntry) error {
 	var body struct {
-		SoldOut *bool `json:"sold_out"`
+		SoldOut *bool  `json:"sold_out"`
+		Reason  string `json:"reason"`
 	}
 	if err := decodeBody(w, r, &body); err != nil {
 		return err
@@ -256,12 +267,13 @@ func (a *Admin) setSoldOut(w http.ResponseWriter, r *http.Request, entry *roomEn
 	if body.SoldOut == nil {
 		return apiError(http.StatusBadRequest, `give "sold_out": true or false`)
 	}
-	return a.change(w, r, entry, "sold_out", waitroom.Change{SoldOut: body.SoldOut}, zap.Bool("sold_out", *body.SoldOut))
+	return a.change(w, r, entry, "sold_out", waitroom.Change{SoldOut: body.SoldOut, Reason: body.Reason}, zap.Bool("sold_out", *body.SoldOut))
 }
 
 func (a *Admin) setPaused(w http.ResponseWriter, r *http.Request, entry *roomEntry) error {
 	var body struct {
-		Paused *bool `json:"paused"`
+		Paused *bool  `json:"paused"`
+		Reason string `json:"reason"`
 	}
 	if err := decodeBody(w, r, &body); err != nil {
 		return err
@@ -269,7 +281,7 @@ func (a *Admin) setPaused(w http.ResponseWriter, r *http.Request, entry *roomEnt
 	if body.Paused == nil {
 		return apiError(http.StatusBadRequest, `give "paused": true or false`)
 	}
-	return a.change(w, r, entry, "pause", waitroom.Change{Paused: body.Paused}, zap.Bool("paused", *body.Paused))
+	return a.change(w, r, entry, "pause", waitroom.Change{Paused: body.Paused, Reason: body.Reason}, zap.Bool("paused", *body.Paused))
 }
 
 // setHardCap changes the hard cap live: positions past it are answered
@@ -278,6 +290,7 @@ func (a *Admin) setPaused(w http.ResponseWriter, r *http.Request, entry *roomEnt
 func (a *Admin) setHardCap(w http.ResponseWriter, r *http.Request, entry *roomEntry) error {
 	var body struct {
 		HardCap *int64 `json:"hard_cap"`
+		Reason  string `json:"reason"`
 	}
 	if err := decodeBody(w, r, &body); err != nil {
 		return err
@@ -288,13 +301,34 @@ func (a *Admin) setHardCap(w http.ResponseWriter, r *http.Request, entry *roomEn
 	case *body.HardCap < 0:
 		return apiError(http.StatusBadRequest, `"hard_cap" must not be negative (got %d)`, *body.HardCap)
 	}
-	return a.change(w, r, entry, "hard_cap", waitroom.Change{HardCap: body.HardCap}, zap.Int64("hard_cap", *body.HardCap))
+	return a.change(w, r, entry, "hard_cap", waitroom.Change{HardCap: body.HardCap, Reason: body.Reason}, zap.Int64("hard_cap", *body.HardCap))
+}
+
+// changeLog answers the event's change log, newest first.
+func (a *Admin) changeLog(w http.ResponseWriter, r *http.Request, entry *roomEntry) error {
+	ctx, cancel := context.WithTimeout(r.Context(), adminTimeout)
+	defer cancel()
+	log, err := entry.room.ChangeLog(ctx, 0)
+	switch {
+	case errors.Is(err, waitroom.ErrNotLogged):
+		return apiError(http.StatusNotFound, "the store of event %d keeps no change log", entry.key.Event)
+	case err != nil:
+		return apiError(http.StatusServiceUnavailable, "the queue store is unavailable: %v", err)
+	}
+	return writeJSON(w, http.StatusOK, log)
 }
 
 // change applies a change to the event's state in its store and answers
 // the state that resulted.
 func (a *Admin) change(w http.ResponseWriter, r *http.Request, entry *roomEntry, action string, change waitroom.Change, given zap.Field) error {
 	id := entry.key.Event
+	if len(change.Reason) > maxReason {
+		return apiError(http.StatusBadRequest, `"reason" is longer than %d bytes`, maxReason)
+	}
+	change.Actor = ActorAdmin
+	if change.Reason == "" {
+		change.Reason = "admin API from " + r.RemoteAddr
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), adminTimeout)
 	defer cancel()
 	state, err := entry.room.Update(ctx, change)

@@ -427,6 +427,81 @@ func honestEstimate(t *testing.T, store string) {
 	assert.Nil(t, body["estimated_wait_seconds"], "paused")
 }
 
+func TestAdminChangeLogMemory(t *testing.T) { adminChangeLog(t, "memory") }
+
+func TestAdminChangeLogRedis(t *testing.T) { adminChangeLog(t, testenv.RedisURL(t)) }
+
+// adminChangeLog: staff's changes and the autopilot's are in
+// GET /waitroom/events/{id}/log, newest first, with actor and reason.
+func adminChangeLog(t *testing.T, store string) {
+	ev := testenv.EventID()
+	evs := strconv.FormatInt(ev, 10)
+	s := load(t, testenv.FreePort(t), fmt.Sprintf(`
+	waitroom {
+		event %d
+		key k1 %s
+		store %s
+		autopilot 1 100ms
+	}
+	respond "the site"`, ev, testSecret, store))
+	events := "/waitroom/events/" + evs
+	code, _, raw := adminCall(t, adminPort, http.MethodPost, events+"/pause", `{"paused": true, "reason": "payment provider down"}`)
+	require.Equal(t, http.StatusOK, code, raw)
+	for range 3 {
+		require.Equal(t, http.StatusOK, newVisitor(t).get(s.url("/")).StatusCode)
+	}
+	code, _, raw = adminCall(t, adminPort, http.MethodPost, events+"/pause", `{"paused": false}`)
+	require.Equal(t, http.StatusOK, code, raw)
+
+	var log []map[string]any
+	require.Eventually(t, func() bool {
+		res := adminDo(t, 10*time.Second, func() *http.Request {
+			req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("http://localhost:%d%s/log", adminPort, events), nil)
+			return req
+		})
+		defer res.Body.Close()
+		log = nil
+		require.NoError(t, json.NewDecoder(res.Body).Decode(&log))
+		return len(log) >= 3 && log[0]["actor"] == "autopilot"
+	}, 10*time.Second, 50*time.Millisecond, "the autopilot's raise is logged")
+
+	first := log[0]
+	assert.Equal(t, "watermark", first["field"])
+	assert.Equal(t, first["from"].(float64)+1, first["to"])
+	assert.NotEmpty(t, first["reason"])
+	var pauses []map[string]any
+	for _, e := range log {
+		if e["field"] == "paused" {
+			pauses = append(pauses, e)
+		}
+	}
+	require.Len(t, pauses, 2)
+	assert.Equal(t, map[string]any{"actor": "admin", "field": "paused", "from": true, "to": false}, pick(pauses[0], "actor", "field", "from", "to"))
+	assert.Contains(t, pauses[0]["reason"], "admin API from ")
+	assert.Equal(t, map[string]any{"actor": "admin", "field": "paused", "from": false, "to": true, "reason": "payment provider down"},
+		pick(pauses[1], "actor", "field", "from", "to", "reason"))
+	for i := 1; i < len(log); i++ {
+		newer, err := time.Parse(time.RFC3339Nano, log[i-1]["time"].(string))
+		require.NoError(t, err)
+		older, err := time.Parse(time.RFC3339Nano, log[i]["time"].(string))
+		require.NoError(t, err)
+		assert.False(t, newer.Before(older), "newest first")
+	}
+
+	code, body, raw := adminCall(t, adminPort, http.MethodPost, events+"/pause", `{"paused": true, "reason": "`+strings.Repeat("x", 501)+`"}`)
+	assert.Equal(t, http.StatusBadRequest, code, raw)
+	assert.Equal(t, "invalid_request", body["error"])
+}
+
+// pick is m with only keys.
+func pick(m map[string]any, keys ...string) map[string]any {
+	out := make(map[string]any, len(keys))
+	for _, k := range keys {
+		out[k] = m[k]
+	}
+	return out
+}
+
 func TestAdminHardCapLiveMemory(t *testing.T) { adminHardCapLive(t, "memory") }
 
 func TestAdminHardCapLiveRedis(t *testing.T) { adminHardCapLive(t, testenv.RedisURL(t)) }

@@ -24,6 +24,8 @@ type memEvent struct {
 	hardCapLive bool
 	leases      map[string]time.Time
 	lottery     *memLottery
+	// log is the change log, newest last, at most MaxLogEntries.
+	log []LogEntry
 }
 
 // NewMemoryStore returns an empty store reading the clock from now
@@ -98,6 +100,7 @@ func (m *MemoryStore) Update(_ context.Context, event int64, c Change) (State, e
 	}
 	m.mu.Lock()
 	e := m.event(event)
+	before := e.state
 	watermark := e.state.Watermark
 	if c.SetWatermark != nil {
 		watermark = *c.SetWatermark
@@ -122,9 +125,25 @@ func (m *MemoryStore) Update(_ context.Context, event int64, c Change) (State, e
 		e.hardCapLive = true
 	}
 	s := e.state
+	e.log = append(e.log, logEntries(c, before, s, m.now())...)
+	if n := len(e.log) - MaxLogEntries; n > 0 {
+		e.log = append(e.log[:0], e.log[n:]...)
+	}
 	m.mu.Unlock()
 	m.notify(event)
 	return s, nil
+}
+
+// ChangeLog implements ChangeLogStore.
+func (m *MemoryStore) ChangeLog(_ context.Context, event int64, limit int) ([]LogEntry, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	log := m.event(event).log
+	out := make([]LogEntry, 0, min(limit, len(log)))
+	for i := len(log) - 1; i >= 0 && len(out) < limit; i-- {
+		out = append(out, log[i])
+	}
+	return out, nil
 }
 
 // Watch implements Store.
@@ -304,6 +323,7 @@ type nonceKey struct {
 }
 
 var (
-	_ LotteryStore = (*MemoryStore)(nil)
-	_ NonceStore   = (*MemoryStore)(nil)
+	_ ChangeLogStore = (*MemoryStore)(nil)
+	_ LotteryStore   = (*MemoryStore)(nil)
+	_ NonceStore     = (*MemoryStore)(nil)
 )

@@ -3,6 +3,7 @@ package waitroom
 import (
 	"context"
 	_ "embed"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -101,6 +102,7 @@ func positionsKey(event int64) string { return "waitroom:" + hashtag.Event(event
 func changedChannel(event int64) string {
 	return "waitroom:" + hashtag.Event(event) + ":changed"
 }
+func logKey(event int64) string { return "waitroom:" + hashtag.Event(event) + ":log" }
 func leaseKey(event int64, name string) string {
 	return "waitroom:" + hashtag.Event(event) + ":lease:" + name
 }
@@ -280,7 +282,12 @@ func (r *RedisStore) Update(ctx context.Context, event int64, c Change) (State, 
 	}
 	key := stateKey(event)
 	var incr *redis.IntCmd
+	var beforeFields *redis.SliceCmd
 	s, err := r.apply(ctx, event, "update state", func(p redis.Pipeliner) {
+		// The fields the writes start from, in the same MULTI, for the
+		// log. HMGET never answers redis.Nil, which would hide a write's
+		// error in MULTI's answer.
+		beforeFields = p.HMGet(ctx, key, fieldWatermark, fieldHardCap, fieldSoldOut, fieldPaused, fieldRestoreUntil)
 		if c.SetWatermark != nil {
 			p.HSet(ctx, key, fieldWatermark, *c.SetWatermark)
 		}
@@ -298,11 +305,51 @@ func (r *RedisStore) Update(ctx context.Context, event int64, c Change) (State, 
 		}
 	})
 	// HINCRBY refuses to overflow and leaves the watermark alone; it is
-	// the only write of a change that can fail on its value.
-	if err != nil && incr != nil && isOverflow(incr.Err()) {
+	// the only write of a change that can fail on its value. Asked of the
+	// command itself: MULTI's answer may be an earlier read's redis.Nil.
+	if incr != nil && isOverflow(incr.Err()) {
 		return State{}, fmt.Errorf("update state: %w: %w", ErrOverflow, incr.Err())
 	}
-	return s, err
+	if err != nil {
+		return s, err
+	}
+	before, _ := r.decodeState(event, beforeFields, redis.NewStringResult("0", nil))
+	if entries := logEntries(c, before, s, r.now()); len(entries) > 0 {
+		// After the change rather than in its MULTI: a log entry lost to a
+		// crash in between is the price of not scripting every change.
+		vals := make([]any, len(entries))
+		for i, e := range entries {
+			b, err := json.Marshal(e)
+			if err != nil {
+				return s, fmt.Errorf("update state: log entry: %w", err)
+			}
+			vals[i] = b
+		}
+		p := r.rdb.Pipeline()
+		p.LPush(ctx, logKey(event), vals...)
+		p.LTrim(ctx, logKey(event), 0, MaxLogEntries-1)
+		if _, err := p.Exec(ctx); err != nil {
+			return s, unavailable("update state: log", err)
+		}
+	}
+	return s, nil
+}
+
+// ChangeLog implements ChangeLogStore.
+func (r *RedisStore) ChangeLog(ctx context.Context, event int64, limit int) ([]LogEntry, error) {
+	raw, err := r.rdb.LRange(ctx, logKey(event), 0, int64(limit)-1).Result()
+	if err != nil {
+		return nil, unavailable("change log", err)
+	}
+	out := make([]LogEntry, 0, len(raw))
+	for _, s := range raw {
+		var e LogEntry
+		if err := json.Unmarshal([]byte(s), &e); err != nil {
+			return nil, fmt.Errorf("change log: %w", err)
+		}
+		out = append(out, e)
+	}
+	return out, nil
 }
 
 // isOverflow tells Redis's answer to an increment past the int64 range.
@@ -381,4 +428,7 @@ func (r *RedisStore) Lead(ctx context.Context, event int64, name string, ttl tim
 	return ok, nil
 }
 
-var _ Store = (*RedisStore)(nil)
+var (
+	_ Store          = (*RedisStore)(nil)
+	_ ChangeLogStore = (*RedisStore)(nil)
+)

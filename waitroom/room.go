@@ -368,7 +368,8 @@ func (r *Room) autopilot(ctx context.Context) error {
 		return err
 	}
 	step := min(r.opts.Autopilot.Step, s.Waiting())
-	s, err = r.Update(ctx, Change{RaiseBy: step})
+	s, err = r.Update(ctx, Change{RaiseBy: step, Actor: ActorAutopilot,
+		Reason: fmt.Sprintf("%d every %s while %d wait", r.opts.Autopilot.Step, r.opts.Autopilot.Interval, s.Waiting())})
 	if err != nil {
 		return err
 	}

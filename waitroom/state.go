@@ -57,7 +57,15 @@ type Change struct {
 	// HardCap changes the hard cap live (0: none); from then on the
 	// configured one no longer overwrites it.
 	HardCap *int64
+	// Actor and Reason go into the event's change log with every field the
+	// change moves.
+	Actor  string
+	Reason string
 }
+
+// ErrNotLogged is returned by Room.ChangeLog when the store keeps no change
+// log.
+var ErrNotLogged = errors.New("the store keeps no change log")
 
 // ErrNegative is returned for a change that would make a count negative.
 var ErrNegative = errors.New("value must not be negative")

@@ -404,3 +404,45 @@ func TestRedisStoreNeverRestartsTheCounter(t *testing.T) {
 		})
 	}
 }
+
+// TestStoreChangeLog: every field a change moves is logged, newest first,
+// with its actor and reason; a change that moves nothing logs nothing, and
+// the log keeps the newest MaxLogEntries.
+func TestStoreChangeLog(t *testing.T) {
+	stores(t, func(t *testing.T, s waitroom.Store) {
+		ctx := context.Background()
+		evt := testenv.EventID()
+		_, err := s.Ensure(ctx, evt, waitroom.Defaults{Watermark: 10})
+		require.NoError(t, err)
+		_, err = s.Update(ctx, evt, waitroom.Change{RaiseBy: 5, Actor: "autopilot", Reason: "step"})
+		require.NoError(t, err)
+		_, err = s.Update(ctx, evt, waitroom.Change{SetWatermark: ptr[int64](15), Actor: "admin"})
+		require.NoError(t, err)
+		_, err = s.Update(ctx, evt, waitroom.Change{SoldOut: ptr(true), HardCap: ptr[int64](40), Reason: "no seats"})
+		require.NoError(t, err)
+
+		ls := s.(waitroom.ChangeLogStore)
+		log, err := ls.ChangeLog(ctx, evt, 10)
+		require.NoError(t, err)
+		type row struct{ actor, field, from, to, reason string }
+		got := make([]row, len(log))
+		for i, e := range log {
+			got[i] = row{e.Actor, e.Field, string(e.From), string(e.To), e.Reason}
+			assert.False(t, e.Time.IsZero())
+		}
+		assert.Equal(t, []row{
+			{"unnamed", "sold_out", "false", "true", "no seats"},
+			{"unnamed", "hard_cap", "0", "40", "no seats"},
+			{"autopilot", "watermark", "10", "15", "step"},
+		}, got, "newest first; setting the watermark it had moves nothing")
+
+		for range waitroom.MaxLogEntries + 5 {
+			_, err = s.Update(ctx, evt, waitroom.Change{RaiseBy: 1})
+			require.NoError(t, err)
+		}
+		log, err = ls.ChangeLog(ctx, evt, waitroom.MaxLogEntries+100)
+		require.NoError(t, err)
+		assert.Len(t, log, waitroom.MaxLogEntries, "bounded")
+		assert.JSONEq(t, "1020", string(log[0].To))
+	})
+}
