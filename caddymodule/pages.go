@@ -173,11 +173,11 @@ func DescribeWait(d time.Duration, known bool) string {
 
 // waitingBody is the JSON form of the waiting answer.
 type waitingBody struct {
-	Status               string `json:"status"`
-	Event                int64  `json:"event"`
-	Position             int64  `json:"position"`
-	AdmittedThrough      int64  `json:"admitted_through"`
-	Ahead                int64  `json:"ahead"`
+	Status          string `json:"status"`
+	Event           int64  `json:"event"`
+	Position        int64  `json:"position"`
+	AdmittedThrough int64  `json:"admitted_through"`
+	Ahead           int64  `json:"ahead"`
 	// EstimatedWaitSeconds is null while no admission rate is known.
 	EstimatedWaitSeconds *int64 `json:"estimated_wait_seconds"`
 	Token                string `json:"token"`
