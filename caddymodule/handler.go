@@ -586,7 +586,9 @@ func (h *Handler) serveArrival(w http.ResponseWriter, r *http.Request, next cadd
 	if h.UserID != "" {
 		user = strings.TrimSpace(repl.ReplaceAll(h.UserID, ""))
 	}
-	if user == "" {
+	// An account (a user id from the site) holds one position per event.
+	account := user != ""
+	if !account {
 		user = waitroom.NewVisitorID()
 	}
 	if h.room.room.PreQueue() {
@@ -601,13 +603,19 @@ func (h *Handler) serveArrival(w http.ResponseWriter, r *http.Request, next cadd
 		}
 		// The opening came meanwhile: a place after the entrants.
 	}
-	return h.join(w, r, next, repl, user, presented)
+	return h.join(w, r, next, repl, user, account, presented)
 }
 
-// join gives user the next position.
-func (h *Handler) join(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, repl *caddy.Replacer, user string, presented bool) error {
+// join gives user the next position, or, for an account, the one it holds.
+func (h *Handler) join(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, repl *caddy.Replacer, user string, account, presented bool) error {
 	ctx, cancel := context.WithTimeout(r.Context(), joinTimeout)
-	pos, err := h.room.room.Join(ctx)
+	var pos int64
+	var err error
+	if account {
+		pos, _, err = h.room.room.JoinAccount(ctx, user, h.ttl)
+	} else {
+		pos, err = h.room.room.Join(ctx)
+	}
 	cancel()
 	if err != nil {
 		// A store down, or one that lost the event's state and is having
@@ -631,11 +639,26 @@ func (h *Handler) join(w http.ResponseWriter, r *http.Request, next caddyhttp.Ha
 	return h.wait(w, r, repl, s, t)
 }
 
+// isAccount tells whether subject, a token's, is an account's id (from
+// user_id) rather than an anonymous visitor's.
+func (h *Handler) isAccount(subject string) bool {
+	return h.UserID != "" && !waitroom.IsVisitorID(subject)
+}
+
 // renew re-issues t (same user and position, fresh expiry) once less than
 // half of its life is left, so whoever keeps polling keeps the place.
 func (h *Handler) renew(w http.ResponseWriter, r *http.Request, t waitroom.Ticket) waitroom.Ticket {
 	if t.ExpiresAt.Sub(h.now()) >= h.ttl/2 {
 		return t
+	}
+	if h.isAccount(t.Subject) {
+		// The account's position lives as long as its token does.
+		ctx, cancel := context.WithTimeout(r.Context(), joinTimeout)
+		err := h.room.room.KeepAccount(ctx, t.Subject, t.Position, h.ttl)
+		cancel()
+		if err != nil {
+			h.logger.Debug("keeping an account's position", zap.Int64("event", h.Event), zap.Error(err))
+		}
 	}
 	fresh, err := h.keys.Issue(t.Subject, t.Event, t.Position, h.ttl)
 	if err != nil {

@@ -502,6 +502,51 @@ func pick(m map[string]any, keys ...string) map[string]any {
 	return out
 }
 
+func TestOnePositionPerAccountMemory(t *testing.T) { onePositionPerAccount(t, "memory") }
+
+func TestOnePositionPerAccountRedis(t *testing.T) { onePositionPerAccount(t, testenv.RedisURL(t)) }
+
+// onePositionPerAccount: with user_id, an account that joins again without
+// its token (another device) gets the position it holds (docs/api.md §3).
+func onePositionPerAccount(t *testing.T, store string) {
+	ev := testenv.EventID()
+	s := load(t, testenv.FreePort(t), fmt.Sprintf(`
+	waitroom {
+		event %d
+		key k1 %s
+		store %s
+		user_id {http.request.header.X-User-ID}
+	}
+	respond "the site"`, ev, testSecret, store))
+	join := func(user string) map[string]any {
+		t.Helper()
+		var headers []string
+		if user != "" {
+			headers = []string{"X-User-ID", user}
+		}
+		res := newVisitor(t).get(s.url("/"), headers...)
+		require.Equal(t, http.StatusOK, res.StatusCode, res.body)
+		return res.json(t)
+	}
+	assert.Equal(t, 1.0, join("alice")["position"])
+	assert.Equal(t, 2.0, join("bob")["position"])
+	again := join("alice")
+	assert.Equal(t, 1.0, again["position"], "a new device of alice")
+	tk, err := waitroomKeys(t).Verify(again["token"].(string), ev)
+	require.NoError(t, err)
+	assert.Equal(t, "alice", tk.Subject)
+	assert.Equal(t, 3.0, join("")["position"], "anonymous visitors each get a place")
+	assert.Equal(t, 4.0, join("")["position"])
+	assert.Equal(t, 2.0, join("bob")["position"])
+}
+
+// waitroomKeys is the key set of the tests' configs.
+func waitroomKeys(t *testing.T) *waitroom.KeySet {
+	ks, err := waitroom.NewKeySet(nil, waitroom.Key{ID: "k1", Secret: []byte(testSecret)})
+	require.NoError(t, err)
+	return ks
+}
+
 func TestAdminHardCapLiveMemory(t *testing.T) { adminHardCapLive(t, "memory") }
 
 func TestAdminHardCapLiveRedis(t *testing.T) { adminHardCapLive(t, testenv.RedisURL(t)) }

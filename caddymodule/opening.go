@@ -36,7 +36,7 @@ func (h *Handler) servePreQueueTicket(w http.ResponseWriter, r *http.Request, ne
 	if h.opensAt.IsZero() {
 		// The opening was taken out of the config: nothing drawn, a place
 		// at the back.
-		return h.join(w, r, next, repl, t.Subject, true)
+		return h.join(w, r, next, repl, t.Subject, h.isAccount(t.Subject), true)
 	}
 	if h.room.room.PreQueue() {
 		return h.preQueue(w, r, repl, t)
@@ -51,7 +51,7 @@ func (h *Handler) servePreQueueTicket(w http.ResponseWriter, r *http.Request, ne
 		// The store lost the entry (or the draw): the work was done, so a
 		// place at the back without another challenge.
 		h.logger.Debug("pre-queue entrant not in the draw", zap.Int64("event", h.Event), zap.String("user", t.Subject))
-		return h.join(w, r, next, repl, t.Subject, true)
+		return h.join(w, r, next, repl, t.Subject, h.isAccount(t.Subject), true)
 	case err != nil:
 		return h.unavailable(w, r, repl, err)
 	}

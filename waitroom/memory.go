@@ -13,6 +13,7 @@ type MemoryStore struct {
 	events   map[int64]*memEvent
 	watchers map[int64]map[chan struct{}]struct{}
 	nonces   map[nonceKey]time.Time
+	accounts map[nonceKey]accountEntry
 	now      func() time.Time
 }
 

@@ -476,3 +476,29 @@ func TestRoomSeenTokensRaiseTheRestoredCounter(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, int64(501), pos)
 }
+
+// TestRoomJoinAccountExpires: an account's position lives for the TTL from
+// its last claim, then the account queues anew.
+func TestRoomJoinAccountExpires(t *testing.T) {
+	clock := newClock()
+	r := NewRoom(NewMemoryStore(clock.Now), 1, RoomOptions{Now: clock.Now})
+	ctx := context.Background()
+	_, err := r.Refresh(ctx)
+	require.NoError(t, err)
+	pos, again, err := r.JoinAccount(ctx, "alice", time.Minute)
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), pos)
+	assert.False(t, again)
+	clock.Advance(50 * time.Second)
+	require.NoError(t, r.KeepAccount(ctx, "alice", 1, time.Minute))
+	clock.Advance(50 * time.Second)
+	pos, again, err = r.JoinAccount(ctx, "alice", time.Minute)
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), pos, "kept alive")
+	assert.True(t, again)
+	clock.Advance(2 * time.Minute)
+	pos, again, err = r.JoinAccount(ctx, "alice", time.Minute)
+	require.NoError(t, err)
+	assert.Equal(t, int64(2), pos, "expired: a new place")
+	assert.False(t, again)
+}

@@ -446,3 +446,32 @@ func TestStoreChangeLog(t *testing.T) {
 		assert.JSONEq(t, "1020", string(log[0].To))
 	})
 }
+
+// TestStoreAccountPositions: an account's first claim is its position; a
+// later claim gets that one back; another account's is its own.
+func TestStoreAccountPositions(t *testing.T) {
+	stores(t, func(t *testing.T, s waitroom.Store) {
+		ctx := context.Background()
+		evt := testenv.EventID()
+		as := s.(waitroom.AccountStore)
+		_, ok, err := as.AccountPosition(ctx, evt, "alice")
+		require.NoError(t, err)
+		assert.False(t, ok)
+		got, err := as.ClaimAccount(ctx, evt, "alice", 7, time.Minute)
+		require.NoError(t, err)
+		assert.Equal(t, int64(7), got)
+		got, err = as.ClaimAccount(ctx, evt, "alice", 9, time.Minute)
+		require.NoError(t, err)
+		assert.Equal(t, int64(7), got, "the position it holds")
+		pos, ok, err := as.AccountPosition(ctx, evt, "alice")
+		require.NoError(t, err)
+		assert.True(t, ok)
+		assert.Equal(t, int64(7), pos)
+		got, err = as.ClaimAccount(ctx, evt, "bob", 9, time.Minute)
+		require.NoError(t, err)
+		assert.Equal(t, int64(9), got)
+		_, ok, err = as.AccountPosition(ctx, evt+1, "alice")
+		require.NoError(t, err)
+		assert.False(t, ok, "per event")
+	})
+}
