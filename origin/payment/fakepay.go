@@ -11,7 +11,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/stripe/stripe-go/v85"
@@ -105,18 +104,19 @@ type FakepayConfig struct {
 // matters to bookings: idempotency keys, declines, ambiguous timeouts, and
 // signed at-least-once webhooks in Stripe's event format.
 type Fakepay struct {
-	secret   string
-	now      func() time.Time
-	client   *http.Client
-	log      *slog.Logger
-	cfg      FakepayConfig
-	ctx      context.Context
-	stop     context.CancelFunc
-	wg       sync.WaitGroup
-	closing  sync.Once
-	counters struct {
-		charges, declines, refunds, refundFailures, failures, timeouts, sent, attempts, failed atomic.Int64
-	}
+	secret  string
+	now     func() time.Time
+	client  *http.Client
+	log     *slog.Logger
+	cfg     FakepayConfig
+	ctx     context.Context
+	stop    context.CancelFunc
+	wg      sync.WaitGroup
+	closing sync.Once
+	// fakeCounters are what fakepay did, for tests and reports.
+	fakeCounters
+	// webhookSender delivers the webhook events.
+	*webhookSender
 
 	mu          sync.Mutex
 	closed      bool
@@ -226,6 +226,7 @@ func NewFakepay(ctx context.Context, cfg FakepayConfig) (*Fakepay, error) {
 	}
 	f.rng = mrand.New(mrand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	f.ctx, f.stop = context.WithCancel(ctx)
+	f.webhookSender = &webhookSender{f: f}
 	return f, nil
 }
 
@@ -272,7 +273,7 @@ func (f *Fakepay) CreatePayment(ctx context.Context, req CreateRequest) (Payment
 	rec.mu.Unlock()
 
 	if f.roll(func() float64 { return f.timeoutRate }) {
-		f.counters.timeouts.Add(1)
+		f.fakeCounters.timeouts.Add(1)
 		return Payment{}, fmt.Errorf("fakepay: create payment for booking %s: %w: injected timeout after the charge", req.BookingID, ErrAmbiguous)
 	}
 	if declined != nil {
@@ -306,10 +307,10 @@ func (f *Fakepay) charge(req CreateRequest) *fakePayment {
 		}
 		p.decline = &DeclineError{PaymentID: p.ID, Code: string(outcome.code), DeclineCode: string(outcome.declineCode), Message: outcome.message}
 		typ = stripe.EventTypePaymentIntentPaymentFailed
-		f.counters.declines.Add(1)
+		f.fakeCounters.declines.Add(1)
 	} else {
 		p.chargeID = "ch_" + randomID()
-		f.counters.charges.Add(1)
+		f.fakeCounters.charges.Add(1)
 	}
 	p.outcome = f.newEvent(typ, p.ID, intentObject(p), now)
 
@@ -401,7 +402,7 @@ func (f *Fakepay) enter(ctx context.Context, what string) error {
 		return fmt.Errorf("fakepay: %s: %w: %w", what, ErrAmbiguous, err)
 	}
 	if f.roll(func() float64 { return f.failureRate }) {
-		f.counters.failures.Add(1)
+		f.fakeCounters.failures.Add(1)
 		return fmt.Errorf("fakepay: %s: %w: injected failure before the provider", what, ErrAmbiguous)
 	}
 	return nil

@@ -40,7 +40,7 @@ func (f *Fakepay) Refund(ctx context.Context, req RefundRequest) (Refund, error)
 	rec.mu.Unlock()
 
 	if f.roll(func() float64 { return f.timeoutRate }) {
-		f.counters.timeouts.Add(1)
+		f.fakeCounters.timeouts.Add(1)
 		return Refund{}, fmt.Errorf("fakepay: refund payment %s: %w: injected timeout after the refund", req.PaymentID, ErrAmbiguous)
 	}
 	return r, nil
@@ -78,7 +78,7 @@ func (f *Fakepay) refund(req RefundRequest) (Refund, *fakeEvent, error) {
 	switch r.Status {
 	case RefundSucceeded:
 		p.AmountRefunded += amount
-		f.counters.refunds.Add(1)
+		f.fakeCounters.refunds.Add(1)
 		ev = f.newEvent(stripe.EventTypeChargeRefunded, p.ID, chargeObject(p), now)
 	case RefundPending:
 		// As at Stripe, a pending refund counts in the charge's amount
@@ -87,7 +87,7 @@ func (f *Fakepay) refund(req RefundRequest) (Refund, *fakeEvent, error) {
 		ev = f.newEvent(stripe.EventTypeRefundCreated, p.ID, refundObject(r, p), now)
 	default:
 		r.FailureReason = string(stripe.RefundFailureReasonLostOrStolenCard)
-		f.counters.refundFailures.Add(1)
+		f.fakeCounters.refundFailures.Add(1)
 		ev = f.newEvent(stripe.EventTypeRefundFailed, p.ID, refundObject(r, p), now)
 	}
 	if p.silent {
@@ -146,13 +146,13 @@ func (f *Fakepay) SettleRefund(refundID string, s RefundStatus) error {
 	switch {
 	case s == RefundSucceeded && r.Status == RefundPending:
 		r.Status = RefundSucceeded
-		f.counters.refunds.Add(1)
+		f.fakeCounters.refunds.Add(1)
 		evs = append(evs, f.newEvent(stripe.EventTypeRefundUpdated, p.ID, refundObject(r, p), now),
 			f.newEvent(stripe.EventTypeChargeRefunded, p.ID, chargeObject(p), now))
 	case s == RefundFailed && (r.Status == RefundPending || r.Status == RefundSucceeded):
 		r.Status, r.FailureReason = RefundFailed, string(stripe.RefundFailureReasonExpiredOrCanceledCard)
 		p.AmountRefunded -= r.Amount
-		f.counters.refundFailures.Add(1)
+		f.fakeCounters.refundFailures.Add(1)
 		evs = append(evs, f.newEvent(stripe.EventTypeRefundFailed, p.ID, refundObject(r, p), now))
 	default:
 		f.mu.Unlock()

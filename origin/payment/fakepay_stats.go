@@ -3,6 +3,7 @@ package payment
 import (
 	"fmt"
 	"strconv"
+	"sync/atomic"
 )
 
 // FakepayStats are fakepay's counters.
@@ -32,9 +33,13 @@ func (f *Fakepay) SetFaults(failureRate, timeoutRate float64) error {
 	return nil
 }
 
+// fakeCounters count what fakepay did.
+type fakeCounters struct {
+	charges, declines, refunds, refundFailures, failures, timeouts, sent, attempts, failed atomic.Int64
+}
+
 // Stats returns the counters.
-func (f *Fakepay) Stats() FakepayStats {
-	c := &f.counters
+func (c *fakeCounters) Stats() FakepayStats {
 	return FakepayStats{
 		Charges: c.charges.Load(), Declines: c.declines.Load(), Refunds: c.refunds.Load(), RefundFailures: c.refundFailures.Load(),
 		InjectedFailures: c.failures.Load(), InjectedTimeouts: c.timeouts.Load(),
@@ -43,16 +48,16 @@ func (f *Fakepay) Stats() FakepayStats {
 }
 
 // Charges is the number of payments that took money.
-func (f *Fakepay) Charges() int64 { return f.counters.charges.Load() }
+func (c *fakeCounters) Charges() int64 { return c.charges.Load() }
 
 // Refunds is the number of refunds that succeeded.
-func (f *Fakepay) Refunds() int64 { return f.counters.refunds.Load() }
+func (c *fakeCounters) Refunds() int64 { return c.refunds.Load() }
 
 // RefundFailures is the number of refunds that failed.
-func (f *Fakepay) RefundFailures() int64 { return f.counters.refundFailures.Load() }
+func (c *fakeCounters) RefundFailures() int64 { return c.refundFailures.Load() }
 
 // WebhooksSent is the number of webhook deliveries answered 2xx.
-func (f *Fakepay) WebhooksSent() int64 { return f.counters.sent.Load() }
+func (c *fakeCounters) WebhooksSent() int64 { return c.sent.Load() }
 
 // FakepayMoney is what fakepay really moved, to hold a ledger's account
 // against.

@@ -116,9 +116,15 @@ func (f *Fakepay) newEvent(typ stripe.EventType, paymentID string, object any, n
 	return &fakeEvent{id: e.ID, paymentID: paymentID, body: body}
 }
 
+// webhookSender delivers fakepay's webhook events: copies, delays and
+// retries, the pause, and the count of deliveries under way. Its state is
+// fakepay's, under fakepay's lock.
+type webhookSender struct{ f *Fakepay }
+
 // dispatch sends an event MinCopies..MaxCopies times, each copy after its own
 // random delay and with its own retries.
-func (f *Fakepay) dispatch(ev *fakeEvent) {
+func (w *webhookSender) dispatch(ev *fakeEvent) {
+	f := w.f
 	f.mu.Lock()
 	if f.url == "" {
 		f.mu.Unlock()
@@ -138,7 +144,8 @@ func (f *Fakepay) dispatch(ev *fakeEvent) {
 }
 
 // deliverAsync starts one copy's delivery; false when closed.
-func (f *Fakepay) deliverAsync(ev *fakeEvent, delay time.Duration) bool {
+func (w *webhookSender) deliverAsync(ev *fakeEvent, delay time.Duration) bool {
+	f := w.f
 	f.mu.Lock()
 	if f.closed || f.ctx.Err() != nil {
 		f.mu.Unlock()
@@ -154,7 +161,8 @@ func (f *Fakepay) deliverAsync(ev *fakeEvent, delay time.Duration) bool {
 	return true
 }
 
-func (f *Fakepay) deliver(ev *fakeEvent, delay time.Duration) {
+func (w *webhookSender) deliver(ev *fakeEvent, delay time.Duration) {
+	f := w.f
 	defer func() {
 		f.mu.Lock()
 		f.inflight--
@@ -187,7 +195,8 @@ func (f *Fakepay) deliver(ev *fakeEvent, delay time.Duration) {
 
 // backoff doubles from RetryBase up to RetryMax, jittered so that retries of
 // many events don't arrive in step.
-func (f *Fakepay) backoff(attempt int) time.Duration {
+func (w *webhookSender) backoff(attempt int) time.Duration {
+	f := w.f
 	d := f.cfg.RetryBase
 	for i := 1; i < attempt && d < f.cfg.RetryMax; i++ {
 		d *= 2
@@ -198,7 +207,8 @@ func (f *Fakepay) backoff(attempt int) time.Duration {
 	return d/2 + time.Duration(f.rng.Int64N(int64(d/2)+1))
 }
 
-func (f *Fakepay) sleep(d time.Duration) bool {
+func (w *webhookSender) sleep(d time.Duration) bool {
+	f := w.f
 	if d <= 0 {
 		return f.ctx.Err() == nil
 	}
@@ -213,7 +223,8 @@ func (f *Fakepay) sleep(d time.Duration) bool {
 }
 
 // gate blocks while deliveries are paused; false when closed meanwhile.
-func (f *Fakepay) gate() bool {
+func (w *webhookSender) gate() bool {
+	f := w.f
 	f.mu.Lock()
 	ch := f.paused
 	f.mu.Unlock()
@@ -230,7 +241,8 @@ func (f *Fakepay) gate() bool {
 
 // post sends one signed copy of an event. The signature's timestamp is the
 // time of sending, as with Stripe, so a retried event isn't stale.
-func (f *Fakepay) post(ctx context.Context, ev *fakeEvent) error {
+func (w *webhookSender) post(ctx context.Context, ev *fakeEvent) error {
+	f := w.f
 	f.mu.Lock()
 	url := f.url
 	f.mu.Unlock()
@@ -244,26 +256,27 @@ func (f *Fakepay) post(ctx context.Context, ev *fakeEvent) error {
 	req.Header.Set("Content-Type", "application/json; charset=utf-8")
 	req.Header.Set("User-Agent", "fakepay/1.0 (Stripe-compatible webhooks)")
 	req.Header.Set(SignatureHeader, SignWebhook(ev.body, f.secret, f.now()))
-	f.counters.attempts.Add(1)
+	f.fakeCounters.attempts.Add(1)
 	resp, err := f.client.Do(req)
 	if err != nil {
-		f.counters.failed.Add(1)
+		f.fakeCounters.failed.Add(1)
 		return fmt.Errorf("deliver event %s: %w", ev.id, err)
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	_ = resp.Body.Close()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		f.counters.failed.Add(1)
+		f.fakeCounters.failed.Add(1)
 		return fmt.Errorf("deliver event %s: endpoint answered %s", ev.id, resp.Status)
 	}
-	f.counters.sent.Add(1)
+	f.fakeCounters.sent.Add(1)
 	return nil
 }
 
 // Pause holds every automatic delivery (new copies and retries) until
 // Resume, so a test can land a payment's webhook after, say, its hold
 // expired. Redeliver is not held.
-func (f *Fakepay) Pause() {
+func (w *webhookSender) Pause() {
+	f := w.f
 	f.mu.Lock()
 	if f.paused == nil {
 		f.paused = make(chan struct{})
@@ -273,7 +286,8 @@ func (f *Fakepay) Pause() {
 
 // Resume releases the deliveries held by Pause, all at once (in no
 // particular order).
-func (f *Fakepay) Resume() {
+func (w *webhookSender) Resume() {
+	f := w.f
 	f.mu.Lock()
 	if f.paused != nil {
 		close(f.paused)
@@ -325,7 +339,8 @@ func (f *Fakepay) outcomeEvent(paymentID string) (*fakeEvent, error) {
 
 // WaitIdle waits until no delivery is under way (each has succeeded or given
 // up), or ctx ends. Deliveries held by Pause are under way.
-func (f *Fakepay) WaitIdle(ctx context.Context) error {
+func (w *webhookSender) WaitIdle(ctx context.Context) error {
+	f := w.f
 	f.mu.Lock()
 	n, ch := f.inflight, f.idle
 	f.mu.Unlock()
