@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"html/template"
+	"io"
 	"math"
 	"net/http"
 	"strconv"
@@ -42,6 +43,15 @@ const (
 	StatusPreQueue    = "pre_queue"
 	StatusChallenge   = "challenge"
 	StatusRateLimited = "rate_limited"
+	StatusCompleted   = "completed"
+)
+
+// HeaderCommand is a response header of the site to the gateway, never
+// passed on to the client. CommandRevoke ends the admission of the
+// request's token at every gateway sharing the store.
+const (
+	HeaderCommand = "X-Waitroom-Command"
+	CommandRevoke = "revoke"
 )
 
 // HeaderSolution carries a solved challenge, "<nonce>:<counter>".
@@ -446,6 +456,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	switch {
 	case ok && ticket.PreQueue:
 		return h.servePreQueueTicket(w, r, next, repl, ticket)
+	case ok && h.room.room.Revoked(ticket.Subject, ticket.Position):
+		// The site ended this token's admission: an account is done; an
+		// anonymous visitor may queue again, at the back.
+		if h.isAccount(ticket.Subject) {
+			return h.completed(w, r, repl, ticket.Position)
+		}
+		return h.serveArrival(w, r, next, repl, state, true, solution)
 	case ok:
 		return h.serveTicket(w, r, next, repl, state, ticket)
 	}
@@ -622,6 +639,9 @@ func (h *Handler) join(w http.ResponseWriter, r *http.Request, next caddyhttp.Ha
 		// it put back: never a position it might have handed out before.
 		return h.unavailable(w, r, repl, err)
 	}
+	if account && h.room.room.Revoked(user, pos) {
+		return h.completed(w, r, repl, pos)
+	}
 	h.m.arrivals.Inc()
 
 	s := h.room.room.State()
@@ -709,7 +729,69 @@ func (h *Handler) admit(w http.ResponseWriter, r *http.Request, next caddyhttp.H
 	w.Header().Set(HeaderStatus, StatusAdmitted)
 	setPlaceholders(repl, StatusAdmitted, t.Position)
 	h.m.admitted.Inc()
-	return next.ServeHTTP(w, r)
+	return next.ServeHTTP(&commandWriter{ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: w}, h: h, r: r, t: t}, r)
+}
+
+// revokeLeeway is added to a token's life for the time a revocation lasts:
+// the verifier's leeway, and a renewal just before the revocation.
+const revokeLeeway = time.Minute
+
+// commandWriter takes the site's X-Waitroom-Command off its answer to an
+// admitted request, and carries it out, before anything is written.
+type commandWriter struct {
+	*caddyhttp.ResponseWriterWrapper
+	h    *Handler
+	r    *http.Request
+	t    waitroom.Ticket
+	done bool
+}
+
+func (cw *commandWriter) command() {
+	if cw.done {
+		return
+	}
+	cw.done = true
+	hdr := cw.Header()
+	var revoke bool
+	for name, vals := range hdr {
+		if !sameHeaderName(name, HeaderCommand) {
+			continue
+		}
+		for _, v := range vals {
+			for _, c := range strings.Split(v, ",") {
+				revoke = revoke || strings.EqualFold(strings.TrimSpace(c), CommandRevoke)
+			}
+		}
+		delete(hdr, name)
+	}
+	if !revoke {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(cw.r.Context()), joinTimeout)
+	defer cancel()
+	if err := cw.h.room.room.Revoke(ctx, cw.t.Subject, cw.t.Position, cw.h.ttl+revokeLeeway); err != nil {
+		// This node stopped admitting the token already; the others
+		// will not know until the store answers again.
+		cw.h.logger.Warn("revoking a token in the store", zap.Int64("event", cw.h.Event), zap.Error(err))
+	}
+	cw.h.m.revoked.Inc()
+}
+
+func (cw *commandWriter) WriteHeader(status int) {
+	if status >= 200 {
+		cw.command()
+	}
+	cw.ResponseWriterWrapper.WriteHeader(status)
+}
+
+func (cw *commandWriter) Write(b []byte) (int, error) {
+	cw.command()
+	return cw.ResponseWriterWrapper.Write(b)
+}
+
+func (cw *commandWriter) ReadFrom(src io.Reader) (int64, error) {
+	cw.command()
+	return cw.ResponseWriterWrapper.ReadFrom(src)
 }
 
 // gatewayHeaders are the headers the handler sets: on admitted requests

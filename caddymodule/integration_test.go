@@ -547,6 +547,111 @@ func waitroomKeys(t *testing.T) *waitroom.KeySet {
 	return ks
 }
 
+func TestRevocationMemory(t *testing.T) { revocation(t, "memory", false) }
+
+func TestRevocationRedisTwoGateways(t *testing.T) { revocation(t, testenv.RedisURL(t), false) }
+
+func TestRevocationOfAccountRedisTwoGateways(t *testing.T) {
+	revocation(t, testenv.RedisURL(t), true)
+}
+
+// revocation: the site's X-Waitroom-Command: revoke on an admitted answer
+// ends that token's admission, on the gateway that saw it at once and on
+// another sharing the store within a second; the header never reaches the
+// client. The token's holder then queues anew, or, an account, is told it
+// is done (docs/api.md §3).
+func revocation(t *testing.T, store string, account bool) {
+	ev := testenv.EventID()
+	evs := strconv.FormatInt(ev, 10)
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/confirm" {
+			w.Header().Set("X-Waitroom-Command", "revoke")
+		}
+		_, _ = io.WriteString(w, "site "+r.URL.Path)
+	}))
+	t.Cleanup(backend.Close)
+	userID := ""
+	if account {
+		userID = "user_id {http.request.header.X-User-ID}"
+	}
+	block := func(port int, lease int) string {
+		return fmt.Sprintf(`
+http://localhost:%d {
+	waitroom {
+		event %d
+		key k1 %s
+		store %s
+		lease %d
+		%s
+	}
+	reverse_proxy %s
+}
+`, port, ev, testSecret, store, lease, userID, backend.Listener.Addr())
+	}
+	pa, pb := testenv.FreePort(t), testenv.FreePort(t)
+	// Another lease makes another store client and room: a gateway of its
+	// own, sharing the store (the memory store: the one gateway).
+	cfg := fmt.Sprintf("{\n\tskip_install_trust\n\tadmin localhost:%d\n\thttp_port %d\n\thttps_port %d\n\tgrace_period 1ns\n}\n",
+		adminPort, pa, pa+1) + block(pa, 1)
+	if store != "memory" {
+		setUpEvent(t, store, ev)
+		cfg += block(pb, 2)
+	}
+	tc := caddytest.NewTester(t)
+	tc.InitServer(cfg, "caddyfile")
+	if t.Failed() {
+		t.FailNow()
+	}
+	a := &site{t: t, tc: tc, port: pa}
+	b := &site{t: t, tc: tc, port: pb}
+
+	v := newVisitor(t)
+	var hdr []string
+	if account {
+		hdr = []string{"X-User-ID", "alice"}
+	}
+	res := v.get(a.url("/"), hdr...)
+	require.Equal(t, http.StatusOK, res.StatusCode, res.body)
+	token := res.json(t)["token"].(string)
+	assert.Equal(t, 1.0, res.json(t)["position"])
+	code, _, raw := adminCall(t, adminPort, http.MethodPost, "/waitroom/events/"+evs+"/watermark", `{"set": 1}`)
+	require.Equal(t, http.StatusOK, code, raw)
+	bearer := func(s *site, path string) response {
+		return newVisitor(t).get(s.url(path), append([]string{HeaderToken, token}, hdr...)...)
+	}
+	require.Eventually(t, func() bool {
+		return bearer(a, "/").Header.Get(HeaderStatus) == StatusAdmitted &&
+			(store == "memory" || bearer(b, "/").Header.Get(HeaderStatus) == StatusAdmitted)
+	}, 5*time.Second, 20*time.Millisecond, "admitted on both gateways")
+
+	res = bearer(a, "/confirm")
+	require.Equal(t, http.StatusOK, res.StatusCode, res.body)
+	assert.Equal(t, "site /confirm", res.body)
+	assert.Equal(t, StatusAdmitted, res.Header.Get(HeaderStatus))
+	assert.Empty(t, res.Header.Values("X-Waitroom-Command"), "the command is the gateway's")
+
+	check := func(res response) bool {
+		if account {
+			return res.StatusCode == http.StatusOK && res.Header.Get(HeaderStatus) == StatusCompleted &&
+				res.body == fmt.Sprintf(`{"status":"completed","event":%d}`+"\n", ev)
+		}
+		return res.Header.Get(HeaderStatus) == StatusWaiting && res.json(t)["position"] != 1.0
+	}
+	res = bearer(a, "/")
+	assert.True(t, check(res), "at once on the gateway that saw it: %d %s %s", res.StatusCode, res.Header.Get(HeaderStatus), res.body)
+	if store != "memory" {
+		start := time.Now()
+		require.Eventually(t, func() bool { return check(bearer(b, "/")) }, 2*time.Second, 10*time.Millisecond,
+			"the other gateway within a second")
+		assert.Less(t, time.Since(start), time.Second)
+	}
+	if account {
+		// A new device of the account: the same position, and done.
+		res = newVisitor(t).get(a.url("/"), hdr...)
+		assert.Equal(t, StatusCompleted, res.Header.Get(HeaderStatus), res.body)
+	}
+}
+
 func TestAdminHardCapLiveMemory(t *testing.T) { adminHardCapLive(t, "memory") }
 
 func TestAdminHardCapLiveRedis(t *testing.T) { adminHardCapLive(t, testenv.RedisURL(t)) }

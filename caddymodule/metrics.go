@@ -12,6 +12,7 @@ import (
 var metrics = struct {
 	arrivals, admitted, waiting, soldOut, invalidTokens *prometheus.CounterVec
 	preQueue, challenges, rateLimited                   *prometheus.CounterVec
+	revoked, completed                                  *prometheus.CounterVec
 }{
 	arrivals: newCounter("arrivals_total",
 		"New arrivals given a queue position."),
@@ -29,6 +30,10 @@ var metrics = struct {
 		"Challenges handed out (proof of work at join), including those for wrong, expired or reused solutions."),
 	rateLimited: newCounter("rate_limited_total",
 		"New arrivals refused with 429 for exceeding the join rate of their address."),
+	revoked: newCounter("revoked_total",
+		"Admitted tokens the site revoked (X-Waitroom-Command: revoke)."),
+	completed: newCounter("completed_total",
+		"Completed answers to accounts whose admission the site revoked."),
 }
 
 func newCounter(name, help string) *prometheus.CounterVec {
@@ -48,7 +53,7 @@ func registerMetrics(reg *prometheus.Registry) error {
 	}
 	for _, c := range []prometheus.Collector{
 		metrics.arrivals, metrics.admitted, metrics.waiting, metrics.soldOut, metrics.invalidTokens,
-		metrics.preQueue, metrics.challenges, metrics.rateLimited,
+		metrics.preQueue, metrics.challenges, metrics.rateLimited, metrics.revoked, metrics.completed,
 	} {
 		if err := reg.Register(c); err != nil {
 			var already prometheus.AlreadyRegisteredError
@@ -65,6 +70,7 @@ func registerMetrics(reg *prometheus.Registry) error {
 type eventMetrics struct {
 	arrivals, admitted, waiting, soldOut, invalidTokens prometheus.Counter
 	preQueue, challenges, rateLimited                   prometheus.Counter
+	revoked, completed                                  prometheus.Counter
 }
 
 func metricsFor(event string) eventMetrics {
@@ -77,5 +83,7 @@ func metricsFor(event string) eventMetrics {
 		preQueue:      metrics.preQueue.WithLabelValues(event),
 		challenges:    metrics.challenges.WithLabelValues(event),
 		rateLimited:   metrics.rateLimited.WithLabelValues(event),
+		revoked:       metrics.revoked.WithLabelValues(event),
+		completed:     metrics.completed.WithLabelValues(event),
 	}
 }

@@ -40,6 +40,7 @@ var (
 	defaultPreQueuePage    = template.Must(template.ParseFS(templateFiles, "templates/pre_queue.html"))
 	defaultChallengePage   = template.Must(template.ParseFS(templateFiles, "templates/challenge.html"))
 	defaultRateLimitedPage = template.Must(template.ParseFS(templateFiles, "templates/rate_limited.html"))
+	defaultCompletedPage   = template.Must(template.ParseFS(templateFiles, "templates/completed.html"))
 )
 
 // PreQueuePage is what the pre-queue page is executed with: before a
@@ -225,6 +226,24 @@ func (h *Handler) wait(w http.ResponseWriter, r *http.Request, repl *caddy.Repla
 		Paused:               s.Paused,
 		RetryAfterSeconds:    retry,
 	})
+}
+
+// completed answers an account whose admission the site revoked: it is done
+// (its booking confirmed), so it gets neither the site nor a new place.
+func (h *Handler) completed(w http.ResponseWriter, r *http.Request, repl *caddy.Replacer, pos int64) error {
+	hdr := w.Header()
+	hdr.Set(HeaderStatus, StatusCompleted)
+	hdr.Set("Cache-Control", "no-store")
+	hdr.Add("Vary", "Accept")
+	setPlaceholders(repl, StatusCompleted, pos)
+	h.m.completed.Inc()
+	if wantsJSON(r) {
+		return writeJSON(w, http.StatusOK, struct {
+			Status string `json:"status"`
+			Event  int64  `json:"event"`
+		}{StatusCompleted, h.Event})
+	}
+	return h.render(w, http.StatusOK, defaultCompletedPage, SoldOutPage{Event: h.Event})
 }
 
 // soldOut answers 410. It never sets a cookie, so the answer to a stranger

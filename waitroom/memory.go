@@ -27,6 +27,9 @@ type memEvent struct {
 	lottery     *memLottery
 	// log is the change log, newest last, at most MaxLogEntries.
 	log []LogEntry
+	// revoked lists revocations in the order made, numbered by revokedSeq.
+	revoked    []memRevocation
+	revokedSeq int64
 }
 
 // NewMemoryStore returns an empty store reading the clock from now

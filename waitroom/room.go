@@ -69,6 +69,8 @@ type Room struct {
 	readyOnce sync.Once
 	// lot is the scheduled opening; nil without one.
 	lot *roomLottery
+	// revoked is the event's revocations, as last read.
+	revoked revocations
 }
 
 // NewRoom returns a room for event that starts from opts.Defaults. It does no
@@ -136,6 +138,9 @@ func (r *Room) Ready() <-chan struct{} { return r.ready }
 // restore another node started.
 func (r *Room) Refresh(ctx context.Context) (State, error) {
 	s, err := r.refresh(ctx)
+	if rerr := r.syncRevocations(ctx); err == nil {
+		err = rerr
+	}
 	if r.lot != nil && !r.opts.Follow {
 		// The fleet's seed, so the commitment shown is the one drawn with.
 		_, _ = r.syncSeed(ctx)

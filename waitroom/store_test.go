@@ -475,3 +475,29 @@ func TestStoreAccountPositions(t *testing.T) {
 		assert.False(t, ok, "per event")
 	})
 }
+
+// TestStoreRevocations: each read returns the revocations made since the
+// cursor, none that ended.
+func TestStoreRevocations(t *testing.T) {
+	stores(t, func(t *testing.T, s waitroom.Store) {
+		ctx := context.Background()
+		evt := testenv.EventID()
+		rs := s.(waitroom.RevocationStore)
+		got, cursor, err := rs.Revocations(ctx, evt, "")
+		require.NoError(t, err)
+		assert.Empty(t, got)
+		later := time.Now().Add(time.Hour)
+		require.NoError(t, rs.Revoke(ctx, evt, waitroom.Revocation{Subject: "alice", Position: 1, Until: later}))
+		require.NoError(t, rs.Revoke(ctx, evt, waitroom.Revocation{Subject: "gone", Position: 2, Until: time.Now().Add(-time.Second)}))
+		require.NoError(t, rs.Revoke(ctx, evt, waitroom.Revocation{Subject: "bob", Position: 3, Until: later}))
+		got, cursor, err = rs.Revocations(ctx, evt, cursor)
+		require.NoError(t, err)
+		require.Len(t, got, 2)
+		assert.Equal(t, []string{"alice", "bob"}, []string{got[0].Subject, got[1].Subject})
+		assert.Equal(t, int64(3), got[1].Position)
+		assert.Equal(t, later.UnixMilli(), got[1].Until.UnixMilli())
+		got, _, err = rs.Revocations(ctx, evt, cursor)
+		require.NoError(t, err)
+		assert.Empty(t, got, "nothing new")
+	})
+}

@@ -1,0 +1,209 @@
+package waitroom
+
+import (
+	"context"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/waitroom/waitroom/hashtag"
+)
+
+// A revocation ends a token's admission on every node sharing the store
+// (docs/api.md §3, revocation): the site said the holder is done, e.g. its
+// booking is confirmed. It names the token by subject and position, which
+// every renewal of the token keeps, and lasts until the token, renewed no
+// more, can no longer be valid.
+
+// MaxRevocations bounds the revocations an event's store keeps; the oldest
+// go first, and by then their tokens have long expired.
+const MaxRevocations = 1 << 20
+
+// Revocation is one revoked token.
+type Revocation struct {
+	Subject  string
+	Position int64
+	// Until is when the revocation ends: the token cannot be valid later.
+	Until time.Time
+}
+
+// RevocationStore shares revocations between the nodes of a fleet.
+type RevocationStore interface {
+	// Revoke records rv and tells every watcher of event.
+	Revoke(ctx context.Context, event int64, rv Revocation) error
+	// Revocations reads the revocations recorded after cursor (""
+	// reads them all) and the cursor to read on from.
+	Revocations(ctx context.Context, event int64, cursor string) ([]Revocation, string, error)
+}
+
+// revocations is a room's copy of its event's revocations: what the
+// request path looks tokens up in, without a store call.
+type revocations struct {
+	mu     sync.RWMutex
+	until  map[revoked]time.Time
+	cursor string
+}
+
+type revoked struct {
+	subject  string
+	position int64
+}
+
+func (v *revocations) add(now time.Time, rvs ...Revocation) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.until == nil {
+		v.until = make(map[revoked]time.Time)
+	}
+	for _, rv := range rvs {
+		if now.Before(rv.Until) {
+			v.until[revoked{rv.Subject, rv.Position}] = rv.Until
+		}
+	}
+	for k, until := range v.until {
+		if !now.Before(until) {
+			delete(v.until, k)
+		}
+	}
+}
+
+// Revoke ends the admission of the token of subject at position on every
+// node sharing the store, until it can no longer be valid (ttl, a token's
+// life, from now). This node stops admitting it at once.
+func (r *Room) Revoke(ctx context.Context, subject string, position int64, ttl time.Duration) error {
+	rv := Revocation{Subject: subject, Position: position, Until: r.opts.Now().Add(ttl)}
+	r.revoked.add(r.opts.Now(), rv)
+	rs, ok := r.store.(RevocationStore)
+	if !ok {
+		return nil
+	}
+	return rs.Revoke(ctx, r.event, rv)
+}
+
+// Revoked reports whether the token of subject at position was revoked: a
+// lookup in memory, kept fresh by Run within a poll of a revocation on
+// another node.
+func (r *Room) Revoked(subject string, position int64) bool {
+	r.revoked.mu.RLock()
+	until, ok := r.revoked.until[revoked{subject, position}]
+	r.revoked.mu.RUnlock()
+	return ok && r.opts.Now().Before(until)
+}
+
+// syncRevocations reads the revocations other nodes made since the last
+// read.
+func (r *Room) syncRevocations(ctx context.Context) error {
+	rs, ok := r.store.(RevocationStore)
+	if !ok {
+		return nil
+	}
+	r.revoked.mu.RLock()
+	cursor := r.revoked.cursor
+	r.revoked.mu.RUnlock()
+	rvs, next, err := rs.Revocations(ctx, r.event, cursor)
+	if err != nil {
+		return err
+	}
+	r.revoked.add(r.opts.Now(), rvs...)
+	r.revoked.mu.Lock()
+	r.revoked.cursor = next
+	r.revoked.mu.Unlock()
+	return nil
+}
+
+func revokedKey(event int64) string { return "waitroom:" + hashtag.Event(event) + ":revoked" }
+
+// revocationBatch is how many revocations one read takes at most.
+const revocationBatch = 10000
+
+// Revoke implements RevocationStore with a stream capped at MaxRevocations
+// entries, so every node reads on from where it was.
+func (r *RedisStore) Revoke(ctx context.Context, event int64, rv Revocation) error {
+	p := r.rdb.Pipeline()
+	p.XAdd(ctx, &redis.XAddArgs{
+		Stream: revokedKey(event), MaxLen: MaxRevocations, Approx: true,
+		Values: []any{"sub", rv.Subject, "pos", rv.Position, "until", rv.Until.UnixMilli()},
+	})
+	p.Publish(ctx, changedChannel(event), r.node)
+	if _, err := p.Exec(ctx); err != nil {
+		return unavailable("revoke", err)
+	}
+	return nil
+}
+
+// Revocations implements RevocationStore.
+func (r *RedisStore) Revocations(ctx context.Context, event int64, cursor string) ([]Revocation, string, error) {
+	start := "-"
+	if cursor != "" {
+		start = "(" + cursor
+	}
+	var out []Revocation
+	for {
+		msgs, err := r.rdb.XRangeN(ctx, revokedKey(event), start, "+", revocationBatch).Result()
+		if err != nil {
+			return out, cursor, unavailable("read revocations", err)
+		}
+		now := r.now()
+		for _, m := range msgs {
+			sub, _ := m.Values["sub"].(string)
+			posStr, _ := m.Values["pos"].(string)
+			untilStr, _ := m.Values["until"].(string)
+			pos, err1 := strconv.ParseInt(posStr, 10, 64)
+			until, err2 := strconv.ParseInt(untilStr, 10, 64)
+			cursor = m.ID
+			if err1 != nil || err2 != nil || !now.Before(time.UnixMilli(until)) {
+				continue
+			}
+			out = append(out, Revocation{Subject: sub, Position: pos, Until: time.UnixMilli(until)})
+		}
+		if len(msgs) < revocationBatch {
+			return out, cursor, nil
+		}
+		start = "(" + cursor
+	}
+}
+
+// Revoke implements RevocationStore.
+func (m *MemoryStore) Revoke(_ context.Context, event int64, rv Revocation) error {
+	m.mu.Lock()
+	e := m.event(event)
+	e.revokedSeq++
+	e.revoked = append(e.revoked, memRevocation{seq: e.revokedSeq, rv: rv})
+	if n := len(e.revoked) - MaxRevocations; n > 0 {
+		e.revoked = append(e.revoked[:0], e.revoked[n:]...)
+	}
+	m.mu.Unlock()
+	m.notify(event)
+	return nil
+}
+
+// Revocations implements RevocationStore.
+func (m *MemoryStore) Revocations(_ context.Context, event int64, cursor string) ([]Revocation, string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e := m.event(event)
+	after, _ := strconv.ParseInt(strings.TrimSpace(cursor), 10, 64)
+	now := m.now()
+	var out []Revocation
+	from := sort.Search(len(e.revoked), func(i int) bool { return e.revoked[i].seq > after })
+	for _, x := range e.revoked[from:] {
+		if now.Before(x.rv.Until) {
+			out = append(out, x.rv)
+		}
+	}
+	return out, strconv.FormatInt(e.revokedSeq, 10), nil
+}
+
+type memRevocation struct {
+	seq int64
+	rv  Revocation
+}
+
+var (
+	_ RevocationStore = (*MemoryStore)(nil)
+	_ RevocationStore = (*RedisStore)(nil)
+)
