@@ -39,6 +39,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		watermark        <n>
 //		hard_cap         <n>
 //		token_ttl        <duration>
+//		abandon_after    <duration>
 //		user_id          <placeholder>
 //		waiting_status   200|202|429|503
 //		sold_out_max_age <duration>
@@ -108,6 +109,15 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.Errf("token_ttl: must be at least 1s (got %s)", dur)
 			}
 			h.TokenTTL = caddy.Duration(dur)
+		case "abandon_after":
+			dur, err := durationArg(d, sub)
+			if err != nil {
+				return err
+			}
+			if dur < time.Second {
+				return d.Errf("abandon_after: must be at least 1s (got %s)", dur)
+			}
+			h.AbandonAfter = caddy.Duration(dur)
 		case "user_id":
 			v, err := stringArg(d, sub)
 			if err != nil {

@@ -62,6 +62,9 @@ const (
 	DefaultTokenTTL      = 30 * time.Minute
 	DefaultWaitingStatus = http.StatusOK
 	DefaultSoldOutMaxAge = 10 * time.Second
+	// DefaultAbandonAfter is five of the longest polling intervals a
+	// waiting page is told (Retry-After).
+	DefaultAbandonAfter = 5 * maxRetryAfter * time.Second
 )
 
 // Values of cookie_secure.
@@ -171,6 +174,11 @@ type Handler struct {
 	// A file with an html/template for the sold-out page, executed with a
 	// SoldOutPage. Default: the embedded page.
 	SoldOutTemplate string `json:"sold_out_template,omitempty"`
+
+	// How long after its last poll a waiting position stops counting in
+	// "ahead" and in the estimated wait: its holder gave up. Default: 2m30s
+	// (five of the longest polling intervals the waiting page is told).
+	AbandonAfter caddy.Duration `json:"abandon_after,omitempty"`
 
 	// Raises the watermark by itself while visitors wait. Default: off.
 	Autopilot *Autopilot `json:"autopilot,omitempty"`
@@ -286,6 +294,9 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if h.SoldOutMaxAge == 0 {
 		h.SoldOutMaxAge = caddy.Duration(DefaultSoldOutMaxAge)
 	}
+	if h.AbandonAfter == 0 {
+		h.AbandonAfter = caddy.Duration(DefaultAbandonAfter)
+	}
 	// Check first, so a bad config takes no reference to a store or room.
 	if err := h.Validate(); err != nil {
 		return err
@@ -340,7 +351,8 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	h.publicMaxAge = "public, max-age=" + maxAge
 	h.privateMaxAge = "private, max-age=" + maxAge
 
-	h.roomKey = roomKey{Store: spec.key(), Event: h.Event, Watermark: h.Watermark, HardCap: h.HardCap, Seed: h.LotterySeed}
+	h.roomKey = roomKey{Store: spec.key(), Event: h.Event, Watermark: h.Watermark, HardCap: h.HardCap, Seed: h.LotterySeed,
+		AbandonAfter: time.Duration(h.AbandonAfter)}
 	if !h.opensAt.IsZero() {
 		h.roomKey.OpensAt = h.opensAt.UnixNano()
 	}
@@ -390,6 +402,8 @@ func (h *Handler) Validate() error {
 		return fmt.Errorf("lease: must not be negative (got %d)", h.Lease)
 	case h.TokenTTL < 0 || (h.TokenTTL > 0 && time.Duration(h.TokenTTL) < time.Second):
 		return fmt.Errorf("token_ttl: must be at least 1s (got %s)", time.Duration(h.TokenTTL))
+	case h.AbandonAfter < 0 || (h.AbandonAfter > 0 && time.Duration(h.AbandonAfter) < time.Second):
+		return fmt.Errorf("abandon_after: must be at least 1s (got %s)", time.Duration(h.AbandonAfter))
 	case h.SoldOutMaxAge < 0:
 		return fmt.Errorf("sold_out_max_age: must not be negative (got %s)", time.Duration(h.SoldOutMaxAge))
 	}
@@ -548,6 +562,7 @@ func (h *Handler) serveTicket(w http.ResponseWriter, r *http.Request, next caddy
 		// to pay for once entry resumes.
 		return h.soldOut(w, r, repl, t.Position, true)
 	default:
+		h.room.room.Polled(t.Position)
 		return h.wait(w, r, repl, s, h.renew(w, r, t))
 	}
 }
@@ -656,6 +671,7 @@ func (h *Handler) join(w http.ResponseWriter, r *http.Request, next caddyhttp.Ha
 	if s.Admits(pos) {
 		return h.admit(w, r, next, repl, t)
 	}
+	h.room.room.Polled(pos)
 	return h.wait(w, r, repl, s, t)
 }
 

@@ -652,6 +652,41 @@ http://localhost:%d {
 	}
 }
 
+func TestAbandonersLeaveAheadMemory(t *testing.T) { abandonersLeaveAhead(t, "memory") }
+
+func TestAbandonersLeaveAheadRedis(t *testing.T) { abandonersLeaveAhead(t, testenv.RedisURL(t)) }
+
+// abandonersLeaveAhead: positions whose holders stopped polling for
+// abandon_after no longer count in "ahead" (docs/api.md §3).
+func abandonersLeaveAhead(t *testing.T, store string) {
+	clk := useClock(t)
+	ev := testenv.EventID()
+	if store != "memory" {
+		setUpEvent(t, store, ev)
+	}
+	s := load(t, testenv.FreePort(t), fmt.Sprintf(`
+	waitroom {
+		event %d
+		key k1 %s
+		store %s
+		abandon_after 8s
+	}
+	respond "the site"`, ev, testSecret, store))
+	var last *visitor
+	for want := 1.0; want <= 3; want++ {
+		last = newVisitor(t)
+		res := last.get(s.url("/"))
+		require.Equal(t, http.StatusOK, res.StatusCode, res.body)
+		require.Equal(t, want, res.json(t)["position"])
+	}
+	assert.Equal(t, 2.0, last.get(s.url("/")).json(t)["ahead"])
+	// Only the last keeps polling.
+	require.Eventually(t, func() bool {
+		clk.Advance(500 * time.Millisecond)
+		return last.get(s.url("/")).json(t)["ahead"] == 0.0
+	}, 15*time.Second, 50*time.Millisecond, "1 and 2 gave up")
+}
+
 func TestAdminHardCapLiveMemory(t *testing.T) { adminHardCapLive(t, "memory") }
 
 func TestAdminHardCapLiveRedis(t *testing.T) { adminHardCapLive(t, testenv.RedisURL(t)) }
@@ -684,9 +719,12 @@ func adminHardCapLive(t *testing.T, store string) {
 
 	// A config with another hard_cap sets the event up anew (a new room).
 	load(t, s.port, strings.Replace(cfg, "hard_cap 100", "hard_cap 90", 1))
-	code, state, raw = adminCall(t, adminPort, http.MethodGet, "/waitroom/events/"+evs, "")
-	require.Equal(t, http.StatusOK, code, raw)
-	assert.Equal(t, 2.0, state["hard_cap"], "the configured cap does not undo the live one")
+	// The new room's first read of the store may come a moment after.
+	require.Eventually(t, func() bool {
+		code, state, _ = adminCall(t, adminPort, http.MethodGet, "/waitroom/events/"+evs, "")
+		return code == http.StatusOK && state["hard_cap"] == 2.0
+	}, 5*time.Second, 20*time.Millisecond, "the configured cap does not undo the live one")
+	assert.Equal(t, http.StatusGone, newVisitor(t).get(s.url("/")).StatusCode)
 
 	for _, c := range []struct {
 		body   string
@@ -825,7 +863,7 @@ func TestReloadKeepsTheQueue(t *testing.T) {
 	assert.Equal(t, 3.0, state["last_position"])
 
 	// The old config let go of the room: one reference, the new config's.
-	key := roomKey{Store: memoryStore, Event: ev}
+	key := roomKey{Store: memoryStore, Event: ev, AbandonAfter: DefaultAbandonAfter}
 	require.Eventually(t, func() bool {
 		refs, ok := rooms.References(key)
 		return ok && refs == 1

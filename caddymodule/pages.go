@@ -203,7 +203,7 @@ func (h *Handler) wait(w http.ResponseWriter, r *http.Request, repl *caddy.Repla
 	setPlaceholders(repl, StatusWaiting, t.Position)
 	h.m.waiting.Inc()
 
-	ahead := max(0, t.Position-s.Watermark-1)
+	ahead := h.room.room.Ahead(t.Position)
 	if wantsJSON(r) {
 		return writeJSON(w, h.WaitingStatus, waitingBody{
 			Status:               StatusWaiting,
@@ -336,6 +336,10 @@ func wantsJSON(r *http.Request) bool {
 	return false
 }
 
+// maxRetryAfter is the longest a waiting client is told to wait before
+// polling again.
+const maxRetryAfter = 30
+
 // retryAfter is how many seconds a waiting client should wait before asking
 // again: sooner as its turn nears, never so often that the queue itself
 // becomes the stampede.
@@ -343,7 +347,7 @@ func retryAfter(s waitroom.State, d time.Duration, known bool) int {
 	if s.Paused || !known {
 		return 10
 	}
-	return min(max(int(d.Seconds()/4), 3), 30)
+	return min(max(int(d.Seconds()/4), 3), maxRetryAfter)
 }
 
 // preQueueBody is the JSON form of the pre-queue answer.

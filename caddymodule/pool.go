@@ -113,6 +113,8 @@ type roomKey struct {
 	// scheduled opening.
 	OpensAt int64
 	Seed    string
+	// AbandonAfter is abandon_after.
+	AbandonAfter time.Duration
 }
 
 // roomEntry is a pooled room and the goroutine that keeps it fresh.
@@ -155,10 +157,11 @@ func acquireRoom(key roomKey, spec storeSpec, seed []byte) (*roomEntry, error) {
 			return nil, err
 		}
 		opts := waitroom.RoomOptions{
-			Defaults:  waitroom.Defaults{Watermark: key.Watermark, HardCap: key.HardCap},
-			Autopilot: waitroom.Autopilot{Step: key.PilotStep, Interval: key.PilotInterval},
-			Now:       poolClock,
-			Logger:    roomLogger(),
+			Defaults:     waitroom.Defaults{Watermark: key.Watermark, HardCap: key.HardCap},
+			Autopilot:    waitroom.Autopilot{Step: key.PilotStep, Interval: key.PilotInterval},
+			Now:          poolClock,
+			Logger:       roomLogger(),
+			AbandonAfter: key.AbandonAfter,
 		}
 		if key.OpensAt != 0 {
 			opts.Opening = &waitroom.Opening{At: time.Unix(0, key.OpensAt).UTC(), Seed: seed}

@@ -30,6 +30,7 @@ type memEvent struct {
 	// revoked lists revocations in the order made, numbered by revokedSeq.
 	revoked    []memRevocation
 	revokedSeq int64
+	presence   memPresence
 }
 
 // NewMemoryStore returns an empty store reading the clock from now

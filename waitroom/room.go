@@ -37,6 +37,10 @@ type RoomOptions struct {
 	// nil opens at once. The store must be a LotteryStore (both of this
 	// package's are).
 	Opening *Opening
+	// AbandonAfter is how long after its last poll a waiting position
+	// stops counting in Ahead and the estimate; 0 counts every position.
+	// The store must be a PresenceStore (both of this package's are).
+	AbandonAfter time.Duration
 	// Now is the clock; time.Now when nil.
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -71,6 +75,8 @@ type Room struct {
 	lot *roomLottery
 	// revoked is the event's revocations, as last read.
 	revoked revocations
+	// presence tells abandoned positions from waiting ones.
+	presence presence
 }
 
 // NewRoom returns a room for event that starts from opts.Defaults. It does no
@@ -88,6 +94,10 @@ func NewRoom(store Store, event int64, opts RoomOptions) *Room {
 	r := &Room{event: event, store: store, opts: opts, rate: newRateMeter(opts.Now),
 		wake: make(chan struct{}, 1), ready: make(chan struct{})}
 	r.state.Store(&State{Event: event, Watermark: opts.Defaults.Watermark, HardCap: opts.Defaults.HardCap})
+	if opts.AbandonAfter > 0 {
+		r.presence = presence{after: opts.AbandonAfter, slot: max(opts.AbandonAfter/(presenceSlots-1), time.Millisecond),
+			pending: make(map[int64]struct{}), since: opts.Now()}
+	}
 	if opts.Opening != nil {
 		lot, err := newRoomLottery(store, *opts.Opening)
 		if err != nil {
@@ -278,10 +288,11 @@ func (r *Room) wakeOn(err error) {
 // steering, and it stops when the event sells out.
 func (r *Room) EstimateWait(position int64) (wait time.Duration, ok bool) {
 	s := r.State()
-	ahead := position - s.Watermark
-	if ahead <= 0 {
+	if position <= s.Watermark {
 		return 0, true
 	}
+	// The positions still waiting ahead, and this one.
+	ahead := r.Ahead(position) + 1
 	if s.Paused {
 		return 0, false
 	}
@@ -345,6 +356,9 @@ func (r *Room) Run(ctx context.Context) {
 			refresh()
 		case <-poll.C:
 			refresh()
+			if err := r.syncPresence(ctx); err != nil && ctx.Err() == nil {
+				r.opts.Logger.Debug("presence of waiting positions not synced", "event", r.event, "error", err)
+			}
 			if !r.opts.Follow {
 				r.openIfDue(ctx)
 			}
