@@ -69,6 +69,10 @@ func (s *Server) WaitUncertainFinal() { s.seats.Releases().WaitUncertainFinal() 
 // every change to a hold (confirm, extend). Set it before any request.
 func (s *Server) AfterRedisStep(f func()) { s.seats.Hooks(f, nil) }
 
+// BeforeCorrect has s run f in every drift correction between its reading
+// of the ledger and its script. Set it before any request.
+func (s *Server) BeforeCorrect(f func()) { s.seats.HookCorrect(f) }
+
 // InFlight is how many hold writes and changes s has under way for event.
 func (s *Server) InFlight(event int64) int64 {
 	ev, err := s.seats.Registry().Event(context.Background(), event)

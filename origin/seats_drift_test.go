@@ -97,3 +97,40 @@ func TestDriftCorrectedUnderLoad(t *testing.T) {
 	assert.Equal(t, int64(3000-2), held.Load(), "never oversold")
 	assert.Equal(t, http.StatusOK, h.hold(ev.ID, "lost", 1, "k2").status, "lost's hold is back in the guard")
 }
+
+// A hold the correction read live in the ledger, but which its buyer gave
+// back before the correction's script ran, is not left holding seats: the
+// script puts its lost record back, and the same pass drops it again once
+// the ledger says it ended.
+func TestCorrectionDropsAHoldReleasedMeanwhile(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	ev := h.createEvent(map[string]any{"capacity": 10})
+	ctx := context.Background()
+	keys := inventory.KeysFor(ev.ID)
+	h.holdID(ev.ID, "stays", "k", 1)
+	gone := h.holdID(ev.ID, "gone", "k", 2)
+
+	// Redis loses gone's record (a failover), so the correction reads it
+	// live in the ledger and means to put it back; the buyer gives it back
+	// in between.
+	_, err := h.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.HDel(ctx, keys.Holds, gone)
+		p.HDel(ctx, keys.Users, "gone")
+		p.ZRem(ctx, keys.Expiry, gone)
+		p.IncrBy(ctx, keys.Remaining, 2)
+		return nil
+	})
+	require.NoError(t, err)
+	var once sync.Once
+	h.srv.BeforeCorrect(func() {
+		once.Do(func() {
+			del := h.do(http.MethodDelete, "/v1/holds/"+gone, nil, map[string]string{waitroom.TokenHeader: h.token("gone", ev.ID, 1)})
+			assert.Equal(t, http.StatusNoContent, del.status, "%s", del.body)
+		})
+	})
+	require.NoError(t, h.srv.ReconcileOnce(ctx))
+
+	inv := h.requireInvariant(ev.ID, 1)
+	assert.Equal(t, inv.Sellable-1, inv.Remaining)
+	assert.Equal(t, http.StatusCreated, h.hold(ev.ID, "gone", 1, "k2").status, "gone holds again")
+}

@@ -121,9 +121,21 @@ func (rc *Recovery) Correct(ctx context.Context, ev *Event) (inventory.Correctio
 			add = append(add, h)
 		}
 	}
+	if rc.beforeCorrect != nil {
+		rc.beforeCorrect()
+	}
 	c, err := rc.inv.Correct(ctx, ev.ID, ev.Sellable, add, ended)
 	if err != nil {
 		return c, err
+	}
+	if c.Added > 0 {
+		// A hold read live above may have been released since, its record
+		// gone before the script put it back: its seats would stay taken
+		// until the next pass. The ledger is asked again now that the
+		// script has run; any of them ended by now is dropped at once.
+		if c, err = rc.dropEndedSince(ctx, ev, add, c); err != nil {
+			return c, err
+		}
 	}
 	if c.Before != c.After || c.Added > 0 || c.Dropped > 0 {
 		rc.metrics.DriftCorrections.Inc()
@@ -133,6 +145,26 @@ func (rc *Recovery) Correct(ctx context.Context, ev *Event) (inventory.Correctio
 			rc.registry.SyncSoldOut(ctx, ev)
 		}
 	}
+	return c, nil
+}
+
+// dropEndedSince drops the holds of added that the ledger has ended by now,
+// folding the second script's figures into c.
+func (rc *Recovery) dropEndedSince(ctx context.Context, ev *Event, added []inventory.LiveHold, c inventory.Correction) (inventory.Correction, error) {
+	ids := make([]string, len(added))
+	for i, h := range added {
+		ids[i] = h.ID
+	}
+	ended, err := rc.ledger.EndedHolds(ctx, ids)
+	if err != nil || len(ended) == 0 {
+		return c, err
+	}
+	again, err := rc.inv.Correct(ctx, ev.ID, ev.Sellable, nil, ended)
+	if err != nil {
+		return c, err
+	}
+	c.After = again.After
+	c.Dropped += again.Dropped
 	return c, nil
 }
 

@@ -150,6 +150,9 @@ type Recovery struct {
 	// duringRebuild, when set (tests), runs in a rebuild once the
 	// inventory is frozen.
 	duringRebuild func()
+	// beforeCorrect, when set (tests), runs in a drift correction between
+	// its reading of the ledger and its script.
+	beforeCorrect func()
 }
 
 // New returns the protocol over cfg.Ledger and cfg.Redis. It does no I/O.
@@ -208,6 +211,10 @@ func (p *Protocol) Hooks(afterRedisStep, duringRebuild func()) {
 		p.recovery.duringRebuild = duringRebuild
 	}
 }
+
+// HookCorrect has every drift correction run f between its reading of the
+// ledger and its script: for tests, set before any request.
+func (p *Protocol) HookCorrect(f func()) { p.recovery.beforeCorrect = f }
 
 // SettleTime is how long a rebuild waits for other nodes' hold writes.
 func (rc *Recovery) SettleTime() time.Duration { return rc.cfg.RebuildSettle + rc.cfg.ClockSkewMargin }
