@@ -40,6 +40,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		hard_cap         <n>
 //		token_ttl        <duration>
 //		abandon_after    <duration>
+//		admission_window <duration>
 //		user_id          <placeholder>
 //		waiting_status   200|202|429|503
 //		sold_out_max_age <duration>
@@ -109,6 +110,15 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.Errf("token_ttl: must be at least 1s (got %s)", dur)
 			}
 			h.TokenTTL = caddy.Duration(dur)
+		case "admission_window":
+			dur, err := durationArg(d, sub)
+			if err != nil {
+				return err
+			}
+			if dur < time.Second {
+				return d.Errf("admission_window: must be at least 1s (got %s)", dur)
+			}
+			h.AdmissionWindow = caddy.Duration(dur)
 		case "abandon_after":
 			dur, err := durationArg(d, sub)
 			if err != nil {

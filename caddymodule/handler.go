@@ -65,6 +65,9 @@ const (
 	// DefaultAbandonAfter is five of the longest polling intervals a
 	// waiting page is told (Retry-After).
 	DefaultAbandonAfter = 5 * maxRetryAfter * time.Second
+	// DefaultAdmissionWindow is how long an admission lasts unless the
+	// origin extends it.
+	DefaultAdmissionWindow = 15 * time.Minute
 )
 
 // Values of cookie_secure.
@@ -180,6 +183,11 @@ type Handler struct {
 	// (five of the longest polling intervals the waiting page is told).
 	AbandonAfter caddy.Duration `json:"abandon_after,omitempty"`
 
+	// How long an admitted position stays admitted after the watermark
+	// reached it, unless the origin extended its holder's admission (the
+	// holder holds seats); past it the token is a new arrival. Default: 15m.
+	AdmissionWindow caddy.Duration `json:"admission_window,omitempty"`
+
 	// Raises the watermark by itself while visitors wait. Default: off.
 	Autopilot *Autopilot `json:"autopilot,omitempty"`
 
@@ -294,6 +302,9 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if h.SoldOutMaxAge == 0 {
 		h.SoldOutMaxAge = caddy.Duration(DefaultSoldOutMaxAge)
 	}
+	if h.AdmissionWindow == 0 {
+		h.AdmissionWindow = caddy.Duration(DefaultAdmissionWindow)
+	}
 	if h.AbandonAfter == 0 {
 		h.AbandonAfter = caddy.Duration(DefaultAbandonAfter)
 	}
@@ -352,7 +363,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	h.privateMaxAge = "private, max-age=" + maxAge
 
 	h.roomKey = roomKey{Store: spec.key(), Event: h.Event, Watermark: h.Watermark, HardCap: h.HardCap, Seed: h.LotterySeed,
-		AbandonAfter: time.Duration(h.AbandonAfter)}
+		AbandonAfter: time.Duration(h.AbandonAfter), AdmissionWindow: time.Duration(h.AdmissionWindow)}
 	if !h.opensAt.IsZero() {
 		h.roomKey.OpensAt = h.opensAt.UnixNano()
 	}
@@ -404,6 +415,8 @@ func (h *Handler) Validate() error {
 		return fmt.Errorf("token_ttl: must be at least 1s (got %s)", time.Duration(h.TokenTTL))
 	case h.AbandonAfter < 0 || (h.AbandonAfter > 0 && time.Duration(h.AbandonAfter) < time.Second):
 		return fmt.Errorf("abandon_after: must be at least 1s (got %s)", time.Duration(h.AbandonAfter))
+	case h.AdmissionWindow < 0 || (h.AdmissionWindow > 0 && time.Duration(h.AdmissionWindow) < time.Second):
+		return fmt.Errorf("admission_window: must be at least 1s (got %s)", time.Duration(h.AdmissionWindow))
 	case h.SoldOutMaxAge < 0:
 		return fmt.Errorf("sold_out_max_age: must not be negative (got %s)", time.Duration(h.SoldOutMaxAge))
 	}
@@ -476,6 +489,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		if h.isAccount(ticket.Subject) {
 			return h.completed(w, r, repl, ticket.Position)
 		}
+		return h.serveArrival(w, r, next, repl, state, true, solution)
+	case ok && state.Admits(ticket.Position) && h.windowOver(r, ticket):
+		// Its turn came and went: a place at the back.
+		h.m.windowOver.Inc()
 		return h.serveArrival(w, r, next, repl, state, true, solution)
 	case ok:
 		return h.serveTicket(w, r, next, repl, state, ticket)
@@ -673,6 +690,23 @@ func (h *Handler) join(w http.ResponseWriter, r *http.Request, next caddyhttp.Ha
 	}
 	h.room.room.Polled(pos)
 	return h.wait(w, r, repl, s, t)
+}
+
+// windowOver tells whether t's admission window has passed and the origin
+// did not extend it. A store that cannot say keeps the holder admitted: it
+// may be paying.
+func (h *Handler) windowOver(r *http.Request, t waitroom.Ticket) bool {
+	if !h.room.room.AdmissionOver(t.Position) {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), joinTimeout)
+	defer cancel()
+	extended, err := h.room.room.Extended(ctx, t.Subject)
+	if err != nil {
+		h.logger.Debug("reading an admission's extension", zap.Int64("event", h.Event), zap.Error(err))
+		return false
+	}
+	return !extended
 }
 
 // isAccount tells whether subject, a token's, is an account's id (from

@@ -669,7 +669,7 @@ func TestProvisionRefusesBadConfig(t *testing.T) {
 
 func TestPoolsAreReleased(t *testing.T) {
 	event := testenv.EventID()
-	key := roomKey{Store: memoryStore, Event: event, AbandonAfter: DefaultAbandonAfter}
+	key := roomKey{Store: memoryStore, Event: event, AbandonAfter: DefaultAbandonAfter, AdmissionWindow: DefaultAdmissionWindow}
 	a := provision(t, &Handler{Event: event})
 	b := provision(t, &Handler{Event: event})
 	require.Same(t, a.room, b.room, "one room per event, shared")

@@ -687,6 +687,51 @@ func abandonersLeaveAhead(t *testing.T, store string) {
 	}, 15*time.Second, 50*time.Millisecond, "1 and 2 gave up")
 }
 
+func TestAdmissionWindowMemory(t *testing.T) { admissionWindow(t, "memory") }
+
+func TestAdmissionWindowRedis(t *testing.T) { admissionWindow(t, testenv.RedisURL(t)) }
+
+// admissionWindow: an admitted token passes for admission_window after the
+// watermark reached it, then queues anew, unless its holder's admission was
+// extended in the store (docs/api.md §3).
+func admissionWindow(t *testing.T, store string) {
+	clk := useClock(t)
+	ev := testenv.EventID()
+	evs := strconv.FormatInt(ev, 10)
+	if store != "memory" {
+		setUpEvent(t, store, ev)
+	}
+	s := load(t, testenv.FreePort(t), fmt.Sprintf(`
+	waitroom {
+		event %d
+		key k1 %s
+		store %s
+		user_id {http.request.header.X-User-ID}
+		admission_window 1m
+	}
+	respond "the site"`, ev, testSecret, store))
+	alice, bob := newVisitor(t), newVisitor(t)
+	require.Equal(t, 1.0, alice.get(s.url("/"), "X-User-ID", "alice").json(t)["position"])
+	require.Equal(t, 2.0, bob.get(s.url("/"), "X-User-ID", "bob").json(t)["position"])
+	code, _, raw := adminCall(t, adminPort, http.MethodPost, "/waitroom/events/"+evs+"/watermark", `{"set": 2}`)
+	require.Equal(t, http.StatusOK, code, raw)
+	for _, v := range []*visitor{alice, bob} {
+		require.Equal(t, StatusAdmitted, v.get(s.url("/")).Header.Get(HeaderStatus))
+	}
+	// The origin's extension for bob, who holds seats.
+	entry := findRoom(ev)
+	require.NotNil(t, entry)
+	require.NoError(t, entry.room.ExtendAdmission(context.Background(), "bob", 10*time.Minute))
+
+	clk.Advance(61 * time.Second)
+	res := alice.get(s.url("/"))
+	assert.Equal(t, StatusWaiting, res.Header.Get(HeaderStatus), res.body)
+	assert.Equal(t, 3.0, res.json(t)["position"], "alice's turn passed: the back of the queue")
+	res = alice.get(s.url("/"))
+	assert.Equal(t, 3.0, res.json(t)["position"], "and stays there")
+	assert.Equal(t, StatusAdmitted, bob.get(s.url("/")).Header.Get(HeaderStatus), "extended")
+}
+
 func TestAdminHardCapLiveMemory(t *testing.T) { adminHardCapLive(t, "memory") }
 
 func TestAdminHardCapLiveRedis(t *testing.T) { adminHardCapLive(t, testenv.RedisURL(t)) }
@@ -863,7 +908,7 @@ func TestReloadKeepsTheQueue(t *testing.T) {
 	assert.Equal(t, 3.0, state["last_position"])
 
 	// The old config let go of the room: one reference, the new config's.
-	key := roomKey{Store: memoryStore, Event: ev, AbandonAfter: DefaultAbandonAfter}
+	key := roomKey{Store: memoryStore, Event: ev, AbandonAfter: DefaultAbandonAfter, AdmissionWindow: DefaultAdmissionWindow}
 	require.Eventually(t, func() bool {
 		refs, ok := rooms.References(key)
 		return ok && refs == 1

@@ -12,7 +12,7 @@ import (
 var metrics = struct {
 	arrivals, admitted, waiting, soldOut, invalidTokens *prometheus.CounterVec
 	preQueue, challenges, rateLimited                   *prometheus.CounterVec
-	revoked, completed                                  *prometheus.CounterVec
+	revoked, completed, windowOver                      *prometheus.CounterVec
 }{
 	arrivals: newCounter("arrivals_total",
 		"New arrivals given a queue position."),
@@ -34,6 +34,8 @@ var metrics = struct {
 		"Admitted tokens the site revoked (X-Waitroom-Command: revoke)."),
 	completed: newCounter("completed_total",
 		"Completed answers to accounts whose admission the site revoked."),
+	windowOver: newCounter("admission_windows_over_total",
+		"Admitted tokens sent to the back of the queue because their admission window passed unextended."),
 }
 
 func newCounter(name, help string) *prometheus.CounterVec {
@@ -53,7 +55,7 @@ func registerMetrics(reg *prometheus.Registry) error {
 	}
 	for _, c := range []prometheus.Collector{
 		metrics.arrivals, metrics.admitted, metrics.waiting, metrics.soldOut, metrics.invalidTokens,
-		metrics.preQueue, metrics.challenges, metrics.rateLimited, metrics.revoked, metrics.completed,
+		metrics.preQueue, metrics.challenges, metrics.rateLimited, metrics.revoked, metrics.completed, metrics.windowOver,
 	} {
 		if err := reg.Register(c); err != nil {
 			var already prometheus.AlreadyRegisteredError
@@ -70,7 +72,7 @@ func registerMetrics(reg *prometheus.Registry) error {
 type eventMetrics struct {
 	arrivals, admitted, waiting, soldOut, invalidTokens prometheus.Counter
 	preQueue, challenges, rateLimited                   prometheus.Counter
-	revoked, completed                                  prometheus.Counter
+	revoked, completed, windowOver                      prometheus.Counter
 }
 
 func metricsFor(event string) eventMetrics {
@@ -85,5 +87,6 @@ func metricsFor(event string) eventMetrics {
 		rateLimited:   metrics.rateLimited.WithLabelValues(event),
 		revoked:       metrics.revoked.WithLabelValues(event),
 		completed:     metrics.completed.WithLabelValues(event),
+		windowOver:    metrics.windowOver.WithLabelValues(event),
 	}
 }

@@ -115,6 +115,8 @@ type roomKey struct {
 	Seed    string
 	// AbandonAfter is abandon_after.
 	AbandonAfter time.Duration
+	// AdmissionWindow is admission_window.
+	AdmissionWindow time.Duration
 }
 
 // roomEntry is a pooled room and the goroutine that keeps it fresh.
@@ -157,11 +159,12 @@ func acquireRoom(key roomKey, spec storeSpec, seed []byte) (*roomEntry, error) {
 			return nil, err
 		}
 		opts := waitroom.RoomOptions{
-			Defaults:     waitroom.Defaults{Watermark: key.Watermark, HardCap: key.HardCap},
-			Autopilot:    waitroom.Autopilot{Step: key.PilotStep, Interval: key.PilotInterval},
-			Now:          poolClock,
-			Logger:       roomLogger(),
-			AbandonAfter: key.AbandonAfter,
+			Defaults:        waitroom.Defaults{Watermark: key.Watermark, HardCap: key.HardCap},
+			Autopilot:       waitroom.Autopilot{Step: key.PilotStep, Interval: key.PilotInterval},
+			Now:             poolClock,
+			Logger:          roomLogger(),
+			AbandonAfter:    key.AbandonAfter,
+			AdmissionWindow: key.AdmissionWindow,
 		}
 		if key.OpensAt != 0 {
 			opts.Opening = &waitroom.Opening{At: time.Unix(0, key.OpensAt).UTC(), Seed: seed}

@@ -27,6 +27,8 @@ type AccountStore interface {
 	// and returns the one it has; either way the entry lives for ttl from
 	// now.
 	ClaimAccount(ctx context.Context, event int64, subject string, pos int64, ttl time.Duration) (int64, error)
+	// ForgetAccount drops subject's position: its admission is over.
+	ForgetAccount(ctx context.Context, event int64, subject string) error
 }
 
 // JoinAccount hands subject, an account, its position: the one it holds
@@ -43,6 +45,17 @@ func (r *Room) JoinAccount(ctx context.Context, subject string, ttl time.Duratio
 	held, ok, err := as.AccountPosition(ctx, r.event, subject)
 	if err != nil {
 		return 0, false, err
+	}
+	if ok && r.AdmissionOver(held) {
+		// Its turn came and went: a place at the back, unless the origin
+		// keeps it admitted.
+		if ext, err := r.Extended(ctx, subject); err != nil || ext {
+			return held, true, err
+		}
+		if err := as.ForgetAccount(ctx, r.event, subject); err != nil {
+			return 0, false, err
+		}
+		ok = false
 	}
 	if ok {
 		return held, true, nil

@@ -14,6 +14,7 @@ type MemoryStore struct {
 	watchers map[int64]map[chan struct{}]struct{}
 	nonces   map[nonceKey]time.Time
 	accounts map[nonceKey]accountEntry
+	extended map[nonceKey]time.Time
 	now      func() time.Time
 }
 

@@ -41,6 +41,10 @@ type RoomOptions struct {
 	// stops counting in Ahead and the estimate; 0 counts every position.
 	// The store must be a PresenceStore (both of this package's are).
 	AbandonAfter time.Duration
+	// AdmissionWindow is how long an admitted position stays admitted
+	// after the watermark reached it, unless its holder's admission was
+	// extended (ExtendAdmission); 0 for ever.
+	AdmissionWindow time.Duration
 	// Now is the clock; time.Now when nil.
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -77,6 +81,8 @@ type Room struct {
 	revoked revocations
 	// presence tells abandoned positions from waiting ones.
 	presence presence
+	// window tells when positions were admitted.
+	window window
 }
 
 // NewRoom returns a room for event that starts from opts.Defaults. It does no
@@ -94,6 +100,7 @@ func NewRoom(store Store, event int64, opts RoomOptions) *Room {
 	r := &Room{event: event, store: store, opts: opts, rate: newRateMeter(opts.Now),
 		wake: make(chan struct{}, 1), ready: make(chan struct{})}
 	r.state.Store(&State{Event: event, Watermark: opts.Defaults.Watermark, HardCap: opts.Defaults.HardCap})
+	r.window.length = opts.AdmissionWindow
 	if opts.AbandonAfter > 0 {
 		r.presence = presence{after: opts.AbandonAfter, slot: max(opts.AbandonAfter/(presenceSlots-1), time.Millisecond),
 			pending: make(map[int64]struct{}), since: opts.Now()}
@@ -120,6 +127,7 @@ func (r *Room) State() State { return *r.state.Load() }
 func (r *Room) observe(s State) {
 	r.state.Store(&s)
 	r.rate.observe(s.Watermark)
+	r.window.observe(r.opts.Now(), s.Watermark)
 	raiseTo(&r.issued, s.LastPosition)
 }
 

@@ -1,0 +1,204 @@
+package waitroom
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The admission window (docs/api.md §3): an admitted position is admitted
+// for the window from the moment the watermark reached it, unless the
+// origin extended its holder's admission (the holder holds seats). When
+// the watermark reached a position is read from the watermark's rises the
+// room saw; positions admitted before the room first read the state count
+// from then.
+
+// maxWindowSteps bounds the watermark rises a room remembers; the oldest
+// are merged into their successors, which makes admissions look later
+// (longer windows), never earlier.
+const maxWindowSteps = 1 << 14
+
+// ExtensionStore keeps the origin's extensions of admission windows, by
+// subject, each with its own end.
+type ExtensionStore interface {
+	// ExtendAdmission keeps subject's admission in event beyond the
+	// window until until.
+	ExtendAdmission(ctx context.Context, event int64, subject string, until time.Time) error
+	// AdmissionExtended reports whether subject's admission is extended
+	// at now.
+	AdmissionExtended(ctx context.Context, event int64, subject string) (bool, error)
+}
+
+// window remembers when the watermark rose.
+type window struct {
+	length time.Duration // 0: no window
+	mu     sync.Mutex
+	steps  []step
+}
+
+type step struct {
+	at        time.Time
+	watermark int64
+}
+
+func (w *window) observe(now time.Time, watermark int64) {
+	if w.length <= 0 {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if n := len(w.steps); n > 0 && watermark <= w.steps[n-1].watermark {
+		return
+	}
+	w.steps = append(w.steps, step{at: now, watermark: watermark})
+	// Rises older than the window say nothing the newest of them does not.
+	cut := 0
+	for cut+1 < len(w.steps) && now.Sub(w.steps[cut+1].at) > w.length {
+		cut++
+	}
+	if len(w.steps)-cut > maxWindowSteps {
+		cut = len(w.steps) - maxWindowSteps
+	}
+	if cut > 0 {
+		w.steps = append(w.steps[:0], w.steps[cut:]...)
+	}
+}
+
+// over reports whether position was admitted longer than the window ago.
+func (w *window) over(now time.Time, position int64) bool {
+	if w.length <= 0 {
+		return false
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	limit := now.Add(-w.length)
+	for _, s := range w.steps {
+		if s.at.After(limit) {
+			return false
+		}
+		if s.watermark >= position {
+			return true
+		}
+	}
+	return false
+}
+
+// AdmissionOver reports whether position's admission window has passed (a
+// lookup in memory); its holder's may still be extended (Extended).
+func (r *Room) AdmissionOver(position int64) bool {
+	return r.window.over(r.opts.Now(), position)
+}
+
+// ErrNotExtensible is returned by ExtendAdmission when the store keeps no
+// extensions.
+var ErrNotExtensible = errors.New("the store keeps no admission extensions")
+
+// ExtendAdmission keeps subject admitted beyond the admission window for d
+// from now, on every node sharing the store: the origin calls it for a
+// buyer who holds seats.
+func (r *Room) ExtendAdmission(ctx context.Context, subject string, d time.Duration) error {
+	es, ok := r.store.(ExtensionStore)
+	if !ok {
+		return ErrNotExtensible
+	}
+	return es.ExtendAdmission(ctx, r.event, subject, r.opts.Now().Add(d))
+}
+
+// Extended reports whether subject's admission was extended beyond the
+// window.
+func (r *Room) Extended(ctx context.Context, subject string) (bool, error) {
+	es, ok := r.store.(ExtensionStore)
+	if !ok {
+		return false, nil
+	}
+	return es.AdmissionExtended(ctx, r.event, subject)
+}
+
+func extendedKey(event int64, subject string) string {
+	return accountKey(event, subject) + ":extended"
+}
+
+// ExtendAdmission implements ExtensionStore: one key per extended subject,
+// expiring with the extension.
+func (r *RedisStore) ExtendAdmission(ctx context.Context, event int64, subject string, until time.Time) error {
+	d := until.Sub(r.now())
+	if d <= 0 {
+		return nil
+	}
+	if err := r.rdb.Set(ctx, extendedKey(event, subject), until.UnixMilli(), d).Err(); err != nil {
+		return unavailable("extend admission", err)
+	}
+	return nil
+}
+
+// AdmissionExtended implements ExtensionStore.
+func (r *RedisStore) AdmissionExtended(ctx context.Context, event int64, subject string) (bool, error) {
+	v, err := r.rdb.Get(ctx, extendedKey(event, subject)).Result()
+	switch {
+	case errors.Is(err, redis.Nil):
+		return false, nil
+	case err != nil:
+		return false, unavailable("admission extended", err)
+	}
+	until, err := strconv.ParseInt(v, 10, 64)
+	return err == nil && r.now().Before(time.UnixMilli(until)), nil
+}
+
+// maxMemoryExtensions bounds the extensions a memory store keeps; expired
+// ones are dropped first.
+const maxMemoryExtensions = 1 << 20
+
+// ExtendAdmission implements ExtensionStore.
+func (m *MemoryStore) ExtendAdmission(_ context.Context, event int64, subject string, until time.Time) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := m.now()
+	if m.extended == nil {
+		m.extended = make(map[nonceKey]time.Time)
+	}
+	if len(m.extended) >= maxMemoryExtensions {
+		for k, u := range m.extended {
+			if !now.Before(u) {
+				delete(m.extended, k)
+			}
+		}
+		if len(m.extended) >= maxMemoryExtensions {
+			return ErrUnavailable
+		}
+	}
+	m.extended[nonceKey{event, subject}] = until
+	return nil
+}
+
+// AdmissionExtended implements ExtensionStore.
+func (m *MemoryStore) AdmissionExtended(_ context.Context, event int64, subject string) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	until, ok := m.extended[nonceKey{event, subject}]
+	return ok && m.now().Before(until), nil
+}
+
+// ForgetAccount implements AccountStore.
+func (m *MemoryStore) ForgetAccount(_ context.Context, event int64, subject string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.accounts, nonceKey{event, subject})
+	return nil
+}
+
+// ForgetAccount implements AccountStore.
+func (r *RedisStore) ForgetAccount(ctx context.Context, event int64, subject string) error {
+	if err := r.rdb.Del(ctx, accountKey(event, subject)).Err(); err != nil {
+		return unavailable("forget account position", err)
+	}
+	return nil
+}
+
+var (
+	_ ExtensionStore = (*MemoryStore)(nil)
+	_ ExtensionStore = (*RedisStore)(nil)
+)

@@ -1,0 +1,71 @@
+package waitroom
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/waitroom/waitroom/internal/testenv"
+)
+
+// TestRoomAdmissionWindow: a position is admitted for the window from the
+// watermark's reaching it; an extension by subject keeps it admitted; an
+// account whose window passed queues anew (docs/api.md §3).
+func TestRoomAdmissionWindow(t *testing.T) {
+	for name, store := range map[string]func(*fakeClock) Store{
+		"memory": func(c *fakeClock) Store { return NewMemoryStore(c.Now) },
+		"redis": func(c *fakeClock) Store {
+			return NewRedisStore(testenv.Redis(t), RedisOptions{Now: c.Now})
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			clock := newClock()
+			ctx := context.Background()
+			r := NewRoom(store(clock), testenv.EventID(), RoomOptions{Now: clock.Now, AdmissionWindow: time.Minute})
+			_, err := r.Refresh(ctx)
+			require.NoError(t, err)
+			clock.Advance(2 * time.Second)
+			_, err = r.Refresh(ctx)
+			require.NoError(t, err)
+			for _, who := range []string{"alice", "bob", "carol"} {
+				_, _, err := r.JoinAccount(ctx, who, time.Hour)
+				require.NoError(t, err)
+			}
+			_, err = r.Update(ctx, Change{SetWatermark: ptrTo[int64](2)})
+			require.NoError(t, err)
+			clock.Advance(30 * time.Second)
+			_, err = r.Update(ctx, Change{SetWatermark: ptrTo[int64](3)})
+			require.NoError(t, err)
+			assert.False(t, r.AdmissionOver(1))
+
+			require.NoError(t, r.ExtendAdmission(ctx, "bob", 10*time.Minute))
+			clock.Advance(31 * time.Second)
+			assert.True(t, r.AdmissionOver(1), "61 s after the watermark reached it")
+			assert.True(t, r.AdmissionOver(2))
+			assert.False(t, r.AdmissionOver(3), "admitted 31 s ago")
+			ext, err := r.Extended(ctx, "bob")
+			require.NoError(t, err)
+			assert.True(t, ext)
+			ext, err = r.Extended(ctx, "alice")
+			require.NoError(t, err)
+			assert.False(t, ext)
+
+			pos, again, err := r.JoinAccount(ctx, "alice", time.Hour)
+			require.NoError(t, err)
+			assert.Equal(t, int64(4), pos, "alice's turn passed: the back of the queue")
+			assert.False(t, again)
+			pos, again, err = r.JoinAccount(ctx, "bob", time.Hour)
+			require.NoError(t, err)
+			assert.Equal(t, int64(2), pos, "bob's was extended")
+			assert.True(t, again)
+
+			clock.Advance(10 * time.Minute)
+			ext, err = r.Extended(ctx, "bob")
+			require.NoError(t, err)
+			assert.False(t, ext, "the extension ended")
+		})
+	}
+}
