@@ -14,8 +14,11 @@ build: ## build Caddy with the waitroom module and the origin (bin/caddy, bin/or
 test: ## run every test against private Redis and PostgreSQL servers
 	scripts/services.sh $(MAKE) --no-print-directory test-go
 
+# The race detector is on for every package (RACE= turns it off); what it
+# costs is in docs/development.md.
+RACE ?= -race
 test-go: vet ## run the tests against REDIS_URL and DATABASE_URL
-	$(GO) test -count=1 -timeout 15m ./...
+	$(GO) test $(RACE) -count=1 -timeout 25m ./...
 	$(MAKE) --no-print-directory fuzz
 
 vet:
