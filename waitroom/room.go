@@ -83,6 +83,9 @@ type Room struct {
 	presence presence
 	// window tells when positions were admitted.
 	window window
+	// syncMu orders a read of the state with a change of it, so a read
+	// made before a change never replaces the change's state in memory.
+	syncMu sync.Mutex
 }
 
 // NewRoom returns a room for event that starts from opts.Defaults. It does no
@@ -155,7 +158,9 @@ func (r *Room) Ready() <-chan struct{} { return r.ready }
 // what it remembers if the store lost it, and adds what it remembers to a
 // restore another node started.
 func (r *Room) Refresh(ctx context.Context) (State, error) {
+	r.syncMu.Lock()
 	s, err := r.refresh(ctx)
+	r.syncMu.Unlock()
 	if rerr := r.syncRevocations(ctx); err == nil {
 		err = rerr
 	}
@@ -231,6 +236,8 @@ func (r *Room) Update(ctx context.Context, c Change) (State, error) {
 	if _, err := r.Refresh(ctx); err != nil {
 		return State{}, err
 	}
+	r.syncMu.Lock()
+	defer r.syncMu.Unlock()
 	s, err := r.store.Update(ctx, r.event, c)
 	if err != nil {
 		return State{}, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -501,4 +502,66 @@ func TestRoomJoinAccountExpires(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, int64(2), pos, "expired: a new place")
 	assert.False(t, again)
+}
+
+// slowReadStore holds its first State answer until released, as a slow
+// Redis would.
+type slowReadStore struct {
+	Store
+	calls   atomic.Int32
+	read    chan struct{}
+	release chan struct{}
+	updated chan struct{}
+}
+
+func (s *slowReadStore) State(ctx context.Context, event int64) (State, error) {
+	st, err := s.Store.State(ctx, event)
+	if s.calls.Add(1) == 1 {
+		close(s.read)
+		<-s.release
+	}
+	return st, err
+}
+
+func (s *slowReadStore) Update(ctx context.Context, event int64, c Change) (State, error) {
+	st, err := s.Store.Update(ctx, event, c)
+	close(s.updated)
+	return st, err
+}
+
+// TestRoomReadBeforeAChangeNeverUndoesIt: a refresh that read the state
+// before a change of this node's, and answers after it, leaves the change's
+// state in memory (a stale sold-out once outlived its clearing).
+func TestRoomReadBeforeAChangeNeverUndoesIt(t *testing.T) {
+	ctx := context.Background()
+	mem := NewMemoryStore(nil)
+	_, err := mem.Ensure(ctx, 5, Defaults{})
+	require.NoError(t, err)
+	_, err = mem.Update(ctx, 5, Change{SoldOut: ptrTo(true)})
+	require.NoError(t, err)
+	store := &slowReadStore{Store: mem, read: make(chan struct{}), release: make(chan struct{}), updated: make(chan struct{})}
+	r := NewRoom(store, 5, RoomOptions{Follow: true})
+
+	refreshed := make(chan struct{})
+	go func() {
+		defer close(refreshed)
+		_, _ = r.Refresh(ctx)
+	}()
+	<-store.read // the refresh has read sold out
+	changed := make(chan struct{})
+	go func() {
+		defer close(changed)
+		_, err := r.Update(ctx, Change{SoldOut: ptrTo(false)})
+		assert.NoError(t, err)
+	}()
+	// Without ordering the change completes while the read is held; with
+	// it, it waits for the read. Either way the read is then let go.
+	select {
+	case <-store.updated:
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(store.release)
+	<-refreshed
+	<-changed
+	assert.False(t, r.State().SoldOut, "the change, made after the read, stands")
 }
