@@ -67,3 +67,34 @@ func TestRoomAheadSkipsAbandoners(t *testing.T) {
 		})
 	}
 }
+
+// TestAutopilotIdlesWhenOnlyAbandonersWait: the autopilot does not raise
+// the watermark for positions whose holders all gave up.
+func TestAutopilotIdlesWhenOnlyAbandonersWait(t *testing.T) {
+	clock := newClock()
+	ctx := context.Background()
+	r := NewRoom(NewMemoryStore(clock.Now), testenv.EventID(), RoomOptions{Now: clock.Now,
+		AbandonAfter: 8 * time.Second, Autopilot: Autopilot{Step: 1, Interval: time.Second}})
+	_, err := r.Refresh(ctx)
+	require.NoError(t, err)
+	for range 3 {
+		pos, err := r.Join(ctx)
+		require.NoError(t, err)
+		r.Polled(pos)
+	}
+	require.NoError(t, r.syncPresence(ctx))
+	clock.Advance(time.Second)
+	require.NoError(t, r.autopilot(ctx))
+	assert.Equal(t, int64(1), r.State().Watermark, "too early to tell: everyone counts")
+
+	clock.Advance(12 * time.Second)
+	require.NoError(t, r.syncPresence(ctx))
+	require.NoError(t, r.autopilot(ctx))
+	assert.Equal(t, int64(1), r.State().Watermark, "2 and 3 gave up")
+
+	r.Polled(3)
+	require.NoError(t, r.syncPresence(ctx))
+	clock.Advance(time.Second)
+	require.NoError(t, r.autopilot(ctx))
+	assert.Equal(t, int64(2), r.State().Watermark, "3 is back")
+}

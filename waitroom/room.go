@@ -392,7 +392,9 @@ func (r *Room) autopilot(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if s.SoldOut || s.Paused || s.Waiting() == 0 {
+	// Nobody left waiting, or only positions whose holders gave up
+	// (abandon_after): nothing to admit.
+	if s.SoldOut || s.Paused || s.Waiting() == 0 || r.Ahead(s.LastPosition+1) == 0 {
 		return nil
 	}
 	// A lease slightly shorter than the interval: one raise per interval
