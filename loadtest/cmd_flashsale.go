@@ -17,7 +17,7 @@ import (
 	"github.com/waitroom/waitroom/loadtest/report"
 	"github.com/waitroom/waitroom/loadtest/sale"
 	"github.com/waitroom/waitroom/loadtest/stack"
-	"github.com/waitroom/waitroom/origin"
+	"github.com/waitroom/waitroom/origin/ledger"
 )
 
 // faultNames are the faults --faults accepts.
@@ -312,7 +312,7 @@ func saleTarget(sys *stack.System, cmds *redisCounter) sale.Target {
 // readMoney reads the origin's account of the event's money from its
 // ledger.
 func readMoney(ctx context.Context, sys *stack.System) (sale.Money, error) {
-	l, err := origin.OpenLedger(ctx, sys.DB.URL, origin.LedgerOptions{MaxConns: 2})
+	l, err := ledger.Open(ctx, sys.DB.URL, ledger.Options{MaxConns: 2})
 	if err != nil {
 		return sale.Money{}, err
 	}
@@ -321,7 +321,7 @@ func readMoney(ctx context.Context, sys *stack.System) (sale.Money, error) {
 	if err != nil {
 		return sale.Money{}, err
 	}
-	c := func(m origin.MoneyCount) sale.MoneyCount { return sale.MoneyCount{Count: m.Count, Amount: m.Amount} }
+	c := func(m ledger.MoneyCount) sale.MoneyCount { return sale.MoneyCount{Count: m.Count, Amount: m.Amount} }
 	return sale.Money{
 		Captured: c(r.Captured), Confirmed: c(r.Confirmed), Refunded: c(r.Refunded),
 		RefundPending: c(r.RefundPending), RefundFailed: c(r.RefundFailed), Kept: c(r.Kept),

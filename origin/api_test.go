@@ -16,6 +16,7 @@ import (
 	"github.com/waitroom/waitroom/inventory"
 	"github.com/waitroom/waitroom/origin"
 	"github.com/waitroom/waitroom/origin/idem"
+	"github.com/waitroom/waitroom/origin/ledger"
 	"github.com/waitroom/waitroom/origin/payment"
 	"github.com/waitroom/waitroom/waitroom"
 )
@@ -452,7 +453,7 @@ func TestMigrationsRunOnceConcurrently(t *testing.T) {
 	errs := make(chan error, 3)
 	for range 3 {
 		go func() {
-			l, err := origin.OpenLedger(context.Background(), h.dbURL, origin.LedgerOptions{MaxConns: 2})
+			l, err := ledger.Open(context.Background(), h.dbURL, ledger.Options{MaxConns: 2})
 			if err == nil {
 				l.Close()
 			}

@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sync/singleflight"
 
+	"github.com/waitroom/waitroom/origin/ledger"
 	"github.com/waitroom/waitroom/origin/seats"
 	"github.com/waitroom/waitroom/waitroom"
 )
@@ -121,7 +122,7 @@ func contextWithTimeout(r *http.Request, d time.Duration) (context.Context, cont
 // lookupFailed answers a failed event or hold lookup: 404 when it does not
 // exist, 503 when the ledger cannot say.
 func lookupFailed(w http.ResponseWriter, err error, what string) {
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, ledger.ErrNotFound) {
 		writeError(w, http.StatusNotFound, "not_found", "no such "+what)
 		return
 	}

@@ -17,6 +17,8 @@ import (
 
 	"github.com/waitroom/waitroom/inventory"
 	"github.com/waitroom/waitroom/origin"
+	"github.com/waitroom/waitroom/origin/booking"
+	"github.com/waitroom/waitroom/origin/ledger"
 	"github.com/waitroom/waitroom/origin/payment"
 	"github.com/waitroom/waitroom/waitroom"
 )
@@ -40,12 +42,12 @@ func TestPurchaseWithTickets(t *testing.T) {
 	require.Len(t, got.Tickets, 2)
 	assert.NotEqual(t, got.Tickets[0].Seat, got.Tickets[1].Seat)
 	for _, tk := range got.Tickets {
-		claims, err := origin.VerifyTicket(ticketKey, tk.Code)
+		claims, err := booking.VerifyTicket(ticketKey, tk.Code)
 		require.NoError(t, err, "a ticket verifies offline with the key")
-		assert.Equal(t, origin.TicketClaims{BookingID: b.BookingID, EventID: ev.ID, Seat: tk.Seat}, claims)
+		assert.Equal(t, booking.TicketClaims{BookingID: b.BookingID, EventID: ev.ID, Seat: tk.Seat}, claims)
 		assert.Equal(t, ev.ID, tk.EventID)
-		_, err = origin.VerifyTicket([]byte(strings.Repeat("k", 32)), tk.Code)
-		assert.ErrorIs(t, err, origin.ErrInvalidTicket, "not with another key")
+		_, err = booking.VerifyTicket([]byte(strings.Repeat("k", 32)), tk.Code)
+		assert.ErrorIs(t, err, booking.ErrInvalidTicket, "not with another key")
 	}
 
 	res := h.do(http.MethodGet, "/v1/tickets/"+got.Tickets[0].Code+".png", nil, nil)
@@ -183,7 +185,7 @@ func TestLatePaymentOverflowThenRefund(t *testing.T) {
 	got := h.booking(ev.ID, "ann", ab.BookingID)
 	require.Equal(t, "confirmed", got.Status, "%+v", got)
 	assert.True(t, got.Overflow)
-	assert.Equal(t, origin.ReasonLateOverflow, got.StatusReason)
+	assert.Equal(t, booking.ReasonLateOverflow, got.StatusReason)
 	require.Len(t, got.Tickets, 1)
 	inv := h.requireSeatsOnce(ev.ID)
 	assert.Equal(t, int64(1), inv.OverflowUsed)
@@ -201,7 +203,7 @@ func TestLatePaymentOverflowThenRefund(t *testing.T) {
 	require.NoError(t, h.fp.Redeliver(ctx, bb.PaymentID))
 	refunded := h.booking(ev.ID, "bob", bb.BookingID)
 	assert.Equal(t, "refunded", refunded.Status, "%+v", refunded)
-	assert.Equal(t, origin.ReasonLateSoldOut, refunded.StatusReason)
+	assert.Equal(t, booking.ReasonLateSoldOut, refunded.StatusReason)
 	assert.Equal(t, "succeeded", refunded.RefundStatus)
 	assert.Empty(t, refunded.Tickets, "no ticket without a seat")
 	assert.Equal(t, int64(1), h.fp.Refunds())
@@ -265,18 +267,18 @@ func TestReaperRacingWebhooks(t *testing.T) {
 		row, err := h.ledger.Hold(ctx, got.HoldID)
 		require.NoError(t, err)
 		switch {
-		case row.Status == origin.StatusConfirmed:
+		case row.Status == ledger.StatusConfirmed:
 			won++
 			assert.Equal(t, "confirmed", got.Status)
 			assert.False(t, got.Overflow)
 		case got.Status == "confirmed":
 			late++
-			assert.Equal(t, origin.StatusExpired, row.Status)
+			assert.Equal(t, ledger.StatusExpired, row.Status)
 			assert.True(t, got.Overflow)
 		default:
 			refunded++
 			assert.Equal(t, "refunded", got.Status, "%+v", got)
-			assert.Equal(t, origin.StatusExpired, row.Status)
+			assert.Equal(t, ledger.StatusExpired, row.Status)
 		}
 	}
 	t.Logf("webhook first: %d, reaper first: %d absorbed, %d refunded", won, late, refunded)
@@ -306,7 +308,7 @@ func TestConcurrentConfirmationsOfOneHold(t *testing.T) {
 			wg.Go(func() {
 				hold, err := h.srv.ConfirmHold(ctx, id, nil)
 				assert.NoError(t, err, "a duplicate confirmation is not a lost hold")
-				assert.Equal(t, origin.StatusConfirmed, hold.Status)
+				assert.Equal(t, ledger.StatusConfirmed, hold.Status)
 			})
 		}
 	}
@@ -501,7 +503,7 @@ func TestCancellation(t *testing.T) {
 	var c bookingJSON
 	first.json(t, &c)
 	assert.Equal(t, "refunded", c.Status)
-	assert.Equal(t, origin.ReasonCancelled, c.StatusReason)
+	assert.Equal(t, booking.ReasonCancelled, c.StatusReason)
 	assert.Equal(t, "succeeded", c.RefundStatus)
 	assert.Empty(t, c.Tickets)
 	second := h.do(http.MethodPost, "/v1/bookings/"+b.BookingID+"/cancellation", nil, h.auth("ann", ev.ID))
@@ -559,21 +561,21 @@ func TestPaymentReconciliation(t *testing.T) {
 }
 
 func TestTicketCodes(t *testing.T) {
-	claims := origin.TicketClaims{BookingID: uuid.NewString(), EventID: 42, Seat: 7}
-	code, err := origin.SignTicket(ticketKey, claims)
+	claims := booking.TicketClaims{BookingID: uuid.NewString(), EventID: 42, Seat: 7}
+	code, err := booking.SignTicket(ticketKey, claims)
 	require.NoError(t, err)
-	got, err := origin.VerifyTicket(ticketKey, code)
+	got, err := booking.VerifyTicket(ticketKey, code)
 	require.NoError(t, err)
 	assert.Equal(t, claims, got)
 
-	other, err := origin.SignTicket(ticketKey, origin.TicketClaims{BookingID: claims.BookingID, EventID: 42, Seat: 8})
+	other, err := booking.SignTicket(ticketKey, booking.TicketClaims{BookingID: claims.BookingID, EventID: 42, Seat: 8})
 	require.NoError(t, err)
 	assert.NotEqual(t, code, other)
 	for _, bad := range []string{"", "x", code[:len(code)-1], code + "A", tamper(code), strings.ToUpper(code), "../../etc"} {
-		_, err := origin.VerifyTicket(ticketKey, bad)
-		assert.ErrorIs(t, err, origin.ErrInvalidTicket, "%q", bad)
+		_, err := booking.VerifyTicket(ticketKey, bad)
+		assert.ErrorIs(t, err, booking.ErrInvalidTicket, "%q", bad)
 	}
-	_, err = origin.SignTicket([]byte("short"), claims)
+	_, err = booking.SignTicket([]byte("short"), claims)
 	assert.Error(t, err)
 }
 

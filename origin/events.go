@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/waitroom/waitroom/origin/ledger"
 )
 
 // Defaults and bounds of event creation.
@@ -48,8 +50,8 @@ func (e errInvalid) Error() string { return e.msg }
 
 func invalidf(format string, args ...any) error { return errInvalid{fmt.Sprintf(format, args...)} }
 
-func (r createEventRequest) event(now time.Time) (Event, error) {
-	e := Event{
+func (r createEventRequest) event(now time.Time) (ledger.Event, error) {
+	e := ledger.Event{
 		OverflowPct:    DefaultOverflowPct,
 		HoldTTLSeconds: DefaultHoldTTLSeconds,
 		MaxPerUser:     DefaultMaxPerUser,
@@ -122,7 +124,7 @@ type eventJSON struct {
 	OverflowReserve int64  `json:"overflow_reserve"`
 }
 
-func eventBody(e Event, remaining int64) eventJSON {
+func eventBody(e ledger.Event, remaining int64) eventJSON {
 	return eventJSON{
 		ID: e.ID, Name: e.Name, Capacity: e.Capacity, Sellable: e.Sellable, Remaining: remaining,
 		Price: e.Price, Currency: e.Currency, HoldTTLSeconds: e.HoldTTLSeconds, MaxPerUser: e.MaxPerUser,

@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/waitroom/waitroom/origin"
+	"github.com/waitroom/waitroom/origin/booking"
 	"github.com/waitroom/waitroom/origin/payment"
 )
 
@@ -98,7 +98,7 @@ func TestLatePaymentKeepsThePerUserLimit(t *testing.T) {
 			}
 			got := h.booking(ev.ID, "ann", late.BookingID)
 			assert.Equal(t, "refunded", got.Status, "%+v", got)
-			assert.Equal(t, origin.ReasonLatePerUserLimit, got.StatusReason)
+			assert.Equal(t, booking.ReasonLatePerUserLimit, got.StatusReason)
 			assert.Equal(t, "succeeded", got.RefundStatus)
 			assert.Empty(t, got.Tickets)
 			pays := h.fp.PaymentsForBooking(late.BookingID)

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/waitroom/waitroom/origin"
+	"github.com/waitroom/waitroom/origin/booking"
 	"github.com/waitroom/waitroom/origin/payment"
 )
 
@@ -67,7 +67,7 @@ func TestPaymentRefundedBeforeItSettles(t *testing.T) {
 			got := h.booking(ev.ID, "ann", b.BookingID)
 			assert.Equal(t, "refunded", got.Status, "%+v", got)
 			assert.Equal(t, "succeeded", got.RefundStatus)
-			assert.Equal(t, origin.ReasonRefundedAtProvider, got.StatusReason)
+			assert.Equal(t, booking.ReasonRefundedAtProvider, got.StatusReason)
 			assert.Empty(t, got.Tickets, "no ticket for money returned")
 			assert.False(t, got.Overflow)
 			assert.Zero(t, h.count(`SELECT count(*) FROM tickets WHERE booking_id = $1`, b.BookingID), "no ticket issued")

@@ -20,6 +20,7 @@ import (
 	"github.com/waitroom/waitroom/internal/apitest"
 	"github.com/waitroom/waitroom/internal/testenv"
 	"github.com/waitroom/waitroom/origin"
+	"github.com/waitroom/waitroom/origin/ledger"
 	"github.com/waitroom/waitroom/waitroom"
 )
 
@@ -65,7 +66,7 @@ type harness struct {
 	keys   *waitroom.KeySet
 	store  *waitroom.RedisStore
 	rdb    *redis.Client
-	ledger *origin.Ledger
+	ledger *ledger.Ledger
 	dbURL  string
 }
 
@@ -84,14 +85,14 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 	t.Cleanup(func() { _ = rdb.Close() })
 
 	ctx := context.Background()
-	ledger, err := origin.OpenLedger(ctx, o.dbURL, origin.LedgerOptions{MaxConns: 40})
+	lg, err := ledger.Open(ctx, o.dbURL, ledger.Options{MaxConns: 40})
 	require.NoError(t, err)
-	t.Cleanup(ledger.Close)
+	t.Cleanup(lg.Close)
 
 	if o.clock == nil {
 		o.clock = newClock()
 	}
-	h := &harness{t: t, clock: o.clock, rdb: rdb, ledger: ledger, dbURL: o.dbURL,
+	h := &harness{t: t, clock: o.clock, rdb: rdb, ledger: lg, dbURL: o.dbURL,
 		store: waitroom.NewRedisStore(rdb, waitroom.RedisOptions{})}
 	h.keys, err = waitroom.NewKeySet(h.clock.Now, waitroom.Key{ID: "k1", Secret: secret})
 	require.NoError(t, err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/waitroom/waitroom/origin/booking"
 	"github.com/waitroom/waitroom/origin/idem"
+	"github.com/waitroom/waitroom/origin/ledger"
 )
 
 // maxPaymentMethodLen bounds payment_method_token.
@@ -106,7 +107,7 @@ func (s bookingsAPI) createBookingRequest(w http.ResponseWriter, r *http.Request
 	ctx := r.Context()
 	h, err := s.ledger.Hold(ctx, holdID.String())
 	switch {
-	case errors.Is(err, ErrNotFound):
+	case errors.Is(err, ledger.ErrNotFound):
 		return noHold
 	case err != nil:
 		return errUnavailable
@@ -157,29 +158,29 @@ func (s bookingsAPI) createBookingRequest(w http.ResponseWriter, r *http.Request
 
 // bookingForUser reads booking {id} for the token's owner: 401 without a
 // valid token, 404 when it does not exist or belongs to someone else.
-func (s bookingsAPI) bookingForUser(w http.ResponseWriter, r *http.Request) (Booking, bool) {
+func (s bookingsAPI) bookingForUser(w http.ResponseWriter, r *http.Request) (ledger.Booking, bool) {
 	if !hasAnyToken(r) {
 		writeResponse(w, errInvalidToken)
-		return Booking{}, false
+		return ledger.Booking{}, false
 	}
 	id, err := uuid.Parse(r.PathValue("id"))
 	if err != nil {
 		writeError(w, http.StatusNotFound, "not_found", "no such booking")
-		return Booking{}, false
+		return ledger.Booking{}, false
 	}
 	b, err := s.ledger.Booking(r.Context(), id.String())
 	if err != nil {
 		lookupFailed(w, err, "booking")
-		return Booking{}, false
+		return ledger.Booking{}, false
 	}
 	ticket, bad := s.gate.ticket(r, b.EventID)
 	if bad != nil {
 		writeResponse(w, *bad)
-		return Booking{}, false
+		return ledger.Booking{}, false
 	}
 	if ticket.Subject != b.UserID {
 		writeError(w, http.StatusNotFound, "not_found", "no such booking")
-		return Booking{}, false
+		return ledger.Booking{}, false
 	}
 	return b, true
 }

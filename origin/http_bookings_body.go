@@ -3,6 +3,8 @@ package origin
 import (
 	"context"
 	"encoding/json"
+
+	"github.com/waitroom/waitroom/origin/ledger"
 )
 
 // bookingJSON is <booking> of docs/api.md §9.
@@ -28,7 +30,7 @@ type bookingJSON struct {
 	CreatedAt    string  `json:"created_at"`
 }
 
-func renderBooking(b Booking, tickets []ticketJSON) []byte {
+func renderBooking(b ledger.Booking, tickets []ticketJSON) []byte {
 	if tickets == nil {
 		tickets = []ticketJSON{}
 	}
@@ -50,6 +52,6 @@ func canonicalBooking(holdID, method string) string {
 
 // bookingBody is the booking's answer with its valid tickets, as a GET
 // answers it.
-func (s bookingsAPI) bookingBody(ctx context.Context, b Booking) ([]byte, error) {
+func (s bookingsAPI) bookingBody(ctx context.Context, b ledger.Booking) ([]byte, error) {
 	return s.bookings.Body(ctx, b)
 }

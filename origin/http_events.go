@@ -49,7 +49,7 @@ func (s eventsAPI) handleCreateEvent(w http.ResponseWriter, r *http.Request) {
 }
 
 // mustEvent is the live event of one just created or read on this node.
-func (s eventsAPI) mustEvent(e Event) *seats.Event { return s.seats.Registry().Serve(e) }
+func (s eventsAPI) mustEvent(e ledger.Event) *seats.Event { return s.seats.Registry().Serve(e) }
 
 func (s eventsAPI) handleListEvents(w http.ResponseWriter, r *http.Request) {
 	events, err := s.seats.Registry().LoadEvents(r.Context())

@@ -86,7 +86,7 @@ func (s holdsAPI) createHold(w http.ResponseWriter, r *http.Request) response {
 	}
 	ctx := r.Context()
 	ev, err := s.seats.Registry().Event(ctx, id)
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, ledger.ErrNotFound) {
 		return errorResponse(http.StatusNotFound, "not_found", "no such event")
 	} else if err != nil {
 		return errUnavailable
@@ -135,34 +135,34 @@ func (s holdsAPI) createHold(w http.ResponseWriter, r *http.Request) response {
 
 // holdForUser reads hold {id} for the token's owner: 401 without a valid
 // token, 404 when it does not exist or belongs to someone else.
-func (s holdsAPI) holdForUser(w http.ResponseWriter, r *http.Request) (Hold, *seats.Event, bool) {
+func (s holdsAPI) holdForUser(w http.ResponseWriter, r *http.Request) (ledger.Hold, *seats.Event, bool) {
 	if !hasAnyToken(r) {
 		writeResponse(w, errInvalidToken)
-		return Hold{}, nil, false
+		return ledger.Hold{}, nil, false
 	}
 	id, err := uuid.Parse(r.PathValue("id"))
 	if err != nil {
 		writeError(w, http.StatusNotFound, "not_found", "no such hold")
-		return Hold{}, nil, false
+		return ledger.Hold{}, nil, false
 	}
 	h, err := s.ledger.Hold(r.Context(), id.String())
 	if err != nil {
 		lookupFailed(w, err, "hold")
-		return Hold{}, nil, false
+		return ledger.Hold{}, nil, false
 	}
 	ticket, bad := s.gate.ticket(r, h.EventID)
 	if bad != nil {
 		writeResponse(w, *bad)
-		return Hold{}, nil, false
+		return ledger.Hold{}, nil, false
 	}
 	if ticket.Subject != h.UserID {
 		writeError(w, http.StatusNotFound, "not_found", "no such hold")
-		return Hold{}, nil, false
+		return ledger.Hold{}, nil, false
 	}
 	ev, err := s.seats.Registry().Event(r.Context(), h.EventID)
 	if err != nil {
 		lookupFailed(w, err, "event")
-		return Hold{}, nil, false
+		return ledger.Hold{}, nil, false
 	}
 	return h, ev, true
 }
@@ -182,7 +182,7 @@ func (s holdsAPI) handleDeleteHold(w http.ResponseWriter, r *http.Request) {
 	}
 	err := s.seats.ReleaseHold(r.Context(), h)
 	switch {
-	case errors.Is(err, ErrHoldNotActive):
+	case errors.Is(err, ledger.ErrHoldNotActive):
 		writeError(w, http.StatusConflict, "hold_not_active", "the hold is "+h.StatusAt(s.now())+", not active")
 	case err != nil:
 		writeResponse(w, errUnavailable)

@@ -14,6 +14,8 @@ import (
 	"github.com/waitroom/waitroom/internal/testenv"
 	"github.com/waitroom/waitroom/inventory"
 	"github.com/waitroom/waitroom/origin"
+	"github.com/waitroom/waitroom/origin/booking"
+	"github.com/waitroom/waitroom/origin/ledger"
 	"github.com/waitroom/waitroom/origin/payment"
 )
 
@@ -41,11 +43,11 @@ func TestLateHoldWriteAfterRebuild(t *testing.T) {
 			rebuilder := h.srv
 			if by == "another node" {
 				// Its ledger does not go through the stalled path.
-				ledger, err := origin.OpenLedger(context.Background(), direct, origin.LedgerOptions{})
+				lg, err := ledger.Open(context.Background(), direct, ledger.Options{})
 				require.NoError(t, err)
-				t.Cleanup(ledger.Close)
+				t.Cleanup(lg.Close)
 				rebuilder, err = origin.New(origin.Config{Keys: h.keys, Clock: h.clock.Now, HoldWriteTimeout: time.Second,
-					ClockSkewMargin: 10 * time.Millisecond, Logger: testLogger(t)}, ledger, h.rdb)
+					ClockSkewMargin: 10 * time.Millisecond, Logger: testLogger(t)}, lg, h.rdb)
 				require.NoError(t, err)
 				require.NoError(t, rebuilder.Start(t.Context()))
 			}
@@ -195,7 +197,7 @@ func TestPaymentWithoutASeatIsRefunded(t *testing.T) {
 	for _, b := range []bookingJSON{eve, fay} {
 		got := h.booking(ev.ID, b.UserID, b.BookingID)
 		assert.Equal(t, "refunded", got.Status, "%+v", got)
-		assert.Equal(t, origin.ReasonNoSeatLeft, got.StatusReason)
+		assert.Equal(t, booking.ReasonNoSeatLeft, got.StatusReason)
 		assert.Equal(t, "succeeded", got.RefundStatus)
 		assert.Empty(t, got.Tickets)
 		pays := h.fp.PaymentsForBooking(b.BookingID)

@@ -125,7 +125,7 @@ func TestConfirmRacingTheReaper(t *testing.T) {
 				mu.Unlock()
 				return
 			}
-			assert.True(t, errors.Is(err, origin.ErrHoldExpired) || errors.Is(err, origin.ErrHoldNotActive), "%v", err)
+			assert.True(t, errors.Is(err, origin.ErrHoldExpired) || errors.Is(err, ledger.ErrHoldNotActive), "%v", err)
 		})
 	}
 	wg.Go(func() {
@@ -142,9 +142,9 @@ func TestConfirmRacingTheReaper(t *testing.T) {
 		row, err := h.ledger.Hold(ctx, id)
 		require.NoError(t, err)
 		if confirmed[id] || contains(early, id) {
-			assert.Equal(t, origin.StatusConfirmed, row.Status, "a confirmed hold is never released")
+			assert.Equal(t, ledger.StatusConfirmed, row.Status, "a confirmed hold is never released")
 		} else {
-			assert.Equal(t, origin.StatusExpired, row.Status)
+			assert.Equal(t, ledger.StatusExpired, row.Status)
 		}
 	}
 	// Judged at the reaper's clock: every unconfirmed hold has expired.
@@ -186,7 +186,7 @@ func TestExpiredHoldIsFreeBeforeTheReaper(t *testing.T) {
 	assert.NotEqual(t, first.HoldID, second.HoldID)
 	row, err := h.ledger.Hold(context.Background(), first.HoldID)
 	require.NoError(t, err)
-	assert.Equal(t, origin.StatusExpired, row.Status)
+	assert.Equal(t, ledger.StatusExpired, row.Status)
 	assert.Equal(t, http.StatusConflict, h.hold(ev.ID, "bob", 1, "b2").status)
 
 	n, err := h.srv.ReapOnce(context.Background())
@@ -232,19 +232,19 @@ func TestExtendThenConfirm(t *testing.T) {
 
 	// A failure inside the transaction leaves the hold pending; the retry
 	// completes it.
-	_, err = h.srv.ConfirmHold(ctx, hj.HoldID, func(ledger.Tx, origin.Hold) error { return errors.New("booking insert failed") })
+	_, err = h.srv.ConfirmHold(ctx, hj.HoldID, func(ledger.Tx, ledger.Hold) error { return errors.New("booking insert failed") })
 	require.Error(t, err)
 	row, err := h.ledger.Hold(ctx, hj.HoldID)
 	require.NoError(t, err)
-	assert.Equal(t, origin.StatusPending, row.Status)
+	assert.Equal(t, ledger.StatusPending, row.Status)
 	var inTx bool
-	confirmed, err := h.srv.ConfirmHold(ctx, hj.HoldID, func(_ ledger.Tx, hold origin.Hold) error {
-		inTx = hold.Status == origin.StatusConfirmed
+	confirmed, err := h.srv.ConfirmHold(ctx, hj.HoldID, func(_ ledger.Tx, hold ledger.Hold) error {
+		inTx = hold.Status == ledger.StatusConfirmed
 		return nil
 	})
 	require.NoError(t, err)
 	assert.True(t, inTx)
-	assert.Equal(t, origin.StatusConfirmed, confirmed.Status)
+	assert.Equal(t, ledger.StatusConfirmed, confirmed.Status)
 
 	h.clock.Advance(24 * time.Hour)
 	n, err = h.srv.ReapOnce(ctx)
@@ -290,5 +290,5 @@ func TestExtendOrConfirmTooLate(t *testing.T) {
 	require.Equal(t, 2, n)
 	_, err = h.srv.ExtendHold(ctx, ids[0], h.clock.Now().Add(time.Hour), nil)
 	assert.ErrorIs(t, err, origin.ErrHoldExpired)
-	assert.NotErrorIs(t, err, origin.ErrHoldNotActive)
+	assert.NotErrorIs(t, err, ledger.ErrHoldNotActive)
 }

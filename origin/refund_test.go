@@ -13,6 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom/origin"
+	"github.com/waitroom/waitroom/origin/booking"
+	"github.com/waitroom/waitroom/origin/ledger"
 	"github.com/waitroom/waitroom/origin/payment"
 )
 
@@ -33,7 +35,7 @@ func (h *harness) gauge(name string) float64 {
 	return 0
 }
 
-func (h *payHarness) money(event int64) origin.MoneyReport {
+func (h *payHarness) money(event int64) ledger.MoneyReport {
 	h.t.Helper()
 	r, err := h.ledger.MoneyReport(context.Background(), event)
 	require.NoError(h.t, err)
@@ -73,7 +75,7 @@ func TestRefundThatFailsStaysVisibleAndIsRetried(t *testing.T) {
 	c := h.cancel(ev.ID, "ann", b.BookingID)
 	assert.Equal(t, "cancelled", c.Status, "not refunded: the provider said the refund failed")
 	assert.Equal(t, "failed", c.RefundStatus)
-	assert.Equal(t, origin.ReasonCancelled, c.StatusReason)
+	assert.Equal(t, booking.ReasonCancelled, c.StatusReason)
 	assert.Empty(t, c.Tickets)
 	got := h.settled(ev.ID, "ann", b.BookingID) // the refund.failed webhook changes nothing more
 	assert.Equal(t, "cancelled", got.Status)
@@ -82,7 +84,7 @@ func TestRefundThatFailsStaysVisibleAndIsRetried(t *testing.T) {
 	assert.Contains(t, string(res.body), `"refund_status":"failed"`)
 	assert.Equal(t, float64(1), h.gauge("waitroom_origin_refunds_failed"))
 	m := h.money(ev.ID)
-	assert.Equal(t, origin.MoneyCount{Count: 1, Amount: 180000}, m.RefundFailed, "%+v", m)
+	assert.Equal(t, ledger.MoneyCount{Count: 1, Amount: 180000}, m.RefundFailed, "%+v", m)
 	assert.Zero(t, m.Kept.Count)
 	assert.Equal(t, m.RefundFailed, m.Captured)
 	assert.EqualValues(t, 1, h.fp.RefundFailures())
@@ -109,7 +111,7 @@ func TestRefundThatFailsStaysVisibleAndIsRetried(t *testing.T) {
 	assert.Equal(t, "succeeded", got.RefundStatus)
 	assert.Equal(t, float64(0), h.gauge("waitroom_origin_refunds_failed"))
 	m = h.money(ev.ID)
-	assert.Equal(t, origin.MoneyCount{Count: 1, Amount: 180000}, m.Refunded, "%+v", m)
+	assert.Equal(t, ledger.MoneyCount{Count: 1, Amount: 180000}, m.Refunded, "%+v", m)
 	assert.True(t, m.Settled())
 	fm := h.fp.Money(ev.ID)
 	assert.Equal(t, fm.Charged, fm.Refunded, "all the money went back: %+v", fm)
@@ -139,7 +141,7 @@ func TestLatePaymentRefundFailsThenSucceeds(t *testing.T) {
 
 	got := h.settled(ev.ID, "ann", b.BookingID)
 	assert.Equal(t, "cancelled", got.Status, "%+v", got)
-	assert.Equal(t, origin.ReasonLateSoldOut, got.StatusReason)
+	assert.Equal(t, booking.ReasonLateSoldOut, got.StatusReason)
 	assert.Equal(t, "failed", got.RefundStatus, "the provider said the refund failed")
 	assert.Empty(t, got.Tickets)
 	m := h.money(ev.ID)
@@ -249,7 +251,7 @@ func TestChargeRefundedAtTheProviderVoidsTheTickets(t *testing.T) {
 	refunded := h.settled(ev.ID, "ann", b.BookingID)
 	assert.Equal(t, "refunded", refunded.Status, "%+v", refunded)
 	assert.Equal(t, "succeeded", refunded.RefundStatus)
-	assert.Equal(t, origin.ReasonRefundedAtProvider, refunded.StatusReason)
+	assert.Equal(t, booking.ReasonRefundedAtProvider, refunded.StatusReason)
 	assert.Empty(t, refunded.Tickets)
 	for _, tk := range got.Tickets {
 		valid, err := h.ledger.Bookings().TicketIsValid(ctx, tk.Code)
@@ -339,8 +341,8 @@ func TestMoneyReportFindsMoneyKept(t *testing.T) {
 	h.mustBook(ev.ID, "bob", h.holdOne(ev.ID, "bob", 1).HoldID, payment.MethodDeclined)
 	waiting := h.mustBook(ev.ID, "cat", h.holdOne(ev.ID, "cat", 1).HoldID, payment.MethodSilent)
 	m := h.money(ev.ID)
-	assert.Equal(t, origin.MoneyReport{Event: ev.ID, Captured: origin.MoneyCount{Count: 1, Amount: 90000},
-		Confirmed: origin.MoneyCount{Count: 1, Amount: 90000}, PaymentPending: origin.MoneyCount{Count: 1, Amount: 90000}}, m)
+	assert.Equal(t, ledger.MoneyReport{Event: ev.ID, Captured: ledger.MoneyCount{Count: 1, Amount: 90000},
+		Confirmed: ledger.MoneyCount{Count: 1, Amount: 90000}, PaymentPending: ledger.MoneyCount{Count: 1, Amount: 90000}}, m)
 	assert.False(t, m.Settled())
 	require.NoError(t, h.fp.Redeliver(ctx, waiting.PaymentID))
 	assert.True(t, h.money(ev.ID).Settled())
@@ -350,7 +352,7 @@ func TestMoneyReportFindsMoneyKept(t *testing.T) {
 	require.NoError(t, err)
 	r, err := h.ledger.MoneyReport(ctx, ev.ID)
 	require.NoError(t, err)
-	assert.Equal(t, origin.MoneyCount{Count: 1, Amount: 90000}, r.Kept)
+	assert.Equal(t, ledger.MoneyCount{Count: 1, Amount: 90000}, r.Kept)
 	assert.Error(t, r.Err())
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/waitroom/waitroom/hashtag"
 	"github.com/waitroom/waitroom/internal/testenv"
 	"github.com/waitroom/waitroom/origin"
+	"github.com/waitroom/waitroom/origin/ledger"
 	"github.com/waitroom/waitroom/waitroom"
 )
 
@@ -113,7 +114,7 @@ func TestHoldWhilePausedIsRetryLater(t *testing.T) {
 func TestNewEventLoadKeepsAnotherNodesFirstHold(t *testing.T) {
 	h := newHarness(t, harnessOptions{})
 	ctx := context.Background()
-	created, err := h.ledger.CreateEvent(ctx, origin.Event{ID: nextEventID(), Name: "Final", Capacity: 10, Sellable: 10,
+	created, err := h.ledger.CreateEvent(ctx, ledger.Event{ID: nextEventID(), Name: "Final", Capacity: 10, Sellable: 10,
 		Price: 100, Currency: "inr", HoldTTLSeconds: 600, MaxPerUser: 4, CreatedAt: h.clock.Now()})
 	require.NoError(t, err)
 	h.admit(created.ID, 1_000_000)

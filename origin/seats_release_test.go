@@ -14,7 +14,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom/internal/testenv"
-	"github.com/waitroom/waitroom/origin"
 	"github.com/waitroom/waitroom/origin/ledger"
 	"github.com/waitroom/waitroom/origin/payment"
 )
@@ -59,7 +58,7 @@ func TestRefusedReleaseIsRetriedInItsMode(t *testing.T) {
 		}
 	})
 	_, err := h.srv.ConfirmHold(ctx, id, nil)
-	require.ErrorIs(t, err, origin.ErrHoldNotActive)
+	require.ErrorIs(t, err, ledger.ErrHoldNotActive)
 
 	proxy.Restore()
 	_, err = h.srv.ReapOnce(ctx)
@@ -77,7 +76,7 @@ func TestReaperReturnsAHoldConfirmedOnlyInRedis(t *testing.T) {
 	ctx := context.Background()
 	id := h.holdID(ev.ID, "ann", "a", 1)
 
-	_, err := h.srv.ConfirmHold(ctx, id, func(ledger.Tx, origin.Hold) error { return errors.New("booking update failed") })
+	_, err := h.srv.ConfirmHold(ctx, id, func(ledger.Tx, ledger.Hold) error { return errors.New("booking update failed") })
 	require.Error(t, err)
 	h.clock.Advance(601 * time.Second)
 	n, err := h.srv.ReapOnce(ctx)
@@ -89,7 +88,7 @@ func TestReaperReturnsAHoldConfirmedOnlyInRedis(t *testing.T) {
 	// The webhook's retry finds the hold over (and is served as a late
 	// payment by the booking flow).
 	_, err = h.srv.ConfirmHold(ctx, id, nil)
-	assert.ErrorIs(t, err, origin.ErrHoldNotActive)
+	assert.ErrorIs(t, err, ledger.ErrHoldNotActive)
 	assert.Equal(t, http.StatusCreated, h.hold(ev.ID, "ann", 1, "a2").status)
 	h.requireInvariant(ev.ID, 1)
 }

@@ -131,8 +131,8 @@ func (c *Config) defaults() error {
 	if c.HoldMaxLife < 0 {
 		return fmt.Errorf("origin config: the hold max life %v is negative", c.HoldMaxLife)
 	}
-	if c.Payments != nil && len(c.TicketKey) < MinTicketKeyLen {
-		return fmt.Errorf("origin config: the ticket key must be at least %d bytes", MinTicketKeyLen)
+	if c.Payments != nil && len(c.TicketKey) < booking.MinTicketKeyLen {
+		return fmt.Errorf("origin config: the ticket key must be at least %d bytes", booking.MinTicketKeyLen)
 	}
 	if c.PaymentWindow <= 0 {
 		c.PaymentWindow = 2 * time.Minute
@@ -149,7 +149,7 @@ func (c *Config) defaults() error {
 type Server struct {
 	cfg    Config
 	log    *slog.Logger
-	ledger *Ledger
+	ledger *ledger.Ledger
 	rdb    redis.UniversalClient
 	seats  *seats.Protocol
 	// bookings is nil without a payment provider.
@@ -166,7 +166,7 @@ type Server struct {
 
 // New returns a server over l and rdb (both the caller's to close). It does
 // no I/O; Start loads the events.
-func New(cfg Config, l *Ledger, rdb redis.UniversalClient) (*Server, error) {
+func New(cfg Config, l *ledger.Ledger, rdb redis.UniversalClient) (*Server, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
@@ -203,7 +203,7 @@ func New(cfg Config, l *Ledger, rdb redis.UniversalClient) (*Server, error) {
 		s.bookings, err = booking.New(booking.Config{
 			Ledger: l, Seats: p, Payments: cfg.Payments, TicketKey: cfg.TicketKey,
 			PaymentWindow: cfg.PaymentWindow, PaymentTimeout: cfg.PaymentTimeout,
-			Render: func(b Booking, ts []ledger.Ticket) []byte { return renderBooking(b, ticketsJSON(ts)) },
+			Render: func(b ledger.Booking, ts []ledger.Ticket) []byte { return renderBooking(b, ticketsJSON(ts)) },
 			Clock:  cfg.Clock, Logger: cfg.Logger,
 			Metrics: &booking.Metrics{Bookings: m.bookings, LatePayments: m.latePayments, PaymentChecks: m.paymentChecks,
 				Refunds: m.refunds, RefundsFailed: m.refundsFailed},
@@ -221,7 +221,7 @@ func New(cfg Config, l *Ledger, rdb redis.UniversalClient) (*Server, error) {
 func (s *Server) now() time.Time { return s.cfg.Clock().UTC().Truncate(time.Millisecond) }
 
 // Ledger is the server's ledger.
-func (s *Server) Ledger() *Ledger { return s.ledger }
+func (s *Server) Ledger() *ledger.Ledger { return s.ledger }
 
 // Seats is the server's seat protocol.
 func (s *Server) Seats() *seats.Protocol { return s.seats }
@@ -300,20 +300,22 @@ type Invariant = seats.Invariant
 var ErrHoldExpired = seats.ErrHoldExpired
 
 // ConfirmHold turns a live pending hold into a sale (seats.Protocol.ConfirmHold).
-func (s *Server) ConfirmHold(ctx context.Context, holdID string, inTx func(ledger.Tx, Hold) error) (Hold, error) {
+func (s *Server) ConfirmHold(ctx context.Context, holdID string, inTx func(ledger.Tx, ledger.Hold) error) (ledger.Hold, error) {
 	return s.seats.ConfirmHold(ctx, holdID, inTx)
 }
 
 // ExtendHold moves a live pending hold's expiry (seats.Protocol.ExtendHold).
-func (s *Server) ExtendHold(ctx context.Context, holdID string, until time.Time, inTx func(ledger.Tx, Hold) error) (Hold, error) {
+func (s *Server) ExtendHold(ctx context.Context, holdID string, until time.Time, inTx func(ledger.Tx, ledger.Hold) error) (ledger.Hold, error) {
 	return s.seats.ExtendHold(ctx, holdID, until, inTx)
 }
 
 // ReleaseHold gives a buyer's pending hold back.
-func (s *Server) ReleaseHold(ctx context.Context, h Hold) error { return s.seats.ReleaseHold(ctx, h) }
+func (s *Server) ReleaseHold(ctx context.Context, h ledger.Hold) error {
+	return s.seats.ReleaseHold(ctx, h)
+}
 
 // CreateEvent writes a new event and loads its seats into Redis.
-func (s *Server) CreateEvent(ctx context.Context, e Event) (Event, error) {
+func (s *Server) CreateEvent(ctx context.Context, e ledger.Event) (ledger.Event, error) {
 	return s.seats.CreateEvent(ctx, e)
 }
 

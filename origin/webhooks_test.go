@@ -22,6 +22,7 @@ import (
 
 	"github.com/waitroom/waitroom/internal/testenv"
 	"github.com/waitroom/waitroom/origin"
+	"github.com/waitroom/waitroom/origin/ledger"
 	"github.com/waitroom/waitroom/origin/payment"
 	"github.com/waitroom/waitroom/waitroom"
 )
@@ -157,16 +158,16 @@ func fuzzOrigin(tb testing.TB) (http.Handler, *payment.Fakepay, *clock) {
 	require.NoError(tb, err)
 	rdb := redis.NewClient(ropts)
 	tb.Cleanup(func() { _ = rdb.Close() })
-	ledger, err := origin.OpenLedger(ctx, testenv.Postgres(tb), origin.LedgerOptions{})
+	lg, err := ledger.Open(ctx, testenv.Postgres(tb), ledger.Options{})
 	require.NoError(tb, err)
-	tb.Cleanup(ledger.Close)
+	tb.Cleanup(lg.Close)
 	c := newClock()
 	fp, err := payment.NewFakepay(ctx, payment.FakepayConfig{Now: c.Now, Seed: 1})
 	require.NoError(tb, err)
 	tb.Cleanup(func() { _ = fp.Close() })
 	keys, err := waitroom.NewKeySet(c.Now, waitroom.Key{ID: "k1", Secret: secret})
 	require.NoError(tb, err)
-	srv, err := origin.New(origin.Config{Keys: keys, Clock: c.Now, Payments: fp, TicketKey: ticketKey}, ledger, rdb)
+	srv, err := origin.New(origin.Config{Keys: keys, Clock: c.Now, Payments: fp, TicketKey: ticketKey}, lg, rdb)
 	require.NoError(tb, err)
 	require.NoError(tb, srv.Start(ctx))
 	return srv.Handler(), fp, c

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/waitroom/waitroom/origin"
+	"github.com/waitroom/waitroom/origin/ledger"
 	"github.com/waitroom/waitroom/origin/payment"
 )
 
@@ -142,8 +143,8 @@ func (w *world) money(final bool) *violation {
 	now := w.clock.Now()
 	for _, id := range w.fp.all() {
 		b, err := w.oracle.Booking(ctx, id)
-		if errors.Is(err, origin.ErrNotFound) {
-			b = origin.Booking{ID: id}
+		if errors.Is(err, ledger.ErrNotFound) {
+			b = ledger.Booking{ID: id}
 		} else if err != nil {
 			return violated("oracle", "read booking %s: %v", id, err)
 		}
@@ -151,17 +152,17 @@ func (w *world) money(final bool) *violation {
 		if err != nil {
 			return violated("oracle", "read tickets of %s: %v", id, err)
 		}
-		inFlight := !final && b.Status == origin.BookingPaymentPending && !b.CheckedAt.Add(paymentPendingAfter).Before(now)
+		inFlight := !final && b.Status == ledger.BookingPaymentPending && !b.CheckedAt.Add(paymentPendingAfter).Before(now)
 		for _, p := range w.fp.PaymentsForBooking(id) {
 			if p.Status != payment.StatusSucceeded {
 				continue
 			}
 			refunded := p.AmountRefunded >= p.Amount
 			switch {
-			case refunded && b.Status == origin.BookingConfirmed && len(tickets) > 0:
+			case refunded && b.Status == ledger.BookingConfirmed && len(tickets) > 0:
 				return violated("money", "payment %s of booking %s refunded at the provider, the booking confirmed with %d valid tickets", p.ID, id, len(tickets))
 			case refunded:
-			case b.Status == origin.BookingConfirmed && b.PaymentID == p.ID && int64(len(tickets)) == b.Quantity:
+			case b.Status == ledger.BookingConfirmed && b.PaymentID == p.ID && int64(len(tickets)) == b.Quantity:
 			case b.RefundStatus == "pending" || b.RefundStatus == "failed":
 			case inFlight:
 			default:
@@ -170,7 +171,7 @@ func (w *world) money(final bool) *violation {
 					b.CreatedAt.Format(time.TimeOnly), b.CheckedAt.Format(time.TimeOnly), now.Format(time.TimeOnly))
 			}
 		}
-		if b.Status == origin.BookingRefunded {
+		if b.Status == ledger.BookingRefunded {
 			for _, p := range w.fp.PaymentsForBooking(id) {
 				if p.Status == payment.StatusSucceeded && p.AmountRefunded < p.Amount {
 					return violated("money", "booking %s says refunded, the provider refunded %d of %d", id, p.AmountRefunded, p.Amount)

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/waitroom/waitroom/origin"
+	"github.com/waitroom/waitroom/origin/ledger"
 )
 
 // sqlCounts reads, in one statement, everything the per-step check needs.
@@ -46,7 +46,7 @@ type counts struct {
 	overLifeHold                                                                  string
 }
 
-func readCounts(ctx context.Context, l *origin.Ledger, event int64, now time.Time, life time.Duration) (counts, error) {
+func readCounts(ctx context.Context, l *ledger.Ledger, event int64, now time.Time, life time.Duration) (counts, error) {
 	var c counts
 	err := l.Pool().QueryRow(ctx, sqlCounts, event, now, fmt.Sprintf("%d milliseconds", life.Milliseconds())).Scan(
 		&c.confirmedSeats, &c.validTickets, &c.distinctSeats, &c.maxSeat, &c.heldSeats, &c.overflowUsed,

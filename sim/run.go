@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/waitroom/waitroom/origin"
+	"github.com/waitroom/waitroom/origin/ledger"
 	"github.com/waitroom/waitroom/origin/payment"
 )
 
@@ -168,7 +168,7 @@ func (w *world) countPayments() {
 				switch {
 				case p.AmountRefunded >= p.Amount:
 					k = "refunded"
-				case b.Status == origin.BookingConfirmed:
+				case b.Status == ledger.BookingConfirmed:
 					k = "captured, confirmed"
 				default:
 					k = "captured, refund " + b.RefundStatus

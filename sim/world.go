@@ -22,6 +22,7 @@ import (
 	"github.com/waitroom/waitroom/internal/testenv"
 	"github.com/waitroom/waitroom/inventory"
 	"github.com/waitroom/waitroom/origin"
+	"github.com/waitroom/waitroom/origin/ledger"
 	"github.com/waitroom/waitroom/origin/maintenance"
 	"github.com/waitroom/waitroom/origin/payment"
 	"github.com/waitroom/waitroom/waitroom"
@@ -70,7 +71,7 @@ func (c *simClock) Advance(d time.Duration) {
 type node struct {
 	srv        *origin.Server
 	handler    http.Handler
-	ledger     *origin.Ledger
+	ledger     *ledger.Ledger
 	rdb        *redis.Client
 	redisProxy *faultproxy.Proxy
 	pgProxy    *faultproxy.Proxy
@@ -184,7 +185,7 @@ type world struct {
 	redisDown bool
 	direct    *redis.Client
 	store     *waitroom.RedisStore
-	oracle    *origin.Ledger
+	oracle    *ledger.Ledger
 	fp        *recorder
 	hooks     *capture
 	nodes     []*node
@@ -253,7 +254,7 @@ func newWorld(tb testing.TB, seed uint64, stats *Stats) (*world, error) {
 	tb.Cleanup(func() { _ = w.direct.Close() })
 	w.store = waitroom.NewRedisStore(w.direct, waitroom.RedisOptions{})
 	dbURL := testenv.Postgres(tb)
-	if w.oracle, err = origin.OpenLedger(ctx, dbURL, origin.LedgerOptions{MaxConns: 4}); err != nil {
+	if w.oracle, err = ledger.Open(ctx, dbURL, ledger.Options{MaxConns: 4}); err != nil {
 		return nil, fmt.Errorf("oracle ledger: %w", err)
 	}
 	tb.Cleanup(w.oracle.Close)
@@ -336,7 +337,7 @@ func (w *world) newNode(dbURL, dbHost string) (*node, error) {
 	})
 	w.tb.Cleanup(func() { _ = n.rdb.Close() })
 	url := strings.Replace(dbURL, dbHost, n.pgProxy.Addr(), 1)
-	if n.ledger, err = origin.OpenLedger(w.ctx, url, origin.LedgerOptions{MaxConns: 8, StatementTimeout: 3 * time.Second}); err != nil {
+	if n.ledger, err = ledger.Open(w.ctx, url, ledger.Options{MaxConns: 8, StatementTimeout: 3 * time.Second}); err != nil {
 		return nil, fmt.Errorf("node ledger: %w", err)
 	}
 	w.tb.Cleanup(n.ledger.Close)

@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/waitroom/waitroom/origin"
+	"github.com/waitroom/waitroom/origin/booking"
 	"github.com/waitroom/waitroom/origin/payment"
 	"github.com/waitroom/waitroom/waitroom"
 )
@@ -147,10 +147,10 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (co
 	// Tickets must verify across restarts and on every node: a real sale
 	// needs the key set; a fakepay demo may run with a random one.
 	switch key := getenv("TICKET_KEY"); {
-	case len(key) >= origin.MinTicketKeyLen:
+	case len(key) >= booking.MinTicketKeyLen:
 		c.ticketKey = []byte(key)
 	case key != "":
-		errs = append(errs, fmt.Errorf("TICKET_KEY is malformed: at least %d bytes are required", origin.MinTicketKeyLen))
+		errs = append(errs, fmt.Errorf("TICKET_KEY is malformed: at least %d bytes are required", booking.MinTicketKeyLen))
 	case c.payment.Provider == payment.NameStripe:
 		errs = append(errs, fmt.Errorf("TICKET_KEY is required with PAYMENT_PROVIDER=stripe"))
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/waitroom/waitroom/origin"
+	"github.com/waitroom/waitroom/origin/ledger"
 	"github.com/waitroom/waitroom/origin/maintenance"
 	"github.com/waitroom/waitroom/origin/payment"
 )
@@ -54,11 +55,11 @@ func run(cfg config, log *slog.Logger) error {
 
 	startCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	ledger, err := origin.OpenLedger(startCtx, cfg.databaseURL, origin.LedgerOptions{})
+	lg, err := ledger.Open(startCtx, cfg.databaseURL, ledger.Options{})
 	if err != nil {
 		return fmt.Errorf("DATABASE_URL: %w", err)
 	}
-	defer ledger.Close()
+	defer lg.Close()
 	rdb, err := newRedisClient(cfg.redisURL)
 	if err != nil {
 		return fmt.Errorf("REDIS_URL: %w", err)
@@ -103,7 +104,7 @@ func run(cfg config, log *slog.Logger) error {
 		PaymentReconciler: maintenance.PaymentReconcilerConfig{
 			Interval: cfg.paymentReconcileInterval, PendingAfter: cfg.paymentPendingAfter,
 		},
-	}, ledger, rdb)
+	}, lg, rdb)
 	if err != nil {
 		return err
 	}
