@@ -54,10 +54,10 @@ type botRow struct {
 	// pre-queue entries) it got, botLimited its 429s, botSolved the
 	// challenges it solved.
 	botAttempts, botPlaced, botLimited, botSolved int
-	humansPlaced, humansLimited, humanErrors     int
-	botInFirst, first                            int
-	positionsTwice                               int
-	took                                         time.Duration
+	humansPlaced, humansLimited, humanErrors      int
+	botInFirst, first                             int
+	positionsTwice                                int
+	took                                          time.Duration
 }
 
 func runBots(ctx context.Context, args []string, out, errOut io.Writer) error {

@@ -48,7 +48,7 @@ func (g *Registry) SyncSoldOut(ctx context.Context, ev *Event) {
 	default:
 		return
 	}
-	if _, err := ev.room.Update(ctx, waitroom.Change{SoldOut: &want}); err != nil {
+	if _, err := ev.room.Update(ctx, waitroom.Change{SoldOut: &want, Actor: "origin", Reason: soldOutReason(want)}); err != nil {
 		g.log.Warn("could not update the sold-out flag", "event", ev.ID, "sold_out", want, "error", err)
 		return
 	}
@@ -63,3 +63,12 @@ func (g *Registry) SyncSoldOut(ctx context.Context, ev *Event) {
 // soldOutMark is the key that says the event's sold-out flag is the
 // origin's, on the event's slot.
 func soldOutMark(event int64) string { return "origin:" + hashtag.Event(event) + ":sold_out_set" }
+
+// soldOutReason says in the event's change log why the origin moved the
+// flag.
+func soldOutReason(soldOut bool) string {
+	if soldOut {
+		return "no seat left to hold"
+	}
+	return "seats came back"
+}
