@@ -63,6 +63,17 @@ func TestOperatorSoldOutWins(t *testing.T) {
 	require.NoError(t, h.srv.ReleaseHold(ctx, hold))
 	require.NoError(t, h.srv.ReconcileOnce(ctx))
 	assert.False(t, h.state(ev.ID).SoldOut, "and it is lifted when the seat comes back")
+
+	// The event's change log names who moved the flag each time.
+	log, err := h.store.ChangeLog(ctx, ev.ID, 10)
+	require.NoError(t, err)
+	var actors []string
+	for _, e := range log {
+		if e.Field == "sold_out" {
+			actors = append(actors, e.Actor)
+		}
+	}
+	assert.Equal(t, []string{"origin", "origin", "unnamed", "unnamed"}, actors, "newest first")
 }
 
 // A rebuild never touches the admission state: its own pause is the fence
