@@ -71,6 +71,7 @@ func tokenChars(v string) bool {
 func (s bookingsAPI) handleCreateBooking(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	resp := s.createBookingRequest(w, r)
+	revokeWhenConfirmed(w.Header(), bookingStatusOf(resp))
 	writeResponse(w, resp)
 	s.metrics.bookingRequests.WithLabelValues(resp.outcome).Inc()
 	s.metrics.bookingLatency.Observe(time.Since(start).Seconds())
@@ -195,6 +196,7 @@ func (s bookingsAPI) handleGetBooking(w http.ResponseWriter, r *http.Request) {
 		writeResponse(w, errUnavailable)
 		return
 	}
+	revokeWhenConfirmed(w.Header(), b.Status)
 	writeResponse(w, response{status: http.StatusOK, body: body})
 }
 

@@ -118,7 +118,7 @@ func (s holdsAPI) createHold(w http.ResponseWriter, r *http.Request) response {
 		return *bad
 	}
 	req := seats.PlaceRequest{
-		Event: ev, User: ticket.Subject, Quantity: qty, Key: key, Digest: idem.RequestDigest(canonicalHold(qty)),
+		Event: ev, User: ticket.Subject, Quantity: qty, Position: ticket.Position, Key: key, Digest: idem.RequestDigest(canonicalHold(qty)),
 		Scope:  idem.Scope{Kind: "holds", Event: ev.ID, User: ticket.Subject, Key: key},
 		Render: func(h ledger.Hold) []byte { return holdBodyAt(h, ev.Event, h.CreatedAt) },
 	}

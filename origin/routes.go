@@ -26,6 +26,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/tickets/{file}", bookings.handleTicketPNG)
 	mux.HandleFunc("GET /v1/admin/events/{id}/invariant", ops.handleInvariant)
 	mux.HandleFunc("POST /v1/admin/events/{id}/rebuild", ops.handleRebuild)
+	mux.HandleFunc("GET /v1/admin/users/{id}/trail", ops.handleTrail)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{Registry: s.cfg.Registry}))
 	mux.HandleFunc("GET /healthz", ops.handleHealthz)
 	mux.HandleFunc("GET /readyz", ops.handleReadyz)

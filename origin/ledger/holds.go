@@ -35,6 +35,9 @@ type Hold struct {
 	RequestDigest  string    `db:"request_digest"`
 	// Response is the 201 body the hold was created with.
 	Response []byte `db:"response"`
+	// Position is the queue position of the token the hold was made with,
+	// 0 when unknown.
+	Position int64 `db:"position"`
 }
 
 // StatusAt is the status a buyer sees at now: a pending hold past its expiry
@@ -82,7 +85,7 @@ type LiveHold struct {
 // The returned outcome says whether a failed write may still be applied.
 func (l *Ledger) InsertHold(ctx context.Context, h Hold, now time.Time) (WriteOutcome, error) {
 	args := []any{h.ID, h.EventID, h.UserID, h.Quantity, h.Amount, h.ExpiresAt, h.CreatedAt,
-		h.IdempotencyKey, h.RequestDigest, h.Response, deadlineOf(ctx)}
+		h.IdempotencyKey, h.RequestDigest, h.Response, deadlineOf(ctx), h.Position}
 	conn, err := l.pool.Acquire(ctx)
 	if err != nil {
 		return WriteFailed, fmt.Errorf("insert hold %s: acquire connection: %w", h.ID, err)
@@ -123,15 +126,17 @@ func (l *Ledger) InsertHolds(ctx context.Context, hs []Hold, deadlines []*time.T
 		ids, users, keys, digests = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 		events, quantities, amts  = make([]int64, n), make([]int64, n), make([]int64, n)
 		expires, created          = make([]time.Time, n), make([]time.Time, n)
+		positions                 = make([]int64, n)
 		responses                 = make([][]byte, n)
 		index                     = make(map[string]int, n)
 	)
 	for i, h := range hs {
 		ids[i], events[i], users[i], quantities[i], amts[i] = h.ID, h.EventID, h.UserID, h.Quantity, h.Amount
 		expires[i], created[i], keys[i], digests[i], responses[i] = h.ExpiresAt, h.CreatedAt, h.IdempotencyKey, h.RequestDigest, h.Response
+		positions[i] = h.Position
 		index[h.ID] = i
 	}
-	rows, err := l.pool.Query(ctx, sqlInsertHolds, ids, events, users, quantities, amts, expires, created, keys, digests, responses, deadlines)
+	rows, err := l.pool.Query(ctx, sqlInsertHolds, ids, events, users, quantities, amts, expires, created, keys, digests, responses, deadlines, positions)
 	if err != nil {
 		return nil, Classify(err), fmt.Errorf("insert %d holds: %w", n, err)
 	}

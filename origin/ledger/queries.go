@@ -36,7 +36,7 @@ const (
 // Holds.
 const (
 	holdColumns = `id::text AS id, event_id, user_id, quantity, amount, status, expires_at, created_at,
-		updated_at, idempotency_key, request_digest, response`
+		updated_at, idempotency_key, request_digest, response, coalesce(position, 0) AS position`
 
 	// The one write of a hold, alone. $11 is the write's deadline, checked
 	// by the server's own clock (clock_timestamp(): the time the row goes
@@ -45,9 +45,9 @@ const (
 	// it) writes nothing: past its deadline a write's outcome is final.
 	// NULL: no deadline.
 	sqlInsertHold = `INSERT INTO holds (id, event_id, user_id, quantity, amount, status, expires_at,
-			created_at, updated_at, idempotency_key, request_digest, response)
+			created_at, updated_at, idempotency_key, request_digest, response, position)
 		SELECT $1::uuid, $2::bigint, $3::text, $4::integer, $5::bigint, 'pending', $6::timestamptz,
-			$7::timestamptz, $7::timestamptz, $8::text, $9::text, $10::bytea
+			$7::timestamptz, $7::timestamptz, $8::text, $9::text, $10::bytea, nullif($12::bigint, 0)
 		WHERE $11::timestamptz IS NULL OR clock_timestamp() < $11::timestamptz`
 
 	// The rows of many new holds in one statement and one commit (see
@@ -56,13 +56,13 @@ const (
 	// and so is a row whose deadline (as in sqlInsertHold) has passed;
 	// RETURNING says which went in.
 	sqlInsertHolds = `INSERT INTO holds (id, event_id, user_id, quantity, amount, status, expires_at,
-			created_at, updated_at, idempotency_key, request_digest, response)
+			created_at, updated_at, idempotency_key, request_digest, response, position)
 		SELECT id, event_id, user_id, quantity, amount, 'pending', expires_at,
-			created_at, created_at, idempotency_key, request_digest, response
+			created_at, created_at, idempotency_key, request_digest, response, nullif(position, 0)
 		FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::integer[], $5::bigint[], $6::timestamptz[],
-			$7::timestamptz[], $8::text[], $9::text[], $10::bytea[], $11::timestamptz[])
+			$7::timestamptz[], $8::text[], $9::text[], $10::bytea[], $11::timestamptz[], $12::bigint[])
 			AS r (id, event_id, user_id, quantity, amount, expires_at, created_at, idempotency_key, request_digest, response,
-				deadline)
+				deadline, position)
 		WHERE r.deadline IS NULL OR clock_timestamp() < r.deadline
 		ON CONFLICT DO NOTHING
 		RETURNING id::text`
@@ -355,4 +355,28 @@ const (
 				ELSE 'kept' END AS bucket
 			FROM b) x
 		GROUP BY bucket`
+)
+
+// The audit trail (trail.go): every row of one buyer in one event, each
+// with the times its table keeps.
+const (
+	sqlTrailHolds = `SELECT id::text AS id, quantity, status, expires_at, created_at, updated_at,
+			coalesce(position, 0) AS position
+		FROM holds WHERE event_id = $1 AND user_id = $2
+		ORDER BY created_at, id`
+
+	sqlTrailBookings = `SELECT ` + bookingColumns + ` FROM bookings
+		WHERE event_id = $1 AND user_id = $2
+		ORDER BY created_at, id`
+
+	// Webhook events name their booking as text (the provider's metadata).
+	sqlTrailPaymentEvents = `SELECT pe.provider, pe.event_id, pe.type, pe.payment_id, pe.booking_id, pe.received_at
+		FROM payment_events pe JOIN bookings b ON pe.booking_id = b.id::text
+		WHERE b.event_id = $1 AND b.user_id = $2
+		ORDER BY pe.received_at, pe.event_id`
+
+	sqlTrailTickets = `SELECT t.code, t.booking_id::text AS booking_id, t.seat::bigint AS seat, t.valid, t.issued_at
+		FROM tickets t JOIN bookings b ON b.id = t.booking_id
+		WHERE b.event_id = $1 AND b.user_id = $2
+		ORDER BY t.issued_at, t.seat`
 )

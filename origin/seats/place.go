@@ -50,6 +50,9 @@ type PlaceRequest struct {
 	Event    *Event
 	User     string
 	Quantity int64
+	// Position is the queue position of the buyer's token, kept on the
+	// hold's row for the audit trail (0: unknown).
+	Position int64
 	// Key is the request's Idempotency-Key, Scope its record, Digest the
 	// request body's digest.
 	Key    string
@@ -252,7 +255,7 @@ func (p *Protocol) recordHold(ctx context.Context, req PlaceRequest, ir inventor
 	row := ledger.Hold{
 		ID: ir.HoldID, EventID: ev.ID, UserID: req.User, Quantity: req.Quantity, Amount: ev.Price * req.Quantity,
 		Status: ledger.StatusPending, ExpiresAt: ir.ExpiresAt, CreatedAt: ir.Now, UpdatedAt: ir.Now,
-		IdempotencyKey: req.Key, RequestDigest: req.Digest,
+		IdempotencyKey: req.Key, RequestDigest: req.Digest, Position: req.Position,
 	}
 	row.Response = req.Render(row)
 	// The write gets its own deadline, detached from the client: a client
