@@ -67,7 +67,7 @@ func kinds(t *testing.T, tr trailJSON) []string {
 
 func TestAuditTrail(t *testing.T) {
 	h := newPayHarness(t, payOptions{})
-	ev := h.createEvent(map[string]any{"capacity": 10, "hold_ttl_seconds": 60})
+	ev := h.createEvent(map[string]any{"capacity": 10, "hold_ttl_seconds": 60, "overflow_pct": 10})
 	step := func() { h.clock.Advance(time.Second) }
 
 	// ann, admitted at position 37: holds and gives the hold back, holds
@@ -133,6 +133,23 @@ func TestAuditTrail(t *testing.T) {
 	require.NoError(t, err)
 	tr = h.trail(ev.ID, "bob")
 	assert.Equal(t, []string{"admitted", "hold_created", "hold_expired"}, kinds(t, tr))
+
+	// cat pays late and is served from the overflow reserve: the hold
+	// expired, it was never confirmed; the booking was.
+	cat := h.holdAt(ev.ID, "cat", 39, 1)
+	late := h.mustBook(ev.ID, "cat", cat.HoldID, payment.MethodSilent)
+	h.expireHold(ev.ID, "cat", cat.HoldID)
+	require.NoError(t, h.fp.Redeliver(t.Context(), late.PaymentID))
+	require.True(t, h.settled(ev.ID, "cat", late.BookingID).Overflow)
+	tr = h.trail(ev.ID, "cat")
+	got = kinds(t, tr)
+	assert.Equal(t, []string{"admitted", "hold_created", "booking_created", "hold_expired", "payment_succeeded",
+		"booking_confirmed", "ticket_issued"}, got)
+	for _, e := range tr.Entries {
+		if e.Kind == "booking_confirmed" {
+			assert.Equal(t, true, e.Detail["overflow"])
+		}
+	}
 
 	// Nobody: no entries.
 	assert.Empty(t, h.trail(ev.ID, "nobody").Entries)
