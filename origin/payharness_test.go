@@ -29,11 +29,16 @@ type payOptions struct {
 	config  func(*origin.Config)
 	// redisURL and dbURL as in harnessOptions.
 	redisURL, dbURL string
+	// clock is the injected time; a new one when nil.
+	clock *clock
 }
 
 func newPayHarness(t *testing.T, o payOptions) *payHarness {
 	t.Helper()
-	c := newClock()
+	c := o.clock
+	if c == nil {
+		c = newClock()
+	}
 	fcfg := o.fakepay
 	fcfg.Now = c.Now
 	fcfg.WebhookSecret = "whsec_test_secret"

@@ -182,6 +182,7 @@ func (p *Protocol) ExtendHold(ctx context.Context, holdID string, until time.Tim
 	if err != nil {
 		return h, fmt.Errorf("extend hold %s: %w", holdID, err)
 	}
+	p.extendAdmission(ctx, ev, extended)
 	return extended, nil
 }
 

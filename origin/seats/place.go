@@ -269,6 +269,7 @@ func (p *Protocol) recordHold(ctx context.Context, req PlaceRequest, ir inventor
 		if res.Remaining == 0 {
 			p.registry.SyncSoldOut(wctx, ev)
 		}
+		p.extendAdmission(ctx, ev, row)
 		return Result{Outcome: Held, Hold: row}
 
 	case errors.Is(err, ledger.ErrDuplicateKey):
@@ -346,4 +347,27 @@ func (p *Protocol) existingHold(ctx context.Context, req PlaceRequest, ir invent
 		ID: res.HoldID, EventID: req.Event.ID, UserID: req.User, Quantity: res.Record.Quantity,
 		Amount: req.Event.Price * res.Record.Quantity, Status: ledger.StatusPending, ExpiresAt: res.ExpiresAt,
 	}}
+}
+
+// admissionMargin keeps a buyer admitted a little past the hold's expiry,
+// so one whose hold lapses while answering the payment page is not sent to
+// the back of the queue for it.
+const admissionMargin = time.Minute
+
+// admissionExtendTimeout bounds the store call: the hold is answered
+// whatever it does.
+const admissionExtendTimeout = 500 * time.Millisecond
+
+// extendAdmission keeps h's holder admitted at every gateway until h
+// expires (plus admissionMargin), whatever the admission window: a buyer
+// who holds seats, perhaps paying, is never turned away by it. Detached
+// from the client, which may hang up once answered. A store that cannot
+// answer fails nothing: a gateway keeps a token admitted when it cannot
+// read the extension.
+func (p *Protocol) extendAdmission(ctx context.Context, ev *Event, h ledger.Hold) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), admissionExtendTimeout)
+	defer cancel()
+	if err := ev.room.ExtendAdmission(ctx, h.UserID, h.ExpiresAt.Sub(p.now())+admissionMargin); err != nil {
+		p.log.Warn("admission not extended for a holder", "event", ev.ID, "hold", h.ID, "error", err)
+	}
 }
