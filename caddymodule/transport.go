@@ -1,0 +1,106 @@
+package caddymodule
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
+
+	"github.com/waitroom/waitroom/waitroom"
+)
+
+// How a queue token travels: the X-Waitroom-Token header or the event's
+// cookie, read on the way in and set on the way out (docs/api.md §3).
+
+// verify looks for a valid token of the event in the X-Waitroom-Token header
+// and the event's cookie: a token with a position first, else a pre-queue
+// one. presented tells whether any token was offered.
+func (h *Handler) verify(r *http.Request, headerToken string) (t waitroom.Ticket, presented, ok bool) {
+	var pre waitroom.Ticket
+	try := func(raw string) bool {
+		presented = true
+		got, err := h.keys.VerifyAny(raw, h.Event)
+		switch {
+		case err != nil:
+			return false
+		case got.PreQueue:
+			if pre.Raw == "" {
+				pre = got
+			}
+			return false
+		}
+		t = got
+		return true
+	}
+	if headerToken != "" && try(headerToken) {
+		return t, true, true
+	}
+	for _, c := range r.CookiesNamed(h.cookieName) {
+		if c.Value != "" && try(c.Value) {
+			return t, true, true
+		}
+	}
+	if pre.Raw != "" {
+		return pre, true, true
+	}
+	return waitroom.Ticket{}, presented, false
+}
+
+// renew re-issues t (same user and position, fresh expiry) once less than
+// half of its life is left, so whoever keeps polling keeps the place.
+func (h *Handler) renew(w http.ResponseWriter, r *http.Request, t waitroom.Ticket) waitroom.Ticket {
+	if t.ExpiresAt.Sub(h.now()) >= h.ttl/2 {
+		return t
+	}
+	if h.isAccount(t.Subject) {
+		// The account's position lives as long as its token does.
+		ctx, cancel := context.WithTimeout(r.Context(), joinTimeout)
+		err := h.room.room.KeepAccount(ctx, t.Subject, t.Position, h.ttl)
+		cancel()
+		if err != nil {
+			h.logger.Debug("keeping an account's position", zap.Int64("event", h.Event), zap.Error(err))
+		}
+	}
+	fresh, err := h.keys.Issue(t.Subject, t.Event, t.Position, h.ttl)
+	if err != nil {
+		h.logger.Error("renewing a queue token", zap.Error(err))
+		return t
+	}
+	h.giveToken(w, r, fresh)
+	return fresh
+}
+
+// giveToken hands t to the client: the cookie for browsers, the response
+// header for API clients.
+func (h *Handler) giveToken(w http.ResponseWriter, r *http.Request, t waitroom.Ticket) {
+	http.SetCookie(w, &http.Cookie{
+		Name:     h.cookieName,
+		Value:    t.Raw,
+		Path:     "/",
+		MaxAge:   int(h.ttl / time.Second),
+		HttpOnly: true,
+		Secure:   h.secure(r),
+		SameSite: http.SameSiteLaxMode,
+	})
+	w.Header().Set(HeaderToken, t.Raw)
+}
+
+// secure tells whether the cookie is marked Secure (cookie_secure). Only a
+// proxy the server trusts is believed about the client's scheme, so a
+// client cannot take the flag off (or put it on) by sending the header
+// itself.
+func (h *Handler) secure(r *http.Request) bool {
+	if h.CookieSecure == CookieSecureAlways || r.TLS != nil {
+		return true
+	}
+	if trusted, _ := caddyhttp.GetVar(r.Context(), caddyhttp.TrustedProxyVarKey).(bool); !trusted {
+		return false
+	}
+	// A chain of proxies lists one scheme per hop; the first is the
+	// client's.
+	proto, _, _ := strings.Cut(r.Header.Get("X-Forwarded-Proto"), ",")
+	return strings.EqualFold(strings.TrimSpace(proto), "https")
+}
