@@ -36,6 +36,13 @@ bench-go: ## Go benchmarks: queue tokens (issue, verify) and the handler's cost 
 clean:
 	rm -rf $(BIN)
 
+# The browser tests (build tag browser, named TestBrowser…) drive headless
+# Chromium through internal/browser; screenshots land in out/browser/.
+.PHONY: test-browser
+test-browser: ## the pages in headless Chromium (installs chromium when missing); screenshots in out/browser/
+	scripts/chromium.sh
+	scripts/services.sh $(GO) test -tags browser -count=1 -timeout 10m -run '^TestBrowser' ./internal/browser ./caddymodule
+
 # The whole-sale simulation (sim/, see its doc.go): seeded, replayable runs
 # of whole sales against the origin under faults. SEED=… with STEPS=… (a
 # count, or count:indices of a shrunk run) or SIMSTEPS=<file> replays one.
