@@ -32,6 +32,7 @@ type memEvent struct {
 	revoked    []memRevocation
 	revokedSeq int64
 	presence   memPresence
+	inventory  *Inventory
 }
 
 // NewMemoryStore returns an empty store reading the clock from now

@@ -83,6 +83,8 @@ type Room struct {
 	presence presence
 	// window tells when positions were admitted.
 	window window
+	// inventory is the origin's figures as last read (or published).
+	inventory atomic.Pointer[Inventory]
 	// syncMu orders a read of the state with a change of it, so a read
 	// made before a change never replaces the change's state in memory.
 	syncMu sync.Mutex
@@ -153,7 +155,7 @@ func raiseTo(v *atomic.Int64, n int64) {
 // restore of the state holds new positions back.
 func (r *Room) Ready() <-chan struct{} { return r.ready }
 
-// Refresh reads the state from the store now. A room that owns its event
+// Refresh reads the state (and the origin's inventory) from the store now. A room that owns its event
 // (not Follow) sets the state up the first time, sets it up again from
 // what it remembers if the store lost it, and adds what it remembers to a
 // restore another node started.
@@ -163,6 +165,9 @@ func (r *Room) Refresh(ctx context.Context) (State, error) {
 	r.syncMu.Unlock()
 	if rerr := r.syncRevocations(ctx); err == nil {
 		err = rerr
+	}
+	if ierr := r.syncInventory(ctx); err == nil {
+		err = ierr
 	}
 	if r.lot != nil && !r.opts.Follow {
 		// The fleet's seed, so the commitment shown is the one drawn with.
