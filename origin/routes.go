@@ -30,7 +30,7 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{Registry: s.cfg.Registry}))
 	mux.HandleFunc("GET /healthz", ops.handleHealthz)
 	mux.HandleFunc("GET /readyz", ops.handleReadyz)
-	return s.recoverer(jsonFallback(mux))
+	return s.publisher.errors.count(s.recoverer(jsonFallback(mux)))
 }
 
 // NewHTTPServer wraps h with the timeouts a public server needs: slow

@@ -162,6 +162,8 @@ type Server struct {
 	drift     *maintenance.DriftCorrector
 	uncertain *maintenance.UncertainResolver
 	payments  *maintenance.PaymentReconciler
+	// publisher keeps the events' inventory published for the gateways.
+	publisher *publisher
 }
 
 // New returns a server over l and rdb (both the caller's to close). It does
@@ -199,6 +201,7 @@ func New(cfg Config, l *ledger.Ledger, rdb redis.UniversalClient) (*Server, erro
 	s.reaper = maintenance.NewReaper(rc, l, p)
 	s.drift = maintenance.NewDriftCorrector(cfg.DriftCorrector, p)
 	s.uncertain = maintenance.NewUncertainResolver(cfg.UncertainResolver, p)
+	s.publisher = newPublisher(s)
 	if cfg.Payments != nil {
 		s.bookings, err = booking.New(booking.Config{
 			Ledger: l, Seats: p, Payments: cfg.Payments, TicketKey: cfg.TicketKey,
@@ -243,13 +246,13 @@ func (s *Server) Start(ctx context.Context) error {
 }
 
 // Run runs the maintenance services (the reaper, the drift corrector, the
-// resolution of uncertain writes and, with payments, the payment
-// reconciliation) until ctx ends, and returns once they have stopped.
+// resolution of uncertain writes, the publishing of the inventory for the
+// gateways and, with payments, the payment reconciliation) until ctx ends, and returns once they have stopped.
 func (s *Server) Run(ctx context.Context) {
 	services := []interface {
 		Start(context.Context)
 		Stop()
-	}{s.reaper, s.drift, s.uncertain}
+	}{s.reaper, s.drift, s.uncertain, s.publisher}
 	if s.cfg.Payments != nil {
 		services = append(services, s.payments)
 	}

@@ -176,7 +176,7 @@ func New(cfg Config) (*Protocol, error) {
 		cfg.Idempotency = idem.New(cfg.Redis)
 	}
 	b := &base{cfg: cfg, log: cfg.Logger, ledger: cfg.Ledger, rdb: cfg.Redis, inv: inventory.New(cfg.Redis), metrics: cfg.Metrics}
-	g := &Registry{base: b, store: waitroom.NewRedisStore(cfg.Redis, waitroom.RedisOptions{}), bg: context.Background(),
+	g := &Registry{base: b, store: waitroom.NewRedisStore(cfg.Redis, waitroom.RedisOptions{Now: cfg.Clock}), bg: context.Background(),
 		events: make(map[int64]*Event)}
 	r := &Releases{base: b, registry: g, uncertain: make(map[string]uncertainHold), unreleased: make(map[string]pendingRelease)}
 	c := &Recovery{base: b, registry: g, releases: r}
