@@ -6,6 +6,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -38,6 +40,7 @@ type saleFlags struct {
 	reaper              time.Duration
 	payLatency          time.Duration
 	jsonPath, chartPath string
+	heapProfile         string
 	quiet, keep         bool
 }
 
@@ -76,6 +79,7 @@ func (f *saleFlags) register(fs *flagSet) {
 	fs.StringVar(&f.originBin, "origin", "bin/origin", "the origin (go build -o bin/origin ./cmd/origin)")
 	fs.StringVar(&f.jsonPath, "json", "", "also write the report to this JSON file")
 	fs.StringVar(&f.chartPath, "chart", "out/flashsale.svg", "chart of the sale over time (.svg or .png; empty: none)")
+	fs.StringVar(&f.heapProfile, "heap-profile", "", "write the load generator's heap profile (pprof) to this file once every user has arrived")
 	fs.BoolVar(&f.quiet, "quiet", false, "no progress bar")
 	fs.BoolVar(&f.keep, "keep", false, "keep the run's folder (configs, server logs) and its database")
 }
@@ -248,7 +252,16 @@ func flashSale(ctx context.Context, f saleFlags, faults []string, out, errOut io
 	fmt.Fprintf(errOut, "event %d: %d seats, %d sellable; %s users arriving over %s through %s\n",
 		sys.Event.ID, sys.Event.Capacity, sys.Event.Sellable, report.Count(f.cfg.Users), f.cfg.Window, sys.Gateway)
 	bar := newBar(f.cfg.Users, f.quiet, errOut)
+	var profiled bool
 	res, err := sale.Run(ctx, f.cfg, target, inject, func(done, _ int64, s sale.Sample) {
+		if f.heapProfile != "" && !profiled && s.T >= f.cfg.Window {
+			// The crowd is whole and the queue at its longest: the most the
+			// load generator holds.
+			profiled = true
+			if err := writeHeapProfile(f.heapProfile); err != nil {
+				fmt.Fprintf(errOut, "heap profile: %v\n", err)
+			}
+		}
 		if bar == nil {
 			return
 		}
@@ -265,7 +278,11 @@ func flashSale(ctx context.Context, f saleFlags, faults []string, out, errOut io
 	if err != nil {
 		return nil, err
 	}
+	res.Memory = readMemory(ctx, sys)
 	report.PrintSale(out, res)
+	if f.heapProfile != "" {
+		fmt.Fprintf(out, "\nheap profile written to %s (go tool pprof -sample_index=inuse_space %s)\n", f.heapProfile, f.heapProfile)
+	}
 	if f.jsonPath != "" {
 		if err := report.WriteJSON(f.jsonPath, res); err != nil {
 			return res, err
@@ -397,4 +414,60 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 	case <-ctx.Done():
 	case <-t.C:
 	}
+}
+
+// writeHeapProfile writes the live heap, after a collection, as pprof.
+func writeHeapProfile(path string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	runtime.GC()
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// readMemory reads the peak resident memory of every process of the run:
+// this load generator, the gateways, the origin, Redis and PostgreSQL.
+func readMemory(ctx context.Context, sys *stack.System) []sale.ProcessMemory {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	one := func(name string, pids []int, err error) sale.ProcessMemory {
+		m := sale.ProcessMemory{Name: name}
+		if err != nil {
+			m.Error = err.Error()
+			return m
+		}
+		for _, pid := range pids {
+			rss, err := stack.PeakRSS(pid)
+			if err != nil {
+				// A backend that ended in the meantime.
+				continue
+			}
+			m.Processes++
+			m.PeakRSS += rss
+			m.Largest = max(m.Largest, rss)
+		}
+		return m
+	}
+	out := []sale.ProcessMemory{one("loadtest (this process)", []int{os.Getpid()}, nil)}
+	for i, c := range sys.Caddies() {
+		name := "Caddy + waitroom"
+		if len(sys.Caddies()) > 1 {
+			name = fmt.Sprintf("Caddy + waitroom #%d", i+1)
+		}
+		out = append(out, one(name, []int{c.PID()}, nil))
+	}
+	out = append(out, one("origin", []int{sys.Origin.PID()}, nil))
+	rpid, err := stack.RedisPID(ctx, sys.RedisURL)
+	out = append(out, one("Redis", []int{rpid}, err))
+	pids, err := stack.PostgresPIDs(ctx, sys.DB.URL)
+	out = append(out, one("PostgreSQL", pids, err))
+	return out
 }

@@ -137,6 +137,15 @@ func TestFlashSale(t *testing.T) {
 			assert.Equal(t, res.Confirmed, m.Confirmed.Count, "bookings the buyers saw confirmed vs the ledger's")
 			assert.Positive(t, m.Captured.Count)
 			assert.Contains(t, report.String(), "money")
+			// The peak memory of every process of the run is read.
+			require.NotEmpty(t, res.Memory)
+			for _, pm := range res.Memory {
+				assert.Empty(t, pm.Error, pm.Name)
+				assert.Positive(t, pm.PeakRSS, pm.Name)
+				assert.Positive(t, pm.Processes, pm.Name)
+			}
+			assert.Zero(t, res.DuplicatePositions, "queue positions given to two users")
+			assert.Positive(t, res.Positions)
 		})
 	}
 }

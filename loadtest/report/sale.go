@@ -5,6 +5,7 @@ import (
 	"io"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/waitroom/waitroom/loadtest/sale"
 )
@@ -39,6 +40,12 @@ func PrintSale(w io.Writer, r *sale.Result) {
 	t.Add("late payments absorbed / refunded", fmt.Sprintf("%s / %s", Count(r.LateAbsorbed), Count(r.LateRefunded)),
 		fmt.Sprintf("%s late webhooks sent, %s settled before", Count(r.LateSent), Count(r.LateEarly)))
 	t.Add("double clicks on pay / double bookings", fmt.Sprintf("%s / %s", Count(r.DoubleClicks), Count(r.DoubleBooked)), "")
+	if r.Gateways > 1 {
+		t.Add("gateways (sharing one Redis, the crowd round-robin)", Count(r.Gateways), "")
+		t.Add("queue positions handed out / given twice", fmt.Sprintf("%s / %s", Count(r.Positions), Count(r.DuplicatePositions)), verdict(r.DuplicatePositions == 0))
+		t.Add("watermark coherence (first gateway to last, per raise)", fmt.Sprintf("max %s", Millis(r.Coherence.Max)),
+			fmt.Sprintf("%s raises, p50 %s; goal ≤ 1 s: %s; read every 50 ms, %s reads failed", Count(r.Coherence.Count), Millis(r.Coherence.P50), verdict(r.Coherence.Max <= time.Second), Count(r.CoherenceMisses)))
+	}
 	t.Add("OVERSOLD", Count(r.Oversold), verdict(r.Oversold == 0))
 	drift := Count(r.Invariant.Drift)
 	if r.InvariantError != "" {
@@ -65,6 +72,8 @@ func PrintSale(w io.Writer, r *sale.Result) {
 		lt.Add(st, Count(s.Count), Millis(s.P50), Millis(s.P95), Millis(s.P99))
 	}
 	lt.Write(w)
+	fmt.Fprintf(w, "load generator lag (request sent after its time): p50 %s, p99 %s, max %s over %s requests scheduled\n",
+		Millis(r.Lag.P50), Millis(r.Lag.P99), Millis(r.Lag.Max), Count(r.Lag.Count))
 
 	fmt.Fprintln(w)
 	rt := Table{Header: []string{"layer", "per second", "what"}}
@@ -73,6 +82,19 @@ func PrintSale(w io.Writer, r *sale.Result) {
 	rt.Add("Redis", Rate(r.Rates["redis"]), "commands (queue, inventory, idempotency)")
 	rt.Add("PostgreSQL", Rate(r.Rates["postgres"]), "transactions committed")
 	rt.Write(w)
+
+	if len(r.Memory) > 0 {
+		fmt.Fprintln(w)
+		mt := Table{Header: []string{"process", "peak RSS (VmHWM)", "processes", "largest"}}
+		for _, m := range r.Memory {
+			if m.Error != "" {
+				mt.Add(m.Name, "unknown", "", m.Error)
+				continue
+			}
+			mt.Add(m.Name, MiB(m.PeakRSS), Count(m.Processes), MiB(m.Largest))
+		}
+		mt.Write(w)
+	}
 
 	fmt.Fprintln(w)
 	ot := Table{Header: []string{"how visits ended", "users"}}

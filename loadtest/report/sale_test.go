@@ -58,6 +58,34 @@ func TestPrintSale(t *testing.T) {
 	assert.Contains(t, b.String(), "FAILED")
 }
 
+// With more than one gateway the report shows whether they agreed; and the
+// peak memory of every process.
+func TestPrintSaleGatewaysAndMemory(t *testing.T) {
+	r := sampleResult()
+	r.Gateways, r.Positions = 3, 44000
+	r.Coherence = latency.Summary{Count: 4, P50: 100 * time.Millisecond, Max: 400 * time.Millisecond}
+	r.Memory = []sale.ProcessMemory{
+		{Name: "loadtest (this process)", Processes: 1, PeakRSS: 300 << 20, Largest: 300 << 20},
+		{Name: "PostgreSQL", Processes: 12, PeakRSS: 480 << 20, Largest: 40 << 20},
+		{Name: "Redis", Error: "connection refused"},
+	}
+	var b bytes.Buffer
+	PrintSale(&b, r)
+	out := b.String()
+	for _, want := range []string{"queue positions handed out / given twice", "44,000 / 0", "max 400 ms", "goal ≤ 1 s: ok",
+		"300 MiB", "480 MiB", "40 MiB", "connection refused"} {
+		assert.Contains(t, out, want)
+	}
+	assert.NotContains(t, out, "FAILED")
+
+	r.DuplicatePositions = 2
+	r.Coherence.Max = 1500 * time.Millisecond
+	b.Reset()
+	PrintSale(&b, r)
+	assert.Contains(t, b.String(), "goal ≤ 1 s: FAILED")
+	assert.True(t, r.Broken(), "a position given twice breaks the run")
+}
+
 // A captured payment in none of the honest ends fails the money line.
 func TestPrintSaleMoneyKept(t *testing.T) {
 	tests := []struct {

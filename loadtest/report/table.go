@@ -104,6 +104,9 @@ func Count[T ~int | ~int64](n T) string {
 	return b.String()
 }
 
+// MiB is a size in bytes as mebibytes.
+func MiB(bytes int64) string { return fmt.Sprintf("%s MiB", Count((bytes+1<<19)>>20)) }
+
 // Rate formats a per-second rate with thousands separators.
 func Rate(perSecond float64) string { return Count(int64(perSecond + 0.5)) }
 

@@ -118,6 +118,10 @@ type Target struct {
 	// Gateway is the site guarded by the waiting room (in front of the
 	// origin); GatewayAdmin is Caddy's admin endpoint.
 	Gateway, GatewayAdmin string
+	// MoreGateways share the queue store with the first: the crowd's
+	// requests go round-robin over all of them, and the report checks that
+	// they agree (positions unique, watermark coherent).
+	MoreGateways []Gateway
 	// Origin is reached directly only by the provider's webhooks and the
 	// operator (admin API), never by the crowd.
 	Origin        string

@@ -46,7 +46,11 @@ func TestCrowd(t *testing.T) {
 	require.Len(t, a, cfg.Users)
 	counts := map[plan]int{}
 	refresh, persist, double := 0, 0, 0
-	for i, u := range a {
+	for i := range a {
+		u := &a[i]
+		if i > 0 {
+			assert.GreaterOrEqual(t, u.arrival, a[i-1].arrival, "sorted by arrival")
+		}
 		assert.Equal(t, u.arrival, b[i].arrival)
 		assert.Equal(t, u.plan, b[i].plan)
 		assert.GreaterOrEqual(t, u.arrival, time.Duration(0))
@@ -84,16 +88,12 @@ func TestJitter(t *testing.T) {
 }
 
 func TestRaiseFor(t *testing.T) {
-	s := &sim{}
-	waiting := func(pos int64) *user {
-		u := &user{}
-		u.position.Store(pos)
-		u.waiting.Store(true)
-		return u
+	s := &sim{users: make([]user, 5)}
+	for i, pos := range []int64{150, 120, 101, 400, 90} {
+		s.users[i].position.Store(pos)
+		// The one at 101 left.
+		s.users[i].waiting.Store(pos != 101)
 	}
-	gone := &user{}
-	gone.position.Store(101)
-	s.users = []*user{waiting(150), waiting(120), gone, waiting(400), waiting(90)}
 	// The next two still waiting above 100 are at 120 and 150.
 	assert.Equal(t, int64(50), s.raiseFor(100, 2))
 	// More asked for than are known to wait: n positions, or up to the last

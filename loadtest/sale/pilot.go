@@ -72,7 +72,8 @@ func (s *sim) autopilot(ctx context.Context) {
 // they will come in at their next poll.
 func (s *sim) outstanding(watermark int64) int64 {
 	var n int64
-	for _, u := range s.users {
+	for i := range s.users {
+		u := &s.users[i]
 		if p := u.position.Load(); p > 0 && p <= watermark && u.waiting.Load() {
 			n++
 		}
@@ -88,7 +89,8 @@ func (s *sim) outstanding(watermark int64) int64 {
 // the next arrivals come straight in.
 func (s *sim) raiseFor(watermark, n int64) int64 {
 	var ahead []int64
-	for _, u := range s.users {
+	for i := range s.users {
+		u := &s.users[i]
 		if p := u.position.Load(); p > watermark && u.waiting.Load() {
 			ahead = append(ahead, p)
 		}

@@ -77,9 +77,28 @@ type Result struct {
 	LastSaleAfter time.Duration `json:"last_sale_after_ns"`
 
 	Latency map[string]latency.Summary `json:"latency"`
+	// Lag is how late the load generator sent the crowd's requests against
+	// their schedule (arrival, Retry-After): large, and the figures above
+	// measure the load generator rather than the system.
+	Lag latency.Summary `json:"load_generator_lag"`
+
+	// Gateways is how many gateways the crowd went through. Positions is
+	// the queue positions the users were given, and DuplicatePositions
+	// those given to more than one user (must be 0). Coherence is, per
+	// raise of the watermark, the time from the first gateway showing it
+	// to the last (with more than one gateway; read every 50 ms).
+	Gateways           int             `json:"gateways"`
+	Positions          int64           `json:"positions"`
+	DuplicatePositions int64           `json:"duplicate_positions"`
+	Coherence          latency.Summary `json:"watermark_coherence"`
+	CoherenceMisses    int64           `json:"watermark_reads_failed"`
 	// Rates are requests (or commands, rows) per second per layer over the
 	// sale.
 	Rates map[string]float64 `json:"rates"`
+
+	// Memory is the peak resident memory of every process of the run, read
+	// by the caller once the sale is over (nil: not read).
+	Memory []ProcessMemory `json:"memory,omitempty"`
 
 	Pilot    pilotStats    `json:"autopilot"`
 	Faults   []FaultRecord `json:"faults"`
@@ -88,10 +107,22 @@ type Result struct {
 	Timeline []Sample      `json:"timeline"`
 }
 
+// ProcessMemory is the peak resident memory (VmHWM) of one server, summed
+// over its processes (PostgreSQL runs one per connection; their shared
+// buffers are counted in each).
+type ProcessMemory struct {
+	Name      string `json:"name"`
+	Processes int    `json:"processes"`
+	PeakRSS   int64  `json:"peak_rss_bytes"`
+	// Largest is the peak of the largest single process.
+	Largest int64  `json:"largest_bytes"`
+	Error   string `json:"error,omitempty"`
+}
+
 // Broken reports whether the sale broke the inventory: any seat oversold,
 // drift left at the end, or the invariant unreadable.
 func (r *Result) Broken() bool {
-	return r.Oversold != 0 || r.Invariant.Drift != 0 || r.InvariantError != "" || r.DoubleBooked != 0 || r.MoneyKept()
+	return r.Oversold != 0 || r.DuplicatePositions != 0 || r.Invariant.Drift != 0 || r.InvariantError != "" || r.DoubleBooked != 0 || r.MoneyKept()
 }
 
 // MoneyKept reports whether a captured payment ended as neither a sale
@@ -196,6 +227,13 @@ func (s *sim) result(ctx context.Context, end time.Time, before outside, timedOu
 			r.Latency[st] = sm
 		}
 	}
+	r.Lag = s.sched.lag.Summary()
+	r.Gateways = len(s.gateways)
+	r.Positions, r.DuplicatePositions = s.positions.read()
+	r.Coherence = s.coherence.lag.Summary()
+	s.mu.Lock()
+	r.CoherenceMisses = s.coherence.misses
+	s.mu.Unlock()
 	secs := r.Duration.Seconds()
 	r.Rates = map[string]float64{
 		"gateway":  float64(r.Requests.Gateway) / secs,

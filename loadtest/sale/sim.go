@@ -1,7 +1,6 @@
 package sale
 
 import (
-	"cmp"
 	"context"
 	"math/rand/v2"
 	"slices"
@@ -18,6 +17,9 @@ type sim struct {
 	cfg       Config
 	target    Target
 	eventPath string
+	// gateways are the sites the crowd's requests go to, in turn.
+	gateways []string
+	turn     atomic.Uint64
 
 	// queueClient carries queued users' requests, shopClient admitted
 	// users' (see gw).
@@ -39,7 +41,14 @@ type sim struct {
 
 	event api.Event
 	pilot pilotStats
-	users []*user
+	// users is the crowd, sorted by arrival; sched says when each is next
+	// due at the gateway.
+	users     []user
+	sched     *schedule
+	positions positionSet
+	coherence coherence
+	// allDone is closed when the last visit ends.
+	allDone chan struct{}
 
 	mu       sync.Mutex
 	timeline []Sample
@@ -51,6 +60,10 @@ type Progress func(done, users int64, s Sample)
 
 // Run sends the crowd at target and reports what happened. faults are
 // injected at their times.
+//
+// The queued crowd is driven by a bounded pool of workers (one per
+// connection, Config.Conns) from a time-ordered schedule; only the
+// admitted get a goroutine each, to shop.
 func Run(ctx context.Context, cfg Config, target Target, faults []Fault, progress Progress) (*Result, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -64,13 +77,15 @@ func Run(ctx context.Context, cfg Config, target Target, faults []Fault, progres
 	s := &sim{
 		cfg: cfg, target: target,
 		eventPath:   "/v1/events/" + strconv.FormatInt(target.Event, 10),
-		queueClient: api.Client{HTTP: api.NewHTTPClient(cfg.Conns, time.Minute), Base: target.Gateway},
-		shopClient:  api.Client{HTTP: api.NewHTTPClient(max(cfg.Conns/2, 1), time.Minute), Base: target.Gateway},
+		gateways:    target.sites(),
+		queueClient: api.Client{HTTP: api.NewHTTPClient(cfg.Conns, time.Minute)},
+		shopClient:  api.Client{HTTP: api.NewHTTPClient(max(cfg.Conns/2, 1), time.Minute)},
 		gwAdmin:     api.GatewayAdmin{Client: api.Client{HTTP: direct, Base: target.GatewayAdmin}},
 		admin:       api.OriginAdmin{Client: api.Client{HTTP: direct, Base: target.Origin}, Token: target.AdminToken},
 		webhooks:    api.Webhooks{Client: api.Client{HTTP: direct, Base: target.Origin}, Provider: "fakepay", Secret: target.WebhookSecret},
 		c:           newCounters(),
 		lateBy:      2 * time.Second,
+		allDone:     make(chan struct{}),
 	}
 	ev, err := s.admin.Event(ctx, target.Event)
 	if err != nil {
@@ -86,35 +101,33 @@ func Run(ctx context.Context, cfg Config, target Target, faults []Fault, progres
 
 	saleCtx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
-	users := s.crowd()
-	s.users = users
+	s.users = s.crowd()
 	bg, stopBG := context.WithCancel(saleCtx)
 	var bgWG sync.WaitGroup
-	bgWG.Add(3)
+	bgWG.Add(4)
 	s.start = time.Now()
+	s.sched = newSchedule(s.start, s.users)
 	go func() { defer bgWG.Done(); s.autopilot(bg) }()
 	go func() { defer bgWG.Done(); s.monitor(bg, progress) }()
 	go func() { defer bgWG.Done(); s.inject(bg, faults) }()
-	// One goroutine lets the users in at their arrival times (the crowd is
-	// sorted by arrival): a user costs nothing until it arrives.
-	var wg sync.WaitGroup
-	for _, u := range users {
-		// Arrivals less than a millisecond apart go in together: a timer per
-		// user would cost more than the spacing.
-		if d := time.Until(s.start.Add(u.arrival)); d > time.Millisecond && !sleep(saleCtx, d) || saleCtx.Err() != nil {
-			s.c.outcomes[TimedOut].Add(1)
-			s.c.finished.Add(1)
-			continue
-		}
-		wg.Add(1)
+	go func() { defer bgWG.Done(); s.watchCoherence(bg) }()
+
+	work := make(chan int, cfg.Conns)
+	var workers, shoppers sync.WaitGroup
+	for w := range cfg.Conns {
+		workers.Add(1)
 		go func() {
-			defer wg.Done()
-			o := s.visit(saleCtx, u)
-			s.c.outcomes[o].Add(1)
-			s.c.finished.Add(1)
+			defer workers.Done()
+			rng := rand.New(rand.NewPCG(cfg.Seed, uint64(w)))
+			for i := range work {
+				s.queueTurn(saleCtx, i, rng, &shoppers)
+			}
 		}()
 	}
-	wg.Wait()
+	s.sched.dispatch(saleCtx, s.allDone, work)
+	close(work)
+	workers.Wait()
+	shoppers.Wait()
 	end := time.Now()
 	stopBG()
 	bgWG.Wait()
@@ -122,20 +135,73 @@ func Run(ctx context.Context, cfg Config, target Target, faults []Fault, progres
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
+	// Whoever had not arrived, or waited for a turn, when the sale was cut
+	// off.
+	for i := range s.users {
+		if !s.users[i].finished {
+			s.finish(&s.users[i], TimedOut)
+		}
+	}
 
 	res := s.result(ctx, end, before, timedOut)
 	return res, nil
 }
 
-// crowd draws every user's arrival and behaviour.
-func (s *sim) crowd() []*user {
+// queueTurn sends queued user i's next request and acts on the answer:
+// another turn later, shopping in a goroutine of its own, or the end.
+func (s *sim) queueTurn(ctx context.Context, i int, rng *rand.Rand, shoppers *sync.WaitGroup) {
+	u := &s.users[i]
+	t := s.queueStep(ctx, u, rng)
+	switch {
+	case t.ended:
+		s.finish(u, t.outcome)
+	case t.admitted:
+		shoppers.Add(1)
+		go func() {
+			defer shoppers.Done()
+			s.visitShop(ctx, i)
+		}()
+	default:
+		s.sched.after(i, t.again)
+	}
+}
+
+// finish counts a visit's outcome; the last one ends the sale.
+func (s *sim) finish(u *user, o Outcome) {
+	u.finished = true
+	u.token = ""
+	s.c.outcomes[o].Add(1)
+	if s.c.finished.Add(1) == int64(len(s.users)) {
+		close(s.allDone)
+	}
+}
+
+// gateway is the site for the next request: the crowd goes round-robin
+// over every gateway, as a load balancer in front of them would send it.
+func (s *sim) gateway() string {
+	if len(s.gateways) == 1 {
+		return s.gateways[0]
+	}
+	return s.gateways[s.turn.Add(1)%uint64(len(s.gateways))]
+}
+
+// crowd draws every user's arrival and behaviour. The arrivals are drawn
+// first and handed out in order, so the crowd is sorted by arrival without
+// moving the records (the behaviours are drawn independently of it).
+func (s *sim) crowd() []user {
 	cfg := s.cfg
 	seed := rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))
-	users := make([]*user, cfg.Users)
+	arrivals := make([]time.Duration, cfg.Users)
+	for i := range arrivals {
+		arrivals[i] = time.Duration(seed.Int64N(int64(cfg.Window)))
+	}
+	slices.Sort(arrivals)
+	users := make([]user, cfg.Users)
 	for i := range users {
-		rng := rand.New(rand.NewPCG(seed.Uint64(), seed.Uint64()))
-		u := &user{n: i, rng: rng}
-		u.arrival = time.Duration(rng.Int64N(int64(cfg.Window)))
+		u := &users[i]
+		u.arrival = arrivals[i]
+		u.seed = seed.Uint64()
+		rng := rand.New(rand.NewPCG(u.seed, seed.Uint64()))
 		u.refresh = rng.Float64() < cfg.Refresh-1
 		u.persist = rng.Float64() < cfg.Persist
 		u.double = rng.Float64() < cfg.DoubleClick
@@ -147,9 +213,7 @@ func (s *sim) crowd() []*user {
 		case p < cfg.Abandon+cfg.Decline+cfg.Late:
 			u.plan = payLate
 		}
-		users[i] = u
 	}
-	slices.SortFunc(users, func(a, b *user) int { return cmp.Compare(a.arrival, b.arrival) })
 	return users
 }
 

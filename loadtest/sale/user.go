@@ -13,7 +13,7 @@ import (
 )
 
 // plan is what a buyer will do once holding a seat.
-type plan int
+type plan uint8
 
 const (
 	payNow plan = iota
@@ -22,49 +22,52 @@ const (
 	payLate
 )
 
-// user is one virtual visitor.
+// Queue steps, for the latency report.
+const (
+	stepJoin uint8 = iota
+	stepPoll
+	stepEventPage
+)
+
+var queueSteps = [...]string{stepJoin: "join", stepPoll: "poll", stepEventPage: "event page"}
+
+// user is one virtual visitor, kept small: most of a big crowd only ever
+// waits and is told "sold out", and costs this record, not a goroutine.
 type user struct {
-	n       int
-	rng     *rand.Rand
 	arrival time.Duration
 	token   string
-	// refresh is an extra page load pending while queued.
-	refresh bool
-	persist bool
-	plan    plan
-	double  bool
-
-	arrived  time.Time
-	admitted bool
+	// seed seeds the user's own random choices once admitted.
+	seed uint64
 
 	// position and waiting are what the autopilot reads to tell whether
 	// the users it admitted have had their turn.
 	position atomic.Int64
 	waiting  atomic.Bool
+
+	// failures counts the queue's answers that were neither waiting,
+	// admitted nor sold out.
+	failures uint8
+	step     uint8
+	plan     plan
+	// refresh is an extra page load pending while queued.
+	refresh  bool
+	persist  bool
+	double   bool
+	admitted bool
+	// finished is set once the visit's outcome is counted.
+	finished bool
+}
+
+// buyer is an admitted user: from here on a goroutine of its own, with its
+// own random choices. Only the admitted (a few times the seats) get one.
+type buyer struct {
+	*user
+	rng *rand.Rand
 }
 
 // errRequeue sends a user back to the queue (the token is no longer
 // admitted, e.g. after the queue state was lost and restored).
 var errRequeue = errors.New("back to the queue")
-
-// visit is a user's whole visit.
-func (s *sim) visit(ctx context.Context, u *user) Outcome {
-	u.arrived = time.Now()
-	for {
-		o, admitted := s.queue(ctx, u)
-		if !admitted {
-			return o
-		}
-		o, err := s.shop(ctx, u)
-		if errors.Is(err, errRequeue) {
-			continue
-		}
-		if err != nil {
-			s.c.note(err)
-		}
-		return o
-	}
-}
 
 // gw sends a request through the gateway with the user's token and records
 // what layer answered it. Queued users and admitted ones use connections of
@@ -78,6 +81,7 @@ func (s *sim) gw(ctx context.Context, u *user, step string, req api.Request) (ap
 	if u.admitted {
 		client = s.shopClient
 	}
+	client.Base = s.gateway()
 	resp, err := client.Do(ctx, req)
 	if err != nil {
 		s.c.transport.Add(1)
@@ -96,88 +100,110 @@ func (s *sim) gw(ctx context.Context, u *user, step string, req api.Request) (ap
 	return resp, nil
 }
 
-// queue joins (or rejoins) and waits until admitted, honouring Retry-After.
-func (s *sim) queue(ctx context.Context, u *user) (Outcome, bool) {
-	step := "join"
-	if u.token != "" {
-		step = "poll"
+// turn is what follows one request of a queued user.
+type turn struct {
+	// again: ask again after this long.
+	again time.Duration
+	// admitted: the user goes shopping.
+	admitted bool
+	// ended: the visit is over, with outcome.
+	ended   bool
+	outcome Outcome
+}
+
+// maxQueueFailures bounds the answers a queued user takes that are neither
+// waiting, admitted nor sold out: a gateway or origin that keeps failing
+// ends the visit.
+const maxQueueFailures = 20
+
+// queueStep sends a queued user's next request (join, or a poll with the
+// token, honouring Retry-After) and says what comes next. rng is the
+// worker's.
+func (s *sim) queueStep(ctx context.Context, u *user, rng *rand.Rand) turn {
+	if ctx.Err() != nil {
+		return turn{ended: true, outcome: TimedOut}
 	}
-	// Answers that are neither waiting, admitted nor sold out are retried,
-	// but not forever: a gateway or origin that keeps failing ends the visit.
-	failures := 0
-	for {
+	if u.failures > maxQueueFailures {
+		return turn{ended: true, outcome: Errored}
+	}
+	resp, err := s.gw(ctx, u, queueSteps[u.step], api.Request{Method: http.MethodGet, Path: s.eventPath})
+	if err != nil {
 		if ctx.Err() != nil {
-			return TimedOut, false
+			return turn{ended: true, outcome: TimedOut}
 		}
-		if failures > 20 {
-			return Errored, false
-		}
-		resp, err := s.gw(ctx, u, step, api.Request{Method: http.MethodGet, Path: s.eventPath})
-		if err != nil {
-			if !sleep(ctx, backoff(u.rng, failures)) {
-				return TimedOut, false
+		u.failures++
+		return turn{again: backoff(rng, int(u.failures)-1)}
+	}
+	switch resp.Waitroom() {
+	case api.StatusAdmitted:
+		u.waiting.Store(false)
+		if resp.Status == http.StatusOK {
+			if !u.admitted {
+				u.admitted = true
+				s.c.admitted.Add(1)
+				s.c.lat["queue wait"].Since(s.start.Add(u.arrival))
 			}
-			failures++
-			continue
+			return turn{admitted: true}
 		}
-		switch resp.Waitroom() {
-		case api.StatusAdmitted:
-			u.waiting.Store(false)
-			if resp.Status == http.StatusOK {
-				if !u.admitted {
-					u.admitted = true
-					s.c.admitted.Add(1)
-					s.c.lat["queue wait"].Since(u.arrived)
+		// Admitted, but the origin could not answer: try the page again.
+		u.failures++
+		if resp.Status < 500 {
+			s.c.note(resp.Unexpected("event page"))
+		}
+		u.step = stepEventPage
+		return turn{again: resp.RetryAfter(time.Second)}
+	case api.StatusWaiting:
+		if u.token == "" || u.position.Load() == 0 {
+			var w api.Waiting
+			if err := resp.Decode(&w); err == nil {
+				if u.token == "" {
+					u.token = w.Token
 				}
-				return Bought, true
-			}
-			// Admitted, but the origin could not answer: try the page again.
-			failures++
-			if resp.Status < 500 {
-				s.c.note(resp.Unexpected("event page"))
-			}
-			step = "event page"
-			if !sleep(ctx, resp.RetryAfter(time.Second)) {
-				return TimedOut, false
-			}
-		case api.StatusWaiting:
-			if u.token == "" || u.position.Load() == 0 {
-				var w api.Waiting
-				if err := resp.Decode(&w); err == nil {
-					if u.token == "" {
-						u.token = w.Token
-					}
-					u.position.Store(w.Position)
-				}
-			}
-			u.waiting.Store(true)
-			wait := jitter(u.rng, resp.RetryAfter(3*time.Second))
-			if u.refresh {
-				// An impatient reload, well before Retry-After.
-				u.refresh = false
-				wait = time.Duration(300+u.rng.IntN(1200)) * time.Millisecond
-			}
-			step = "poll"
-			if !sleep(ctx, wait) {
-				return TimedOut, false
-			}
-		case api.StatusSoldOut:
-			u.waiting.Store(false)
-			return SoldOutAtEdge, false
-		default:
-			if resp.Status != http.StatusServiceUnavailable {
-				failures++
-				s.c.note(resp.Unexpected("queue"))
-			}
-			if !sleep(ctx, jitter(u.rng, resp.RetryAfter(time.Second))) {
-				return TimedOut, false
+				u.position.Store(w.Position)
+				s.positions.seen(w.Position)
 			}
 		}
+		u.waiting.Store(true)
+		wait := jitter(rng, resp.RetryAfter(3*time.Second))
+		if u.refresh {
+			// An impatient reload, well before Retry-After.
+			u.refresh = false
+			wait = time.Duration(300+rng.IntN(1200)) * time.Millisecond
+		}
+		u.step = stepPoll
+		return turn{again: wait}
+	case api.StatusSoldOut:
+		u.waiting.Store(false)
+		return turn{ended: true, outcome: SoldOutAtEdge}
+	default:
+		if resp.Status != http.StatusServiceUnavailable {
+			u.failures++
+			s.c.note(resp.Unexpected("queue"))
+		}
+		return turn{again: jitter(rng, resp.RetryAfter(time.Second))}
 	}
 }
 
+// visitShop is an admitted user's goroutine: it shops, then either ends the
+// visit or sends the user back to the queue.
+func (s *sim) visitShop(ctx context.Context, i int) {
+	u := &s.users[i]
+	b := &buyer{user: u, rng: rand.New(rand.NewPCG(u.seed, uint64(i)))}
+	o, err := s.shop(ctx, b)
+	if errors.Is(err, errRequeue) {
+		u.failures = 0
+		u.step = stepPoll
+		s.sched.after(i, 0)
+		return
+	}
+	if err != nil {
+		s.c.note(err)
+	}
+	s.finish(u, o)
+}
+
 // shop holds a seat and pays for it.
-func (s *sim) shop(ctx context.Context, u *user) (Outcome, error) {
+func (s *sim) shop(ctx context.Context, u *buyer) (Outcome, error) {
 	var giveUp time.Time
 	for {
 		hold, err := s.hold(ctx, u)
@@ -227,12 +253,12 @@ var (
 )
 
 // waitForSeats looks at the event page now and then until seats are back.
-func (s *sim) waitForSeats(ctx context.Context, u *user, until time.Time) bool {
+func (s *sim) waitForSeats(ctx context.Context, u *buyer, until time.Time) bool {
 	for time.Now().Before(until) && !s.closed.Load() {
 		if !sleep(ctx, time.Duration(2000+u.rng.IntN(2000))*time.Millisecond) {
 			return false
 		}
-		resp, err := s.gw(ctx, u, "event page", api.Request{Method: http.MethodGet, Path: s.eventPath})
+		resp, err := s.gw(ctx, u.user, "event page", api.Request{Method: http.MethodGet, Path: s.eventPath})
 		if err != nil || resp.Waitroom() != api.StatusAdmitted || resp.Status != http.StatusOK {
 			continue
 		}
@@ -246,10 +272,10 @@ func (s *sim) waitForSeats(ctx context.Context, u *user, until time.Time) bool {
 
 // hold asks for the seats, retrying the same request (same key) through
 // outages.
-func (s *sim) hold(ctx context.Context, u *user) (api.Hold, error) {
+func (s *sim) hold(ctx context.Context, u *buyer) (api.Hold, error) {
 	key := api.NewKey()
 	for attempt := 0; ; attempt++ {
-		resp, err := s.gw(ctx, u, "hold", api.Request{
+		resp, err := s.gw(ctx, u.user, "hold", api.Request{
 			Method: http.MethodPost, Path: s.eventPath + "/holds", IdempotencyKey: key,
 			Body: map[string]int64{"quantity": s.cfg.Quantity},
 		})
@@ -305,7 +331,7 @@ func (s *sim) hold(ctx context.Context, u *user) (api.Hold, error) {
 }
 
 // pay books the hold and follows the booking until it settles.
-func (s *sim) pay(ctx context.Context, u *user, hold api.Hold) (Outcome, error) {
+func (s *sim) pay(ctx context.Context, u *buyer, hold api.Hold) (Outcome, error) {
 	method := api.CardVisa
 	switch u.plan {
 	case payDeclined:
@@ -378,12 +404,12 @@ func (s *sim) pay(ctx context.Context, u *user, hold api.Hold) (Outcome, error) 
 }
 
 // book creates the booking (twice at once for a double click).
-func (s *sim) book(ctx context.Context, u *user, hold api.Hold, method string) (api.Booking, error) {
+func (s *sim) book(ctx context.Context, u *buyer, hold api.Hold, method string) (api.Booking, error) {
 	key := api.NewKey()
 	body := map[string]string{"hold_id": hold.HoldID, "payment_method_token": method}
 	once := func() (api.Booking, error) {
 		for attempt := 0; ; attempt++ {
-			resp, err := s.gw(ctx, u, "book", api.Request{Method: http.MethodPost, Path: "/v1/bookings", IdempotencyKey: key, Body: body})
+			resp, err := s.gw(ctx, u.user, "book", api.Request{Method: http.MethodPost, Path: "/v1/bookings", IdempotencyKey: key, Body: body})
 			if err != nil {
 				if ctx.Err() != nil {
 					return api.Booking{}, ctx.Err()
@@ -451,7 +477,7 @@ func (s *sim) book(ctx context.Context, u *user, hold api.Hold, method string) (
 // follow polls the booking until it settles. With a deliverAt, the
 // payment's success webhook is sent at that time (if the booking has not
 // settled by then).
-func (s *sim) follow(ctx context.Context, u *user, b api.Booking, deliverAt time.Time) (api.Booking, bool, error) {
+func (s *sim) follow(ctx context.Context, u *buyer, b api.Booking, deliverAt time.Time) (api.Booking, bool, error) {
 	delivered := false
 	deadline := time.Now().Add(s.followFor)
 	for !b.Settled() {
@@ -467,7 +493,7 @@ func (s *sim) follow(ctx context.Context, u *user, b api.Booking, deliverAt time
 		if !sleep(ctx, time.Duration(300+u.rng.IntN(400))*time.Millisecond) {
 			return b, delivered, ctx.Err()
 		}
-		resp, err := s.gw(ctx, u, "booking status", api.Request{Method: http.MethodGet, Path: "/v1/bookings/" + b.BookingID})
+		resp, err := s.gw(ctx, u.user, "booking status", api.Request{Method: http.MethodGet, Path: "/v1/bookings/" + b.BookingID})
 		if err != nil || resp.Waitroom() != api.StatusAdmitted {
 			continue
 		}
@@ -486,8 +512,8 @@ func (s *sim) follow(ctx context.Context, u *user, b api.Booking, deliverAt time
 
 // lateDeadline is when a silent payment's webhook is sent: after the hold,
 // as extended by the booking, has expired and the reaper has had a turn.
-func (s *sim) lateDeadline(ctx context.Context, u *user, hold api.Hold) (time.Time, error) {
-	resp, err := s.gw(ctx, u, "hold status", api.Request{Method: http.MethodGet, Path: "/v1/holds/" + hold.HoldID})
+func (s *sim) lateDeadline(ctx context.Context, u *buyer, hold api.Hold) (time.Time, error) {
+	resp, err := s.gw(ctx, u.user, "hold status", api.Request{Method: http.MethodGet, Path: "/v1/holds/" + hold.HoldID})
 	if err == nil && resp.Status == http.StatusOK {
 		var h api.Hold
 		if resp.Decode(&h) == nil && !h.ExpiresAt.IsZero() {
@@ -503,7 +529,7 @@ const lateAttempts = 6
 
 // deliverLate sends the success webhook the provider held back, as many
 // times as configured, at once; a copy answered 5xx is sent again.
-func (s *sim) deliverLate(ctx context.Context, u *user, b api.Booking) error {
+func (s *sim) deliverLate(ctx context.Context, u *buyer, b api.Booking) error {
 	if b.PaymentID == "" {
 		return fmt.Errorf("booking %s has no payment id to confirm", b.BookingID)
 	}

@@ -165,6 +165,14 @@ func (s *System) Down(ctx context.Context) []error {
 	return out
 }
 
+// Caddies are the system's gateways (none with NoGateway).
+func (s *System) Caddies() []*Caddy {
+	if s.Caddy == nil {
+		return nil
+	}
+	return []*Caddy{s.Caddy}
+}
+
 // Failed reports a server that exited by itself.
 func (s *System) Failed() error {
 	if s.Origin != nil {

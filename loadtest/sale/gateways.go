@@ -1,0 +1,167 @@
+package sale
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/waitroom/waitroom/loadtest/api"
+	"github.com/waitroom/waitroom/loadtest/latency"
+)
+
+// Gateway is one more gateway in front of the same origin and queue store.
+type Gateway struct {
+	// Site is the guarded site; Admin the gateway's admin endpoint.
+	Site, Admin string
+}
+
+// sites are every gateway's site, the first one first.
+func (t Target) sites() []string {
+	out := []string{t.Gateway}
+	for _, g := range t.MoreGateways {
+		out = append(out, g.Site)
+	}
+	return out
+}
+
+// admins are every gateway's admin endpoint, the first one first.
+func (t Target) admins() []string {
+	out := []string{t.GatewayAdmin}
+	for _, g := range t.MoreGateways {
+		out = append(out, g.Admin)
+	}
+	return out
+}
+
+// positionSet records the queue positions the gateways handed out, to
+// catch one handed to two users (gateways sharing a store must never).
+type positionSet struct {
+	mu    sync.Mutex
+	bits  []uint64
+	count int64
+	dups  int64
+}
+
+func (p *positionSet) seen(pos int64) {
+	if pos <= 0 {
+		return
+	}
+	w, b := pos/64, uint64(1)<<(pos%64)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if n := int(w) + 1; n > len(p.bits) {
+		p.bits = append(p.bits, make([]uint64, max(n, 2*len(p.bits))-len(p.bits))...)
+	}
+	if p.bits[w]&b != 0 {
+		p.dups++
+		return
+	}
+	p.bits[w] |= b
+	p.count++
+}
+
+func (p *positionSet) read() (count, dups int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.count, p.dups
+}
+
+// coherence is how long the gateways took to agree on the watermark: for
+// each raise, from the moment the first gateway showed it until every
+// other showed it too.
+type coherence struct {
+	lag latency.Recorder
+	// polls is the admin reads made; misses those that failed.
+	polls, misses int64
+}
+
+// coherencePoll is how often each gateway's watermark is read.
+const coherencePoll = 50 * time.Millisecond
+
+// watchCoherence reads every gateway's watermark (its own view, as its room
+// last refreshed it from the store) until ctx ends. With one gateway there
+// is nothing to compare.
+func (s *sim) watchCoherence(ctx context.Context) {
+	admins := s.target.admins()
+	if len(admins) < 2 {
+		return
+	}
+	clients := make([]api.GatewayAdmin, len(admins))
+	for i, a := range admins {
+		clients[i] = api.GatewayAdmin{Client: api.Client{HTTP: s.gwAdmin.HTTP, Base: a}}
+	}
+	// pending raises: the watermark first seen, when, and which gateways
+	// have yet to show it.
+	type raise struct {
+		watermark int64
+		first     time.Time
+		behind    []bool
+		left      int
+	}
+	var pending []*raise
+	highest := int64(0)
+	tick := time.NewTicker(coherencePoll)
+	defer tick.Stop()
+	marks := make([]int64, len(admins))
+	ok := make([]bool, len(admins))
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		var wg sync.WaitGroup
+		for i, c := range clients {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				rctx, cancel := context.WithTimeout(ctx, time.Second)
+				defer cancel()
+				st, err := c.State(rctx, s.target.Event)
+				marks[i], ok[i] = st.Watermark, err == nil
+			}()
+		}
+		wg.Wait()
+		now := time.Now()
+		s.mu.Lock()
+		for i := range admins {
+			s.coherence.polls++
+			if !ok[i] {
+				s.coherence.misses++
+			}
+		}
+		s.mu.Unlock()
+		for i := range admins {
+			if ok[i] && marks[i] > highest {
+				highest = marks[i]
+				r := &raise{watermark: marks[i], first: now, behind: make([]bool, len(admins))}
+				for j := range admins {
+					if !ok[j] || marks[j] < r.watermark {
+						r.behind[j] = true
+						r.left++
+					}
+				}
+				if r.left > 0 {
+					pending = append(pending, r)
+				} else {
+					s.coherence.lag.Add(0)
+				}
+			}
+		}
+		kept := pending[:0]
+		for _, r := range pending {
+			for j := range admins {
+				if r.behind[j] && ok[j] && marks[j] >= r.watermark {
+					r.behind[j] = false
+					r.left--
+				}
+			}
+			if r.left == 0 {
+				s.coherence.lag.Add(now.Sub(r.first))
+				continue
+			}
+			kept = append(kept, r)
+		}
+		pending = kept
+	}
+}

@@ -1,0 +1,108 @@
+package stack
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/redis/go-redis/v9"
+)
+
+// PeakRSS is the most resident memory the process has had (VmHWM in
+// /proc/<pid>/status), in bytes.
+func PeakRSS(pid int) (int64, error) {
+	v, err := procStatus(pid, "VmHWM")
+	if err != nil {
+		return 0, err
+	}
+	kb, err := strconv.ParseInt(strings.TrimSuffix(v, " kB"), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("VmHWM of %d: %w", pid, err)
+	}
+	return kb << 10, nil
+}
+
+// procStatus reads one field of /proc/<pid>/status.
+func procStatus(pid int, field string) (string, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), field+":"); ok {
+			return strings.TrimSpace(v), nil
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return "", err
+	}
+	return "", fmt.Errorf("/proc/%d/status has no %s", pid, field)
+}
+
+// children lists the processes whose parent is pid.
+func children(pid int) []int {
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	var out []int
+	for _, d := range dirs {
+		p, err := strconv.Atoi(filepath.Base(d))
+		if err != nil {
+			continue
+		}
+		if pp, err := procStatus(p, "PPid"); err == nil && pp == strconv.Itoa(pid) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// RedisPID is the process id the Redis server at url reports.
+func RedisPID(ctx context.Context, url string) (int, error) {
+	opts, err := redis.ParseURL(url)
+	if err != nil {
+		return 0, err
+	}
+	rdb := redis.NewClient(opts)
+	defer rdb.Close()
+	info, err := rdb.Info(ctx, "server").Result()
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "process_id:"); ok {
+			return strconv.Atoi(v)
+		}
+	}
+	return 0, errors.New("redis INFO has no process_id")
+}
+
+// PostgresPIDs are the server's processes: the postmaster first, then its
+// children (a backend per connection, and the background workers). The
+// postmaster is found as the parent of our own backend.
+func PostgresPIDs(ctx context.Context, url string) ([]int, error) {
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
+	defer conn.Close(ctx)
+	var backend int
+	if err := conn.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&backend); err != nil {
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
+	pp, err := procStatus(backend, "PPid")
+	if err != nil {
+		return nil, fmt.Errorf("postgres is not a process of this machine: %w", err)
+	}
+	postmaster, err := strconv.Atoi(pp)
+	if err != nil {
+		return nil, err
+	}
+	return append([]int{postmaster}, children(postmaster)...), nil
+}
