@@ -33,6 +33,7 @@ type memEvent struct {
 	revokedSeq int64
 	presence   memPresence
 	inventory  *Inventory
+	held       memHeld
 }
 
 // NewMemoryStore returns an empty store reading the clock from now

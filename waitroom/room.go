@@ -32,7 +32,11 @@ type RoomOptions struct {
 	// Defaults. The origin follows the state that the gateways own.
 	Follow       bool
 	PollInterval time.Duration
-	Autopilot    Autopilot
+	// Autopilot raises the watermark at a fixed rate; ClosedLoop, when
+	// set, by the origin's published inventory instead (Autopilot is then
+	// ignored).
+	Autopilot  Autopilot
+	ClosedLoop *ClosedLoop
 	// Opening schedules the queue's opening with a pre-queue and a draw;
 	// nil opens at once. The store must be a LotteryStore (both of this
 	// package's are).
@@ -85,6 +89,12 @@ type Room struct {
 	window window
 	// inventory is the origin's figures as last read (or published).
 	inventory atomic.Pointer[Inventory]
+	// admitted is when the watermark rose, for the closed loop.
+	admitted admissions
+	// decision is the closed loop's last measure of the time from
+	// admission to hold.
+	pilotMu  sync.Mutex
+	decision time.Duration
 	// syncMu orders a read of the state with a change of it, so a read
 	// made before a change never replaces the change's state in memory.
 	syncMu sync.Mutex
@@ -101,6 +111,10 @@ func NewRoom(store Store, event int64, opts RoomOptions) *Room {
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.ClosedLoop != nil {
+		c := opts.ClosedLoop.WithDefaults()
+		opts.ClosedLoop = &c
 	}
 	r := &Room{event: event, store: store, opts: opts, rate: newRateMeter(opts.Now),
 		wake: make(chan struct{}, 1), ready: make(chan struct{})}
@@ -133,6 +147,9 @@ func (r *Room) observe(s State) {
 	r.state.Store(&s)
 	r.rate.observe(s.Watermark)
 	r.window.observe(r.opts.Now(), s.Watermark)
+	if r.opts.ClosedLoop != nil {
+		r.admitted.observe(r.opts.Now(), s, func(lo, hi int64) int64 { return r.presentBetween(lo, hi, hi-lo+1) })
+	}
 	raiseTo(&r.issued, s.LastPosition)
 }
 
@@ -330,7 +347,12 @@ func (r *Room) Run(ctx context.Context) {
 	poll := time.NewTicker(r.opts.PollInterval)
 	defer poll.Stop()
 	var pilot <-chan time.Time
-	if r.opts.Autopilot.Enabled() {
+	switch {
+	case r.opts.ClosedLoop != nil:
+		t := time.NewTicker(r.opts.ClosedLoop.Interval)
+		defer t.Stop()
+		pilot = t.C
+	case r.opts.Autopilot.Enabled():
 		t := time.NewTicker(r.opts.Autopilot.Interval)
 		defer t.Stop()
 		pilot = t.C
@@ -385,7 +407,11 @@ func (r *Room) Run(ctx context.Context) {
 		case <-opening.C:
 			r.openIfDue(ctx)
 		case <-pilot:
-			if err := r.autopilot(ctx); err != nil && !errors.Is(err, context.Canceled) {
+			steer := r.autopilot
+			if r.opts.ClosedLoop != nil {
+				steer = r.steerClosedLoop
+			}
+			if err := steer(ctx); err != nil && !errors.Is(err, context.Canceled) {
 				r.opts.Logger.Warn("autopilot skipped a step", "event", r.event, "error", err)
 			}
 		}

@@ -370,4 +370,8 @@ func (p *Protocol) extendAdmission(ctx context.Context, ev *Event, h ledger.Hold
 	if err := ev.room.ExtendAdmission(ctx, h.UserID, h.ExpiresAt.Sub(p.now())+admissionMargin); err != nil {
 		p.log.Warn("admission not extended for a holder", "event", ev.ID, "hold", h.ID, "error", err)
 	}
+	// The gateways' autopilot measures by it who of those admitted hold.
+	if err := ev.room.NoteHold(ctx, h.Position); err != nil {
+		p.log.Warn("hold not noted for the autopilot", "event", ev.ID, "hold", h.ID, "error", err)
+	}
 }

@@ -1,0 +1,160 @@
+package waitroom
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"math/bits"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/waitroom/waitroom/hashtag"
+)
+
+// Conversion: the origin tells the store which admitted positions went on
+// to hold seats, and when, so the closed-loop autopilot can measure the
+// share of admitted users who hold and the time they take. One bit per
+// position (bounded like the positions handed out) and a short list of the
+// latest first holds.
+
+// recentHolds is how many of the latest first holds the store keeps: the
+// sample the time from admission to hold is measured on.
+const recentHolds = 256
+
+// Held is a position's first hold.
+type Held struct {
+	Position int64
+	At       time.Time
+}
+
+// Holds is what the store knows of the positions that held.
+type Holds struct {
+	// UpTo counts the positions at or below the one asked for that held;
+	// Total all of them.
+	UpTo, Total int64
+	// Recent are the latest first holds, newest first.
+	Recent []Held
+}
+
+// HeldStore records the positions that held seats.
+type HeldStore interface {
+	// MarkHeld records position's hold made at at; first is false when the
+	// position had held before.
+	MarkHeld(ctx context.Context, event, position int64, at time.Time) (first bool, err error)
+	// Holds counts the positions that held, at or below upTo and in all.
+	Holds(ctx context.Context, event, upTo int64) (Holds, error)
+}
+
+// NoteHold tells every gateway sharing the store that the holder of
+// position holds seats: the origin calls it for each hold it makes. It
+// does nothing with a store that keeps no such record.
+func (r *Room) NoteHold(ctx context.Context, position int64) error {
+	hs, ok := r.store.(HeldStore)
+	if !ok || position < 1 {
+		return nil
+	}
+	_, err := hs.MarkHeld(ctx, r.event, position, r.opts.Now())
+	return err
+}
+
+func heldKey(event int64) string       { return "waitroom:" + hashtag.Event(event) + ":held" }
+func recentHeldKey(event int64) string { return "waitroom:" + hashtag.Event(event) + ":held:recent" }
+
+//go:embed held.lua
+var heldLua string
+
+var heldScript = redis.NewScript(heldLua)
+
+// MarkHeld implements HeldStore.
+func (r *RedisStore) MarkHeld(ctx context.Context, event, position int64, at time.Time) (bool, error) {
+	n, err := heldScript.Run(ctx, r.rdb, []string{heldKey(event), recentHeldKey(event)},
+		position, at.UnixMilli(), recentHolds).Int()
+	if err != nil {
+		return false, unavailable("mark held", err)
+	}
+	return n == 1, nil
+}
+
+// Holds implements HeldStore.
+func (r *RedisStore) Holds(ctx context.Context, event, upTo int64) (Holds, error) {
+	p := r.rdb.Pipeline()
+	var below *redis.IntCmd
+	if upTo >= 1 {
+		below = p.BitCount(ctx, heldKey(event), &redis.BitCount{Start: 0, End: upTo, Unit: redis.BitCountIndexBit})
+	}
+	total := p.BitCount(ctx, heldKey(event), nil)
+	recent := p.LRange(ctx, recentHeldKey(event), 0, -1)
+	if _, err := p.Exec(ctx); err != nil {
+		return Holds{}, unavailable("holds", err)
+	}
+	h := Holds{Total: total.Val()}
+	if below != nil {
+		h.UpTo = below.Val()
+	}
+	for _, s := range recent.Val() {
+		pos, ms, ok := strings.Cut(s, ":")
+		p, perr := strconv.ParseInt(pos, 10, 64)
+		t, terr := strconv.ParseInt(ms, 10, 64)
+		if !ok || perr != nil || terr != nil {
+			return Holds{}, fmt.Errorf("holds: recent hold %q", s)
+		}
+		h.Recent = append(h.Recent, Held{Position: p, At: time.UnixMilli(t)})
+	}
+	return h, nil
+}
+
+// memHeld is an event's positions that held, in memory.
+type memHeld struct {
+	bits   []uint64
+	recent []Held // newest last
+}
+
+// MarkHeld implements HeldStore.
+func (m *MemoryStore) MarkHeld(_ context.Context, event, position int64, at time.Time) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	h := &m.event(event).held
+	i, bit := position/64, uint64(1)<<(position%64)
+	if i >= int64(len(h.bits)) {
+		h.bits = append(h.bits, make([]uint64, i-int64(len(h.bits))+1)...)
+	}
+	if h.bits[i]&bit != 0 {
+		return false, nil
+	}
+	h.bits[i] |= bit
+	h.recent = append(h.recent, Held{Position: position, At: at})
+	if n := len(h.recent) - recentHolds; n > 0 {
+		h.recent = append(h.recent[:0], h.recent[n:]...)
+	}
+	return true, nil
+}
+
+// Holds implements HeldStore.
+func (m *MemoryStore) Holds(_ context.Context, event, upTo int64) (Holds, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	h := &m.event(event).held
+	var out Holds
+	for i, w := range h.bits {
+		n := int64(bits.OnesCount64(w))
+		out.Total += n
+		switch first := int64(i) * 64; {
+		case first+63 <= upTo:
+			out.UpTo += n
+		case first <= upTo:
+			out.UpTo += int64(bits.OnesCount64(w & (1<<(upTo-first+1) - 1)))
+		}
+	}
+	for i := len(h.recent) - 1; i >= 0; i-- {
+		out.Recent = append(out.Recent, h.recent[i])
+	}
+	return out, nil
+}
+
+var (
+	_ HeldStore = (*MemoryStore)(nil)
+	_ HeldStore = (*RedisStore)(nil)
+)
