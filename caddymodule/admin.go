@@ -43,7 +43,9 @@ const adminTimeout = 5 * time.Second
 //	POST /waitroom/events/{id}/pause        {"paused": true}
 //	POST /waitroom/events/{id}/hard_cap     {"hard_cap": 800} (0: none)
 //	GET  /waitroom/events/{id}/lottery      the scheduled opening's draw
-//	GET  /waitroom/events/{id}/log          the change log, newest first
+//	GET  /waitroom/events/{id}/log          the change log, newest first (?limit=N)
+//	GET  /waitroom/live                     every event's state, queue and rates
+//	GET  /waitroom/console                  the staff console, a page over these
 //
 // Each answers the event's state, {"event", "watermark", "last_position",
 // "hard_cap", "sold_out", "paused"}. A change is written to the event's
@@ -64,6 +66,8 @@ const adminTimeout = 5 * time.Second
 type Admin struct {
 	logger *zap.Logger
 	routes *http.ServeMux
+	now    func() time.Time
+	rates  *liveRates
 }
 
 // CaddyModule returns the Caddy module information.
@@ -79,6 +83,9 @@ func (a *Admin) Provision(caddy.Context) error {
 	// The admin endpoint is not a module of the config's tree, so it has
 	// no module logger of its own; name it after the module.
 	a.logger = caddy.Log().Named("admin.api.waitroom")
+	a.now = poolClock
+	// The rates outlive a config, as the rooms they measure do.
+	a.rates = &consoleRates
 	a.routes = a.newMux()
 	return nil
 }
@@ -108,6 +115,8 @@ func (a *Admin) newMux() *http.ServeMux {
 	m.Handle("POST /waitroom/events/{id}/hard_cap", a.handle(a.withEvent(a.setHardCap)))
 	m.Handle("GET /waitroom/events/{id}/lottery", a.handle(a.withEvent(a.lottery)))
 	m.Handle("GET /waitroom/events/{id}/log", a.handle(a.withEvent(a.changeLog)))
+	m.Handle("GET /waitroom/live", a.handle(a.live))
+	m.Handle("GET /waitroom/console", a.handle(a.console))
 	m.Handle(adminPrefix, a.handle(func(w http.ResponseWriter, r *http.Request) error { return a.unrouted(m, w, r) }))
 	return m
 }
@@ -304,11 +313,20 @@ func (a *Admin) setHardCap(w http.ResponseWriter, r *http.Request, entry *roomEn
 	return a.change(w, r, entry, "hard_cap", waitroom.Change{HardCap: body.HardCap, Reason: body.Reason}, zap.Int64("hard_cap", *body.HardCap))
 }
 
-// changeLog answers the event's change log, newest first.
+// changeLog answers the event's change log, newest first: all that the
+// store keeps, or the newest ?limit=N.
 func (a *Admin) changeLog(w http.ResponseWriter, r *http.Request, entry *roomEntry) error {
+	limit := 0
+	if q := r.URL.Query().Get("limit"); q != "" {
+		n, err := strconv.Atoi(q)
+		if err != nil || n < 1 {
+			return apiError(http.StatusBadRequest, "limit must be a positive number (got %q)", q)
+		}
+		limit = min(n, waitroom.MaxLogEntries)
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), adminTimeout)
 	defer cancel()
-	log, err := entry.room.ChangeLog(ctx, 0)
+	log, err := entry.room.ChangeLog(ctx, limit)
 	switch {
 	case errors.Is(err, waitroom.ErrNotLogged):
 		return apiError(http.StatusNotFound, "the store of event %d keeps no change log", entry.key.Event)
