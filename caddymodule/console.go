@@ -73,6 +73,16 @@ type liveEvent struct {
 	// until two calls a second apart were seen.
 	ArrivalsPerSecond *float64 `json:"arrivals_per_second"`
 	AdmittedPerSecond *float64 `json:"admitted_per_second"`
+	// Inventory is the origin's last figures, null until it published
+	// any.
+	Inventory *liveInventory `json:"inventory"`
+}
+
+// liveInventory is the origin's figures and whether they are fresh
+// (waitroom.InventoryFresh): stale ones mean the origin stopped publishing.
+type liveInventory struct {
+	waitroom.Inventory
+	Fresh bool `json:"fresh"`
 }
 
 // queueCounts is how many of the positions handed out are admitted and how
@@ -99,6 +109,9 @@ func (a *Admin) live(w http.ResponseWriter, _ *http.Request) error {
 		ev := liveEvent{State: e.room.State()}
 		ev.Admitted, ev.Waiting = queueCounts(e.room)
 		ev.ArrivalsPerSecond, ev.AdmittedPerSecond = a.rates.observe(ev.Event, now, ev.LastPosition, ev.Admitted)
+		if inv, fresh := e.room.Inventory(); !inv.At.IsZero() {
+			ev.Inventory = &liveInventory{Inventory: inv, Fresh: fresh}
+		}
 		seen[ev.Event] = true
 		out = append(out, ev)
 	}

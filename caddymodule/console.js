@@ -40,7 +40,7 @@
   const STATS = [
     ["arrivals_per_second", "Arrivals/s"], ["waiting", "Waiting"], ["watermark", "Watermark"],
     ["admitted", "Admitted"], ["last_position", "Last position"], ["hard_cap", "Hard cap"],
-    ["remaining", "Seats remaining"],
+    ["remaining", "Seats remaining"], ["held", "Seats held"],
   ];
 
   function card(id) {
@@ -76,8 +76,15 @@
       let v = ev[k];
       if (k === "arrivals_per_second") v = v === null || v === undefined ? null : Math.round(v * 10) / 10;
       if (k === "hard_cap" && !v) v = null;
-      if (k === "remaining") v = ev.inventory ? ev.inventory.remaining : null;
+      if (k === "remaining" || k === "held") v = ev.inventory ? ev.inventory[k] : null;
       c.stats[k].textContent = fmt(v);
+    }
+    // Figures the origin stopped refreshing are shown as such.
+    const stale = ev.inventory && !ev.inventory.fresh;
+    for (const k of ["remaining", "held"]) {
+      c.stats[k].classList.toggle("stale", !!stale);
+      c.stats[k].title = stale ? "the origin has not published since " + new Date(ev.inventory.at).toLocaleTimeString("en-GB") : "";
+      if (stale) c.stats[k].textContent += " (stale)";
     }
     const phase = ev.sold_out ? "sold_out" : ev.paused ? "paused" : "open";
     c.badge.className = "badge " + phase;

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom/internal/testenv"
+	"github.com/waitroom/waitroom/waitroom"
 )
 
 func TestLiveRates(t *testing.T) {
@@ -129,6 +130,15 @@ func TestLive(t *testing.T) {
 	assert.Equal(t, 2.0, e["waiting"])
 	assert.Equal(t, 0.75, e["arrivals_per_second"], "3 positions in 4 s")
 	assert.Equal(t, 0.5, e["admitted_per_second"], "2 admitted in 4 s")
+
+	assert.Nil(t, e["inventory"], "the origin published nothing yet")
+	published := time.Now().UTC().Truncate(time.Millisecond)
+	require.NoError(t, h.room.room.PublishInventory(t.Context(), waitroom.Inventory{Sellable: 10, Held: 3, Confirmed: 2, Remaining: 5, Healthy: true, At: published}))
+	e = liveOf(t, a, h.Event)
+	assert.Equal(t, map[string]any{"sellable": 10.0, "held": 3.0, "confirmed": 2.0, "remaining": 5.0, "expiring_soon": 0.0,
+		"healthy": true, "error_rate": 0.0, "at": published.Format(time.RFC3339Nano), "fresh": true}, e["inventory"])
+	require.NoError(t, h.room.room.PublishInventory(t.Context(), waitroom.Inventory{Remaining: 4, At: published.Add(-time.Minute)}))
+	assert.Equal(t, false, liveOf(t, a, h.Event)["inventory"].(map[string]any)["fresh"], "figures a minute old are stale")
 
 	rec = adminServe(a, http.MethodPost, fmt.Sprintf("/waitroom/events/%d/sold_out", h.Event), `{"sold_out": true}`)
 	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
