@@ -1,0 +1,184 @@
+//go:build browser
+
+package caddymodule
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2/caddytest"
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/waitroom/waitroom/internal/browser"
+	"github.com/waitroom/waitroom/internal/testenv"
+	"github.com/waitroom/waitroom/waitroom"
+)
+
+// TestBrowserConsole opens the staff console in Chromium on an admin
+// endpoint set up as docs/operations.md says (origins enforced, the empty
+// origin allowed for the typed address), and drives it: the event is
+// listed, raise moves the watermark, pause and sold out work, every request
+// the page makes goes to its own origin, and another site's page cannot
+// change the event.
+func TestBrowserConsole(t *testing.T) {
+	ev := testenv.EventID()
+	evs := strconv.FormatInt(ev, 10)
+	port := testenv.FreePort(t)
+	tc := caddytest.NewTester(t)
+	tc.InitServer(fmt.Sprintf(`{
+	skip_install_trust
+	admin localhost:%d {
+		origins localhost:%d ""
+		enforce_origin
+	}
+	http_port %d
+	https_port %d
+	grace_period 1ns
+}
+
+http://localhost:%d {
+	waitroom {
+		event %d
+		key k1 %s
+		watermark 2
+	}
+	respond "the site"
+}
+`, adminPort, adminPort, port, port+1, port, ev, testSecret), "caddyfile")
+	site := fmt.Sprintf("http://localhost:%d/", port)
+	for range 5 {
+		require.Equal(t, http.StatusOK, newVisitor(t).get(site).StatusCode)
+	}
+	entry := findRoom(ev)
+	require.NotNil(t, entry)
+	require.NoError(t, entry.room.PublishInventory(t.Context(), waitroom.Inventory{Sellable: 490, Held: 6, Confirmed: 2, Remaining: 482, Healthy: true}))
+
+	admin := fmt.Sprintf("http://localhost:%d", adminPort)
+	ctx := browser.New(t)
+	// The requests the console makes, and the headers they went out with
+	// (Origin is added below what requestWillBeSent reports).
+	var mu sync.Mutex
+	var sent []*network.Request
+	wire := map[network.RequestID]network.Headers{}
+	ids := map[*network.Request]network.RequestID{}
+	require.NoError(t, chromedp.Listen(ctx, func(e any) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch e := e.(type) {
+		case *network.EventRequestWillBeSent:
+			sent = append(sent, e.Request)
+			ids[e.Request] = e.RequestID
+		case *network.EventRequestWillBeSentExtraInfo:
+			wire[e.RequestID] = e.Headers
+		}
+	}))
+
+	card := "#event-" + evs
+	text := func(k string) string {
+		t.Helper()
+		s, err := chromedp.Run(ctx, chromedp.Evaluate[string](fmt.Sprintf(`document.querySelector(%q).textContent`, card+" [data-k="+k+"]")))
+		require.NoError(t, err)
+		return s
+	}
+	// until waits for the card to show want in field k.
+	until := func(k, want string) {
+		t.Helper()
+		_, err := chromedp.Run(ctx, chromedp.Poll[bool](fmt.Sprintf(`document.querySelector(%q)?.textContent === %q`, card+" "+k, want),
+			chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(10*time.Second)))
+		require.NoError(t, err, "%s shows %q", k, want)
+	}
+	click := func(act string) {
+		t.Helper()
+		require.NoError(t, chromedp.Do(ctx, chromedp.Click(card+` button[data-act="`+act+`"]`, chromedp.NodeVisible)))
+	}
+	state := func() map[string]any {
+		t.Helper()
+		code, s, raw := adminCall(t, adminPort, http.MethodGet, "/waitroom/events/"+evs, "")
+		require.Equal(t, http.StatusOK, code, raw)
+		return s
+	}
+
+	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(admin+"/waitroom/console")))
+	until("h2 .badge", "Open")
+	until("[data-k=watermark]", "2")
+	assert.Equal(t, "3", text("waiting"))
+	assert.Equal(t, "2", text("admitted"))
+	assert.Equal(t, "5", text("last_position"))
+	assert.Equal(t, "482", text("remaining"))
+
+	require.NoError(t, chromedp.Do(ctx, chromedp.SetValue(card+` input[name="raise_by"]`, "3", chromedp.NodeVisible),
+		chromedp.SetValue(card+` input[name="reason"]`, "payments caught up", chromedp.NodeVisible)))
+	click("raise")
+	until("[data-k=watermark]", "5")
+	assert.Equal(t, 5.0, state()["watermark"], "the raise went through the admin API")
+	until("tbody tr:first-child td:nth-child(6)", "payments caught up")
+
+	// A dozen more arrive while staff watch: the console shows the pace.
+	for range 12 {
+		require.Equal(t, http.StatusOK, newVisitor(t).get(site).StatusCode)
+	}
+	until("[data-k=last_position]", "17")
+	assert.Equal(t, "12", text("waiting"))
+	_, err := chromedp.Run(ctx, chromedp.Poll[bool](fmt.Sprintf(`Number(document.querySelector(%q).textContent) > 0`, card+" [data-k=arrivals_per_second]"),
+		chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(10*time.Second)))
+	require.NoError(t, err, "arrivals per second shown")
+	browser.Screenshot(t, ctx, "console")
+
+	click("pause")
+	until("h2 .badge", "Paused")
+	assert.Equal(t, true, state()["paused"])
+	until(`button[data-act="pause"]`, "Resume")
+
+	// Another site's page tries to sell the event out, as a form (its
+	// text/plain body is JSON the module would take) and as a script: Caddy
+	// refuses both before the module sees them.
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		fmt.Fprintf(w, `<!doctype html><title>other</title><form id="f" method="post" enctype="text/plain" action="%s/waitroom/events/%s/sold_out"><input name='{"sold_out": true, "reason": "' value='"}'></form>`, admin, evs)
+	}))
+	defer other.Close()
+	foreign := browser.Tab(t, ctx)
+	require.NoError(t, chromedp.Do(foreign, chromedp.Navigate(other.URL)))
+	var status int
+	status, err = chromedp.Run(foreign, chromedp.Evaluate[int](fmt.Sprintf(
+		`fetch(%q, {method: "POST", mode: "no-cors", body: '{"sold_out": true}'}).then(() => 0, () => -1)`, admin+"/waitroom/events/"+evs+"/sold_out"),
+		chromedp.EvalAwaitPromise))
+	require.NoError(t, err)
+	assert.Equal(t, 0, status, "an opaque answer")
+	require.NoError(t, chromedp.Do(foreign, chromedp.Submit(chromedp.ID("f"))))
+	require.NoError(t, chromedp.Do(foreign, chromedp.WaitReady("body")))
+	assert.Equal(t, false, state()["sold_out"], "no other site's request changed the event")
+
+	require.NoError(t, chromedp.Do(ctx, chromedp.Evaluate[chromedp.Void](`window.confirm = () => true`)))
+	click("sold_out")
+	until("h2 .badge", "Sold out")
+	assert.Equal(t, true, state()["sold_out"])
+	until("[data-k=waiting]", "0")
+	click("pause")
+	until("h2 .badge", "Sold out")
+	until(`button[data-act="pause"]`, "Pause")
+	assert.Equal(t, false, state()["paused"])
+	browser.Screenshot(t, ctx, "console-sold-out")
+
+	mu.Lock()
+	defer mu.Unlock()
+	var posts int
+	for _, r := range sent {
+		if !strings.HasPrefix(r.URL, admin+"/") {
+			t.Errorf("the console asked another origin: %s %s", r.Method, r.URL)
+		}
+		if r.Method == http.MethodPost && wire[ids[r]]["Origin"] == admin {
+			posts++
+		}
+	}
+	assert.GreaterOrEqual(t, posts, 4, "the console's changes carry its own origin")
+}
