@@ -41,6 +41,7 @@ type saleFlags struct {
 	payLatency          time.Duration
 	jsonPath, chartPath string
 	heapProfile         string
+	gateways            int
 	quiet, keep         bool
 }
 
@@ -79,6 +80,7 @@ func (f *saleFlags) register(fs *flagSet) {
 	fs.StringVar(&f.originBin, "origin", "bin/origin", "the origin (go build -o bin/origin ./cmd/origin)")
 	fs.StringVar(&f.jsonPath, "json", "", "also write the report to this JSON file")
 	fs.StringVar(&f.chartPath, "chart", "out/flashsale.svg", "chart of the sale over time (.svg or .png; empty: none)")
+	fs.IntVar(&f.gateways, "gateways", 1, "Caddy processes in front of the origin, sharing one Redis; the crowd goes round-robin over them")
 	fs.StringVar(&f.heapProfile, "heap-profile", "", "write the load generator's heap profile (pprof) to this file once every user has arrived")
 	fs.BoolVar(&f.quiet, "quiet", false, "no progress bar")
 	fs.BoolVar(&f.keep, "keep", false, "keep the run's folder (configs, server logs) and its database")
@@ -91,6 +93,9 @@ func (f *saleFlags) check() ([]string, error) {
 	}
 	if f.seats <= 0 {
 		return nil, usagef("--seats must be positive")
+	}
+	if f.gateways < 1 {
+		return nil, usagef("--gateways must be at least 1")
 	}
 	if f.overflowPct < 0 || f.overflowPct > 100 {
 		return nil, usagef("--overflow-pct must be from 0 to 100")
@@ -212,7 +217,7 @@ func flashSale(ctx context.Context, f saleFlags, faults []string, out, errOut io
 		CaddyBin: f.caddyBin, OriginBin: f.originBin, Dir: dir,
 		RedisURL: f.srv.redisURL, DatabaseURL: f.srv.databaseURL,
 		OwnRedis: has("redis-restart"), PausablePostgres: has("pg-pause"),
-		OriginEnv: env, KeepDatabase: f.keep,
+		OriginEnv: env, KeepDatabase: f.keep, Gateways: f.gateways,
 		Event: api.NewEvent{Name: "Flash sale", Capacity: f.seats, Price: 90000, Currency: "inr",
 			HoldTTLSeconds: ttl, MaxPerUser: max(f.cfg.Quantity, 1), OverflowPct: &f.overflowPct},
 	})
@@ -249,8 +254,12 @@ func flashSale(ctx context.Context, f saleFlags, faults []string, out, errOut io
 		}})
 	}
 
+	through := sys.Gateway
+	if len(sys.More) > 0 {
+		through = fmt.Sprintf("%d gateways (%s and %d more)", 1+len(sys.More), sys.Gateway, len(sys.More))
+	}
 	fmt.Fprintf(errOut, "event %d: %d seats, %d sellable; %s users arriving over %s through %s\n",
-		sys.Event.ID, sys.Event.Capacity, sys.Event.Sellable, report.Count(f.cfg.Users), f.cfg.Window, sys.Gateway)
+		sys.Event.ID, sys.Event.Capacity, sys.Event.Sellable, report.Count(f.cfg.Users), f.cfg.Window, through)
 	bar := newBar(f.cfg.Users, f.quiet, errOut)
 	var profiled bool
 	res, err := sale.Run(ctx, f.cfg, target, inject, func(done, _ int64, s sale.Sample) {
@@ -312,8 +321,12 @@ func (c *redisCounter) read(ctx context.Context, url string) (int64, error) {
 
 // saleTarget is how the crowd and the report reach the system.
 func saleTarget(sys *stack.System, cmds *redisCounter) sale.Target {
+	var more []sale.Gateway
+	for _, c := range sys.More {
+		more = append(more, sale.Gateway{Site: c.Sites[0].URL(), Admin: c.AdminURL})
+	}
 	return sale.Target{
-		Gateway: sys.Gateway, GatewayAdmin: sys.Caddy.AdminURL, Origin: sys.Origin.URL,
+		Gateway: sys.Gateway, GatewayAdmin: sys.Caddy.AdminURL, MoreGateways: more, Origin: sys.Origin.URL,
 		AdminToken: sys.AdminToken, WebhookSecret: sys.WebhookSecret, Event: sys.Event.ID,
 		Writes: func(ctx context.Context) (sale.Writes, error) {
 			w, err := sys.DB.SettledWrites(ctx, 15*time.Second)

@@ -66,14 +66,16 @@ func TestFlashSale(t *testing.T) {
 	caddyBin, originBin := buildServers(t)
 
 	tests := []struct {
-		name   string
-		users  int
-		seats  int64
-		late   float64
-		faults []string
+		name     string
+		users    int
+		seats    int64
+		late     float64
+		faults   []string
+		gateways int
 	}{
-		{"plain", 3000, 60, 0.05, nil},
-		{"with every fault", 2000, 40, 0.15, faultNames},
+		{"plain", 3000, 60, 0.05, nil, 1},
+		{"with every fault", 2000, 40, 0.15, faultNames, 1},
+		{"three gateways", 3000, 60, 0.05, nil, 3},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -93,6 +95,7 @@ func TestFlashSale(t *testing.T) {
 			f.cfg.Timeout = 2 * time.Minute
 			f.pgPause = 2 * time.Second
 			f.faults = strings.Join(tc.faults, ",")
+			f.gateways = tc.gateways
 			f.quiet = true
 			f.chartPath = filepath.Join(t.TempDir(), "sale.png")
 			f.jsonPath = filepath.Join(t.TempDir(), "sale.json")
@@ -146,6 +149,8 @@ func TestFlashSale(t *testing.T) {
 			}
 			assert.Zero(t, res.DuplicatePositions, "queue positions given to two users")
 			assert.Positive(t, res.Positions)
+			assert.Equal(t, tc.gateways, res.Gateways)
+			assert.Len(t, res.Memory, 4+tc.gateways, "loadtest, each gateway, origin, Redis, PostgreSQL")
 		})
 	}
 }

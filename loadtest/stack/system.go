@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -39,6 +41,9 @@ type SystemConfig struct {
 	KeepDatabase bool
 	// NoGateway leaves Caddy out (the origin alone).
 	NoGateway bool
+	// Gateways is how many Caddy processes guard the site, sharing the
+	// queue store (0 or 1: one).
+	Gateways int
 	// Upstream, when set, is what the gateway proxies to instead of the
 	// origin (e.g. a counting proxy in front of it).
 	Upstream func(originURL string) (string, error)
@@ -51,6 +56,9 @@ type System struct {
 	Proxy  *faultproxy.Proxy // nil unless PausablePostgres
 	Origin *Origin
 	Caddy  *Caddy // nil with NoGateway
+	// More are the further gateways (SystemConfig.Gateways), each with its
+	// own site.
+	More []*Caddy
 
 	RedisURL      string
 	KeyID, Secret string
@@ -131,6 +139,22 @@ func Up(ctx context.Context, cfg SystemConfig) (s *System, err error) {
 		return s, err
 	}
 	s.Gateway = site.URL()
+	for i := 2; i <= cfg.Gateways; i++ {
+		// Each in a folder of its own (Caddyfile, log, state), on a port of
+		// its own, over the same store and key.
+		dir := filepath.Join(cfg.Dir, fmt.Sprintf("gateway-%d", i))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return s, err
+		}
+		if site.Port, err = FreePort(); err != nil {
+			return s, err
+		}
+		c, err := StartCaddy(ctx, CaddyConfig{Bin: cfg.CaddyBin, Dir: dir, KeyID: s.KeyID, Secret: s.Secret, Sites: []Site{site}})
+		if err != nil {
+			return s, err
+		}
+		s.More = append(s.More, c)
+	}
 	return s, nil
 }
 
@@ -138,6 +162,9 @@ func Up(ctx context.Context, cfg SystemConfig) (s *System, err error) {
 // database. It is safe on a partly started system.
 func (s *System) Down(ctx context.Context) []error {
 	var errs []error
+	for _, c := range s.More {
+		errs = append(errs, c.Stop(10*time.Second))
+	}
 	if s.Caddy != nil {
 		errs = append(errs, s.Caddy.Stop(10*time.Second))
 	}
@@ -170,7 +197,7 @@ func (s *System) Caddies() []*Caddy {
 	if s.Caddy == nil {
 		return nil
 	}
-	return []*Caddy{s.Caddy}
+	return append([]*Caddy{s.Caddy}, s.More...)
 }
 
 // Failed reports a server that exited by itself.
@@ -180,8 +207,10 @@ func (s *System) Failed() error {
 			return err
 		}
 	}
-	if s.Caddy != nil {
-		return s.Caddy.failed()
+	for _, c := range s.Caddies() {
+		if err := c.failed(); err != nil {
+			return err
+		}
 	}
 	return nil
 }
