@@ -46,6 +46,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		sold_out_max_age <duration>
 //		waiting_template <file>
 //		sold_out_template <file>
+//		locales          <dir>
 //		autopilot        <step> <interval>
 //		cookie_secure    always|auto
 //		opens_at         <RFC 3339 time>
@@ -166,6 +167,12 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return err
 			}
 			h.SoldOutTemplate = v
+		case "locales":
+			v, err := stringArg(d, sub)
+			if err != nil {
+				return err
+			}
+			h.Locales = v
 		case "autopilot":
 			args := d.RemainingArgs()
 			if len(args) != 2 {

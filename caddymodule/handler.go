@@ -15,6 +15,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
+	"github.com/waitroom/waitroom/caddymodule/locale"
 	"github.com/waitroom/waitroom/waitroom"
 	"github.com/waitroom/waitroom/waitroom/lottery"
 )
@@ -177,6 +178,11 @@ type Handler struct {
 	// SoldOutPage. Default: the embedded page.
 	SoldOutTemplate string `json:"sold_out_template,omitempty"`
 
+	// A directory of message catalogs (go-i18n TOML or JSON files named
+	// after their language, as fr.toml) that add languages to the default
+	// pages or replace messages of the embedded ones (docs/gateway.md).
+	Locales string `json:"locales,omitempty"`
+
 	// How long after its last poll a waiting position stops counting in
 	// "ahead" and in the estimated wait: its holder gave up. Default: 2m30s
 	// (five of the longest polling intervals the waiting page is told).
@@ -233,6 +239,7 @@ type Handler struct {
 	// holders.
 	publicMaxAge  string
 	privateMaxAge string
+	catalog       *locale.Catalog
 	waitingPage   *template.Template
 	soldOutPage   *template.Template
 	unavailPage   *template.Template

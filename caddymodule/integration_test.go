@@ -308,7 +308,7 @@ func walkThrough(t *testing.T, store string) {
 	assert.Equal(t, 1.0, res.json(t)["position"])
 	html := alice.get(s.url("/buy"), "Accept", "text/html")
 	assert.Equal(t, "text/html; charset=utf-8", html.Header.Get("Content-Type"))
-	assert.Contains(t, html.body, "You're in the queue")
+	assert.Contains(t, html.body, "You’re in the queue")
 
 	// The admin API lets position 1 in.
 	code, state, raw := adminCall(t, adminPort, http.MethodPost, "/waitroom/events/"+evs+"/watermark", `{"set": 1}`)

@@ -10,6 +10,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -20,6 +21,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
+	"github.com/waitroom/waitroom/caddymodule/locale"
 	"github.com/waitroom/waitroom/waitroom"
 )
 
@@ -28,26 +30,93 @@ import (
 // a request gets; what each looks like is here.
 
 // The default pages. They inline their styles and script: every other asset
-// of the site sits behind the waiting room itself.
+// of the site sits behind the waiting room itself. layout.html holds what
+// they share.
 //
 //go:embed templates/*.html
 var templateFiles embed.FS
 
 var (
-	defaultWaitingPage     = template.Must(template.ParseFS(templateFiles, "templates/waiting.html"))
-	defaultSoldOutPage     = template.Must(template.ParseFS(templateFiles, "templates/sold_out.html"))
-	defaultUnavailablePage = template.Must(template.ParseFS(templateFiles, "templates/unavailable.html"))
-	defaultPreQueuePage    = template.Must(template.ParseFS(templateFiles, "templates/pre_queue.html"))
-	defaultChallengePage   = template.Must(template.ParseFS(templateFiles, "templates/challenge.html"))
-	defaultRateLimitedPage = template.Must(template.ParseFS(templateFiles, "templates/rate_limited.html"))
-	defaultCompletedPage   = template.Must(template.ParseFS(templateFiles, "templates/completed.html"))
+	defaultWaitingPage     = defaultPage("waiting.html")
+	defaultSoldOutPage     = defaultPage("sold_out.html")
+	defaultUnavailablePage = defaultPage("unavailable.html")
+	defaultPreQueuePage    = defaultPage("pre_queue.html")
+	defaultChallengePage   = defaultPage("challenge.html")
+	defaultRateLimitedPage = defaultPage("rate_limited.html")
+	defaultCompletedPage   = defaultPage("completed.html")
 )
+
+func defaultPage(name string) *template.Template {
+	return template.Must(template.ParseFS(templateFiles, "templates/layout.html", "templates/"+name)).Lookup(name)
+}
+
+// The visitor's own choice of language, ahead of Accept-Language: the
+// query parameter (the pages' language links set it), then the cookie (a
+// site's own language switcher may set it; the gateway never does).
+const (
+	langParam  = "lang"
+	langCookie = "waitroom_lang"
+)
+
+// Page is what every page is executed with, embedded in its own data: the
+// visitor's language ({{.Lang}}, {{.T "message_id"}}, {{.Number n}}) and
+// links to the page in the others.
+type Page struct {
+	locale.Text
+	Languages []LanguageLink
+}
+
+// LanguageLink is this page in one of the catalog's languages.
+type LanguageLink struct {
+	// Lang is the language's tag; Name its name in itself.
+	Lang, Name string
+	// Href is this page's URL with ?lang= set.
+	Href string
+	// Current is the language the page is in.
+	Current bool
+}
+
+// page chooses the language of an HTML answer to r, and says so in its
+// headers.
+func (h *Handler) page(w http.ResponseWriter, r *http.Request) (Page, error) {
+	var cookie string
+	if c, err := r.Cookie(langCookie); err == nil {
+		cookie = c.Value
+	}
+	text := h.catalog.Choose(r.Header.Get("Accept-Language"), r.URL.Query().Get(langParam), cookie)
+	hdr := w.Header()
+	hdr.Set("Content-Language", text.Lang())
+	hdr.Add("Vary", "Accept-Language")
+	p, err := h.catalogPage(text, r.URL)
+	if err != nil {
+		return Page{}, caddyhttp.Error(http.StatusInternalServerError, err)
+	}
+	return p, nil
+}
+
+// catalogPage is the page in text's language, linking to u in the others.
+func (h *Handler) catalogPage(text locale.Text, u *url.URL) (Page, error) {
+	p := Page{Text: text}
+	for _, l := range h.catalog.Languages() {
+		name, err := l.T("lang_name")
+		if err != nil {
+			return Page{}, err
+		}
+		q := u.Query()
+		q.Set(langParam, l.Lang())
+		p.Languages = append(p.Languages, LanguageLink{
+			Lang: l.Lang(), Name: name, Href: u.EscapedPath() + "?" + q.Encode(), Current: l.Lang() == text.Lang(),
+		})
+	}
+	return p, nil
+}
 
 // PreQueuePage is what the pre-queue page is executed with: before a
 // scheduled opening, it counts down from OpensInSeconds (the server's
 // clock, not the visitor's) and reloads at the opening, when the visitor
 // gets the position the draw gave it.
 type PreQueuePage struct {
+	Page
 	Event int64
 	// OpensAt is the opening, RFC 3339 in UTC.
 	OpensAt string
@@ -60,6 +129,7 @@ type PreQueuePage struct {
 // ChallengePage is what the challenge page is executed with: it finds a
 // solution in a Web Worker and sends the request again with it.
 type ChallengePage struct {
+	Page
 	Event      int64
 	Challenge  string
 	Difficulty int
@@ -75,6 +145,7 @@ type ChallengePage struct {
 // "sold_out" (status 410) means it never will be. A <noscript> meta refresh
 // of RetryAfterSeconds covers browsers without JavaScript.
 type WaitingPage struct {
+	Page
 	// Event is the event id.
 	Event int64
 	// Position is the visitor's place in the queue (1-based).
@@ -85,8 +156,9 @@ type WaitingPage struct {
 	Ahead int64
 	// EstimatedWaitSeconds is the estimated wait; 0 when unknown.
 	EstimatedWaitSeconds int64
-	// EstimatedWait is the estimate in words ("about 4 minutes", "less than
-	// a minute"); empty when there is nothing to estimate from yet.
+	// EstimatedWait is the estimate in words, in the page's language ("about
+	// 4 minutes", "less than a minute"); empty when there is nothing to
+	// estimate from yet.
 	EstimatedWait string
 	// Paused is true while the event's entry is paused.
 	Paused bool
@@ -97,6 +169,7 @@ type WaitingPage struct {
 // SoldOutPage is what the sold-out page template (sold_out_template) is
 // executed with.
 type SoldOutPage struct {
+	Page
 	// Event is the event id.
 	Event int64
 }
@@ -104,18 +177,28 @@ type SoldOutPage struct {
 // UnavailablePage is what the page shown to a new arrival while the queue's
 // store is unreachable is executed with.
 type UnavailablePage struct {
+	Page
 	Event             int64
 	RetryAfterSeconds int
 }
 
-// loadPages sets up the handler's pages: the configured templates, checked
-// now, or the embedded ones.
+// loadPages sets up the handler's pages: the catalogs, and the configured
+// templates, checked now, or the embedded ones.
 func (h *Handler) loadPages() error {
 	var err error
-	if h.waitingPage, err = loadTemplate("waiting_template", h.WaitingTemplate, defaultWaitingPage, sampleWaitingPage); err != nil {
+	if h.catalog, err = locale.Load(h.Locales); err != nil {
 		return err
 	}
-	if h.soldOutPage, err = loadTemplate("sold_out_template", h.SoldOutTemplate, defaultSoldOutPage, SoldOutPage{Event: h.Event}); err != nil {
+	sample, err := h.catalogPage(h.catalog.Choose(""), &url.URL{Path: "/"})
+	if err != nil {
+		return err
+	}
+	waiting := sampleWaitingPage
+	waiting.Page = sample
+	if h.waitingPage, err = loadTemplate("waiting_template", h.WaitingTemplate, defaultWaitingPage, waiting); err != nil {
+		return err
+	}
+	if h.soldOutPage, err = loadTemplate("sold_out_template", h.SoldOutTemplate, defaultSoldOutPage, SoldOutPage{Page: sample, Event: h.Event}); err != nil {
 		return err
 	}
 	h.unavailPage = defaultUnavailablePage
@@ -150,26 +233,6 @@ func loadTemplate(setting, file string, def *template.Template, sample any) (*te
 		return nil, fmt.Errorf("%s: %w", setting, err)
 	}
 	return t, nil
-}
-
-// DescribeWait puts an estimated wait in words for the waiting page:
-// "less than a minute", "about 1 minute", "about 25 minutes", "about 2
-// hours"; empty when the wait is unknown.
-func DescribeWait(d time.Duration, known bool) string {
-	switch {
-	case !known:
-		return ""
-	case d < time.Minute:
-		return "less than a minute"
-	case d < 90*time.Minute:
-		m := int(math.Round(d.Minutes()))
-		if m <= 1 {
-			return "about 1 minute"
-		}
-		return fmt.Sprintf("about %d minutes", m)
-	default:
-		return fmt.Sprintf("about %d hours", int(math.Round(d.Hours())))
-	}
 }
 
 // waitingBody is the JSON form of the waiting answer.
@@ -216,13 +279,22 @@ func (h *Handler) wait(w http.ResponseWriter, r *http.Request, repl *caddy.Repla
 			Paused:               s.Paused,
 		})
 	}
+	p, err := h.page(w, r)
+	if err != nil {
+		return err
+	}
+	words, err := p.Wait(d, known)
+	if err != nil {
+		return caddyhttp.Error(http.StatusInternalServerError, err)
+	}
 	return h.render(w, h.WaitingStatus, h.waitingPage, WaitingPage{
+		Page:                 p,
 		Event:                h.Event,
 		Position:             t.Position,
 		AdmittedThrough:      s.Watermark,
 		Ahead:                ahead,
 		EstimatedWaitSeconds: seconds,
-		EstimatedWait:        DescribeWait(d, known),
+		EstimatedWait:        words,
 		Paused:               s.Paused,
 		RetryAfterSeconds:    retry,
 	})
@@ -243,7 +315,11 @@ func (h *Handler) completed(w http.ResponseWriter, r *http.Request, repl *caddy.
 			Event  int64  `json:"event"`
 		}{StatusCompleted, h.Event})
 	}
-	return h.render(w, http.StatusOK, defaultCompletedPage, SoldOutPage{Event: h.Event})
+	p, err := h.page(w, r)
+	if err != nil {
+		return err
+	}
+	return h.render(w, http.StatusOK, defaultCompletedPage, SoldOutPage{Page: p, Event: h.Event})
 }
 
 // soldOut answers 410. It never sets a cookie, so the answer to a stranger
@@ -271,7 +347,11 @@ func (h *Handler) soldOut(w http.ResponseWriter, r *http.Request, repl *caddy.Re
 			Event  int64  `json:"event"`
 		}{StatusSoldOut, h.Event})
 	}
-	return h.render(w, http.StatusGone, h.soldOutPage, SoldOutPage{Event: h.Event})
+	p, err := h.page(w, r)
+	if err != nil {
+		return err
+	}
+	return h.render(w, http.StatusGone, h.soldOutPage, SoldOutPage{Page: p, Event: h.Event})
 }
 
 // unavailable answers a new arrival whose position could not be taken
@@ -298,7 +378,11 @@ func (h *Handler) unavailable(w http.ResponseWriter, r *http.Request, repl *cadd
 			Message string `json:"message"`
 		}{"queue_unavailable", "The queue cannot take new arrivals right now; try again in a few seconds."})
 	}
-	return h.render(w, http.StatusServiceUnavailable, h.unavailPage, UnavailablePage{Event: h.Event, RetryAfterSeconds: retry})
+	p, err := h.page(w, r)
+	if err != nil {
+		return err
+	}
+	return h.render(w, http.StatusServiceUnavailable, h.unavailPage, UnavailablePage{Page: p, Event: h.Event, RetryAfterSeconds: retry})
 }
 
 func (h *Handler) render(w http.ResponseWriter, status int, t *template.Template, data any) error {
@@ -400,7 +484,12 @@ func (h *Handler) preQueue(w http.ResponseWriter, r *http.Request, repl *caddy.R
 			Token:             t.Raw,
 		})
 	}
+	p, err := h.page(w, r)
+	if err != nil {
+		return err
+	}
 	return h.render(w, http.StatusOK, h.preQueuePage, PreQueuePage{
+		Page:              p,
 		Event:             h.Event,
 		OpensAt:           opensAt,
 		OpensInSeconds:    opensIn,
@@ -426,7 +515,12 @@ func (h *Handler) challenge(w http.ResponseWriter, r *http.Request, repl *caddy.
 			ExpiresAt:  c.ExpiresAt.UTC().Format(time.RFC3339),
 		})
 	}
+	p, err := h.page(w, r)
+	if err != nil {
+		return err
+	}
 	return h.render(w, http.StatusOK, h.challengePg, ChallengePage{
+		Page:       p,
 		Event:      h.Event,
 		Challenge:  c.Nonce,
 		Difficulty: c.Difficulty,
@@ -450,5 +544,9 @@ func (h *Handler) rateLimited(w http.ResponseWriter, r *http.Request, repl *cadd
 			Message string `json:"message"`
 		}{"rate_limited", "Too many new arrivals from this address; try again in " + strconv.Itoa(retry) + " s."})
 	}
-	return h.render(w, http.StatusTooManyRequests, h.limitedPage, UnavailablePage{Event: h.Event, RetryAfterSeconds: retry})
+	p, err := h.page(w, r)
+	if err != nil {
+		return err
+	}
+	return h.render(w, http.StatusTooManyRequests, h.limitedPage, UnavailablePage{Page: p, Event: h.Event, RetryAfterSeconds: retry})
 }

@@ -1,0 +1,194 @@
+// Package locale translates the gateway's pages. Its catalogs are go-i18n
+// message files, one per language, named after the language (de.toml,
+// pt-BR.json): the embedded ones (catalogs/: English, Spanish, German,
+// Japanese) and those of an operator's directory, which add languages or
+// replace messages of the embedded ones. A message a catalog lacks is
+// taken from English.
+//
+// Choose picks a language for a request: an explicit choice first (the
+// page's ?lang= parameter, the waitroom_lang cookie), then Accept-Language
+// with its q-values, a region falling back to its language (es-MX reads
+// Spanish); English when nothing matches.
+package locale
+
+import (
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"os"
+	"path"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+	"github.com/nicksnyder/go-i18n/v2/i18n"
+	"golang.org/x/text/language"
+	"golang.org/x/text/message"
+)
+
+//go:embed catalogs/*.toml
+var builtin embed.FS
+
+// Default is the language of a request that names none the catalogs have,
+// and the one every other catalog falls back to.
+var Default = language.English
+
+// Catalog is the set of languages the pages are served in.
+type Catalog struct {
+	bundle  *i18n.Bundle
+	matcher language.Matcher
+	texts   []Text // in the order of bundle.LanguageTags(): Default first
+}
+
+// Load reads the embedded catalogs, then every .toml and .json file of dir
+// (none when dir is empty).
+func Load(dir string) (*Catalog, error) {
+	b := i18n.NewBundle(Default)
+	b.RegisterUnmarshalFunc("toml", toml.Unmarshal)
+	if err := loadFS(b, builtin, "catalogs"); err != nil {
+		return nil, err
+	}
+	if dir != "" {
+		if err := loadFS(b, os.DirFS(dir), "."); err != nil {
+			return nil, fmt.Errorf("locales %s: %w", dir, err)
+		}
+	}
+	c := &Catalog{bundle: b}
+	tags := b.LanguageTags()
+	c.matcher = language.NewMatcher(tags)
+	for _, tag := range tags {
+		c.texts = append(c.texts, Text{
+			lang: tag.String(),
+			loc:  i18n.NewLocalizer(b, tag.String()),
+			num:  message.NewPrinter(tag),
+		})
+	}
+	return c, nil
+}
+
+func loadFS(b *i18n.Bundle, fsys fs.FS, dir string) error {
+	entries, err := fs.ReadDir(fsys, dir)
+	if err != nil {
+		return err
+	}
+	loaded := 0
+	for _, e := range entries {
+		ext := path.Ext(e.Name())
+		if e.IsDir() || (ext != ".toml" && ext != ".json") {
+			continue
+		}
+		f, err := b.LoadMessageFileFS(fsys, path.Join(dir, e.Name()))
+		if err != nil {
+			return fmt.Errorf("%s: %w", e.Name(), err)
+		}
+		if f.Tag == language.Und {
+			return fmt.Errorf("%s: name the file after its language, as in de.toml or pt-BR.json", e.Name())
+		}
+		loaded++
+	}
+	if loaded == 0 {
+		return errors.New("no .toml or .json catalogs in it")
+	}
+	return nil
+}
+
+// Languages lists the catalog's languages, Default first, then by tag.
+func (c *Catalog) Languages() []Text {
+	out := slices.Clone(c.texts)
+	slices.SortStableFunc(out[1:], func(a, b Text) int { return strings.Compare(a.lang, b.lang) })
+	return out
+}
+
+// Choose picks the language of a request: the first of explicit (language
+// tags the visitor chose, most binding first; empty ones are skipped) that
+// the catalog has, else the best match of acceptLanguage, else Default.
+func (c *Catalog) Choose(acceptLanguage string, explicit ...string) Text {
+	for _, e := range explicit {
+		if e == "" {
+			continue
+		}
+		if tag, err := language.Parse(e); err == nil {
+			if _, i, conf := c.matcher.Match(tag); conf != language.No {
+				return c.texts[i]
+			}
+		}
+	}
+	if desired, _, err := language.ParseAcceptLanguage(acceptLanguage); err == nil && len(desired) > 0 {
+		if _, i, conf := c.matcher.Match(desired...); conf != language.No {
+			return c.texts[i]
+		}
+	}
+	return c.texts[0]
+}
+
+// Text is one language's messages, as the page templates use them:
+// {{.Lang}}, {{.T "id"}}, {{.T "id" "Name" value}}.
+type Text struct {
+	lang string
+	loc  *i18n.Localizer
+	num  *message.Printer
+}
+
+// Lang is the language's BCP 47 tag, for lang= and Content-Language.
+func (x Text) Lang() string { return x.lang }
+
+// T is the message id, filled in with data: name and value pairs. A message
+// this language lacks is English; one English lacks too is an error, which
+// fails the page.
+func (x Text) T(id string, data ...any) (string, error) {
+	return x.localize(&i18n.LocalizeConfig{MessageID: id, TemplateData: pairs(data)})
+}
+
+// Plural is the plural message id for the count n, with {{.Count}} set.
+func (x Text) Plural(id string, n int) (string, error) {
+	return x.localize(&i18n.LocalizeConfig{MessageID: id, PluralCount: n, TemplateData: map[string]any{"Count": n}})
+}
+
+func (x Text) localize(lc *i18n.LocalizeConfig) (string, error) {
+	s, err := x.loc.Localize(lc)
+	var missing *i18n.MessageNotFoundErr
+	if errors.As(err, &missing) && s != "" {
+		// Taken from English.
+		return s, nil
+	}
+	return s, err
+}
+
+func pairs(data []any) map[string]any {
+	if len(data) == 0 {
+		return nil
+	}
+	m := make(map[string]any, len(data)/2)
+	for i := 0; i+1 < len(data); i += 2 {
+		m[fmt.Sprint(data[i])] = data[i+1]
+	}
+	return m
+}
+
+// Number writes n as the language groups digits (12,400; 12.400).
+func (x Text) Number(n int64) string { return x.num.Sprintf("%d", n) }
+
+// Wait puts an estimated wait in words: "less than a minute", "about 1
+// minute", "about 25 minutes", "about 2 hours"; empty when it is unknown.
+func (x Text) Wait(d time.Duration, known bool) (string, error) {
+	var unit string
+	var n int
+	switch {
+	case !known:
+		return "", nil
+	case d < time.Minute:
+		return x.T("wait_under_minute")
+	case d < 90*time.Minute:
+		unit, n = "wait_minutes", max(int(math.Round(d.Minutes())), 1)
+	default:
+		unit, n = "wait_hours", int(math.Round(d.Hours()))
+	}
+	amount, err := x.Plural(unit, n)
+	if err != nil {
+		return "", err
+	}
+	return x.T("wait_about", "Duration", amount)
+}
