@@ -569,10 +569,10 @@ func TestHTMLPages(t *testing.T) {
 		"You’re in the queue",
 		`<meta name="viewport"`,
 		`<noscript><meta http-equiv="refresh" content="`,
-		`"Accept": "application/json"`,
+		`Accept: "application/json"`,
 		`credentials: "same-origin"`,
-		"window.location.reload()",
-		`id="soldout"`,
+		"location.reload()",
+		`aria-live="polite"`,
 	} {
 		assert.Contains(t, page, want)
 	}
