@@ -48,6 +48,14 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		sold_out_template <file>
 //		locales          <dir>
 //		autopilot        <step> <interval>
+//		autopilot {
+//			interval       <duration>
+//			max_undecided  <n>
+//			conversion     <share>
+//			decision_time  <duration>
+//			expiring_share <share>
+//			max_error_rate <share>
+//		}
 //		cookie_secure    always|auto
 //		opens_at         <RFC 3339 time>
 //		lottery_seed     <hex>
@@ -56,7 +64,9 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //	}
 //
 // event and at least one key are required; key may be repeated (the first
-// signs, all verify). The defaults are those of the JSON fields of Handler;
+// signs, all verify). autopilot with two arguments raises at a fixed rate;
+// with a block (possibly empty) it is the closed loop, steered by the
+// origin's inventory (docs/gateway.md). The defaults are those of the JSON fields of Handler;
 // challenge without a number means waitroom.DefaultChallengeBits.
 func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // the directive's name
@@ -174,19 +184,11 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 			h.Locales = v
 		case "autopilot":
-			args := d.RemainingArgs()
-			if len(args) != 2 {
-				return d.Errf("autopilot: want <step> <interval>, got %d argument(s)", len(args))
+			a, err := parseAutopilot(d)
+			if err != nil {
+				return err
 			}
-			step, err := strconv.ParseInt(args[0], 10, 64)
-			if err != nil || step < 1 {
-				return d.Errf("autopilot: step must be a positive integer (got %q)", args[0])
-			}
-			interval, err := caddy.ParseDuration(args[1])
-			if err != nil || interval <= 0 {
-				return d.Errf("autopilot: interval must be a positive duration (got %q)", args[1])
-			}
-			h.Autopilot = &Autopilot{Step: step, Interval: caddy.Duration(interval)}
+			h.Autopilot = a
 		case "cookie_secure":
 			v, err := stringArg(d, sub)
 			if err != nil {
@@ -252,6 +254,76 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		}
 	}
 	return nil
+}
+
+// parseAutopilot reads autopilot <step> <interval> (a fixed rate) or
+// autopilot { … } (the closed loop).
+func parseAutopilot(d *caddyfile.Dispenser) (*Autopilot, error) {
+	args := d.RemainingArgs()
+	nesting := d.Nesting()
+	if len(args) == 0 {
+		a := &Autopilot{ClosedLoop: true}
+		for d.NextBlock(nesting) {
+			sub := "autopilot " + d.Val()
+			var err error
+			switch d.Val() {
+			case "interval":
+				var v time.Duration
+				if v, err = durationArg(d, sub); err == nil && v <= 0 {
+					err = d.Errf("%s: must be positive (got %s)", sub, v)
+				}
+				a.Interval = caddy.Duration(v)
+			case "decision_time":
+				var v time.Duration
+				if v, err = durationArg(d, sub); err == nil && v <= 0 {
+					err = d.Errf("%s: must be positive (got %s)", sub, v)
+				}
+				a.DecisionTime = caddy.Duration(v)
+			case "max_undecided":
+				a.MaxUndecided, err = intArg(d, sub, 1)
+			case "conversion":
+				a.Conversion, err = shareArg(d, sub)
+			case "expiring_share":
+				a.ExpiringShare, err = shareArg(d, sub)
+			case "max_error_rate":
+				a.MaxErrorRate, err = shareArg(d, sub)
+			default:
+				err = d.Errf("unrecognized autopilot subdirective %q", d.Val())
+			}
+			if err != nil {
+				return nil, err
+			}
+		}
+		return a, nil
+	}
+	if len(args) != 2 {
+		return nil, d.Errf("autopilot: want <step> <interval> or a block, got %d argument(s)", len(args))
+	}
+	if d.NextBlock(nesting) {
+		return nil, d.Errf("autopilot: a fixed rate (<step> <interval>) takes no block")
+	}
+	step, err := strconv.ParseInt(args[0], 10, 64)
+	if err != nil || step < 1 {
+		return nil, d.Errf("autopilot: step must be a positive integer (got %q)", args[0])
+	}
+	interval, err := caddy.ParseDuration(args[1])
+	if err != nil || interval <= 0 {
+		return nil, d.Errf("autopilot: interval must be a positive duration (got %q)", args[1])
+	}
+	return &Autopilot{Step: step, Interval: caddy.Duration(interval)}, nil
+}
+
+// shareArg reads the one argument of sub, a share from 0 (excluded) to 1.
+func shareArg(d *caddyfile.Dispenser, sub string) (float64, error) {
+	v, err := stringArg(d, sub)
+	if err != nil {
+		return 0, err
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil || f <= 0 || f > 1 {
+		return 0, d.Errf("%s: want a share above 0 and at most 1 (got %q)", sub, v)
+	}
+	return f, nil
 }
 
 // stringArg reads the one argument of subdirective sub.

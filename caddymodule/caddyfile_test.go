@@ -125,7 +125,32 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 		{name: "zero max age", input: "waitroom {\n sold_out_max_age 0s\n}", err: "sold_out_max_age: must be positive"},
 		{name: "waiting template missing", input: "waitroom {\n waiting_template\n}", err: "waiting_template: want exactly one argument"},
 		{name: "sold out template missing", input: "waitroom {\n sold_out_template\n}", err: "sold_out_template: want exactly one argument"},
-		{name: "autopilot one arg", input: "waitroom {\n autopilot 100\n}", err: "autopilot: want <step> <interval>, got 1"},
+		{name: "autopilot closed loop, defaults", input: "waitroom {\n autopilot {\n }\n}", want: Handler{Autopilot: &Autopilot{ClosedLoop: true}}},
+		{name: "autopilot closed loop, no block", input: "waitroom {\n autopilot\n event 7\n}", want: Handler{Event: 7, Autopilot: &Autopilot{ClosedLoop: true}}},
+		{
+			name: "autopilot closed loop, every subdirective",
+			input: `waitroom {
+				autopilot {
+					interval 250ms
+					max_undecided 80
+					conversion 0.6
+					decision_time 20s
+					expiring_share 0.25
+					max_error_rate 0.1
+				}
+				event 9
+			}`,
+			want: Handler{Event: 9, Autopilot: &Autopilot{ClosedLoop: true, Interval: caddy.Duration(250 * time.Millisecond), MaxUndecided: 80,
+				Conversion: 0.6, DecisionTime: caddy.Duration(20 * time.Second), ExpiringShare: 0.25, MaxErrorRate: 0.1}},
+		},
+		{name: "autopilot unknown subdirective", input: "waitroom {\n autopilot {\n speed 3\n }\n}", err: `unrecognized autopilot subdirective "speed"`},
+		{name: "autopilot conversion above 1", input: "waitroom {\n autopilot {\n conversion 1.5\n }\n}", err: "autopilot conversion: want a share above 0 and at most 1"},
+		{name: "autopilot zero conversion", input: "waitroom {\n autopilot {\n conversion 0\n }\n}", err: "autopilot conversion: want a share"},
+		{name: "autopilot zero interval", input: "waitroom {\n autopilot {\n interval 0s\n }\n}", err: "autopilot interval: must be positive"},
+		{name: "autopilot bad decision time", input: "waitroom {\n autopilot {\n decision_time soon\n }\n}", err: `autopilot decision_time: "soon" is not a duration`},
+		{name: "autopilot max undecided zero", input: "waitroom {\n autopilot {\n max_undecided 0\n }\n}", err: "autopilot max_undecided: must be at least 1"},
+		{name: "autopilot fixed rate with a block", input: "waitroom {\n autopilot 10 1s {\n conversion 0.5\n }\n}", err: "takes no block"},
+		{name: "autopilot one arg", input: "waitroom {\n autopilot 100\n}", err: "autopilot: want <step> <interval> or a block, got 1"},
 		{name: "autopilot bad step", input: "waitroom {\n autopilot 0 10s\n}", err: "autopilot: step must be a positive integer"},
 		{name: "cookie secure missing", input: "waitroom {\n cookie_secure\n}", err: "cookie_secure: want exactly one argument, got 0"},
 		{name: "cookie secure two values", input: "waitroom {\n cookie_secure always auto\n}", err: "cookie_secure: want exactly one argument, got 2"},

@@ -274,14 +274,49 @@ type Key struct {
 	Secret string `json:"secret,omitempty"`
 }
 
-// Autopilot raises the watermark by Step every Interval while visitors wait
-// and the event is neither sold out nor paused. Across nodes sharing a store
-// only one raises per interval.
+// Autopilot raises the watermark by itself while visitors wait and the
+// event is neither sold out nor paused: by Step every Interval (a fixed
+// rate), or, with ClosedLoop, by what the origin publishes of its seats
+// (docs/gateway.md, autopilot). Across nodes sharing a store only one
+// raises per interval.
 type Autopilot struct {
-	// Positions admitted per step. Required when the autopilot is set.
+	// Positions admitted per step at a fixed rate. Required without
+	// closed_loop.
 	Step int64 `json:"step,omitempty"`
-	// Time between steps. Required when the autopilot is set.
+	// Time between steps. Required at a fixed rate; default 500ms in the
+	// closed loop.
 	Interval caddy.Duration `json:"interval,omitempty"`
+	// Admit by the origin's published inventory and the measured
+	// conversion of admitted users rather than at a fixed rate.
+	ClosedLoop bool `json:"closed_loop,omitempty"`
+	// The closed loop's cap on users admitted and undecided (admitted
+	// within the decision time, not holding). Default: 200.
+	MaxUndecided int64 `json:"max_undecided,omitempty"`
+	// The share of admitted users who hold, assumed until measured.
+	// Default: 0.5.
+	Conversion float64 `json:"conversion,omitempty"`
+	// The time an admitted user takes to hold, assumed until measured.
+	// Default: 30s.
+	DecisionTime caddy.Duration `json:"decision_time,omitempty"`
+	// The share of the seats of holds expiring soon counted as free.
+	// Default: 0.5.
+	ExpiringShare float64 `json:"expiring_share,omitempty"`
+	// The origin's share of server errors from which nobody is admitted.
+	// Default: 0.05.
+	MaxErrorRate float64 `json:"max_error_rate,omitempty"`
+}
+
+// closedLoop is the closed loop a configures, with its defaults; nil at a
+// fixed rate.
+func (a *Autopilot) closedLoop() *waitroom.ClosedLoop {
+	if a == nil || !a.ClosedLoop {
+		return nil
+	}
+	c := waitroom.ClosedLoop{
+		Interval: time.Duration(a.Interval), MaxUndecided: a.MaxUndecided, Conversion: a.Conversion,
+		DecisionTime: time.Duration(a.DecisionTime), ExpiringShare: a.ExpiringShare, MaxErrorRate: a.MaxErrorRate,
+	}.WithDefaults()
+	return &c
 }
 
 // CaddyModule returns the Caddy module information.
@@ -373,7 +408,9 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if !h.opensAt.IsZero() {
 		h.roomKey.OpensAt = h.opensAt.UnixNano()
 	}
-	if h.Autopilot != nil {
+	if c := h.Autopilot.closedLoop(); c != nil {
+		h.roomKey.ClosedLoop = *c
+	} else if h.Autopilot != nil {
 		h.roomKey.PilotStep, h.roomKey.PilotInterval = h.Autopilot.Step, time.Duration(h.Autopilot.Interval)
 	}
 	room, err := acquireRoom(h.roomKey, spec, h.seed)
@@ -431,7 +468,19 @@ func (h *Handler) Validate() error {
 	default:
 		return fmt.Errorf("waiting_status: must be 200, 202, 429 or 503 (got %d)", h.WaitingStatus)
 	}
-	if a := h.Autopilot; a != nil {
+	if a := h.Autopilot; a != nil && a.ClosedLoop {
+		if a.Step != 0 {
+			return fmt.Errorf("autopilot: the closed loop takes no step (got %d)", a.Step)
+		}
+		c := waitroom.ClosedLoop{Interval: time.Duration(a.Interval), MaxUndecided: a.MaxUndecided, Conversion: a.Conversion,
+			DecisionTime: time.Duration(a.DecisionTime), ExpiringShare: a.ExpiringShare, MaxErrorRate: a.MaxErrorRate}
+		if err := c.Validate(); err != nil {
+			return err
+		}
+	} else if a != nil {
+		if a.MaxUndecided != 0 || a.Conversion != 0 || a.DecisionTime != 0 || a.ExpiringShare != 0 || a.MaxErrorRate != 0 {
+			return errors.New("autopilot: max_undecided, conversion, decision_time, expiring_share and max_error_rate belong to the closed loop (closed_loop: true)")
+		}
 		if a.Step <= 0 || a.Interval <= 0 {
 			return fmt.Errorf("autopilot: step and interval must both be positive (got %d every %s)", a.Step, time.Duration(a.Interval))
 		}

@@ -43,6 +43,12 @@ func (g gateway) url(path string) string {
 // store; it is stopped when the test ends.
 func startGateway(t *testing.T, bin, name string, event int64, store string) gateway {
 	t.Helper()
+	return startGatewayWith(t, bin, name, event, store, "")
+}
+
+// startGatewayWith is startGateway with more waitroom subdirectives.
+func startGatewayWith(t *testing.T, bin, name string, event int64, store, more string) gateway {
+	t.Helper()
 	dir := t.TempDir()
 	g := gateway{name: name, adminPort: testenv.FreePort(t), httpPort: testenv.FreePort(t)}
 	config := fmt.Sprintf(`{
@@ -58,10 +64,11 @@ http://localhost:%d {
 		event %d
 		key k1 %s
 		store %s
+		%s
 	}
 	respond "gateway %s"
 }
-`, g.adminPort, g.httpPort, testenv.FreePort(t), g.httpPort, event, testSecret, store, name)
+`, g.adminPort, g.httpPort, testenv.FreePort(t), g.httpPort, event, testSecret, store, more, name)
 	file := filepath.Join(dir, "Caddyfile")
 	require.NoError(t, os.WriteFile(file, []byte(config), 0o600))
 	logFile, err := os.Create(filepath.Join(dir, "caddy.log"))

@@ -109,6 +109,8 @@ type roomKey struct {
 	HardCap       int64
 	PilotStep     int64
 	PilotInterval time.Duration
+	// ClosedLoop is the closed-loop autopilot, zero for none.
+	ClosedLoop waitroom.ClosedLoop
 	// OpensAt (unix ns, 0 for none) and Seed (hex, as configured) are the
 	// scheduled opening.
 	OpensAt int64
@@ -165,6 +167,10 @@ func acquireRoom(key roomKey, spec storeSpec, seed []byte) (*roomEntry, error) {
 			Logger:          roomLogger(),
 			AbandonAfter:    key.AbandonAfter,
 			AdmissionWindow: key.AdmissionWindow,
+		}
+		if key.ClosedLoop != (waitroom.ClosedLoop{}) {
+			c := key.ClosedLoop
+			opts.ClosedLoop = &c
 		}
 		if key.OpensAt != 0 {
 			opts.Opening = &waitroom.Opening{At: time.Unix(0, key.OpensAt).UTC(), Seed: seed}
