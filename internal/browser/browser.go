@@ -29,7 +29,7 @@ const (
 
 // timeout bounds one browser's whole life, so a page that never gets where a
 // test waits for fails the test instead of hanging the run.
-const timeout = 90 * time.Second
+const timeout = 3 * time.Minute
 
 // names are the commands Chromium is installed as (Debian's chromium first).
 var names = []string{"chromium", "chromium-browser", "google-chrome-stable", "google-chrome"}
@@ -105,6 +105,19 @@ func Tab(t testing.TB, ctx context.Context) context.Context {
 	return tab
 }
 
+// Isolated opens a tab of the browser of ctx in a browser context of its
+// own, as a second visitor: no cookies or storage shared with the other
+// tabs. It closes when the test ends.
+func Isolated(t testing.TB, ctx context.Context) context.Context {
+	t.Helper()
+	tab, cancel := chromedp.NewContext(ctx, chromedp.WithNewBrowserContext())
+	t.Cleanup(cancel)
+	if err := chromedp.Do(tab, viewport()); err != nil {
+		t.Fatalf("new browser context: %v", err)
+	}
+	return tab
+}
+
 // viewport sets the page's size; the window's includes the browser's own
 // frame.
 func viewport() chromedp.Action[chromedp.Void] {
@@ -133,11 +146,11 @@ func OutDir() (string, error) {
 	}
 }
 
-// Screenshot writes what the tab shows now (the viewport, as PNG) to
-// OutDir()/name.png and returns the file's path.
+// Screenshot writes what the tab shows now, as PNG, to OutDir()/name.png and
+// returns the file's path: the whole page, so at least the viewport.
 func Screenshot(t testing.TB, ctx context.Context, name string) string {
 	t.Helper()
-	png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	if err != nil {
 		t.Fatalf("screenshot %s: %v", name, err)
 	}

@@ -17,7 +17,7 @@ import (
 
 // TestBrowser starts Chromium with the package's flags, loads a page from a
 // local server, runs its script, and checks that a second tab shares the
-// first's cookies and that a screenshot is a PNG of the viewport's size.
+// first's cookies, an isolated one does not, and that a screenshot is a PNG of the viewport's size.
 func TestBrowser(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
@@ -52,6 +52,14 @@ func TestBrowser(t *testing.T) {
 	if cookie != "seen=1" {
 		t.Errorf("second tab's cookies = %q, want the first's", cookie)
 	}
+	other := browser.Isolated(t, ctx)
+	if err := chromedp.Do(other, chromedp.Navigate(srv.URL)); err != nil {
+		t.Fatal(err)
+	}
+	if cookie, err := chromedp.Run(other, chromedp.Evaluate[string](`document.cookie`)); err != nil || cookie != "" {
+		t.Errorf("isolated tab's cookies = %q, %v; want none", cookie, err)
+	}
+
 	file := browser.Screenshot(t, tab, "smoke")
 	b, err := os.ReadFile(file)
 	if err != nil {
