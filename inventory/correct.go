@@ -12,6 +12,9 @@ type Correction struct {
 	Before, After int64
 	// Added and Dropped count the hold records added and dropped.
 	Added, Dropped int64
+	// Seats counts the reserved seats whose owner was set right: missing,
+	// stray, or another hold's.
+	Seats int64
 }
 
 // Correct brings an event's keys in line with the ledger without stopping
@@ -21,7 +24,8 @@ type Correction struct {
 // seats, and sets remaining to sellable minus the seats of every hold
 // record, all in one script. Holds, releases and reclaims keep remaining and
 // the records in step, so that count is exact with any number of them in
-// flight; a hold whose ledger row is not written yet keeps its seats until
+// flight; the reserved seats' owners are rewritten from the records' seat
+// lists. A hold whose ledger row is not written yet keeps its seats until
 // its own request settles it. Read the ledger after the Redis state the
 // drops were chosen from: a hold is added only if Redis still lacks it when
 // the script runs. It fails with ErrNotLoaded, or ErrFrozen while a rebuild
@@ -30,8 +34,7 @@ func (inv *Inventory) Correct(ctx context.Context, event, sellable int64, add []
 	args := make([]any, 0, 2+4*len(add)+len(drop))
 	args = append(args, sellable, len(add))
 	for _, h := range add {
-		rec, err := json.Marshal(Record{User: h.User, Quantity: h.Quantity, KeyDigest: h.KeyDigest, BodyDigest: h.BodyDigest,
-			Confirmed: h.Confirmed || h.Overflow, Overflow: h.Overflow})
+		rec, err := json.Marshal(h.record())
 		if err != nil {
 			return Correction{}, fmt.Errorf("correct event %d: encode hold %s: %w", event, h.ID, err)
 		}
@@ -48,7 +51,7 @@ func (inv *Inventory) Correct(ctx context.Context, event, sellable int64, add []
 	if err != nil {
 		return Correction{}, fmt.Errorf("correct event %d: %w", event, err)
 	}
-	r, err := parseReply(vals, 5)
+	r, err := parseReply(vals, 6)
 	if err != nil {
 		return Correction{}, fmt.Errorf("correct event %d: %w", event, err)
 	}
@@ -58,7 +61,7 @@ func (inv *Inventory) Correct(ctx context.Context, event, sellable int64, add []
 	case notLoaded:
 		return Correction{}, fmt.Errorf("correct event %d: %w", event, ErrNotLoaded)
 	}
-	c := Correction{Before: r.int(1), After: r.int(2), Added: r.int(3), Dropped: r.int(4)}
+	c := Correction{Before: r.int(1), After: r.int(2), Added: r.int(3), Dropped: r.int(4), Seats: r.int(5)}
 	return c, r.err
 }
 

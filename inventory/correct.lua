@@ -1,7 +1,8 @@
 -- correct: bring the keys in line with the ledger while holds keep running:
 -- add the live holds the ledger has and Redis lost, drop the holds the
 -- ledger has ended, then set remaining to the sellable seats minus the
--- seats of every hold record left. Every other script moves remaining and
+-- seats of every hold record left, and the reserved seats' owners from the
+-- records' seat lists. Every other script moves remaining and
 -- the records together, so this count is exact whatever is in flight: a
 -- hold whose ledger row is still being written has its record here, and
 -- its seats stay taken until its own request settles it.
@@ -12,19 +13,21 @@
 --                               c confirmed, o served from the overflow reserve)
 -- KEYS[4] -> expiry     zset    hold id -> expires_at (unix ms)
 -- KEYS[5] -> frozen     string  present while a rebuild loads the keys
+-- KEYS[6] -> seats      hash    seat id -> hold id (rewritten from the records)
 -- ARGV[1] -> sellable seats of the event
 -- ARGV[2] -> n, the number of holds to add
 -- ARGV[3 .. 2+4n] -> four values per hold to add: hold id, user id, record
 --              (JSON), expires_at ms (-1: not in the expiry index); one that
 --              Redis has by now is left as it is
 -- ARGV[3+4n ..] -> ids of holds to drop (a buyer's record of no seats stays)
--- returns {outcome, remaining before, remaining after, added, dropped}
+-- returns {outcome, remaining before, remaining after, added, dropped,
+--          seats whose owner was wrong (missing, stray or another hold's)}
 --   outcome: "ok", "not_loaded" or "frozen" (nothing changed)
 if redis.call('EXISTS', KEYS[5]) == 1 then
-  return {'frozen', 0, 0, 0, 0}
+  return {'frozen', 0, 0, 0, 0, 0}
 end
 if redis.call('EXISTS', KEYS[1]) == 0 then
-  return {'not_loaded', 0, 0, 0, 0}
+  return {'not_loaded', 0, 0, 0, 0, 0}
 end
 local n = tonumber(ARGV[2])
 local added, dropped = 0, 0
@@ -58,8 +61,34 @@ for i = 3 + 4 * n, #ARGV do
   end
 end
 local taken = 0
-for _, rec in ipairs(redis.call('HVALS', KEYS[3])) do
-  taken = taken + cjson.decode(rec).q
+local owners = {}
+local all = redis.call('HGETALL', KEYS[3])
+for i = 1, #all, 2 do
+  local r = cjson.decode(all[i + 1])
+  taken = taken + r.q
+  if r.s then
+    for _, s in ipairs(r.s) do
+      owners[s] = all[i]
+    end
+  end
+end
+local fixed = 0
+local current = redis.call('HGETALL', KEYS[6])
+for i = 1, #current, 2 do
+  local s, id = current[i], current[i + 1]
+  if owners[s] ~= id then
+    fixed = fixed + 1
+    if owners[s] then
+      redis.call('HSET', KEYS[6], s, owners[s])
+    else
+      redis.call('HDEL', KEYS[6], s)
+    end
+  end
+  owners[s] = nil
+end
+for s, id in pairs(owners) do
+  fixed = fixed + 1
+  redis.call('HSET', KEYS[6], s, id)
 end
 local before = tonumber(redis.call('GET', KEYS[1]))
 local after = tonumber(ARGV[1]) - taken
@@ -67,4 +96,4 @@ if after < 0 then
   after = 0
 end
 redis.call('SET', KEYS[1], after)
-return {'ok', before, after, added, dropped}
+return {'ok', before, after, added, dropped, fixed}

@@ -6,6 +6,7 @@
 -- KEYS[3] -> holds      hash    hold id -> record (JSON)
 -- KEYS[4] -> expiry     zset    hold id -> expires_at (unix ms)
 -- KEYS[5] -> frozen     string  present while a rebuild loads the keys
+-- KEYS[6] -> seats      hash    seat id -> hold id (not touched here)
 -- ARGV[1] -> hold id
 -- ARGV[2] -> now, unix ms, from the caller's clock
 -- ARGV[3] -> new expires_at, unix ms

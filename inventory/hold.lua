@@ -3,10 +3,12 @@
 -- KEYS[1] -> remaining  string  seats left to sell; missing means "not loaded"
 -- KEYS[2] -> users      hash    user id -> hold id of the user's live hold
 -- KEYS[3] -> holds      hash    hold id -> record (JSON: u user, q quantity,
---                               k/b idempotency digests, c true once confirmed)
+--                               k/b idempotency digests, c true once confirmed,
+--                               s the seat ids of a reserved-seating hold)
 -- KEYS[4] -> expiry     zset    hold id -> expires_at (unix ms); pending holds only
 -- KEYS[5] -> frozen     string  present while a rebuild loads the keys
--- KEYS[6] -> claim      string  optional: the request's idempotency record,
+-- KEYS[6] -> seats      hash    seat id -> hold id of the hold that has it
+-- KEYS[7] -> claim      string  optional: the request's idempotency record,
 --                               on the event's slot (see HoldRequest.Claim)
 -- ARGV[1] -> user id
 -- ARGV[2] -> hold id to use if a new hold is made
@@ -14,25 +16,28 @@
 -- ARGV[4] -> expires_at of the new hold, unix ms
 -- ARGV[5] -> now, unix ms, from the caller's clock (never Redis TIME, so
 --            expiry follows the same clock as the ledger)
--- ARGV[6] -> record of the new hold (JSON, as above)
+-- ARGV[6] -> record of the new hold (JSON, as above); with s, the seats
+--            (sorted) are taken all together or not at all
 -- ARGV[7] -> most expired holds to reclaim in this call
--- ARGV[8] -> with KEYS[6]: the value it is set to along with a held,
+-- ARGV[8] -> with KEYS[7]: the value it is set to along with a held,
 --            already_held or sold_out answer
--- ARGV[9] -> with KEYS[6]: that value's lifetime, ms
--- ARGV[10] -> with KEYS[6]: a value of it this call may replace (a claim
+-- ARGV[9] -> with KEYS[7]: that value's lifetime, ms
+-- ARGV[10] -> with KEYS[7]: a value of it this call may replace (a claim
 --            left by a request that never answered), or ''
 -- ARGV[11] -> optional: the call's deadline, unix ms by Redis's own clock
 --            (TIME): a call that runs later changes nothing, so once it has
 --            passed a caller whose reply was lost knows the call is over
 -- returns {outcome, hold id, record, expires_at ms (-1 once confirmed),
 --          remaining after the call, seats reclaimed from expired holds}
---   outcome: "held", "already_held", "sold_out", "not_loaded", "frozen",
---   "late" (past ARGV[11]; nothing was changed), or "claimed" (KEYS[6]
+--   outcome: "held", "already_held", "sold_out", "seats_taken" (the record
+--   is then the JSON array of the asked-for seats another hold has; nothing
+--   was taken), "not_loaded", "frozen",
+--   "late" (past ARGV[11]; nothing was changed), or "claimed" (KEYS[7]
 --   holds another value, returned as the record; nothing else was looked at
 --   or changed)
 -- The request's claim first: another request's record (a replay, or a
 -- request still running) is answered whatever state the inventory is in.
-local claim = KEYS[6]
+local claim = KEYS[7]
 if claim then
   local claimed = redis.call('GET', claim)
   if claimed and claimed ~= ARGV[10] then
@@ -84,6 +89,13 @@ local function reclaim(id)
   if redis.call('HGET', KEYS[2], r.u) == id then
     redis.call('HDEL', KEYS[2], r.u)
   end
+  if r.s then
+    for _, s in ipairs(r.s) do
+      if redis.call('HGET', KEYS[6], s) == id then
+        redis.call('HDEL', KEYS[6], s)
+      end
+    end
+  end
   redis.call('INCRBY', KEYS[1], r.q)
   reclaimed = reclaimed + r.q
 end
@@ -109,12 +121,43 @@ if existing then
   end
 end
 
+-- Reserved seats: every one free, or held by a hold past its expiry (lazy
+-- expiry: reclaimed here), or nothing changes and the taken ones are named.
+local seats = nil
+if string.find(ARGV[6], '"s":', 1, true) then
+  seats = cjson.decode(ARGV[6]).s
+end
+if seats then
+  local taken = {}
+  for _, s in ipairs(seats) do
+    local owner = redis.call('HGET', KEYS[6], s)
+    if owner then
+      local exp = redis.call('ZSCORE', KEYS[4], owner)
+      if exp and tonumber(exp) < now then
+        reclaim(owner)
+      elseif redis.call('HEXISTS', KEYS[3], owner) == 0 then
+        redis.call('HDEL', KEYS[6], s)
+      else
+        taken[#taken + 1] = s
+      end
+    end
+  end
+  if #taken > 0 then
+    return answer({'seats_taken', '', cjson.encode(taken), 0, tonumber(redis.call('GET', KEYS[1])), reclaimed})
+  end
+end
+
 -- The check and the decrement in one script: remaining never goes below 0.
 local remaining = tonumber(redis.call('GET', KEYS[1]))
 if remaining < quantity then
   return answer({'sold_out', '', '', 0, remaining, reclaimed})
 end
 remaining = redis.call('DECRBY', KEYS[1], quantity)
+if seats then
+  for _, s in ipairs(seats) do
+    redis.call('HSET', KEYS[6], s, ARGV[2])
+  end
+end
 redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
 redis.call('HSET', KEYS[3], ARGV[2], ARGV[6])
 redis.call('ZADD', KEYS[4], ARGV[4], ARGV[2])

@@ -3,6 +3,7 @@ package inventory
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 )
 
 // HoldScriptSource is the hold script's text, for a benchmark that runs it
@@ -12,7 +13,12 @@ func HoldScriptSource() string { return holdSrc }
 // HoldScriptArgs are the KEYS and ARGV of one hold call, in the order the
 // script takes them: what Hold sends, for running it outside this package.
 func HoldScriptArgs(req HoldRequest, reclaimLimit int) (keys []string, argv []any, err error) {
-	rec, err := json.Marshal(Record{User: req.User, Quantity: req.Quantity, KeyDigest: req.KeyDigest, BodyDigest: req.BodyDigest})
+	var seats []string
+	if len(req.Seats) > 0 {
+		// Sorted, so every hold takes its seats in one order.
+		seats = slices.Sorted(slices.Values(req.Seats))
+	}
+	rec, err := json.Marshal(Record{User: req.User, Quantity: req.Quantity, KeyDigest: req.KeyDigest, BodyDigest: req.BodyDigest, Seats: seats})
 	if err != nil {
 		return nil, nil, fmt.Errorf("encode record: %w", err)
 	}

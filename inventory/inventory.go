@@ -42,6 +42,9 @@ type Record struct {
 	// then served from the overflow reserve: it takes no seat (Quantity 0)
 	// and only keeps the buyer's place in the one-hold-per-user guard.
 	Overflow bool `json:"o,omitempty"`
+	// Seats are the reserved seats the hold has (Quantity of them), sorted;
+	// none for a general-admission hold.
+	Seats []string `json:"s,omitempty"`
 }
 
 // Inventory runs the scripts on one Redis (or Redis Cluster).
@@ -91,6 +94,7 @@ const (
 	Held        Outcome = "held"
 	AlreadyHeld Outcome = "already_held"
 	SoldOut     Outcome = "sold_out"
+	SeatsTaken  Outcome = "seats_taken"
 	Released    Outcome = "released"
 	NotLive     Outcome = "not_live"
 	Confirmed   Outcome = "confirmed"
@@ -114,6 +118,9 @@ type HoldRequest struct {
 	Now       time.Time
 	// KeyDigest and BodyDigest are stored in the hold's Record.
 	KeyDigest, BodyDigest string
+	// Seats, when set, are the reserved seats to take, all of them or none
+	// (SeatsTaken); Quantity must be their count. Hold sorts them.
+	Seats []string
 
 	// Claim, if set, is a key on the event's slot (its name has hashtag.Event(Event)
 	// in it) that the call claims for the request, so that a caller keeping
@@ -134,7 +141,8 @@ type HoldRequest struct {
 
 // HoldResult is the answer of Hold.
 type HoldResult struct {
-	// Outcome is Held, AlreadyHeld, SoldOut, Late (past the Deadline) or,
+	// Outcome is Held, AlreadyHeld, SoldOut, SeatsTaken (Taken names the
+	// asked-for seats another live hold has), Late (past the Deadline) or,
 	// when the request's Claim holds another request's value, Claimed.
 	Outcome Outcome
 	// HoldID, Record and ExpiresAt describe the new hold (Held) or the
@@ -149,6 +157,8 @@ type HoldResult struct {
 	Reclaimed int64
 	// ClaimedBy is the value found under HoldRequest.Claim (Claimed).
 	ClaimedBy string
+	// Taken are the seats that made the hold SeatsTaken.
+	Taken []string
 }
 
 // Hold runs the hold script: the user's existing hold if there is one,
@@ -158,6 +168,9 @@ type HoldResult struct {
 func (inv *Inventory) Hold(ctx context.Context, req HoldRequest) (HoldResult, error) {
 	if req.Quantity < 1 {
 		return HoldResult{}, fmt.Errorf("hold: quantity %d: must be at least 1", req.Quantity)
+	}
+	if len(req.Seats) > 0 && int64(len(req.Seats)) != req.Quantity {
+		return HoldResult{}, fmt.Errorf("hold: %d seats for quantity %d", len(req.Seats), req.Quantity)
 	}
 	keys, argv, err := HoldScriptArgs(req, inv.reclaimLimit)
 	if err != nil {
@@ -179,6 +192,10 @@ func (inv *Inventory) Hold(ctx context.Context, req HoldRequest) (HoldResult, er
 		return out, fmt.Errorf("hold for event %d: %w", req.Event, ErrFrozen)
 	case Claimed:
 		out.ClaimedBy = r.str(2)
+	case SeatsTaken:
+		if err := json.Unmarshal([]byte(r.str(2)), &out.Taken); err != nil {
+			return out, fmt.Errorf("hold for event %d: decode taken seats: %w", req.Event, err)
+		}
 	case Held, AlreadyHeld:
 		if err := json.Unmarshal([]byte(r.str(2)), &out.Record); err != nil {
 			return out, fmt.Errorf("hold for event %d: decode record of %s: %w", req.Event, out.HoldID, err)

@@ -17,6 +17,10 @@ type Keys struct {
 	Expiry string
 	// Frozen is set while a rebuild loads the keys.
 	Frozen string
+	// Seats maps a reserved seat's id to the id of the hold that has it
+	// (its record lists the seat); a seat not in it is free. Empty for a
+	// general-admission event.
+	Seats string
 }
 
 // KeysFor returns event's keys.
@@ -28,8 +32,11 @@ func KeysFor(event int64) Keys {
 		Holds:     p + "holds",
 		Expiry:    p + "expiry",
 		Frozen:    p + "frozen",
+		Seats:     p + "seats",
 	}
 }
 
 // all is the KEYS list every script but rebuild_finish takes.
-func (k Keys) all() []string { return []string{k.Remaining, k.Users, k.Holds, k.Expiry, k.Frozen} }
+func (k Keys) all() []string {
+	return []string{k.Remaining, k.Users, k.Holds, k.Expiry, k.Frozen, k.Seats}
+}

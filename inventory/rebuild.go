@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -32,6 +33,18 @@ type LiveHold struct {
 	Overflow bool
 	// KeyDigest and BodyDigest as in Record.
 	KeyDigest, BodyDigest string
+	// Seats are the reserved seats the hold has, as in Record.
+	Seats []string
+}
+
+// record is the Record Redis keeps for h.
+func (h LiveHold) record() Record {
+	r := Record{User: h.User, Quantity: h.Quantity, KeyDigest: h.KeyDigest, BodyDigest: h.BodyDigest,
+		Confirmed: h.Confirmed || h.Overflow, Overflow: h.Overflow}
+	if !h.Overflow && len(h.Seats) > 0 {
+		r.Seats = slices.Sorted(slices.Values(h.Seats))
+	}
+	return r
 }
 
 // Snapshot is the state the ledger says Redis should have.
@@ -114,8 +127,7 @@ func (inv *Inventory) rebuild(ctx context.Context, event int64, onlyMissing bool
 		args := make([]any, 0, 3+4*len(batch))
 		args = append(args, fence, mode, FenceTTL.Milliseconds())
 		for _, h := range batch {
-			rec, err := json.Marshal(Record{User: h.User, Quantity: h.Quantity, KeyDigest: h.KeyDigest, BodyDigest: h.BodyDigest,
-				Confirmed: h.Confirmed || h.Overflow, Overflow: h.Overflow})
+			rec, err := json.Marshal(h.record())
 			if err != nil {
 				return false, fmt.Errorf("rebuild event %d: encode hold %s: %w", event, h.ID, err)
 			}

@@ -7,6 +7,8 @@
 -- KEYS[3] -> holds      hash    hold id -> record (JSON)
 -- KEYS[4] -> expiry     zset    hold id -> expires_at (unix ms)
 -- KEYS[5] -> frozen     string  the rebuild's fence; must hold ARGV[1]
+-- KEYS[6] -> seats      hash    seat id -> hold id (deleted on "reset"),
+--                               from the records' seats (s)
 -- ARGV[1] -> fence token of this rebuild
 -- ARGV[2] -> "reset" for the first batch (clears the keys), "append" after
 -- ARGV[3] -> fence ttl, ms (renewed on every batch)
@@ -18,13 +20,19 @@ if redis.call('GET', KEYS[5]) ~= ARGV[1] then
 end
 redis.call('PEXPIRE', KEYS[5], ARGV[3])
 if ARGV[2] == 'reset' then
-  redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4])
+  redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[6])
 end
 local n = 0
 for i = 4, #ARGV, 4 do
   local id, user, rec, exp = ARGV[i], ARGV[i + 1], ARGV[i + 2], tonumber(ARGV[i + 3])
   redis.call('HSET', KEYS[2], user, id)
   redis.call('HSET', KEYS[3], id, rec)
+  local seats = cjson.decode(rec).s
+  if seats then
+    for _, s in ipairs(seats) do
+      redis.call('HSET', KEYS[6], s, id)
+    end
+  end
   if exp >= 0 then
     redis.call('ZADD', KEYS[4], exp, id)
   end

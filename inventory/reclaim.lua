@@ -7,6 +7,7 @@
 -- KEYS[3] -> holds      hash    hold id -> record (JSON: u user, q quantity)
 -- KEYS[4] -> expiry     zset    hold id -> expires_at (unix ms)
 -- KEYS[5] -> frozen     string  present while a rebuild loads the keys
+-- KEYS[6] -> seats      hash    seat id -> hold id (freed with the hold)
 -- ARGV[1] -> now, unix ms, from the caller's clock
 -- ARGV[2] -> most holds to reclaim in this call
 -- returns {outcome, remaining, seats reclaimed, holds reclaimed}
@@ -27,6 +28,13 @@ for _, id in ipairs(expired) do
     redis.call('HDEL', KEYS[3], id)
     if redis.call('HGET', KEYS[2], r.u) == id then
       redis.call('HDEL', KEYS[2], r.u)
+    end
+    if r.s then
+      for _, s in ipairs(r.s) do
+        if redis.call('HGET', KEYS[6], s) == id then
+          redis.call('HDEL', KEYS[6], s)
+        end
+      end
     end
     redis.call('INCRBY', KEYS[1], r.q)
     seats = seats + r.q

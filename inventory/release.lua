@@ -6,6 +6,8 @@
 --                               c confirmed, o served from the overflow reserve)
 -- KEYS[4] -> expiry     zset    hold id -> expires_at (unix ms)
 -- KEYS[5] -> frozen     string  present while a rebuild loads the keys
+-- KEYS[6] -> seats      hash    seat id -> hold id (a released hold's seats
+--                               are freed with its count)
 -- ARGV[1] -> hold id
 -- ARGV[2] -> "pending": a confirmed hold is left alone (an abandoned hold);
 --            "any": a confirmed hold is released too (the ledger says the
@@ -32,6 +34,17 @@ if redis.call('EXISTS', KEYS[1]) == 0 then
 end
 local rec = redis.call('HGET', KEYS[3], ARGV[1])
 
+-- Frees the reserved seats of hold id whose record is r.
+local function free_seats(id, r)
+  if r.s then
+    for _, s in ipairs(r.s) do
+      if redis.call('HGET', KEYS[6], s) == id then
+        redis.call('HDEL', KEYS[6], s)
+      end
+    end
+  end
+end
+
 if ARGV[2] == 'keep_buyer' then
   local r = {u = ARGV[3]}
   local seats = 0
@@ -39,6 +52,7 @@ if ARGV[2] == 'keep_buyer' then
     r = cjson.decode(rec)
     if not r.o then
       seats = r.q
+      free_seats(ARGV[1], r)
     end
   end
   redis.call('ZREM', KEYS[4], ARGV[1])
@@ -54,7 +68,7 @@ if ARGV[2] == 'keep_buyer' then
     -- go with it.
     redis.call('HDEL', KEYS[3], ARGV[1])
   else
-    r.q, r.c, r.o = 0, true, true
+    r.q, r.c, r.o, r.s = 0, true, true, nil
     redis.call('HSET', KEYS[3], ARGV[1], cjson.encode(r))
     redis.call('HSET', KEYS[2], r.u, ARGV[1])
   end
@@ -87,5 +101,6 @@ redis.call('ZREM', KEYS[4], ARGV[1])
 if redis.call('HGET', KEYS[2], r.u) == ARGV[1] then
   redis.call('HDEL', KEYS[2], r.u)
 end
+free_seats(ARGV[1], r)
 local remaining = redis.call('INCRBY', KEYS[1], r.q)
 return {'released', remaining, r.q}
