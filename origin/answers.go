@@ -26,15 +26,29 @@ type holdJSON struct {
 	ExpiresAt string `json:"expires_at"`
 	Amount    int64  `json:"amount"`
 	Currency  string `json:"currency"`
+	// Seats are the reserved seats of the hold (docs/api.md §15).
+	Seats []string `json:"seats,omitempty"`
 }
 
 // holdBodyAt is <hold> for h as a buyer sees it at now.
 func holdBodyAt(h ledger.Hold, ev ledger.Event, now time.Time) []byte {
+	amount := ev.Price * h.Quantity
+	if ev.Seated() {
+		amount = h.Amount
+	}
 	b, _ := json.Marshal(holdJSON{
 		HoldID: h.ID, EventID: ev.ID, UserID: h.UserID, Quantity: h.Quantity, Status: h.StatusAt(now),
-		ExpiresAt: rfc3339(h.ExpiresAt), Amount: ev.Price * h.Quantity, Currency: ev.Currency,
+		ExpiresAt: rfc3339(h.ExpiresAt), Amount: amount, Currency: ev.Currency, Seats: h.Seats,
 	})
 	return append(b, '\n')
+}
+
+// seatsUnavailableJSON is the 409 of a hold whose reserved seats are
+// taken: the error and the seats (docs/api.md §15).
+type seatsUnavailableJSON struct {
+	Error   string   `json:"error"`
+	Message string   `json:"message"`
+	Seats   []string `json:"seats"`
 }
 
 // holdAnswers is the answer of each outcome of a hold request (docs/api.md
@@ -44,13 +58,14 @@ var holdAnswers = map[seats.Outcome]struct {
 	outcome string
 	msg     string
 }{
-	seats.Held:        {http.StatusCreated, "held", ""},
-	seats.Replayed:    {http.StatusCreated, "replayed", ""},
-	seats.AlreadyHeld: {http.StatusOK, "already_held", ""},
-	seats.SoldOut:     {http.StatusConflict, "sold_out", "the event is sold out"},
-	seats.KeyReused:   {http.StatusUnprocessableEntity, "idempotency_key_reused", "this Idempotency-Key was used with a different request body"},
-	seats.InProgress:  {http.StatusConflict, "request_in_progress", "a request with this Idempotency-Key is still being processed"},
-	seats.Unavailable: {http.StatusServiceUnavailable, "unavailable", "seats cannot be held right now; retry shortly"},
+	seats.Held:             {http.StatusCreated, "held", ""},
+	seats.Replayed:         {http.StatusCreated, "replayed", ""},
+	seats.AlreadyHeld:      {http.StatusOK, "already_held", ""},
+	seats.SoldOut:          {http.StatusConflict, "sold_out", "the event is sold out"},
+	seats.SeatsUnavailable: {http.StatusConflict, "seats_unavailable", "some of the seats are no longer available"},
+	seats.KeyReused:        {http.StatusUnprocessableEntity, "idempotency_key_reused", "this Idempotency-Key was used with a different request body"},
+	seats.InProgress:       {http.StatusConflict, "request_in_progress", "a request with this Idempotency-Key is still being processed"},
+	seats.Unavailable:      {http.StatusServiceUnavailable, "unavailable", "seats cannot be held right now; retry shortly"},
 }
 
 // unavailableMessages says what each step that failed means for the buyer.
@@ -59,6 +74,7 @@ var unavailableMessages = map[string]string{
 	seats.ReasonNotRecorded: "the hold could not be recorded; retry shortly",
 	seats.ReasonUnreadable:  "the hold cannot be read right now; retry shortly",
 	seats.ReasonVerifying:   "the hold is being verified; retry shortly",
+	seats.ReasonContended:   "the seats chosen were taken meanwhile; retry shortly",
 }
 
 // holdAnswer is the answer of a hold request's outcome.
@@ -77,6 +93,9 @@ func holdAnswer(ev ledger.Event, res seats.Result) response {
 		return response{status: a.status, body: res.Hold.Response, outcome: a.outcome}
 	case seats.AlreadyHeld:
 		return response{status: a.status, body: holdBodyAt(res.Hold, ev, res.At), outcome: a.outcome}
+	case seats.SeatsUnavailable:
+		b, _ := json.Marshal(seatsUnavailableJSON{Error: a.outcome, Message: a.msg, Seats: res.Taken})
+		return response{status: a.status, body: append(b, '\n'), outcome: a.outcome}
 	case seats.SoldOut:
 		if res.Remaining > 0 {
 			return errorResponse(a.status, a.outcome, fmt.Sprintf("only %d seats are left", res.Remaining))

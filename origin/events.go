@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/waitroom/waitroom/origin/ledger"
+	"github.com/waitroom/waitroom/origin/seatmap"
 )
 
 // Defaults and bounds of event creation.
@@ -41,6 +42,10 @@ type createEventRequest struct {
 	HoldTTLSeconds *int64  `json:"hold_ttl_seconds"`
 	MaxPerUser     *int64  `json:"max_per_user"`
 	OverflowPct    *int64  `json:"overflow_pct"`
+	// Seating makes the event reserved seating (docs/api.md §15):
+	// capacity is then its number of seats, and price, when left out, its
+	// lowest section price.
+	Seating *seatmap.Map `json:"seating"`
 }
 
 // errInvalid is a request that is well-formed JSON but not acceptable.
@@ -70,6 +75,24 @@ func (r createEventRequest) event(now time.Time) (ledger.Event, error) {
 		return e, invalidf("name is longer than %d characters", maxNameLen)
 	}
 	e.Name = *r.Name
+	if r.Seating != nil {
+		if err := r.Seating.Validate(); err != nil {
+			return e, invalidf("seating: %v", err)
+		}
+		seats := r.Seating.Capacity()
+		if r.Capacity != nil && *r.Capacity != seats {
+			return e, invalidf("capacity %d is not the seating's %d seats", *r.Capacity, seats)
+		}
+		if r.OverflowPct != nil && *r.OverflowPct != 0 {
+			return e, invalidf("an event with reserved seating keeps no overflow reserve: overflow_pct must be 0")
+		}
+		r.Capacity, r.OverflowPct = &seats, new(int64)
+		if r.Price == nil {
+			p := r.Seating.MinPrice()
+			r.Price = &p
+		}
+		e.Seating = r.Seating
+	}
 	if r.Capacity == nil || *r.Capacity < 1 || *r.Capacity > maxCapacity {
 		return e, invalidf("capacity must be an integer from 1 to %d", maxCapacity)
 	}
@@ -105,6 +128,13 @@ func (r createEventRequest) event(now time.Time) (ledger.Event, error) {
 	if price, qty := e.Price, e.MaxPerUser; qty > 0 && price > (1<<62)/qty {
 		return e, invalidf("price is too large")
 	}
+	if e.Seating != nil {
+		for _, s := range e.Seating.Sections {
+			if s.Price > (1<<62)/e.MaxPerUser {
+				return e, invalidf("section %s: price is too large", s.ID)
+			}
+		}
+	}
 	return e, nil
 }
 
@@ -122,12 +152,14 @@ type eventJSON struct {
 	SoldOut         bool   `json:"sold_out"`
 	OverflowPct     int64  `json:"overflow_pct"`
 	OverflowReserve int64  `json:"overflow_reserve"`
+	// Seating is the seat map of a reserved-seating event.
+	Seating *seatmap.Map `json:"seating,omitempty"`
 }
 
 func eventBody(e ledger.Event, remaining int64) eventJSON {
 	return eventJSON{
 		ID: e.ID, Name: e.Name, Capacity: e.Capacity, Sellable: e.Sellable, Remaining: remaining,
 		Price: e.Price, Currency: e.Currency, HoldTTLSeconds: e.HoldTTLSeconds, MaxPerUser: e.MaxPerUser,
-		SoldOut: remaining <= 0, OverflowPct: e.OverflowPct, OverflowReserve: e.OverflowReserve,
+		SoldOut: remaining <= 0, OverflowPct: e.OverflowPct, OverflowReserve: e.OverflowReserve, Seating: e.Seating,
 	}
 }

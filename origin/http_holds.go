@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -20,24 +22,111 @@ import (
 
 var integerLiteral = regexp.MustCompile(`^-?(0|[1-9][0-9]*)$`)
 
-// parseQuantity reads {"quantity": n}: a JSON integer from 1 to max.
-// Anything else that is not an integer, or below 1, is a bad request; an
-// integer above max (however large) is over the per-user limit.
 // holdsAPI serves the holds (docs/api.md §7).
 type holdsAPI struct{ *Server }
 
-func parseQuantity(body []byte, maxPerUser int64) (int64, *response) {
+// holdAsk is what a hold request asks for: a quantity of general
+// admission, reserved seats by id, or the best seats available of a
+// section (docs/api.md §15).
+type holdAsk struct {
+	quantity int64
+	// seats are the reserved seats asked for, sorted.
+	seats []string
+	// best: seats chosen by the origin, of section ("" for any).
+	best    bool
+	section string
+}
+
+// canonical is the request's digest input: what it asks, so the same ask
+// in another JSON spelling is the same request.
+func (a holdAsk) canonical() string {
+	switch {
+	case len(a.seats) > 0:
+		return "seats=" + strings.Join(a.seats, ",")
+	case a.best:
+		return "best=" + a.section + ":" + strconv.FormatInt(a.quantity, 10)
+	}
+	return canonicalHold(a.quantity)
+}
+
+// parseHold reads a hold request's body for ev: {"quantity": n}, and on a
+// reserved-seating event {"seat_ids": [...]} or {"best_available":
+// {"section": "A", "quantity": n}} (a bare quantity there is the best
+// available of any section).
+func parseHold(body []byte, ev ledger.Event) (holdAsk, *response) {
 	var req struct {
-		Quantity json.RawMessage `json:"quantity"`
+		Quantity      json.RawMessage `json:"quantity"`
+		SeatIDs       []string        `json:"seat_ids"`
+		BestAvailable *struct {
+			Section  string          `json:"section"`
+			Quantity json.RawMessage `json:"quantity"`
+		} `json:"best_available"`
 	}
 	if bad := decodeStrict(body, &req); bad != nil {
-		return 0, bad
+		return holdAsk{}, bad
 	}
+	bad := func(msg string) (holdAsk, *response) {
+		r := errorResponse(http.StatusBadRequest, "invalid_request", msg)
+		return holdAsk{}, &r
+	}
+	asks := 0
+	for _, set := range []bool{req.Quantity != nil, req.SeatIDs != nil, req.BestAvailable != nil} {
+		if set {
+			asks++
+		}
+	}
+	if asks > 1 {
+		return bad("give one of quantity, seat_ids and best_available")
+	}
+	if (req.SeatIDs != nil || req.BestAvailable != nil) && !ev.Seated() {
+		return bad("this event is general admission: give a quantity")
+	}
+	switch {
+	case req.SeatIDs != nil:
+		if len(req.SeatIDs) == 0 {
+			return bad("seat_ids must name at least one seat")
+		}
+		if int64(len(req.SeatIDs)) > ev.MaxPerUser {
+			r := errorResponse(http.StatusUnprocessableEntity, "exceeds_per_user_limit",
+				fmt.Sprintf("at most %d seats per user", ev.MaxPerUser))
+			return holdAsk{}, &r
+		}
+		seats := slices.Sorted(slices.Values(req.SeatIDs))
+		for i, id := range seats {
+			if _, _, _, ok := ev.Seating.Locate(id); !ok {
+				return bad(fmt.Sprintf("seat %q is not on the event's seat map", id))
+			}
+			if i > 0 && seats[i-1] == id {
+				return bad(fmt.Sprintf("seat %s is named twice", id))
+			}
+		}
+		return holdAsk{quantity: int64(len(seats)), seats: seats}, nil
+	case req.BestAvailable != nil:
+		if _, ok := ev.Seating.Section(req.BestAvailable.Section); !ok {
+			return bad(fmt.Sprintf("best_available.section %q is not a section of the event", req.BestAvailable.Section))
+		}
+		q, r := parseQuantity(req.BestAvailable.Quantity, ev.MaxPerUser)
+		if r != nil {
+			return holdAsk{}, r
+		}
+		return holdAsk{quantity: q, best: true, section: req.BestAvailable.Section}, nil
+	}
+	q, r := parseQuantity(req.Quantity, ev.MaxPerUser)
+	if r != nil {
+		return holdAsk{}, r
+	}
+	return holdAsk{quantity: q, best: ev.Seated()}, nil
+}
+
+// parseQuantity reads a quantity: a JSON integer from 1 to max. Anything
+// else that is not an integer, or below 1, is a bad request; an integer
+// above max (however large) is over the per-user limit.
+func parseQuantity(quantity json.RawMessage, maxPerUser int64) (int64, *response) {
 	bad := func(msg string) (int64, *response) {
 		r := errorResponse(http.StatusBadRequest, "invalid_request", msg)
 		return 0, &r
 	}
-	lit := string(bytes.TrimSpace(req.Quantity))
+	lit := string(bytes.TrimSpace(quantity))
 	switch {
 	case lit == "" || lit == "null":
 		return bad("quantity is required")
@@ -113,16 +202,22 @@ func (s holdsAPI) createHold(w http.ResponseWriter, r *http.Request) response {
 	if bad != nil {
 		return *bad
 	}
-	qty, bad := parseQuantity(body, ev.MaxPerUser)
+	ask, bad := parseHold(body, ev.Event)
 	if bad != nil {
 		return *bad
 	}
 	req := seats.PlaceRequest{
-		Event: ev, User: ticket.Subject, Quantity: qty, Position: ticket.Position, Key: key, Digest: idem.RequestDigest(canonicalHold(qty)),
+		Event: ev, User: ticket.Subject, Quantity: ask.quantity, Seats: ask.seats, Position: ticket.Position, Key: key,
+		Digest: idem.RequestDigest(ask.canonical()),
 		Scope:  idem.Scope{Kind: "holds", Event: ev.ID, User: ticket.Subject, Key: key},
 		Render: func(h ledger.Hold) []byte { return holdBodyAt(h, ev.Event, h.CreatedAt) },
 	}
-	res := s.seats.Place(ctx, req)
+	var res seats.Result
+	if ask.best {
+		res = s.seats.PlaceBest(ctx, req, ask.section)
+	} else {
+		res = s.seats.Place(ctx, req)
+	}
 	resp := holdAnswer(ev.Event, res)
 	if res.Claim != "" && res.Outcome != seats.Held {
 		s.keepAnswer(ctx, req.Scope, req.Digest, res.Claim, resp)

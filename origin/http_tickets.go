@@ -14,13 +14,18 @@ import (
 type ticketJSON struct {
 	Code    string `json:"code"`
 	EventID int64  `json:"event_id"`
-	Seat    int64  `json:"seat"`
+	// Seat is the seat number (general admission), or the reserved seat's
+	// id (docs/api.md §15).
+	Seat any `json:"seat"`
 }
 
 func ticketsJSON(ts []ledger.Ticket) []ticketJSON {
 	out := make([]ticketJSON, len(ts))
 	for i, t := range ts {
 		out[i] = ticketJSON{Code: t.Code, EventID: t.EventID, Seat: t.Seat}
+		if t.SeatID != "" {
+			out[i].Seat = t.SeatID
+		}
 	}
 	return out
 }

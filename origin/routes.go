@@ -16,6 +16,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/events", events.handleCreateEvent)
 	mux.HandleFunc("GET /v1/events", events.handleListEvents)
 	mux.HandleFunc("GET /v1/events/{id}", events.handleGetEvent)
+	mux.HandleFunc("GET /v1/events/{id}/seats", events.handleSeatMap)
 	mux.HandleFunc("POST /v1/events/{id}/holds", holds.handleCreateHold)
 	mux.HandleFunc("GET /v1/holds/{id}", holds.handleGetHold)
 	mux.HandleFunc("DELETE /v1/holds/{id}", holds.handleDeleteHold)

@@ -72,6 +72,9 @@ type Config struct {
 	// RoomPollInterval is how often the admission state is re-read besides
 	// change notices; default waitroom.DefaultPollInterval.
 	RoomPollInterval time.Duration
+	// SeatMapMaxAge is how old the seat map served of a reserved-seating
+	// event may be; default 1 s (seats.DefaultSeatMapMaxAge).
+	SeatMapMaxAge time.Duration
 
 	// Payments is the provider bookings are charged and refunded through,
 	// and whose webhooks /v1/webhooks/{its name} takes. Without one the
@@ -157,6 +160,8 @@ type Server struct {
 	idem     *idem.Store
 	metrics  *metrics
 	gate     *gate
+	// seatMaps are the rendered seat maps of reserved-seating events.
+	seatMaps seatMaps
 
 	reaper    *maintenance.Reaper
 	drift     *maintenance.DriftCorrector
@@ -189,7 +194,7 @@ func New(cfg Config, l *ledger.Ledger, rdb redis.UniversalClient) (*Server, erro
 			Rebuilds: m.rebuilds, DriftCorrections: m.driftCorrections,
 		},
 		HoldWriteTimeout: cfg.HoldWriteTimeout, ClockSkewMargin: cfg.ClockSkewMargin, RebuildSettle: cfg.RebuildSettle,
-		HoldMaxLife: cfg.HoldMaxLife, RoomPollInterval: cfg.RoomPollInterval,
+		HoldMaxLife: cfg.HoldMaxLife, RoomPollInterval: cfg.RoomPollInterval, SeatMapMaxAge: cfg.SeatMapMaxAge,
 	})
 	if err != nil {
 		return nil, err

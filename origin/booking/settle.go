@@ -166,12 +166,24 @@ func (s *env) confirmBookingTx(ctx context.Context, tx ledger.Tx, b ledger.Booki
 	return c, nil
 }
 
-// issueTickets gives a confirmed booking one ticket per seat. Seat numbers
-// of the event are handed out under its row lock: freed seats first, then
-// new numbers, which a constraint keeps within the event's capacity
-// (errNoSeatLeft, and tx is left aborted: the caller rolls back).
+// issueTickets gives a confirmed booking one ticket per seat. A reserved
+// seat's ticket carries the seat (its number in the map, and its id) the
+// hold claimed. Otherwise seat numbers of the event are handed out under
+// its row lock: freed seats first, then new numbers, which a constraint
+// keeps within the event's capacity (errNoSeatLeft, and tx is left
+// aborted: the caller rolls back).
 func (s *env) issueTickets(ctx context.Context, tx ledger.Tx, b ledger.Booking, now time.Time) error {
-	seats, err := tx.TakeSeats(ctx, b.EventID, b.Quantity)
+	ev, err := s.seats.Registry().Event(ctx, b.EventID)
+	if err != nil {
+		return fmt.Errorf("issue tickets of booking %s: %w", b.ID, err)
+	}
+	var seats []int32
+	var seatIDs []string
+	if ev.Seated() {
+		seats, seatIDs, err = tx.SeatsOfHold(ctx, b.EventID, b.HoldID)
+	} else {
+		seats, err = tx.TakeSeats(ctx, b.EventID, b.Quantity)
+	}
 	if err != nil {
 		return fmt.Errorf("issue tickets of booking %s: %w", b.ID, err)
 	}
@@ -186,7 +198,7 @@ func (s *env) issueTickets(ctx context.Context, tx ledger.Tx, b ledger.Booking, 
 		}
 		codes[i] = code
 	}
-	return tx.InsertTickets(ctx, b.ID, b.EventID, codes, seats, now)
+	return tx.InsertTickets(ctx, b.ID, b.EventID, codes, seats, seatIDs, now)
 }
 
 // confirmAfterHold confirms a booking whose hold is confirmed already.

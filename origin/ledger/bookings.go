@@ -88,6 +88,8 @@ type Ticket struct {
 	Code    string `db:"code"`
 	EventID int64  `db:"event_id"`
 	Seat    int64  `db:"seat"`
+	// SeatID is the reserved seat, "" for general admission.
+	SeatID string `db:"seat_id"`
 }
 
 // Bookings are the named operations on bookings, their tickets and the
@@ -344,9 +346,10 @@ func (t Tx) TakeSeats(ctx context.Context, event, n int64) ([]int32, error) {
 	return seats, nil
 }
 
-// InsertTickets issues a booking's tickets: codes[i] for seats[i].
-func (t Tx) InsertTickets(ctx context.Context, bookingID string, event int64, codes []string, seats []int32, now time.Time) error {
-	if _, err := t.tx.Exec(ctx, sqlInsertTickets, codes, bookingID, event, seats, now); err != nil {
+// InsertTickets issues a booking's tickets: codes[i] for seat number
+// seats[i], of reserved seat seatIDs[i] (nil for general admission).
+func (t Tx) InsertTickets(ctx context.Context, bookingID string, event int64, codes []string, seats []int32, seatIDs []string, now time.Time) error {
+	if _, err := t.tx.Exec(ctx, sqlInsertTickets, codes, bookingID, event, seats, now, seatIDs); err != nil {
 		return fmt.Errorf("insert tickets of booking %s: %w", bookingID, err)
 	}
 	return nil

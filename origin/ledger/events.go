@@ -5,6 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/waitroom/waitroom/origin/seatmap"
 )
 
 // Event is an event as the ledger keeps it. Its configuration never changes
@@ -23,17 +27,29 @@ type Event struct {
 	HoldTTLSeconds  int64     `db:"hold_ttl_seconds"`
 	MaxPerUser      int64     `db:"max_per_user"`
 	CreatedAt       time.Time `db:"created_at"`
+	// Seating is the seat map of a reserved-seating event (Capacity is its
+	// number of seats); nil for general admission.
+	Seating *seatmap.Map `db:"seating"`
 }
+
+// Seated reports whether the event has reserved seating.
+func (e Event) Seated() bool { return e.Seating != nil }
 
 // HoldTTL is how long a new hold lasts.
 func (e Event) HoldTTL() time.Duration { return time.Duration(e.HoldTTLSeconds) * time.Second }
 
 // CreateEvent inserts e; with e.ID 0 it takes the next free id.
 func (l *Ledger) CreateEvent(ctx context.Context, e Event) (Event, error) {
-	insert := func(id int64) (Event, error) {
-		rows, err := l.pool.Query(ctx, sqlInsertEvent, id, e.Name, e.Capacity, e.OverflowPct, e.OverflowReserve,
-			e.Sellable, e.Price, e.Currency, e.HoldTTLSeconds, e.MaxPerUser, e.CreatedAt)
-		return collectOne[Event](rows, err, fmt.Sprintf("insert event %d", id))
+	insert := func(id int64) (created Event, err error) {
+		err = pgx.BeginTxFunc(ctx, l.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+			rows, err := tx.Query(ctx, sqlInsertEvent, id, e.Name, e.Capacity, e.OverflowPct, e.OverflowReserve,
+				e.Sellable, e.Price, e.Currency, e.HoldTTLSeconds, e.MaxPerUser, e.CreatedAt, e.Seating)
+			if created, err = collectOne[Event](rows, err, fmt.Sprintf("insert event %d", id)); err != nil || !e.Seated() {
+				return err
+			}
+			return insertSeats(ctx, tx, id, *e.Seating)
+		})
+		return created, err
 	}
 	if e.ID != 0 {
 		created, err := insert(e.ID)

@@ -38,6 +38,9 @@ type Hold struct {
 	// Position is the queue position of the token the hold was made with,
 	// 0 when unknown.
 	Position int64 `db:"position"`
+	// Seats are the reserved seats of the hold (sorted), nil for general
+	// admission. A hold with seats is written by InsertSeatedHold.
+	Seats []string `db:"seats"`
 }
 
 // StatusAt is the status a buyer sees at now: a pending hold past its expiry
@@ -74,6 +77,7 @@ type LiveHold struct {
 	ExpiresAt      time.Time `db:"expires_at"`
 	IdempotencyKey string    `db:"idempotency_key"`
 	RequestDigest  string    `db:"request_digest"`
+	Seats          []string  `db:"seats"`
 }
 
 // InsertHold writes a new pending hold alone: one INSERT, no transaction

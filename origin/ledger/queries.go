@@ -20,14 +20,18 @@ const (
 // Events.
 const (
 	eventColumns = `id, name, capacity, overflow_pct, overflow_reserve, sellable, price, currency,
-		hold_ttl_seconds, max_per_user, created_at`
+		hold_ttl_seconds, max_per_user, created_at, seating`
 
 	sqlInsertEvent = `INSERT INTO events (` + eventColumns + `)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
 		ON CONFLICT (id) DO NOTHING
 		RETURNING ` + eventColumns
 
 	sqlNextEventID = `SELECT nextval('events_id_seq')`
+
+	// The seat rows of a new reserved-seating event, all free.
+	sqlInsertEventSeats = `INSERT INTO event_seats (event_id, seat_id, section, n)
+		SELECT $1, unnest($2::text[]), unnest($3::text[]), unnest($4::int[])`
 
 	sqlEvent  = `SELECT ` + eventColumns + ` FROM events WHERE id = $1`
 	sqlEvents = `SELECT ` + eventColumns + ` FROM events ORDER BY id`
@@ -36,7 +40,7 @@ const (
 // Holds.
 const (
 	holdColumns = `id::text AS id, event_id, user_id, quantity, amount, status, expires_at, created_at,
-		updated_at, idempotency_key, request_digest, response, coalesce(position, 0) AS position`
+		updated_at, idempotency_key, request_digest, response, coalesce(position, 0) AS position, seats`
 
 	// The one write of a hold, alone. $11 is the write's deadline, checked
 	// by the server's own clock (clock_timestamp(): the time the row goes
@@ -66,6 +70,28 @@ const (
 		WHERE r.deadline IS NULL OR clock_timestamp() < r.deadline
 		ON CONFLICT DO NOTHING
 		RETURNING id::text`
+
+	// A reserved-seating hold, written alone in its own transaction with
+	// the claim of its seats (sqlClaimSeats); otherwise as sqlInsertHold.
+	sqlInsertSeatedHold = `INSERT INTO holds (id, event_id, user_id, quantity, amount, status, expires_at,
+			created_at, updated_at, idempotency_key, request_digest, response, position, seats)
+		SELECT $1::uuid, $2::bigint, $3::text, $4::integer, $5::bigint, 'pending', $6::timestamptz,
+			$7::timestamptz, $7::timestamptz, $8::text, $9::text, $10::bytea, nullif($12::bigint, 0), $13::text[]
+		WHERE $11::timestamptz IS NULL OR clock_timestamp() < $11::timestamptz`
+
+	// The claim of a hold's seats, in the hold's transaction: the check and
+	// the claim in one statement per row, each free or held by a hold past
+	// its expiry at $5 (lazy expiry). The rows are locked in seat id order,
+	// so two holds wanting the same seats never deadlock. RETURNING names
+	// the seats claimed: fewer than asked for, and the hold is rolled back.
+	sqlClaimSeats = `UPDATE event_seats SET status = 'held', hold_id = $2, hold_expires_at = $3
+		WHERE event_id = $1 AND seat_id IN (
+			SELECT seat_id FROM event_seats
+			WHERE event_id = $1 AND seat_id = ANY($4::text[])
+				AND (status = 'free' OR (status = 'held' AND hold_expires_at < $5))
+			ORDER BY seat_id
+			FOR UPDATE)
+		RETURNING seat_id`
 
 	// A pending hold past its expiry is free already (Redis reclaimed it);
 	// it makes way for the user's new hold in the same transaction.
@@ -125,7 +151,7 @@ const (
 		FROM holds
 		WHERE event_id = $1 AND status IN ('pending', 'confirmed')`
 
-	sqlLiveHolds = `SELECT id::text AS id, user_id, quantity, status, expires_at, idempotency_key, request_digest
+	sqlLiveHolds = `SELECT id::text AS id, user_id, quantity, status, expires_at, idempotency_key, request_digest, seats
 		FROM holds
 		WHERE event_id = $1 AND (status = 'confirmed' OR (status = 'pending' AND expires_at >= $2))`
 
@@ -134,6 +160,18 @@ const (
 	sqlOverflowBuyers = `SELECT b.hold_id::text AS id, b.user_id, h.idempotency_key, h.request_digest
 		FROM bookings b JOIN holds h ON h.id = b.hold_id
 		WHERE b.event_id = $1 AND b.status = 'confirmed' AND b.overflow`
+
+	// The reserved seats a live hold has at $2, by section, for the seat
+	// drift: sold, or held by a pending hold not past its expiry.
+	sqlTakenSeats = `SELECT seat_id, section, status FROM event_seats
+		WHERE event_id = $1 AND (status = 'sold' OR (status = 'held' AND hold_expires_at >= $2))`
+
+	// Seats sold twice: more than one valid ticket for one reserved seat
+	// (the tickets_one_per_seat index makes it impossible; the load
+	// generator checks it anyway).
+	sqlDoubleBookedSeats = `SELECT count(*) FROM (
+			SELECT seat_id FROM tickets WHERE event_id = $1 AND valid AND seat_id IS NOT NULL
+			GROUP BY seat_id HAVING count(*) > 1) x`
 
 	// Holds over for good, for the drift correction: their records in Redis
 	// are dropped.
@@ -278,10 +316,15 @@ const (
 
 // Tickets.
 const (
-	sqlInsertTickets = `INSERT INTO tickets (code, booking_id, event_id, seat, issued_at)
-		SELECT unnest($1::text[]), $2, $3, unnest($4::int[]), $5`
-	sqlTicketsOfBooking = `SELECT code, event_id, seat::bigint AS seat FROM tickets
+	// $6: the reserved seat of each ticket, or NULL for general admission
+	// (the shorter array of a select list's unnest is padded with NULLs).
+	sqlInsertTickets = `INSERT INTO tickets (code, booking_id, event_id, seat, issued_at, seat_id)
+		SELECT unnest($1::text[]), $2, $3, unnest($4::int[]), $5, unnest($6::text[])`
+	sqlTicketsOfBooking = `SELECT code, event_id, seat::bigint AS seat, coalesce(seat_id, '') AS seat_id FROM tickets
 		WHERE booking_id = $1 AND valid ORDER BY seat`
+
+	// The reserved seats of a confirmed hold, with their seat numbers.
+	sqlSeatsOfHold   = `SELECT n, seat_id FROM event_seats WHERE event_id = $1 AND hold_id = $2 ORDER BY n`
 	sqlVoidTickets   = `UPDATE tickets SET valid = false WHERE booking_id = $1 AND valid RETURNING seat`
 	sqlTicketIsValid = `SELECT EXISTS (SELECT 1 FROM tickets WHERE code = $1 AND valid)`
 )

@@ -45,7 +45,8 @@ func (d *DriftCorrector) Start(ctx context.Context) { d.loop.start(ctx) }
 func (d *DriftCorrector) Stop() { d.loop.stop() }
 
 // RunOnce checks the invariant of every event (loading any whose keys are
-// missing), and logs the drift when it is not zero. Drift is corrected at
+// missing), and logs the drift when it is not zero: the count's, or for
+// reserved seating the seats' (which hold has each). Drift is corrected at
 // once, without stopping the sale (seats.Protocol.Correct); drift that
 // still stays the same over two checks with nothing in flight for the
 // event is not transient: the event is rebuilt from the ledger.
@@ -71,9 +72,10 @@ func (d *DriftCorrector) event(ctx context.Context, ev *seats.Event) error {
 		return err
 	}
 	var errs []error
-	if inv.Drift != 0 {
+	if inv.Drift != 0 || (inv.SeatDrift != nil && *inv.SeatDrift != 0) {
 		d.cfg.Logger.Warn("inventory drift: redis and the ledger disagree", "event", ev.ID,
-			"remaining", inv.Remaining, "sellable", inv.Sellable, "active_holds", inv.ActiveHolds, "drift", inv.Drift)
+			"remaining", inv.Remaining, "sellable", inv.Sellable, "active_holds", inv.ActiveHolds, "drift", inv.Drift,
+			"seat_drift", inv.SeatDrift)
 		// Most of a busy sale's drift is its writes in flight, which the
 		// correction leaves as they are; what it changes is lasting.
 		if _, err := d.seats.Recovery().Correct(ctx, ev); err != nil && !errors.Is(err, inventory.ErrFrozen) && !errors.Is(err, inventory.ErrNotLoaded) {

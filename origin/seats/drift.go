@@ -36,6 +36,11 @@ type Invariant struct {
 	// Tickets counts valid tickets: one per seat confirmed.
 	Tickets int64 `json:"tickets"`
 	Drift   int64 `json:"drift"`
+	// SeatDrift counts the reserved seats whose state (free, held, sold)
+	// differs between Redis and the ledger, and Sections the same by
+	// section; both absent for general admission.
+	SeatDrift *int64         `json:"seat_drift,omitempty"`
+	Sections  []SectionDrift `json:"sections,omitempty"`
 }
 
 // CheckInvariant computes the invariant of an event. Redis is read before
@@ -76,6 +81,13 @@ func (rc *Recovery) CheckInvariant(ctx context.Context, id int64) (Invariant, er
 		if (loaded && before == after) || attempt >= 4 {
 			break
 		}
+	}
+	if ev.Seated() {
+		n, sections, err := rc.seatDrift(ctx, ev)
+		if err != nil {
+			return Invariant{}, err
+		}
+		inv.SeatDrift, inv.Sections = &n, sections
 	}
 	rc.metrics.Drift.WithLabelValues(fmt.Sprint(id)).Set(float64(inv.Drift))
 	rc.metrics.Remaining.WithLabelValues(fmt.Sprint(id)).Set(float64(inv.Remaining))
@@ -137,10 +149,10 @@ func (rc *Recovery) Correct(ctx context.Context, ev *Event) (inventory.Correctio
 			return c, err
 		}
 	}
-	if c.Before != c.After || c.Added > 0 || c.Dropped > 0 {
+	if c.Before != c.After || c.Added > 0 || c.Dropped > 0 || c.Seats > 0 {
 		rc.metrics.DriftCorrections.Inc()
 		rc.log.Warn("inventory corrected from the ledger", "event", ev.ID, "remaining_before", c.Before,
-			"remaining_after", c.After, "holds_added", c.Added, "holds_dropped", c.Dropped)
+			"remaining_after", c.After, "holds_added", c.Added, "holds_dropped", c.Dropped, "seats_corrected", c.Seats)
 		if ev.room.State().SoldOut != (c.After == 0) {
 			rc.registry.SyncSoldOut(ctx, ev)
 		}
@@ -165,6 +177,7 @@ func (rc *Recovery) dropEndedSince(ctx context.Context, ev *Event, added []inven
 	}
 	c.After = again.After
 	c.Dropped += again.Dropped
+	c.Seats += again.Seats
 	return c, nil
 }
 
@@ -377,6 +390,7 @@ func (rc *Recovery) ledgerState(ctx context.Context, ev *Event, read func(contex
 			Confirmed:  h.Status == ledger.StatusConfirmed,
 			KeyDigest:  idem.KeyDigest(h.UserID, h.IdempotencyKey),
 			BodyDigest: h.RequestDigest,
+			Seats:      h.Seats,
 		})
 	}
 	snap.Remaining = ev.Sellable - active

@@ -31,6 +31,8 @@ type Event struct {
 	// driftSeen is the drift of the reconciler's last check if nothing was
 	// in flight for the event then, else 0.
 	driftSeen atomic.Int64
+	// seats is the reserved seating's view (seated.go).
+	seats seatIndex
 }
 
 // Room is the event's admission state, as this node follows it.

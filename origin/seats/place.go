@@ -28,6 +28,9 @@ const (
 	Replayed
 	// SoldOut: fewer seats left than asked for (Result.Remaining).
 	SoldOut
+	// SeatsUnavailable: some of the reserved seats asked for are another
+	// live hold's (Result.Taken names them); nothing was held.
+	SeatsUnavailable
 	// KeyReused: the Idempotency-Key was used with another request body.
 	KeyReused
 	// InProgress: a request with the Idempotency-Key is still running.
@@ -50,6 +53,9 @@ type PlaceRequest struct {
 	Event    *Event
 	User     string
 	Quantity int64
+	// Seats are the reserved seats asked for, all or none (Quantity of
+	// them, on the event's map); none for general admission.
+	Seats []string
 	// Position is the queue position of the buyer's token, kept on the
 	// hold's row for the audit trail (0: unknown).
 	Position int64
@@ -71,6 +77,9 @@ type Result struct {
 	Stored *idem.StoredResponse
 	// Remaining is the seats left (SoldOut).
 	Remaining int64
+	// Taken are the seats asked for that another hold has
+	// (SeatsUnavailable).
+	Taken []string
 	// Reason says why the request was Unavailable.
 	Reason string
 	// At is the time the request was judged by.
@@ -99,6 +108,7 @@ func (p *Protocol) place(ctx context.Context, req PlaceRequest, takeOver string)
 		HoldID:       uuid.Must(uuid.NewV7()).String(),
 		User:         req.User,
 		Quantity:     req.Quantity,
+		Seats:        req.Seats,
 		ExpiresAt:    now.Add(min(ev.HoldTTL(), p.HoldMaxLifeOf(ev.Event))).Truncate(time.Second),
 		Now:          now,
 		KeyDigest:    idem.KeyDigest(req.User, req.Key),
@@ -209,6 +219,9 @@ func (p *Protocol) answer(ctx context.Context, req PlaceRequest, ir inventory.Ho
 			p.registry.SyncSoldOut(ctx, ev)
 		}
 		return Result{Outcome: SoldOut, Remaining: res.Remaining}
+	case inventory.SeatsTaken:
+		ev.seatsTaken(res.Taken, true)
+		return Result{Outcome: SeatsUnavailable, Taken: res.Taken}
 	case inventory.AlreadyHeld:
 		return p.existingHold(ctx, req, ir, res)
 	case inventory.Held:
@@ -253,9 +266,9 @@ func (p *Protocol) claimedAnswer(ctx context.Context, req PlaceRequest, raw stri
 func (p *Protocol) recordHold(ctx context.Context, req PlaceRequest, ir inventory.HoldRequest, res inventory.HoldResult, deadline time.Time) Result {
 	ev := req.Event
 	row := ledger.Hold{
-		ID: ir.HoldID, EventID: ev.ID, UserID: req.User, Quantity: req.Quantity, Amount: ev.Price * req.Quantity,
+		ID: ir.HoldID, EventID: ev.ID, UserID: req.User, Quantity: req.Quantity, Amount: ev.amountOf(req.Quantity, res.Record.Seats),
 		Status: ledger.StatusPending, ExpiresAt: ir.ExpiresAt, CreatedAt: ir.Now, UpdatedAt: ir.Now,
-		IdempotencyKey: req.Key, RequestDigest: req.Digest, Position: req.Position,
+		IdempotencyKey: req.Key, RequestDigest: req.Digest, Position: req.Position, Seats: res.Record.Seats,
 	}
 	row.Response = req.Render(row)
 	// The write gets its own deadline, detached from the client: a client
@@ -263,14 +276,31 @@ func (p *Protocol) recordHold(ctx context.Context, req PlaceRequest, ir inventor
 	// compensation.
 	wctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
 	defer cancel()
-	outcome, err := p.holdRows.Write(wctx, row, ir.Now)
+	var outcome ledger.WriteOutcome
+	var err error
+	if len(row.Seats) > 0 {
+		// Alone, in a transaction of its own: the seats' claim is
+		// conditional, and a batch would share its outcome.
+		outcome, err = p.ledger.InsertSeatedHold(wctx, row, ir.Now)
+	} else {
+		outcome, err = p.holdRows.Write(wctx, row, ir.Now)
+	}
+	var taken *ledger.SeatsTakenError
 	switch {
 	case err == nil:
 		if res.Remaining == 0 {
 			p.registry.SyncSoldOut(wctx, ev)
 		}
 		p.extendAdmission(ctx, ev, row)
+		ev.seatsTaken(row.Seats, true)
 		return Result{Outcome: Held, Hold: row}
+
+	case errors.As(err, &taken):
+		// Redis let the seats go and the ledger says another live hold has
+		// some: the ledger wins, and the seats Redis gave go back.
+		p.releases.compensate(wctx, ev, ir.HoldID)
+		p.log.Warn("ledger refused seats that redis allowed", "event", ev.ID, "hold", ir.HoldID, "seats", taken.Seats)
+		return Result{Outcome: SeatsUnavailable, Taken: taken.Seats}
 
 	case errors.Is(err, ledger.ErrDuplicateKey):
 		// This key made a hold before (since released or expired, so Redis
@@ -345,7 +375,8 @@ func (p *Protocol) existingHold(ctx context.Context, req PlaceRequest, ir invent
 	// the request that made the hold.
 	return Result{Outcome: AlreadyHeld, Hold: ledger.Hold{
 		ID: res.HoldID, EventID: req.Event.ID, UserID: req.User, Quantity: res.Record.Quantity,
-		Amount: req.Event.Price * res.Record.Quantity, Status: ledger.StatusPending, ExpiresAt: res.ExpiresAt,
+		Amount: req.Event.amountOf(res.Record.Quantity, res.Record.Seats), Status: ledger.StatusPending, ExpiresAt: res.ExpiresAt,
+		Seats: res.Record.Seats,
 	}}
 }
 

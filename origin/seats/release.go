@@ -48,7 +48,9 @@ func (p *Protocol) ReleaseHold(ctx context.Context, h ledger.Hold) error {
 	}
 	// The ledger has it released: whatever Redis says of it (a confirmation
 	// whose ledger step failed) is out of date.
-	p.releases.ReleaseSeats(ctx, ev, h.ID, inventory.AnyHold)
+	if res := p.releases.ReleaseSeats(ctx, ev, h.ID, inventory.AnyHold); res.Outcome == inventory.Released {
+		ev.seatsTaken(h.Seats, false)
+	}
 	return nil
 }
 

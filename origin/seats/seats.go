@@ -56,6 +56,9 @@ type Config struct {
 	// HoldMaxLife caps a hold's whole life; default 2 × the event's hold
 	// lifetime.
 	HoldMaxLife time.Duration
+	// SeatMapMaxAge is how old the seat map view of a reserved-seating
+	// event may be; default DefaultSeatMapMaxAge.
+	SeatMapMaxAge time.Duration
 	// RoomPollInterval is how often the admission state is re-read besides
 	// change notices; default waitroom.DefaultPollInterval.
 	RoomPollInterval time.Duration

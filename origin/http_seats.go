@@ -1,0 +1,140 @@
+package origin
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/waitroom/waitroom/origin/seats"
+)
+
+// The seat map (docs/api.md §15), read far more often than it changes: each
+// view of it (seats.Protocol.SeatView, read from Redis at most once a
+// second) is rendered once, plain and gzipped, and every read until the
+// next view is answered with those bytes. Shared caches may keep an answer
+// seatMapMaxAge seconds: the map is advisory, the hold is the authority.
+
+// seatMapMaxAge is the Cache-Control max-age of a seat map, in seconds.
+const seatMapMaxAge = 1
+
+type seatMapJSON struct {
+	Sections []seatSectionJSON `json:"sections"`
+}
+
+type seatSectionJSON struct {
+	ID    string         `json:"id"`
+	Price int64          `json:"price"`
+	Seats []seatJSONItem `json:"seats"`
+}
+
+type seatJSONItem struct {
+	ID     string `json:"id"`
+	Status string `json:"status"`
+}
+
+// renderedSeatMap is one view's answer.
+type renderedSeatMap struct {
+	view       *seats.SeatView
+	plain, gz  []byte
+	contentLen string
+	gzLen      string
+}
+
+// seatMaps keeps the rendering of each event's latest view.
+type seatMaps struct {
+	mu sync.Mutex
+	by map[int64]*renderedSeatMap
+}
+
+func (m *seatMaps) rendered(ev *seats.Event, v *seats.SeatView) (*renderedSeatMap, error) {
+	m.mu.Lock()
+	r := m.by[ev.ID]
+	m.mu.Unlock()
+	if r != nil && r.view == v {
+		return r, nil
+	}
+	out := seatMapJSON{Sections: make([]seatSectionJSON, 0, len(ev.Seating.Sections))}
+	all := ev.Seating.Seats()
+	for _, s := range ev.Seating.Sections {
+		sec := seatSectionJSON{ID: s.ID, Price: s.Price}
+		for _, seat := range all {
+			if seat.Section == s.ID {
+				sec.Seats = append(sec.Seats, seatJSONItem{ID: seat.ID, Status: string(v.State(seat.ID))})
+			}
+		}
+		out.Sections = append(out.Sections, sec)
+	}
+	plain, err := json.Marshal(out)
+	if err != nil {
+		return nil, err
+	}
+	plain = append(plain, '\n')
+	var gz bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&gz, gzip.BestSpeed)
+	_, _ = zw.Write(plain)
+	if err := zw.Close(); err != nil {
+		return nil, err
+	}
+	r = &renderedSeatMap{view: v, plain: plain, gz: gz.Bytes(),
+		contentLen: strconv.Itoa(len(plain)), gzLen: strconv.Itoa(gz.Len())}
+	m.mu.Lock()
+	if m.by == nil {
+		m.by = make(map[int64]*renderedSeatMap)
+	}
+	if cur := m.by[ev.ID]; cur == nil || cur.view.At.Before(v.At) {
+		m.by[ev.ID] = r
+	}
+	m.mu.Unlock()
+	return r, nil
+}
+
+// handleSeatMap serves GET /v1/events/{id}/seats: every seat of a
+// reserved-seating event with its status (free, held, sold). No token is
+// asked for: the map is public, like the event.
+func (s eventsAPI) handleSeatMap(w http.ResponseWriter, r *http.Request) {
+	id, ok := pathID(w, r, "event")
+	if !ok {
+		return
+	}
+	ev, err := s.seats.Registry().Event(r.Context(), id)
+	if err != nil {
+		lookupFailed(w, err, "event")
+		return
+	}
+	if !ev.Seated() {
+		writeError(w, http.StatusNotFound, "not_found", "the event is general admission: it has no seat map")
+		return
+	}
+	v, err := s.seats.SeatView(r.Context(), ev)
+	if err != nil {
+		s.log.Warn("seat map not read", "event", id, "error", err)
+		writeResponse(w, errUnavailable)
+		return
+	}
+	m, err := s.seatMaps.rendered(ev, v)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "internal", "could not encode the seat map")
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "public, max-age="+strconv.Itoa(seatMapMaxAge))
+	h.Set("Vary", "Accept-Encoding")
+	body, n := m.plain, m.contentLen
+	if strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") {
+		h.Set("Content-Encoding", "gzip")
+		body, n = m.gz, m.gzLen
+	}
+	h.Set("Content-Length", n)
+	w.WriteHeader(http.StatusOK)
+	if r.Method != http.MethodHead {
+		_, _ = w.Write(body)
+	}
+}
+
+// SectionDrift is one section's seat drift in the invariant.
+type SectionDrift = seats.SectionDrift

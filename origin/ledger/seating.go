@@ -1,0 +1,135 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/waitroom/waitroom/origin/seatmap"
+)
+
+// SeatsTakenError is a seated hold refused by the ledger: Seats, of those
+// it asked for, are another live hold's.
+type SeatsTakenError struct{ Seats []string }
+
+func (e *SeatsTakenError) Error() string { return fmt.Sprintf("seats taken: %v", e.Seats) }
+
+// ErrSeatsTaken matches every SeatsTakenError.
+var ErrSeatsTaken = errors.New("seats taken")
+
+func (e *SeatsTakenError) Is(target error) bool { return target == ErrSeatsTaken }
+
+// insertSeats writes one free row per seat of a new event's map.
+func insertSeats(ctx context.Context, tx pgx.Tx, event int64, m seatmap.Map) error {
+	seats := m.Seats()
+	ids, sections, ns := make([]string, len(seats)), make([]string, len(seats)), make([]int32, len(seats))
+	for i, s := range seats {
+		ids[i], sections[i], ns[i] = s.ID, s.Section, int32(s.Ordinal)
+	}
+	if _, err := tx.Exec(ctx, sqlInsertEventSeats, event, ids, sections, ns); err != nil {
+		return fmt.Errorf("insert seats of event %d: %w", event, err)
+	}
+	return nil
+}
+
+// InsertSeatedHold writes a new pending hold of reserved seats, h.Seats,
+// and claims them, in one transaction: every seat free or held by a hold
+// past its expiry at now, or nothing is written (a *SeatsTakenError naming
+// the others'). The user's previous hold, if it lapsed without the reaper
+// marking it, is marked expired first. ctx's deadline is the write's, as
+// for InsertHold: the server commits nothing after it.
+func (l *Ledger) InsertSeatedHold(ctx context.Context, h Hold, now time.Time) (WriteOutcome, error) {
+	if len(h.Seats) == 0 || int64(len(h.Seats)) != h.Quantity {
+		return WriteFailed, fmt.Errorf("insert seated hold %s: %d seats for quantity %d", h.ID, len(h.Seats), h.Quantity)
+	}
+	var deadline time.Time
+	if d := deadlineOf(ctx); d != nil {
+		deadline = *d
+	}
+	seats := slices.Sorted(slices.Values(h.Seats))
+	err := l.InTx(ctx, deadline, func(tx Tx) error {
+		if _, err := tx.tx.Exec(ctx, sqlExpireLapsedHoldOfUser, h.EventID, h.UserID, now); err != nil {
+			return fmt.Errorf("expire lapsed hold: %w", err)
+		}
+		tag, err := tx.tx.Exec(ctx, sqlInsertSeatedHold, h.ID, h.EventID, h.UserID, h.Quantity, h.Amount, h.ExpiresAt,
+			h.CreatedAt, h.IdempotencyKey, h.RequestDigest, h.Response, deadlineOf(ctx), h.Position, seats)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return ErrPastDeadline
+		}
+		rows, err := tx.tx.Query(ctx, sqlClaimSeats, h.EventID, h.ID, h.ExpiresAt, seats, now)
+		claimed, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return fmt.Errorf("claim seats: %w", err)
+		}
+		if len(claimed) != len(seats) {
+			taken := slices.DeleteFunc(slices.Clone(seats), func(s string) bool { return slices.Contains(claimed, s) })
+			return &SeatsTakenError{Seats: taken}
+		}
+		return nil
+	})
+	if cerr := constraintError(err); cerr != nil {
+		return WriteFailed, fmt.Errorf("insert seated hold %s: %w", h.ID, cerr)
+	}
+	switch {
+	case err == nil:
+		return WriteDone, nil
+	case errors.Is(err, ErrSeatsTaken), errors.Is(err, ErrPastDeadline):
+		return WriteFailed, fmt.Errorf("insert seated hold %s: %w", h.ID, err)
+	case errors.Is(err, ErrUncertain):
+		return WriteUncertain, fmt.Errorf("insert seated hold %s: %w", h.ID, err)
+	}
+	return Classify(err), fmt.Errorf("insert seated hold %s: %w", h.ID, err)
+}
+
+// TakenSeat is a reserved seat a live hold has, as the ledger says.
+type TakenSeat struct {
+	SeatID  string `db:"seat_id"`
+	Section string `db:"section"`
+	// Status is held or sold.
+	Status string `db:"status"`
+}
+
+// TakenSeats reads the reserved seats of event a live hold has at now.
+func (l *Ledger) TakenSeats(ctx context.Context, event int64, now time.Time) ([]TakenSeat, error) {
+	rows, err := l.pool.Query(ctx, sqlTakenSeats, event, now)
+	return collectAll[TakenSeat](rows, err, fmt.Sprintf("read taken seats of event %d", event))
+}
+
+// DoubleBookedSeats counts the reserved seats of event with more than one
+// valid ticket.
+func (l *Ledger) DoubleBookedSeats(ctx context.Context, event int64) (int64, error) {
+	var n int64
+	if err := l.pool.QueryRow(ctx, sqlDoubleBookedSeats, event).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count double-booked seats of event %d: %w", event, err)
+	}
+	return n, nil
+}
+
+// SeatsOfHold reads the reserved seats of a hold with their seat numbers
+// (the numbers its tickets carry), in number order.
+func (t Tx) SeatsOfHold(ctx context.Context, event int64, holdID string) (numbers []int32, ids []string, err error) {
+	rows, err := t.tx.Query(ctx, sqlSeatsOfHold, event, holdID)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read seats of hold %s: %w", holdID, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var n int32
+		var id string
+		if err := rows.Scan(&n, &id); err != nil {
+			return nil, nil, fmt.Errorf("read seats of hold %s: %w", holdID, err)
+		}
+		numbers, ids = append(numbers, n), append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, fmt.Errorf("read seats of hold %s: %w", holdID, err)
+	}
+	return numbers, ids, nil
+}

@@ -1,0 +1,247 @@
+package seats
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/waitroom/waitroom/inventory"
+)
+
+// Reserved seating. Redis says which hold has each seat (the hold script
+// takes a hold's seats all together or none); every node keeps a view of
+// the seat map read from Redis at most DefaultSeatMapMaxAge ago, which the
+// seat map reads are served from and the best-available choice is made
+// on, plus the seats this node's own holds took since (so a choice does
+// not pick them again before the next read).
+
+// DefaultSeatMapMaxAge is how old a seat map view may be before a read
+// reads Redis again.
+const DefaultSeatMapMaxAge = time.Second
+
+// bestTries bounds the attempts of a best-available hold whose chosen
+// seats another hold took between the view and the hold script.
+const bestTries = 4
+
+// ReasonContended: a best-available hold found its chosen seats taken
+// every time it tried.
+const ReasonContended = "contended"
+
+// SeatView is which reserved seats a live hold had at one moment.
+type SeatView struct {
+	// At is when (wall clock) Redis was read.
+	At     time.Time
+	states map[string]inventory.SeatState
+}
+
+// State is the seat's state in the view.
+func (v *SeatView) State(id string) inventory.SeatState {
+	if st, ok := v.states[id]; ok {
+		return st
+	}
+	return inventory.SeatFree
+}
+
+// seatIndex is an event's seat map view and the seats taken on this node
+// since it was read.
+type seatIndex struct {
+	view atomic.Pointer[SeatView]
+	mu   sync.Mutex
+	// since maps a seat to the wall time this node saw it taken (or, with
+	// false, given back) after the view was read.
+	since map[string]seatChange
+}
+
+type seatChange struct {
+	at    time.Time
+	taken bool
+}
+
+// seatsTaken records that this node saw seats taken (or freed).
+func (ev *Event) seatsTaken(ids []string, taken bool) {
+	if !ev.Seated() || len(ids) == 0 {
+		return
+	}
+	now := time.Now()
+	ev.seats.mu.Lock()
+	defer ev.seats.mu.Unlock()
+	if ev.seats.since == nil {
+		ev.seats.since = make(map[string]seatChange)
+	}
+	for _, id := range ids {
+		ev.seats.since[id] = seatChange{at: now, taken: taken}
+	}
+}
+
+// amountOf is the price of a hold of qty seats: the sections' prices of
+// its reserved seats, or the event's price per seat.
+func (ev *Event) amountOf(qty int64, seats []string) int64 {
+	if ev.Seated() && len(seats) > 0 {
+		if p, ok := ev.Seating.Price(seats); ok {
+			return p
+		}
+	}
+	return ev.Price * qty
+}
+
+// SeatView is the event's seat map view, read from Redis again when older
+// than Config.SeatMapMaxAge; concurrent reads of an old view share one
+// Redis read. Keys missing from Redis are loaded first.
+func (p *Protocol) SeatView(ctx context.Context, ev *Event) (*SeatView, error) {
+	if !ev.Seated() {
+		return nil, fmt.Errorf("event %d has no reserved seating", ev.ID)
+	}
+	if v := ev.seats.view.Load(); v != nil && p.cfg.WallClock().Sub(v.At) < p.seatMapMaxAge() {
+		return v, nil
+	}
+	v, err, _ := p.recovery.flight.Do(fmt.Sprintf("seats:%d", ev.ID), func() (any, error) {
+		at := p.cfg.WallClock()
+		for attempt := 0; ; attempt++ {
+			states, loaded, err := p.inv.SeatStates(ctx, ev.ID, p.now())
+			if err != nil {
+				return nil, err
+			}
+			if loaded {
+				v := &SeatView{At: at, states: states}
+				ev.seats.view.Store(v)
+				ev.seats.mu.Lock()
+				for id, c := range ev.seats.since {
+					if !c.at.After(at) {
+						delete(ev.seats.since, id)
+					}
+				}
+				ev.seats.mu.Unlock()
+				return v, nil
+			}
+			if attempt > 0 {
+				return nil, fmt.Errorf("read seats of event %d: %w", ev.ID, inventory.ErrNotLoaded)
+			}
+			if err := p.recovery.ensureLoaded(ctx, ev); err != nil {
+				return nil, err
+			}
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return v.(*SeatView), nil
+}
+
+func (p *Protocol) seatMapMaxAge() time.Duration {
+	if p.cfg.SeatMapMaxAge > 0 {
+		return p.cfg.SeatMapMaxAge
+	}
+	return DefaultSeatMapMaxAge
+}
+
+// takenFunc says whether a seat is not free, by the view and this node's
+// own holds since.
+func (ev *Event) takenFunc(v *SeatView) func(string) bool {
+	ev.seats.mu.Lock()
+	since := make(map[string]bool, len(ev.seats.since))
+	for id, c := range ev.seats.since {
+		since[id] = c.taken
+	}
+	ev.seats.mu.Unlock()
+	return func(id string) bool {
+		if t, ok := since[id]; ok {
+			return t
+		}
+		return v.State(id) != inventory.SeatFree
+	}
+}
+
+// PlaceBest holds req.Quantity seats of section chosen for the buyer (the
+// best available, seatmap.Map.Best) from the seat map view, or of the first
+// section that has them when section is "". When the chosen seats are
+// taken meanwhile it chooses again, at most bestTries times. SoldOut when
+// the section has fewer free seats than asked for (Result.Remaining).
+func (p *Protocol) PlaceBest(ctx context.Context, req PlaceRequest, section string) Result {
+	ev := req.Event
+	takeOver := ""
+	var out Result
+	for range bestTries {
+		v, err := p.SeatView(ctx, ev)
+		if err != nil {
+			p.log.Warn("seat map not read", "event", ev.ID, "error", err)
+			return unavailable(ReasonNotHeld)
+		}
+		taken := ev.takenFunc(v)
+		var ids []string
+		free := 0
+		for _, s := range ev.Seating.Sections {
+			if section != "" && s.ID != section {
+				continue
+			}
+			got, n := ev.Seating.Best(s.ID, int(req.Quantity), taken)
+			free += n
+			if got != nil {
+				ids = got
+				break
+			}
+		}
+		if ids == nil {
+			return Result{Outcome: SoldOut, Remaining: int64(free), At: p.now()}
+		}
+		req.Seats = ids
+		out = p.place(ctx, req, takeOver)
+		if out.Outcome != SeatsUnavailable {
+			return out
+		}
+		ev.seatsTaken(out.Taken, true)
+		takeOver = out.Claim
+	}
+	claim := out.Claim
+	out = unavailable(ReasonContended)
+	out.Claim, out.At = claim, p.now()
+	return out
+}
+
+// SectionDrift is one section's reserved seats where Redis and the ledger
+// disagree.
+type SectionDrift struct {
+	Section string `json:"section"`
+	// Seats counts the seats whose state (free, held, sold) differs.
+	Seats int64 `json:"seats"`
+}
+
+// seatDrift compares which reserved seats a live hold has in Redis and in
+// the ledger: the seats that differ in all, and by section.
+func (rc *Recovery) seatDrift(ctx context.Context, ev *Event) (int64, []SectionDrift, error) {
+	now := rc.now()
+	states, loaded, err := rc.inv.SeatStates(ctx, ev.ID, now)
+	if err != nil {
+		return 0, nil, err
+	}
+	if !loaded {
+		return 0, nil, fmt.Errorf("seat drift of event %d: %w", ev.ID, inventory.ErrNotLoaded)
+	}
+	taken, err := rc.ledger.TakenSeats(ctx, ev.ID, now)
+	if err != nil {
+		return 0, nil, err
+	}
+	bySection := make(map[string]int64)
+	var total int64
+	inLedger := make(map[string]bool, len(taken))
+	for _, s := range taken {
+		inLedger[s.SeatID] = true
+		if string(states[s.SeatID]) != s.Status {
+			bySection[s.Section]++
+			total++
+		}
+	}
+	for id := range states {
+		if !inLedger[id] {
+			sec, _, _, _ := ev.Seating.Locate(id)
+			bySection[sec.ID]++
+			total++
+		}
+	}
+	out := make([]SectionDrift, 0, len(ev.Seating.Sections))
+	for _, s := range ev.Seating.Sections {
+		out = append(out, SectionDrift{Section: s.ID, Seats: bySection[s.ID]})
+	}
+	return total, out, nil
+}
