@@ -166,12 +166,21 @@ const (
 	sqlTakenSeats = `SELECT seat_id, section, status FROM event_seats
 		WHERE event_id = $1 AND (status = 'sold' OR (status = 'held' AND hold_expires_at >= $2))`
 
-	// Seats sold twice: more than one valid ticket for one reserved seat
-	// (the tickets_one_per_seat index makes it impossible; the load
-	// generator checks it anyway).
-	sqlDoubleBookedSeats = `SELECT count(*) FROM (
-			SELECT seat_id FROM tickets WHERE event_id = $1 AND valid AND seat_id IS NOT NULL
-			GROUP BY seat_id HAVING count(*) > 1) x`
+	// The audit of an event's reserved seats at $2 (the load generator's
+	// check that none was sold twice): seats listed by more than one live
+	// hold, seats of a live hold whose row names another hold, and seats
+	// with more than one valid ticket.
+	sqlAuditSeats = `WITH live AS (
+			SELECT id, unnest(seats) AS seat_id FROM holds
+			WHERE event_id = $1 AND seats IS NOT NULL
+				AND (status = 'confirmed' OR (status = 'pending' AND expires_at >= $2)))
+		SELECT
+			(SELECT count(*) FROM (SELECT seat_id FROM live GROUP BY seat_id HAVING count(*) > 1) x) AS double_held,
+			(SELECT count(*) FROM live JOIN event_seats s ON s.event_id = $1 AND s.seat_id = live.seat_id
+				WHERE s.hold_id IS DISTINCT FROM live.id) AS mismatched,
+			(SELECT count(*) FROM (SELECT seat_id FROM tickets WHERE event_id = $1 AND valid AND seat_id IS NOT NULL
+				GROUP BY seat_id HAVING count(*) > 1) y) AS double_ticketed,
+			(SELECT count(*) FROM live) AS held`
 
 	// Holds over for good, for the drift correction: their records in Redis
 	// are dropped.

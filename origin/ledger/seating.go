@@ -102,14 +102,23 @@ func (l *Ledger) TakenSeats(ctx context.Context, event int64, now time.Time) ([]
 	return collectAll[TakenSeat](rows, err, fmt.Sprintf("read taken seats of event %d", event))
 }
 
-// DoubleBookedSeats counts the reserved seats of event with more than one
-// valid ticket.
-func (l *Ledger) DoubleBookedSeats(ctx context.Context, event int64) (int64, error) {
-	var n int64
-	if err := l.pool.QueryRow(ctx, sqlDoubleBookedSeats, event).Scan(&n); err != nil {
-		return 0, fmt.Errorf("count double-booked seats of event %d: %w", event, err)
-	}
-	return n, nil
+// SeatAudit is the ledger's account of an event's reserved seats.
+type SeatAudit struct {
+	// DoubleHeld counts seats listed by more than one live hold.
+	DoubleHeld int64 `db:"double_held"`
+	// Mismatched counts seats of a live hold whose seat row names another
+	// hold (or none).
+	Mismatched int64 `db:"mismatched"`
+	// DoubleTicketed counts seats with more than one valid ticket.
+	DoubleTicketed int64 `db:"double_ticketed"`
+	// Held counts the seats of live holds.
+	Held int64 `db:"held"`
+}
+
+// AuditSeats checks at now that no reserved seat of event is had twice.
+func (l *Ledger) AuditSeats(ctx context.Context, event int64, now time.Time) (SeatAudit, error) {
+	rows, err := l.pool.Query(ctx, sqlAuditSeats, event, now)
+	return collectOne[SeatAudit](rows, err, fmt.Sprintf("audit seats of event %d", event))
 }
 
 // SeatsOfHold reads the reserved seats of a hold with their seat numbers
