@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"mime"
 	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"time"
 
@@ -15,9 +17,10 @@ import (
 
 	"github.com/waitroom/waitroom/hashtag"
 	"github.com/waitroom/waitroom/loadtest/api"
-	"github.com/waitroom/waitroom/loadtest/pound"
 	"github.com/waitroom/waitroom/loadtest/report"
 	"github.com/waitroom/waitroom/loadtest/stack"
+	"github.com/waitroom/waitroom/loadtest/wrk"
+	"github.com/waitroom/waitroom/waitroom"
 )
 
 // upstreamBody is what the shared upstream and Caddy's respond both answer,
@@ -29,20 +32,42 @@ type gatewaySites struct {
 	plainProxy, roomProxy, respond, roomWaiting, roomArrivals, roomArrivalsLeased stack.Site
 }
 
+// gatewayTarget is one measured site and request.
+type gatewayTarget struct {
+	name   string
+	site   stack.Site
+	header map[string]string
+	// want is the X-Waitroom-Status expected ("" for none), wantType the
+	// Content-Type's media type ("" for any).
+	want, wantType string
+	// profile names the CPU profile taken of it ("" for none).
+	profile string
+}
+
+// gatewayRatio is one goal: site a's rate over site b's, the median round.
+type gatewayRatio struct {
+	name string
+	a, b int
+	goal float64
+}
+
 func runGateway(ctx context.Context, args []string, out, errOut io.Writer) error {
-	fs := newFlags("gateway", "The gateway's cost, as ratios measured side by side in one run with one Caddy,\none upstream and one client:\n  (a) plain reverse_proxy vs the waiting room admitting the same traffic (goal ≥ 0.95)\n  (b) respond vs the waiting response to a queued token (goal ≥ 0.8)\n  (c) new arrivals per second with the Redis store vs respond (goals ≥ 20,000/s, ≥ 0.4)", errOut)
+	fs := newFlags("gateway", "The gateway's cost, as ratios measured side by side in one run with one Caddy\nand one upstream, driven by wrk (Debian's package; a C client that costs far\nless per request than the server):\n  (a) plain reverse_proxy vs the waiting room admitting the same traffic (goal ≥ 0.95)\n  (b) respond vs the waiting answer to a queued token, JSON and HTML (goal ≥ 0.8)\n  (c) new arrivals with the Redis store vs respond (goals ≥ 0.5 with lease, ≥ 0.4\n      without, and ≥ 20,000/s with lease)", errOut)
 	var srv servers
 	srv.register(fs, false)
 	caddyBin := fs.String("caddy", "bin/caddy", "Caddy with the waitroom module (make build)")
-	workers := fs.Int("workers", 64, "concurrent client connections per measurement")
-	each := fs.Duration("each", time.Second, "length of one measurement")
-	rounds := fs.Int("rounds", 7, "rounds; each round measures every site once, in turn")
+	conns := fs.Int("conns", 64, "wrk's connections per measurement")
+	threads := fs.Int("threads", 1, "wrk's threads")
+	each := fs.Duration("each", 2*time.Second, "length of one measurement (whole seconds)")
+	rounds := fs.Int("rounds", 5, "rounds; each round measures every site once, in turn")
+	profileDir := fs.String("profile", "", "after the rounds, take a CPU profile of Caddy (its admin endpoint's /debug/pprof) under each waiting-room load into this folder")
+	profileFor := fs.Duration("profile-seconds", 5*time.Second, "length of each CPU profile")
 	jsonPath := fs.String("json", "", "also write the measurements to this JSON file")
 	keep := fs.Bool("keep", false, "keep the run's folder (Caddyfile, logs)")
 	if err := fs.parse(args); err != nil {
 		return err
 	}
-	if err := positive(map[string]float64{"workers": float64(*workers), "each": each.Seconds(), "rounds": float64(*rounds)}); err != nil {
+	if err := positive(map[string]float64{"conns": float64(*conns), "threads": float64(*threads), "each": each.Seconds(), "rounds": float64(*rounds), "profile-seconds": profileFor.Seconds()}); err != nil {
 		return err
 	}
 	if err := srv.check(true, false); err != nil {
@@ -50,6 +75,9 @@ func runGateway(ctx context.Context, args []string, out, errOut io.Writer) error
 	}
 	if err := needBinary(*caddyBin, "make build"); err != nil {
 		return err
+	}
+	if _, err := wrk.Path(); err != nil {
+		return usagef("%v", err)
 	}
 	dir, cleanup, err := workDir("gateway", *keep, errOut)
 	if err != nil {
@@ -103,7 +131,7 @@ func runGateway(ctx context.Context, args []string, out, errOut io.Writer) error
 	}
 	defer caddy.Stop(10 * time.Second)
 
-	client := api.NewHTTPClient(*workers, 10*time.Second)
+	client := api.NewHTTPClient(4, 10*time.Second)
 	admitted, err := joinOnce(ctx, client, sites.roomProxy.URL(), api.StatusAdmitted)
 	if err != nil {
 		return err
@@ -112,117 +140,209 @@ func runGateway(ctx context.Context, args []string, out, errOut io.Writer) error
 	if err != nil {
 		return err
 	}
-
-	type target struct {
-		name  string
-		site  stack.Site
-		token string
-		want  string // X-Waitroom-Status expected, "" for none
+	jsonAccept := map[string]string{"Accept": "application/json"}
+	targets := []gatewayTarget{
+		{name: "reverse_proxy", site: sites.plainProxy, header: jsonAccept},
+		{name: "waitroom + reverse_proxy (admitted)", site: sites.roomProxy, want: api.StatusAdmitted, profile: "admitted",
+			header: map[string]string{"Accept": "application/json", api.HeaderToken: admitted}},
+		{name: "respond", site: sites.respond, header: jsonAccept},
+		{name: "waiting answer, JSON (queued token)", site: sites.roomWaiting, want: api.StatusWaiting, wantType: "application/json", profile: "waiting-json",
+			header: map[string]string{"Accept": "application/json", api.HeaderToken: queued}},
+		{name: "waiting answer, HTML (queued cookie)", site: sites.roomWaiting, want: api.StatusWaiting, wantType: "text/html", profile: "waiting-html",
+			header: map[string]string{"Accept": "text/html", "Cookie": waitroom.CookieName(events[1]) + "=" + queued}},
+		{name: "new arrival (Redis store)", site: sites.roomArrivals, want: api.StatusWaiting, profile: "arrival", header: jsonAccept},
+		{name: fmt.Sprintf("new arrival (Redis store, lease %d)", arrivalLease), site: sites.roomArrivalsLeased, want: api.StatusWaiting, profile: "arrival-lease", header: jsonAccept},
 	}
-	targets := []target{
-		{"reverse_proxy", sites.plainProxy, "", ""},
-		{"waitroom + reverse_proxy (admitted)", sites.roomProxy, admitted, api.StatusAdmitted},
-		{"respond", sites.respond, "", ""},
-		{"waitroom waiting response (queued token)", sites.roomWaiting, queued, api.StatusWaiting},
-		{"waitroom new arrival (Redis store)", sites.roomArrivals, "", api.StatusWaiting},
-		{fmt.Sprintf("waitroom new arrival (Redis store, lease %d)", arrivalLease), sites.roomArrivalsLeased, "", api.StatusWaiting},
+	ratios := []gatewayRatio{
+		{"(a) admitted through waitroom / plain reverse_proxy", 1, 0, 0.95},
+		{"(b) waiting answer, JSON / respond", 3, 2, 0.8},
+		{"(b) waiting answer, HTML / respond", 4, 2, 0.8},
+		{"(c) new arrivals (Redis store) / respond", 5, 2, 0.4},
+		{fmt.Sprintf("(c) new arrivals, lease %d / respond", arrivalLease), 6, 2, 0.5},
 	}
-	load := func(t target, d time.Duration) pound.Result {
-		return pound.Run(ctx, pound.Load{
-			Client: client, Workers: *workers, Duration: d,
-			Request: func(int, int64) *http.Request {
-				req, _ := http.NewRequest(http.MethodGet, t.site.URL()+"/", nil)
-				req.Header.Set("Accept", "application/json")
-				if t.token != "" {
-					req.Header.Set(api.HeaderToken, t.token)
-				}
-				return req
-			},
-			Check: func(resp *http.Response, _ []byte) error {
-				if resp.StatusCode != http.StatusOK {
-					return fmt.Errorf("%s: status %d", t.name, resp.StatusCode)
-				}
-				if got := resp.Header.Get(api.HeaderStatus); got != t.want {
-					return fmt.Errorf("%s: X-Waitroom-Status %q, want %q", t.name, got, t.want)
-				}
-				return nil
-			},
-		})
+	for _, t := range targets {
+		if err := checkTarget(ctx, client, t); err != nil {
+			return err
+		}
+	}
+	caddyPID := caddy.PID()
+	load := func(t gatewayTarget, d time.Duration) (gatewayRun, error) {
+		cpu0, err := stack.CPUTime(caddyPID)
+		if err != nil {
+			return gatewayRun{}, err
+		}
+		r, err := wrk.Run(ctx, wrk.Load{URL: t.site.URL() + "/", Header: t.header, Conns: *conns, Threads: *threads, Duration: d})
+		if err != nil {
+			return gatewayRun{}, err
+		}
+		cpu1, err := stack.CPUTime(caddyPID)
+		if err != nil {
+			return gatewayRun{}, err
+		}
+		if r.Failed() > 0 {
+			return gatewayRun{}, fmt.Errorf("%s: %d of %d requests failed (non-2xx %d, socket errors %d)", t.name, r.Failed(), r.Requests, r.Non2xx, r.SocketErrors)
+		}
+		return gatewayRun{Result: r, CaddyCPU: cpu1 - cpu0}, nil
 	}
 	// Warm every site's connections and code paths before measuring.
 	for _, t := range targets {
-		load(t, 300*time.Millisecond)
+		if _, err := load(t, time.Second); err != nil {
+			return err
+		}
 	}
 	// Each round measures every site once; a round's ratios compare sites
 	// measured seconds apart, and the median round is reported, so a burst
 	// of noise from elsewhere on the machine spoils one round, not the
 	// figure.
-	perRound := make([][]pound.Result, *rounds)
-	totals := make([]pound.Result, len(targets))
+	perRound := make([][]gatewayRun, *rounds)
 	for rd := range *rounds {
-		for i, t := range targets {
-			r := load(t, *each)
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			if r.Failed > 0 {
-				return fmt.Errorf("%s: %d of %d requests failed, first: %s", t.name, r.Failed, r.Requests, r.FirstErr)
+		for _, t := range targets {
+			r, err := load(t, *each)
+			if err != nil {
+				return err
 			}
 			perRound[rd] = append(perRound[rd], r)
-			totals[i].Requests += r.Requests
-			totals[i].Elapsed += r.Elapsed
-			totals[i].Latency = r.Latency
 		}
 	}
-	medianRatio := func(a, b int) float64 {
-		var rs []float64
+	median := func(f func(round []gatewayRun) float64) float64 {
+		var vs []float64
 		for _, round := range perRound {
-			rs = append(rs, round[a].PerSecond()/round[b].PerSecond())
+			vs = append(vs, f(round))
 		}
-		slices.Sort(rs)
-		return rs[len(rs)/2]
+		slices.Sort(vs)
+		return vs[len(vs)/2]
 	}
-	ra, rb, rc, rl := medianRatio(1, 0), medianRatio(3, 2), medianRatio(4, 2), medianRatio(5, 2)
-	medianRate := func(site int) float64 {
-		var rates []float64
-		for _, round := range perRound {
-			rates = append(rates, round[site].PerSecond())
-		}
-		slices.Sort(rates)
-		return rates[len(rates)/2]
-	}
-	arrivals, leased := medianRate(4), medianRate(5)
 
-	fmt.Fprintf(out, "One Caddy, one upstream, one client: %d connections, %d rounds of %s per site, interleaved\n\n", *workers, *rounds, *each)
-	t := report.Table{Header: []string{"site", "requests", "req/s (all rounds)", "p50 (last round)", "p99 (last round)"}}
+	fmt.Fprintf(out, "One Caddy (2 cores shared with wrk and the upstream), one upstream; wrk %d thread(s), %d connections; %d rounds of %s per site, interleaved\n\n", *threads, *conns, *rounds, *each)
+	t := report.Table{Header: []string{"site", "req/s (median round)", "Caddy CPU µs/request", "wrk CPU share", "p50", "p99"}}
 	for i, tg := range targets {
-		r := totals[i]
-		t.Add(tg.name, report.Count(r.Requests), report.Rate(r.PerSecond()), report.Millis(r.Latency.P50), report.Millis(r.Latency.P99))
+		last := perRound[len(perRound)-1][i]
+		t.Add(tg.name, report.Rate(median(func(r []gatewayRun) float64 { return r[i].PerSecond })),
+			fmt.Sprintf("%.1f", median(func(r []gatewayRun) float64 { return r[i].cpuPerRequest() })),
+			fmt.Sprintf("%.0f%%", 100*median(func(r []gatewayRun) float64 { return r[i].CPUShare })),
+			report.Millis(last.P50), report.Millis(last.P99))
 	}
 	t.Write(out)
 	fmt.Fprintln(out)
-	r := report.Table{Header: []string{"ratio (median round)", "measured", "goal", "met"}}
-	r.Add("(a) admitted through waitroom / plain reverse_proxy", fmt.Sprintf("%.2f", ra), "≥ 0.95", met(ra >= 0.95))
-	r.Add("(b) waiting response / respond", fmt.Sprintf("%.2f", rb), "≥ 0.80", met(rb >= 0.8))
-	r.Add("(c) new arrivals (Redis store) / respond", fmt.Sprintf("%.2f", rc), "≥ 0.40", met(rc >= 0.4))
-	r.Add("(c) new arrivals per second (Redis store)", report.Rate(arrivals), "≥ 20,000", met(arrivals >= 20000))
-	r.Add(fmt.Sprintf("(c) new arrivals, lease %d / respond", arrivalLease), fmt.Sprintf("%.2f", rl), "≥ 0.40", met(rl >= 0.4))
-	r.Add(fmt.Sprintf("(c) new arrivals per second, lease %d", arrivalLease), report.Rate(leased), "≥ 20,000", met(leased >= 20000))
-	r.Write(out)
+	rt := report.Table{Header: []string{"goal (median round)", "measured", "goal", "met"}}
+	measured := map[string]float64{}
+	for _, g := range ratios {
+		v := median(func(r []gatewayRun) float64 { return r[g.a].PerSecond / r[g.b].PerSecond })
+		measured[g.name] = v
+		rt.Add(g.name, fmt.Sprintf("%.2f", v), fmt.Sprintf("≥ %.2f", g.goal), met(v >= g.goal))
+	}
+	leased := median(func(r []gatewayRun) float64 { return r[6].PerSecond })
+	rt.Add(fmt.Sprintf("(c) new arrivals per second, lease %d", arrivalLease), report.Rate(leased), "≥ 20,000", met(leased >= 20000))
+	rt.Write(out)
+
+	if *profileDir != "" {
+		if err := profileCaddy(ctx, caddy, targets, *profileDir, *profileFor, func(t gatewayTarget, d time.Duration) error {
+			_, err := load(t, d)
+			return err
+		}); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "\nCPU profiles of Caddy written to %s (go tool pprof -top %s %s/<site>.pprof)\n", *profileDir, *caddyBin, *profileDir)
+	}
 
 	if *jsonPath != "" {
-		m := map[string]any{"workers": *workers, "rounds": *rounds, "each_ns": *each,
-			"ratios": map[string]float64{"admitted_vs_proxy": ra, "waiting_vs_respond": rb,
-				"arrivals_vs_respond": rc, "leased_arrivals_vs_respond": rl},
-			"arrivals_per_second": arrivals, "leased_arrivals_per_second": leased}
-		sites := map[string][]pound.Result{}
+		m := map[string]any{"conns": *conns, "threads": *threads, "rounds": *rounds, "each_ns": *each,
+			"ratios": measured, "leased_arrivals_per_second": leased}
+		bySite := map[string][]gatewayRun{}
 		for _, round := range perRound {
 			for i, tg := range targets {
-				sites[tg.name] = append(sites[tg.name], round[i])
+				bySite[tg.name] = append(bySite[tg.name], round[i])
 			}
 		}
-		m["rounds_by_site"] = sites
+		m["rounds_by_site"] = bySite
 		if err := report.WriteJSON(*jsonPath, m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// gatewayRun is one measurement of a site, and the CPU Caddy spent on it.
+type gatewayRun struct {
+	wrk.Result
+	CaddyCPU time.Duration `json:"caddy_cpu_ns"`
+}
+
+// cpuPerRequest is Caddy's CPU time per request answered, in µs: the
+// server's cost, whatever else the machine was doing.
+func (r gatewayRun) cpuPerRequest() float64 {
+	if r.Requests == 0 {
+		return 0
+	}
+	return float64(r.CaddyCPU.Microseconds()) / float64(r.Requests)
+}
+
+// checkTarget sends a target's request once and checks the answer wrk
+// will count blindly: 200, the waiting room's status, the media type.
+func checkTarget(ctx context.Context, client *http.Client, t gatewayTarget) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, t.site.URL()+"/", nil)
+	if err != nil {
+		return err
+	}
+	for k, v := range t.header {
+		req.Header.Set(k, v)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return fmt.Errorf("%s: %w", t.name, err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: status %d", t.name, resp.StatusCode)
+	}
+	if got := resp.Header.Get(api.HeaderStatus); got != t.want {
+		return fmt.Errorf("%s: X-Waitroom-Status %q, want %q", t.name, got, t.want)
+	}
+	if t.wantType != "" {
+		if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != t.wantType {
+			return fmt.Errorf("%s: Content-Type %q, want %s", t.name, resp.Header.Get("Content-Type"), t.wantType)
+		}
+	}
+	return nil
+}
+
+// profileCaddy takes a CPU profile of Caddy from its admin endpoint while
+// load drives each profiled target, one file per target.
+func profileCaddy(ctx context.Context, caddy *stack.Caddy, targets []gatewayTarget, dir string, d time.Duration, load func(gatewayTarget, time.Duration) error) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	client := &http.Client{Timeout: d + 30*time.Second}
+	for _, t := range targets {
+		if t.profile == "" {
+			continue
+		}
+		secs := max(1, int(d/time.Second))
+		done := make(chan error, 1)
+		go func() {
+			// The load runs a second longer than the profile on each side.
+			done <- load(t, time.Duration(secs+2)*time.Second)
+		}()
+		sleepCtx(ctx, time.Second)
+		url := fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", caddy.AdminURL, secs)
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return fmt.Errorf("profile %s: %w", t.name, err)
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("profile %s: status %d, %v", t.name, resp.StatusCode, err)
+		}
+		if err := <-done; err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, t.profile+".pprof"), b, 0o644); err != nil {
 			return err
 		}
 	}

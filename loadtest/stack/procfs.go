@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
@@ -105,4 +106,36 @@ func PostgresPIDs(ctx context.Context, url string) ([]int, error) {
 		return nil, err
 	}
 	return append([]int{postmaster}, children(postmaster)...), nil
+}
+
+// clockTicks is the unit of /proc/<pid>/stat's CPU times (USER_HZ, 100 on
+// Linux since 2.6 on every architecture Go supports).
+const clockTicks = 100
+
+// CPUTime is the CPU time the process has used so far, user and system.
+func CPUTime(pid int) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command name may hold spaces: the fields start after its ')'.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
+	}
+	f := strings.Fields(s[i+1:])
+	// After the name: state(3) ... utime(14) stime(15), counted from 1.
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f))
+	}
+	var ticks int64
+	for _, v := range f[11:13] {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * time.Second / clockTicks, nil
 }
