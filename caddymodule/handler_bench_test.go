@@ -18,12 +18,22 @@ import (
 var noop = caddyhttp.HandlerFunc(func(http.ResponseWriter, *http.Request) error { return nil })
 
 func benchServe(b *testing.B, h *Handler, token string) {
+	benchServeAs(b, h, token, "application/json")
+}
+
+// benchServeAs sends the token in the header to an API client (JSON), or
+// in the cookie from a browser (HTML).
+func benchServeAs(b *testing.B, h *Handler, token, accept string) {
 	b.ReportAllocs()
 	for b.Loop() {
 		r := httptest.NewRequest(http.MethodGet, "http://tickets.test/buy", nil)
-		r.Header.Set("Accept", "application/json")
-		if token != "" {
+		r.Header.Set("Accept", accept)
+		switch {
+		case token == "":
+		case accept == "application/json":
 			r.Header.Set(HeaderToken, token)
+		default:
+			r.AddCookie(&http.Cookie{Name: h.cookieName, Value: token})
 		}
 		r = r.WithContext(context.WithValue(r.Context(), caddy.ReplacerCtxKey, caddy.NewReplacer()))
 		if err := h.ServeHTTP(httptest.NewRecorder(), r, noop); err != nil {
@@ -48,6 +58,15 @@ func BenchmarkServeWaiting(b *testing.B) {
 		b.Fatal(err)
 	}
 	benchServe(b, h, tok.Raw)
+}
+
+func BenchmarkServeWaitingHTML(b *testing.B) {
+	h := provision(b, &Handler{})
+	tok, err := h.keys.Issue("v_bench", h.Event, 7, h.ttl)
+	if err != nil {
+		b.Fatal(err)
+	}
+	benchServeAs(b, h, tok.Raw, "text/html")
 }
 
 func BenchmarkServeArrivalMemory(b *testing.B) {

@@ -3,6 +3,7 @@ package caddymodule
 import (
 	"context"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -76,16 +77,26 @@ func (h *Handler) renew(w http.ResponseWriter, r *http.Request, t waitroom.Ticke
 // giveToken hands t to the client: the cookie for browsers, the response
 // header for API clients.
 func (h *Handler) giveToken(w http.ResponseWriter, r *http.Request, t waitroom.Ticket) {
-	http.SetCookie(w, &http.Cookie{
-		Name:     h.cookieName,
-		Value:    t.Raw,
-		Path:     "/",
-		MaxAge:   int(h.ttl / time.Second),
-		HttpOnly: true,
-		Secure:   h.secure(r),
-		SameSite: http.SameSiteLaxMode,
-	})
-	w.Header().Set(HeaderToken, t.Raw)
+	hdr := w.Header()
+	hdr["Set-Cookie"] = append(hdr["Set-Cookie"], tokenCookie(h.cookieName, t.Raw, h.ttl, h.secure(r)))
+	hdr[HeaderToken] = []string{t.Raw}
+}
+
+// tokenCookie is the Set-Cookie value of a token, as http.Cookie.String
+// writes it (tested), in one string: every new arrival gets one, and a
+// token is base64url and dots, so nothing in it needs the sanitising
+// http.SetCookie does byte by byte.
+func tokenCookie(name, token string, ttl time.Duration, secure bool) string {
+	maxAge := "; Max-Age=" + strconv.Itoa(int(ttl/time.Second))
+	if ttl < time.Second {
+		// http.Cookie leaves out a zero MaxAge: the cookie lasts the session.
+		maxAge = ""
+	}
+	flag := ""
+	if secure {
+		flag = "; Secure"
+	}
+	return name + "=" + token + "; Path=/" + maxAge + "; HttpOnly" + flag + "; SameSite=Lax"
 }
 
 // secure tells whether the cookie is marked Secure (cookie_secure). Only a

@@ -1,9 +1,15 @@
 package waitroom
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -42,6 +48,7 @@ type KeySet struct {
 	parser *jwt.Parser
 	now    func() time.Time
 	seen   *verifiedCache
+	sign   *signer
 }
 
 // NewKeySet checks the keys (at least one, ids unique and non-empty, secrets
@@ -69,6 +76,7 @@ func NewKeySet(now func() time.Time, keys ...Key) (*KeySet, error) {
 		ks.keys = append(ks.keys, Key{ID: k.ID, Secret: secret})
 		ks.byID[k.ID] = secret
 	}
+	ks.sign = newSigner(ks.keys[0])
 	ks.parser = jwt.NewParser(
 		jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}),
 		jwt.WithExpirationRequired(),
@@ -166,9 +174,7 @@ func (ks *KeySet) issue(t Ticket) (Ticket, error) {
 	if err := claims.Validate(); err != nil {
 		return Ticket{}, fmt.Errorf("issue queue token: %w", err)
 	}
-	tok := jwt.NewWithClaims(jwt.SigningMethodHS256, claims)
-	tok.Header["kid"] = ks.keys[0].ID
-	raw, err := tok.SignedString(ks.keys[0].Secret)
+	raw, err := ks.sign.token(t)
 	if err != nil {
 		return Ticket{}, fmt.Errorf("sign queue token: %w", err)
 	}
@@ -248,4 +254,65 @@ func (ks *KeySet) keyFor(t *jwt.Token) (any, error) {
 		return nil, fmt.Errorf("unknown kid %q", kid)
 	}
 	return secret, nil
+}
+
+// signer signs tokens with one key. Every new arrival gets a token, so
+// signing is on the gateway's hottest path: the header, the same for every
+// token of the key, is encoded once, the claims are a flat struct, and the
+// HMAC state is reused. The bytes are those jwt.Token.SignedString makes
+// for the same claims (tested), and tokens are verified by the jwt parser.
+type signer struct {
+	// header is the encoded header and the dot after it.
+	header string
+	macs   sync.Pool // of hash.Hash, HMAC-SHA256 with the key
+}
+
+func newSigner(k Key) *signer {
+	// The fields in the order jwt's header map marshals in (sorted).
+	h, _ := json.Marshal(struct {
+		Alg string `json:"alg"`
+		Kid string `json:"kid"`
+		Typ string `json:"typ"`
+	}{jwt.SigningMethodHS256.Alg(), k.ID, "JWT"})
+	s := &signer{header: base64.RawURLEncoding.EncodeToString(h) + "."}
+	secret := k.Secret
+	s.macs.New = func() any { return hmac.New(sha256.New, secret) }
+	return s
+}
+
+// wireClaims are Claims as they are marshalled, field for field in the
+// same order (the registered claims after the event's).
+type wireClaims struct {
+	Event     int64  `json:"evt"`
+	Position  int64  `json:"pos,omitempty"`
+	PreQueue  bool   `json:"pre,omitempty"`
+	Issuer    string `json:"iss"`
+	Subject   string `json:"sub"`
+	ExpiresAt int64  `json:"exp"`
+	IssuedAt  int64  `json:"iat"`
+}
+
+// token signs t's claims (times in whole seconds, as jwt.NumericDate has
+// them).
+func (s *signer) token(t Ticket) (string, error) {
+	payload, err := json.Marshal(wireClaims{
+		Event: t.Event, Position: t.Position, PreQueue: t.PreQueue,
+		Issuer: Issuer, Subject: t.Subject, ExpiresAt: t.ExpiresAt.Unix(), IssuedAt: t.IssuedAt.Unix(),
+	})
+	if err != nil {
+		return "", err
+	}
+	enc := base64.RawURLEncoding
+	buf := make([]byte, 0, len(s.header)+enc.EncodedLen(len(payload))+1+enc.EncodedLen(sha256.Size))
+	buf = append(buf, s.header...)
+	buf = enc.AppendEncode(buf, payload)
+	mac := s.macs.Get().(hash.Hash)
+	mac.Reset()
+	mac.Write(buf)
+	var sum [sha256.Size]byte
+	mac.Sum(sum[:0])
+	s.macs.Put(mac)
+	buf = append(buf, '.')
+	buf = enc.AppendEncode(buf, sum[:])
+	return string(buf), nil
 }

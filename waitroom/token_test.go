@@ -102,6 +102,48 @@ func TestIssueVerifyRoundTrip(t *testing.T) {
 	assert.Equal(t, float64(clock.Now().Add(30*time.Minute).Unix()), claims["exp"])
 }
 
+// The signer's tokens are byte for byte those the jwt library signs for the
+// same claims and key: queue tokens, pre-queue ones, and subjects that JSON
+// must escape.
+func TestSignerMatchesJWT(t *testing.T) {
+	clock := newClock()
+	key := Key{ID: "k1", Secret: secretA}
+	ks := mustKeySet(t, clock.Now, key)
+	tests := []struct {
+		name string
+		t    Ticket
+	}{
+		{"queue token", Ticket{Subject: "v_abcdefghijklmnopqrstuv", Event: 42, Position: 123456}},
+		{"pre-queue token", Ticket{Subject: "user-7", Event: 42, PreQueue: true}},
+		{"subject to escape", Ticket{Subject: "a\"b<c>&\u2028é", Event: 1, Position: 1}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.t.IssuedAt = clock.Now().UTC().Truncate(time.Second)
+			tc.t.ExpiresAt = tc.t.IssuedAt.Add(30 * time.Minute)
+			got, err := ks.issue(tc.t)
+			require.NoError(t, err)
+
+			tok := jwt.NewWithClaims(jwt.SigningMethodHS256, Claims{
+				Event: tc.t.Event, Position: tc.t.Position, PreQueue: tc.t.PreQueue,
+				RegisteredClaims: jwt.RegisteredClaims{Issuer: Issuer, Subject: tc.t.Subject,
+					IssuedAt: jwt.NewNumericDate(tc.t.IssuedAt), ExpiresAt: jwt.NewNumericDate(tc.t.ExpiresAt)},
+			})
+			tok.Header["kid"] = key.ID
+			want, err := tok.SignedString(key.Secret)
+			require.NoError(t, err)
+			assert.Equal(t, want, got.Raw)
+
+			// And the parser takes it, past the cache of issued tokens.
+			fresh := mustKeySet(t, clock.Now, key)
+			v, err := fresh.VerifyAny(got.Raw, tc.t.Event)
+			require.NoError(t, err)
+			assert.Equal(t, tc.t.Subject, v.Subject)
+			assert.Equal(t, tc.t.Position, v.Position)
+		})
+	}
+}
+
 func TestKeyRotation(t *testing.T) {
 	clock := newClock()
 	oldSet := mustKeySet(t, clock.Now, Key{ID: "old", Secret: secretA})
@@ -396,5 +438,17 @@ func BenchmarkVerifyFirstSight(b *testing.B) {
 			b.Fatal(err)
 		}
 		i++
+	}
+}
+
+// Visitor ids are "v_" and 22 URL-safe characters (128 bits), each new.
+func TestNewVisitorID(t *testing.T) {
+	seen := map[string]bool{}
+	for range 1000 {
+		id := NewVisitorID()
+		require.Regexp(t, `^v_[A-Za-z0-9_-]{22}$`, id)
+		assert.True(t, IsVisitorID(id))
+		assert.False(t, seen[id], "id repeated")
+		seen[id] = true
 	}
 }
