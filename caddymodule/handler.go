@@ -524,6 +524,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		repl = caddy.NewReplacer()
 	}
 	repl.Set("http.waitroom.event", h.eventID)
+	d := h.m.startDecision(repl, next)
+	defer d.Done()
+	next = d
 
 	headerToken := r.Header.Get(HeaderToken)
 	solution := r.Header.Get(HeaderSolution)

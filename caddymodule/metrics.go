@@ -2,7 +2,12 @@ package caddymodule
 
 import (
 	"errors"
+	"net/http"
+	"strconv"
+	"time"
 
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -13,6 +18,7 @@ var metrics = struct {
 	arrivals, admitted, waiting, soldOut, invalidTokens *prometheus.CounterVec
 	preQueue, challenges, rateLimited                   *prometheus.CounterVec
 	revoked, completed, windowOver                      *prometheus.CounterVec
+	decisions                                           *prometheus.HistogramVec
 }{
 	arrivals: newCounter("arrivals_total",
 		"New arrivals given a queue position."),
@@ -36,6 +42,70 @@ var metrics = struct {
 		"Completed answers to accounts whose admission the site revoked."),
 	windowOver: newCounter("admission_windows_over_total",
 		"Admitted tokens sent to the back of the queue because their admission window passed unextended."),
+	decisions: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: "caddy",
+		Subsystem: "waitroom",
+		Name:      "decision_duration_seconds",
+		Help: "Time the gateway took to decide a request, by outcome: until it passed an admitted one on, " +
+			"until it had answered any other (the waiting page, sold out, …; error when it answered none).",
+		// From a verified token judged in memory (microseconds) to a join
+		// waiting on the store (up to joinTimeout).
+		Buckets: []float64{.00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
+	}, []string{"event", "outcome"}),
+}
+
+// outcomes are the decision histogram's outcome values: the statuses the
+// handler sets, and outcomeError for a request it answered with an error
+// before setting one. A fixed set, so the labels stay few.
+var outcomes = []string{StatusAdmitted, StatusWaiting, StatusSoldOut, StatusUnavailable, StatusPreQueue,
+	StatusChallenge, StatusRateLimited, StatusCompleted, outcomeError}
+
+const outcomeError = "error"
+
+// Every loaded event's queue, read from its room when scraped (not
+// counted along the request path, so the gauges are the state itself).
+var queueGauges = struct {
+	watermark, lastPosition, admitted, waiting *prometheus.Desc
+}{
+	watermark: newGaugeDesc("watermark", "The highest admitted position."),
+	lastPosition: newGaugeDesc("last_position",
+		"The highest position handed out."),
+	admitted: newGaugeDesc("admitted_positions",
+		"Positions handed out at or below the watermark, within the hard cap."),
+	waiting: newGaugeDesc("waiting_positions",
+		"Positions handed out above the watermark, within the hard cap, whose holders still poll (abandon_after); 0 once sold out."),
+}
+
+func newGaugeDesc(name, help string) *prometheus.Desc {
+	return prometheus.NewDesc(prometheus.BuildFQName("caddy", "waitroom", name), help, []string{"event"}, nil)
+}
+
+// queueCollector reports queueGauges for every event a loaded config
+// guards.
+type queueCollector struct{}
+
+func (queueCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- queueGauges.watermark
+	ch <- queueGauges.lastPosition
+	ch <- queueGauges.admitted
+	ch <- queueGauges.waiting
+}
+
+func (queueCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, e := range eventRooms() {
+		ev := strconv.FormatInt(e.key.Event, 10)
+		s := e.room.State()
+		admitted, waiting := queueCounts(e.room)
+		for _, g := range []struct {
+			desc *prometheus.Desc
+			v    int64
+		}{
+			{queueGauges.watermark, s.Watermark}, {queueGauges.lastPosition, s.LastPosition},
+			{queueGauges.admitted, admitted}, {queueGauges.waiting, waiting},
+		} {
+			ch <- prometheus.MustNewConstMetric(g.desc, prometheus.GaugeValue, float64(g.v), ev)
+		}
+	}
 }
 
 func newCounter(name, help string) *prometheus.CounterVec {
@@ -56,6 +126,7 @@ func registerMetrics(reg *prometheus.Registry) error {
 	for _, c := range []prometheus.Collector{
 		metrics.arrivals, metrics.admitted, metrics.waiting, metrics.soldOut, metrics.invalidTokens,
 		metrics.preQueue, metrics.challenges, metrics.rateLimited, metrics.revoked, metrics.completed, metrics.windowOver,
+		metrics.decisions, queueCollector{},
 	} {
 		if err := reg.Register(c); err != nil {
 			var already prometheus.AlreadyRegisteredError
@@ -73,10 +144,17 @@ type eventMetrics struct {
 	arrivals, admitted, waiting, soldOut, invalidTokens prometheus.Counter
 	preQueue, challenges, rateLimited                   prometheus.Counter
 	revoked, completed, windowOver                      prometheus.Counter
+	// decisions holds one observer per outcome, in the order of outcomes.
+	decisions []prometheus.Observer
 }
 
 func metricsFor(event string) eventMetrics {
+	decisions := make([]prometheus.Observer, len(outcomes))
+	for i, o := range outcomes {
+		decisions[i] = metrics.decisions.WithLabelValues(event, o)
+	}
 	return eventMetrics{
+		decisions:     decisions,
 		arrivals:      metrics.arrivals.WithLabelValues(event),
 		admitted:      metrics.admitted.WithLabelValues(event),
 		waiting:       metrics.waiting.WithLabelValues(event),
@@ -89,4 +167,42 @@ func metricsFor(event string) eventMetrics {
 		completed:     metrics.completed.WithLabelValues(event),
 		windowOver:    metrics.windowOver.WithLabelValues(event),
 	}
+}
+
+// decision times one request's decision (the decision histogram): Done
+// when it has answered, or when it passes the request on as next, whichever
+// comes first.
+type decision struct {
+	start time.Time
+	m     *eventMetrics
+	repl  *caddy.Replacer
+	next  caddyhttp.Handler
+	done  bool
+}
+
+func (m *eventMetrics) startDecision(repl *caddy.Replacer, next caddyhttp.Handler) *decision {
+	return &decision{start: time.Now(), m: m, repl: repl, next: next}
+}
+
+// ServeHTTP passes an admitted request on, its decision taken.
+func (d *decision) ServeHTTP(w http.ResponseWriter, r *http.Request) error {
+	d.Done()
+	return d.next.ServeHTTP(w, r)
+}
+
+// Done records the decision's time under the status the handler set.
+func (d *decision) Done() {
+	if d.done {
+		return
+	}
+	d.done = true
+	status, _ := d.repl.GetString("http.waitroom.status")
+	i := len(outcomes) - 1
+	for j, o := range outcomes[:len(outcomes)-1] {
+		if o == status {
+			i = j
+			break
+		}
+	}
+	d.m.decisions[i].Observe(time.Since(d.start).Seconds())
 }
