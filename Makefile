@@ -65,7 +65,7 @@ sim-long: ## the simulation over 200 more seeds of 300 steps (about 15 minutes o
 # scripts/services.sh (unless REDIS_URL and DATABASE_URL name running ones).
 # Pass flags with ARGS, e.g. make demo ARGS='--users 200000 --faults all'.
 ARGS ?=
-.PHONY: demo bench-strategies bench-gate bench-gateway bench-holds loadtest-bin
+.PHONY: demo demo-2m bench-strategies bench-gate bench-gateway bench-holds loadtest-bin
 
 loadtest-bin:
 	$(GO) build -o $(BIN)/loadtest ./loadtest
@@ -73,13 +73,18 @@ loadtest-bin:
 demo: build loadtest-bin ## a whole flash sale through Caddy + waitroom and the origin, with a report
 	scripts/services.sh $(BIN)/loadtest flashsale $(ARGS)
 
+demo-2m: build loadtest-bin ## the seed's sale: two million users over 4 minutes for 500 seats, on this machine
+	scripts/services.sh $(BIN)/loadtest flashsale --users 2000000 --window 4m --timeout 9m $(ARGS)
+
 bench-strategies: loadtest-bin ## four ways to sell the last ticket (500 buyers, 100 tickets)
 	scripts/services.sh $(BIN)/loadtest strategies $(ARGS)
 
 bench-gate: build loadtest-bin ## peak concurrency at the origin without and with the waiting room
 	scripts/services.sh $(BIN)/loadtest gate $(ARGS)
 
-bench-gateway: build loadtest-bin ## gateway throughput ratios, side by side in one Caddy
+bench-gateway: build loadtest-bin ## gateway throughput ratios, side by side in one Caddy, driven by wrk
+	@command -v wrk >/dev/null 2>&1 || { echo "installing wrk (Debian package)" >&2; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk; }
 	scripts/services.sh $(BIN)/loadtest gateway $(ARGS)
 
 bench-holds: build loadtest-bin ## durable holds per second through the origin vs the bare hold script
