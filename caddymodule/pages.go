@@ -142,8 +142,10 @@ type ChallengePage struct {
 // fetch the page's own URL with the header "Accept: application/json" and
 // credentials "same-origin" every Retry-After seconds; X-Waitroom-Status
 // "admitted" on the answer means it is the visitor's turn (reload the page),
-// "sold_out" (status 410) means it never will be. A <noscript> meta refresh
-// of RetryAfterSeconds covers browsers without JavaScript.
+// "sold_out" (status 410) means it never will be (reload the page: it is
+// the sold-out page then). A <noscript> meta refresh of RetryAfterSeconds
+// covers browsers without JavaScript. The embedded Page gives the visitor's
+// language.
 type WaitingPage struct {
 	Page
 	// Event is the event id.

@@ -228,6 +228,11 @@ func TestPagesAccessible(t *testing.T) {
 				case "unavailable", "rate limited":
 					require.NotNil(t, refresh)
 					assert.Equal(t, strconv.Itoa(c.data.(UnavailablePage).RetryAfterSeconds), attr(refresh, "content"))
+				case "challenge":
+					bar := find(doc, func(n *html.Node) bool { return attr(n, "role") == "progressbar" })
+					require.NotNil(t, bar)
+					assert.NotEmpty(t, attr(bar, "aria-label"))
+					assert.Equal(t, "0", attr(bar, "aria-valuenow"))
 				case "pre-queue":
 					require.NotNil(t, refresh)
 					assert.Equal(t, "42", attr(refresh, "content"))
