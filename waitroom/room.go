@@ -98,6 +98,8 @@ type Room struct {
 	// syncMu orders a read of the state with a change of it, so a read
 	// made before a change never replaces the change's state in memory.
 	syncMu sync.Mutex
+	// changed is closed, and replaced, when the state in memory changes.
+	changed atomic.Pointer[chan struct{}]
 }
 
 // NewRoom returns a room for event that starts from opts.Defaults. It does no
@@ -119,6 +121,8 @@ func NewRoom(store Store, event int64, opts RoomOptions) *Room {
 	r := &Room{event: event, store: store, opts: opts, rate: newRateMeter(opts.Now),
 		wake: make(chan struct{}, 1), ready: make(chan struct{})}
 	r.state.Store(&State{Event: event, Watermark: opts.Defaults.Watermark, HardCap: opts.Defaults.HardCap})
+	changed := make(chan struct{})
+	r.changed.Store(&changed)
 	r.window.length = opts.AdmissionWindow
 	if opts.AbandonAfter > 0 {
 		r.presence = presence{after: opts.AbandonAfter, slot: max(opts.AbandonAfter/(presenceSlots-1), time.Millisecond),
@@ -143,8 +147,17 @@ func (r *Room) Store() Store { return r.store }
 // State is the last state seen, from memory.
 func (r *Room) State() State { return *r.state.Load() }
 
+// Changed returns a channel closed at the next change of the state a read
+// of the store or the room's own update brings into memory, for followers
+// of the state such as the edge publisher. Positions handed out by Join
+// between reads do not count.
+func (r *Room) Changed() <-chan struct{} { return *r.changed.Load() }
+
 func (r *Room) observe(s State) {
-	r.state.Store(&s)
+	if old := r.state.Swap(&s); *old != s {
+		next := make(chan struct{})
+		close(*r.changed.Swap(&next))
+	}
 	r.rate.observe(s.Watermark)
 	r.window.observe(r.opts.Now(), s.Watermark)
 	if r.opts.ClosedLoop != nil {
