@@ -61,6 +61,13 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		lottery_seed     <hex>
 //		challenge        [<bits>]
 //		join_rate        <n> <duration>
+//		cloudflare_kv {
+//			account_id   <id>
+//			namespace_id <id>
+//			api_token    <token>
+//			api_url      <url>
+//			debounce     <duration>
+//		}
 //	}
 //
 // event and at least one key are required; key may be repeated (the first
@@ -249,6 +256,12 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.Errf("join_rate: %d per %s is too fast to count", n, per)
 			}
 			h.JoinRate = &JoinRate{Joins: n, Per: caddy.Duration(per)}
+		case "cloudflare_kv":
+			kv, err := parseCloudflareKV(d)
+			if err != nil {
+				return err
+			}
+			h.CloudflareKV = kv
 		default:
 			return d.Errf("unrecognized waitroom subdirective %q", sub)
 		}
@@ -324,6 +337,38 @@ func shareArg(d *caddyfile.Dispenser, sub string) (float64, error) {
 		return 0, d.Errf("%s: want a share above 0 and at most 1 (got %q)", sub, v)
 	}
 	return f, nil
+}
+
+// parseCloudflareKV reads the block of cloudflare_kv.
+func parseCloudflareKV(d *caddyfile.Dispenser) (*CloudflareKV, error) {
+	if d.NextArg() {
+		return nil, d.Errf("cloudflare_kv takes its settings in a block, not as arguments (got %q)", d.Val())
+	}
+	kv := &CloudflareKV{}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		sub := d.Val()
+		var err error
+		switch sub {
+		case "account_id":
+			kv.AccountID, err = stringArg(d, "cloudflare_kv: "+sub)
+		case "namespace_id":
+			kv.NamespaceID, err = stringArg(d, "cloudflare_kv: "+sub)
+		case "api_token":
+			kv.APIToken, err = stringArg(d, "cloudflare_kv: "+sub)
+		case "api_url":
+			kv.APIURL, err = stringArg(d, "cloudflare_kv: "+sub)
+		case "debounce":
+			var dur time.Duration
+			dur, err = durationArg(d, "cloudflare_kv: "+sub)
+			kv.Debounce = caddy.Duration(dur)
+		default:
+			return nil, d.Errf("unrecognized cloudflare_kv subdirective %q", sub)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return kv, nil
 }
 
 // stringArg reads the one argument of subdirective sub.

@@ -229,6 +229,10 @@ type Handler struct {
 	// proxy names. Default: no limit.
 	JoinRate *JoinRate `json:"join_rate,omitempty"`
 
+	// Publishes the event's state to a Cloudflare Workers KV namespace
+	// for the edge Worker (docs/edge.md). Default: not published.
+	CloudflareKV *CloudflareKV `json:"cloudflare_kv,omitempty"`
+
 	keys       *waitroom.KeySet
 	room       *roomEntry
 	roomKey    roomKey
@@ -256,6 +260,7 @@ type Handler struct {
 	preQueuePage *template.Template
 	challengePg  *template.Template
 	limitedPage  *template.Template
+	edge         *edgePublisher
 }
 
 // JoinRate is a rate of new arrivals per client address.
@@ -413,6 +418,11 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	} else if h.Autopilot != nil {
 		h.roomKey.PilotStep, h.roomKey.PilotInterval = h.Autopilot.Step, time.Duration(h.Autopilot.Interval)
 	}
+	if h.CloudflareKV != nil {
+		if h.edge, err = h.newEdgePublisher(); err != nil {
+			return err
+		}
+	}
 	room, err := acquireRoom(h.roomKey, spec, h.seed)
 	if err != nil {
 		return err
@@ -426,6 +436,9 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 			return fmt.Errorf("challenge: store %T keeps no used nonces", room.store.store)
 		}
 		h.nonces = ns
+	}
+	if h.edge != nil {
+		h.edge.start(ctx, room.room)
 	}
 	return nil
 }
@@ -514,6 +527,11 @@ func (h *Handler) Validate() error {
 	if j := h.JoinRate; j != nil && (j.Joins <= 0 || j.Per <= 0 || time.Duration(j.Per)/time.Duration(j.Joins) <= 0) {
 		return fmt.Errorf("join_rate: joins and period must both be positive (got %d per %s)", j.Joins, time.Duration(j.Per))
 	}
+	if h.CloudflareKV != nil {
+		if err := h.CloudflareKV.validate(); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -563,6 +581,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 
 // Cleanup releases the room (and, with it, the store) once no config uses it.
 func (h *Handler) Cleanup() error {
+	h.edge.stop()
 	if h.room == nil {
 		return nil
 	}

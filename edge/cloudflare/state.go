@@ -1,0 +1,70 @@
+// Package cloudflare publishes each event's admission state to a Workers KV
+// namespace, where the Worker in worker/ reads it to answer sold-out traffic
+// at Cloudflare's edge, so that traffic never reaches a gateway
+// (docs/edge.md).
+//
+// The gateway owns the state (watermark, sold out, paused, hard cap) and
+// publishes it: each gateway node configured with cloudflare_kv writes the
+// whole state of its event under one key whenever its view of it changes.
+// A value is a pure function of the state, so writes from several nodes are
+// idempotent: whichever lands last, every node's last write is its latest
+// view, and the views converge on the store's.
+package cloudflare
+
+import (
+	"strconv"
+
+	"github.com/waitroom/waitroom/waitroom"
+)
+
+// Version is the layout of State; the Worker refuses values of another
+// layout and passes their traffic on.
+const Version = 1
+
+// State is the KV value of one event: what the Worker needs to judge a
+// request as the gateway would. It never carries a signing secret: the
+// Worker has those as a secret binding, and KeyIDs only says which of them
+// the gateway still accepts.
+type State struct {
+	Version   int   `json:"v"`
+	Event     int64 `json:"event"`
+	SoldOut   bool  `json:"sold_out"`
+	Paused    bool  `json:"paused"`
+	Watermark int64 `json:"watermark"`
+	// HardCap is the last position that can ever be admitted; 0 means none.
+	HardCap int64 `json:"hard_cap"`
+	// KeyIDs are the kids of the gateway's key set, signing key first.
+	KeyIDs []string `json:"key_ids"`
+	// SoldOutMaxAge is the max-age, in seconds, of the sold-out answer's
+	// Cache-Control.
+	SoldOutMaxAge int64 `json:"sold_out_max_age"`
+	// SoldOutPage is the gateway's sold-out page, rendered, for answers in
+	// HTML.
+	SoldOutPage string `json:"sold_out_page"`
+}
+
+// Page is what a gateway adds to an event's state for the edge: its keys'
+// ids and the sold-out answer it gives.
+type Page struct {
+	KeyIDs        []string
+	SoldOutMaxAge int64
+	SoldOutPage   string
+}
+
+// StateOf is the KV value of s, with the gateway's page settings.
+func StateOf(s waitroom.State, p Page) State {
+	return State{
+		Version:       Version,
+		Event:         s.Event,
+		SoldOut:       s.SoldOut,
+		Paused:        s.Paused,
+		Watermark:     s.Watermark,
+		HardCap:       s.HardCap,
+		KeyIDs:        p.KeyIDs,
+		SoldOutMaxAge: p.SoldOutMaxAge,
+		SoldOutPage:   p.SoldOutPage,
+	}
+}
+
+// Key is the KV key of event's state.
+func Key(event int64) string { return "event-" + strconv.FormatInt(event, 10) }
