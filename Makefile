@@ -43,6 +43,18 @@ test-browser: ## the pages in headless Chromium (installs chromium when missing)
 	scripts/chromium.sh
 	scripts/services.sh $(GO) test -tags browser -count=1 -timeout 10m -run '^TestBrowser' ./internal/browser ./caddymodule
 
+# The Cloudflare Worker (edge/cloudflare/worker, docs/edge.md) in workerd,
+# through miniflare: its answers, and the Go code's token and request
+# verdicts (edge/cloudflare/testdata/verdicts.json). npm ci installs what
+# the lockfile names.
+EDGE_WORKER := edge/cloudflare/worker
+.PHONY: test-edge
+test-edge: $(EDGE_WORKER)/node_modules/.package-lock.json ## the edge Worker in workerd: sold-out 410s, tokens judged as the Go code judges them
+	cd $(EDGE_WORKER) && npm test
+
+$(EDGE_WORKER)/node_modules/.package-lock.json: $(EDGE_WORKER)/package-lock.json
+	cd $(EDGE_WORKER) && npm ci --no-audit --no-fund
+
 # The whole-sale simulation (sim/, see its doc.go): seeded, replayable runs
 # of whole sales against the origin under faults. SEED=… with STEPS=… (a
 # count, or count:indices of a shrunk run) or SIMSTEPS=<file> replays one.

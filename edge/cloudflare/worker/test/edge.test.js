@@ -1,0 +1,237 @@
+// The Worker in workerd (through miniflare): the sold-out answer at the
+// edge, tokens judged as the gateway judges them, and the verdict table the
+// Go code made (edge/cloudflare/testdata/verdicts.json).
+
+import { after, before, describe, test } from "node:test";
+import assert from "node:assert/strict";
+import { createHmac } from "node:crypto";
+import { readFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { Miniflare } from "miniflare";
+
+const root = join(dirname(fileURLToPath(import.meta.url)), "..");
+const table = JSON.parse(readFileSync(join(root, "..", "testdata", "verdicts.json"), "utf8"));
+
+const EVENT = 42;
+const SECRET_K2 = "an-example-secret-of-at-least-32-bytes-k2";
+const SECRET_K1 = "an-example-secret-of-at-least-32-bytes-k1";
+const PAGE = "<!doctype html><title>Sold out</title><h1>Sold out</h1>\n";
+
+// sign makes a queue token as the gateway does.
+function sign(kid, secret, claims) {
+  const enc = (v) => Buffer.from(JSON.stringify(v)).toString("base64url");
+  const input = enc({ alg: "HS256", kid, typ: "JWT" }) + "." + enc(claims);
+  return input + "." + createHmac("sha256", secret).update(input).digest("base64url");
+}
+
+function token(pos, { kid = "k2", secret = SECRET_K2, event = EVENT, ttl = 1800 } = {}) {
+  const now = Math.floor(Date.now() / 1000);
+  return sign(kid, secret, { iss: "waitroom", sub: "v_test", evt: event, pos, iat: now - 10, exp: now + ttl });
+}
+
+function state(fields) {
+  return {
+    v: 1, event: EVENT, sold_out: false, paused: false, watermark: 10, hard_cap: 0,
+    key_ids: ["k2", "k1"], sold_out_max_age: 10, sold_out_page: PAGE, ...fields,
+  };
+}
+
+describe("the Worker", () => {
+  let mf;
+  // What reached the stub origin.
+  let reached = [];
+
+  before(async () => {
+    mf = new Miniflare({
+      modules: true,
+      scriptPath: join(root, "src", "index.js"),
+      modulesRoot: root,
+      modulesRules: [{ type: "ESModule", include: ["**/*.js"] }],
+      compatibilityDate: "2025-07-18",
+      kvNamespaces: ["WAITROOM_STATE"],
+      bindings: {
+        WAITROOM_KEYS: `k2:${SECRET_K2},k1:${SECRET_K1}`,
+        WAITROOM_ROUTES: { "/": EVENT, "/other/": 43, "/static/": null },
+      },
+      outboundService: (request) => {
+        reached.push({ url: request.url, token: request.headers.get("X-Waitroom-Token"), cookie: request.headers.get("Cookie") });
+        return new Response("from the origin", { headers: { "X-Waitroom-Status": "admitted" } });
+      },
+    });
+  });
+
+  after(async () => {
+    await mf?.dispose();
+  });
+
+  async function publish(event, value) {
+    const kv = await mf.getKVNamespace("WAITROOM_STATE");
+    await kv.put("event-" + event, JSON.stringify(value));
+  }
+
+  async function get(path, headers = {}) {
+    reached = [];
+    const res = await mf.dispatchFetch("http://tickets.test" + path, { headers });
+    return { res, body: await res.text(), reached };
+  }
+
+  test("a sold-out event is answered 410 at the edge, in JSON or HTML", async () => {
+    await publish(EVENT, state({ sold_out: true }));
+    let { res, body, reached } = await get("/buy", { Accept: "application/json" });
+    assert.equal(res.status, 410);
+    assert.equal(body, '{"status":"sold_out","event":42}\n');
+    assert.equal(res.headers.get("X-Waitroom-Status"), "sold_out");
+    assert.equal(res.headers.get("Cache-Control"), "public, max-age=10");
+    assert.equal(res.headers.get("Vary"), "Accept, Cookie, X-Waitroom-Token");
+    assert.equal(res.headers.get("Content-Type"), "application/json");
+    assert.deepEqual(reached, [], "the origin never sees it");
+
+    ({ res, body, reached } = await get("/buy", { Accept: "text/html" }));
+    assert.equal(res.status, 410);
+    assert.equal(body, PAGE, "the gateway's own page");
+    assert.equal(res.headers.get("Content-Type"), "text/html; charset=utf-8");
+    assert.deepEqual(reached, []);
+  });
+
+  test("an admitted token passes to the origin even when sold out", async () => {
+    await publish(EVENT, state({ sold_out: true }));
+    const tok = token(5);
+    const { res, body, reached } = await get("/checkout", { Accept: "application/json", Cookie: `waitroom_42=${tok}` });
+    assert.equal(res.status, 200);
+    assert.equal(body, "from the origin");
+    assert.equal(reached.length, 1);
+    assert.equal(reached[0].cookie, `waitroom_42=${tok}`, "the token goes along for the gateway to judge again");
+  });
+
+  test("a token signed with the key rotated out still passes", async () => {
+    await publish(EVENT, state({ sold_out: true }));
+    const { res, reached } = await get("/checkout", { "X-Waitroom-Token": token(5, { kid: "k1", secret: SECRET_K1 }) });
+    assert.equal(res.status, 200);
+    assert.equal(reached.length, 1);
+  });
+
+  test("a forged token does not pass", async () => {
+    await publish(EVENT, state({ sold_out: true }));
+    for (const forged of [
+      token(1, { secret: "an-attacker-secret-of-32-bytes-or-more" }),
+      token(1, { kid: "k9" }),
+      token(1, { event: 43 }),
+      token(1, { ttl: -60 }),
+    ]) {
+      const { res, body, reached } = await get("/checkout", { Accept: "application/json", "X-Waitroom-Token": forged });
+      assert.equal(res.status, 410, forged);
+      assert.equal(body, '{"status":"sold_out","event":42}\n');
+      assert.equal(res.headers.get("Cache-Control"), "private, max-age=10", "a token holder's 410 is private");
+      assert.deepEqual(reached, []);
+    }
+  });
+
+  test("a waiting token of a sold-out event gets 410; past the hard cap too", async () => {
+    await publish(EVENT, state({ sold_out: true }));
+    let { res } = await get("/buy", { Cookie: `waitroom_42=${token(11)}` });
+    assert.equal(res.status, 410);
+    await publish(EVENT, state({ hard_cap: 20 }));
+    ({ res } = await get("/buy", { Cookie: `waitroom_42=${token(21)}` }));
+    assert.equal(res.status, 410);
+    ({ res } = await get("/buy", { Cookie: `waitroom_42=${token(11)}` }));
+    assert.equal(res.status, 200, "waiting, below the cap: the gateway shows the waiting page");
+  });
+
+  test("an open event passes everything on", async () => {
+    await publish(EVENT, state({}));
+    for (const headers of [{}, { Cookie: `waitroom_42=${token(500)}` }, { "X-Waitroom-Token": "forged" }]) {
+      const { res, reached } = await get("/buy", headers);
+      assert.equal(res.status, 200);
+      assert.equal(reached.length, 1);
+    }
+  });
+
+  test("without a state, or of another layout, everything passes on", async () => {
+    for (const [event, path] of [[43, "/other/x"]]) {
+      const { res, reached } = await get(path);
+      assert.equal(res.status, 200, `event ${event} has no state`);
+      assert.equal(reached.length, 1);
+    }
+    await publish(EVENT, { ...state({ sold_out: true }), v: 2 });
+    const { res } = await get("/buy");
+    assert.equal(res.status, 200);
+    await publish(EVENT, state({ sold_out: true, event: 43 }));
+    assert.equal((await get("/buy")).res.status, 200, "a value under the wrong key is not believed");
+  });
+
+  test("a token of a key the Worker was not given is left to the gateway", async () => {
+    await publish(EVENT, state({ sold_out: true, key_ids: ["k3", "k2", "k1"] }));
+    const { res, reached } = await get("/buy", { Cookie: `waitroom_42=${token(11, { kid: "k3", secret: "a-new-key-the-edge-does-not-have-yet" })}` });
+    assert.equal(res.status, 200);
+    assert.equal(reached.length, 1);
+  });
+
+  test("a key the gateway dropped no longer verifies at the edge", async () => {
+    await publish(EVENT, state({ sold_out: true, key_ids: ["k2"] }));
+    const { res } = await get("/buy", { Cookie: `waitroom_42=${token(5, { kid: "k1", secret: SECRET_K1 })}` });
+    assert.equal(res.status, 410);
+  });
+
+  test("paths outside every guarded route pass without a look at KV", async () => {
+    await publish(EVENT, state({ sold_out: true }));
+    const { res, reached } = await get("/static/app.css");
+    assert.equal(res.status, 200);
+    assert.equal(reached.length, 1);
+  });
+});
+
+describe("the verdict table of the Go code", () => {
+  let results;
+
+  before(async () => {
+    const mf = new Miniflare({
+      modules: true,
+      scriptPath: join(root, "test", "table-worker.js"),
+      modulesRoot: root,
+      modulesRules: [{ type: "ESModule", include: ["**/*.js"] }],
+      compatibilityDate: "2025-07-18",
+      bindings: { TABLE: table },
+    });
+    try {
+      results = await (await mf.dispatchFetch("http://table.test/")).json();
+    } finally {
+      await mf.dispose();
+    }
+  });
+
+  test("every token gets the gateway's verdict", () => {
+    assert.ok(table.tokens.length >= 40);
+    table.tokens.forEach((row, i) => {
+      const got = results.tokens[i];
+      const want = row.valid
+        ? { valid: true, pre_queue: row.pre_queue ?? false, subject: row.subject, position: row.position ?? 0 }
+        : { valid: false };
+      assert.deepEqual(got, want, row.name);
+    });
+  });
+
+  test("every request gets the gateway's answer, or goes on to the gateway", () => {
+    assert.ok(table.requests.length >= 100);
+    let answered = 0;
+    table.requests.forEach((row, i) => {
+      const got = results.requests[i];
+      const gw = row.gateway;
+      if (gw.passed_on || gw.status !== 410) {
+        assert.equal(got.passed_on, true, `${row.name}: the gateway answers ${gw.status} ${gw.x_waitroom_status}`);
+        return;
+      }
+      answered++;
+      assert.deepEqual(got, {
+        passed_on: false,
+        status: 410,
+        x_waitroom_status: gw.x_waitroom_status,
+        cache_control: gw.cache_control,
+        vary: gw.vary,
+        content_type: gw.content_type,
+        body: gw.sold_out_page ? table.sold_out_page : gw.body,
+      }, row.name);
+    });
+    assert.ok(answered >= 30, `${answered} sold-out answers at the edge`);
+  });
+});
