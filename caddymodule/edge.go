@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -87,21 +88,32 @@ func (h *Handler) newEdgePublisher() (*edgePublisher, error) {
 }
 
 // edgePage is what the edge needs besides the state to answer as the
-// handler does: the ids of its keys, its sold-out page and max-age.
+// handler does: the ids of its keys, its sold-out max-age, and its sold-out
+// page in every language, rendered for the path "/" (the Worker puts the
+// request's path into the links to the other languages).
 func (h *Handler) edgePage() (cloudflare.Page, error) {
-	var page strings.Builder
-	if err := h.soldOutPage.Execute(&page, SoldOutPage{Event: h.Event}); err != nil {
-		return cloudflare.Page{}, fmt.Errorf("cloudflare_kv: rendering the sold-out page: %w", err)
-	}
 	ids := make([]string, len(h.Keys))
 	for i, k := range h.Keys {
 		ids[i] = k.ID
 	}
-	return cloudflare.Page{
+	p := cloudflare.Page{
 		KeyIDs:        ids,
 		SoldOutMaxAge: int64(math.Ceil(time.Duration(h.SoldOutMaxAge).Seconds())),
-		SoldOutPage:   page.String(),
-	}, nil
+		SoldOutPages:  map[string]string{},
+	}
+	for _, text := range h.catalog.Languages() {
+		page, err := h.catalogPage(text, &url.URL{Path: "/"})
+		if err != nil {
+			return cloudflare.Page{}, fmt.Errorf("cloudflare_kv: the sold-out page in %s: %w", text.Lang(), err)
+		}
+		var b strings.Builder
+		if err := h.soldOutPage.Execute(&b, SoldOutPage{Page: page, Event: h.Event}); err != nil {
+			return cloudflare.Page{}, fmt.Errorf("cloudflare_kv: rendering the sold-out page in %s: %w", text.Lang(), err)
+		}
+		p.Languages = append(p.Languages, text.Lang())
+		p.SoldOutPages[text.Lang()] = b.String()
+	}
+	return p, nil
 }
 
 // start publishes room's state once the room has read it from the store,

@@ -2,6 +2,7 @@ package caddymodule
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
@@ -12,6 +13,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -130,10 +132,18 @@ func TestStateChangesReachWorkersKV(t *testing.T) {
 	}
 	first := next()
 	assert.Equal(t, cloudflare.State{Version: cloudflare.Version, Event: h.Event, Watermark: 10, HardCap: 500,
-		KeyIDs: []string{"k2", "k1"}, SoldOutMaxAge: 30, SoldOutPage: first.SoldOutPage}, first, "the state as the room first read it")
-	var page bytes.Buffer
-	require.NoError(t, defaultSoldOutPage.Execute(&page, SoldOutPage{Event: h.Event}))
-	assert.Equal(t, page.String(), first.SoldOutPage, "the gateway's own sold-out page")
+		KeyIDs: []string{"k2", "k1"}, SoldOutMaxAge: 30, Languages: []string{"en", "de", "es", "ja"},
+		SoldOutPages: first.SoldOutPages}, first, "the state as the room first read it")
+	// The gateway's own page, in each of its languages.
+	for _, lang := range first.Languages {
+		r := httptest.NewRequest(http.MethodGet, "http://tickets.test/?lang="+lang, nil)
+		page, err := h.page(httptest.NewRecorder(), r)
+		require.NoError(t, err)
+		var b bytes.Buffer
+		require.NoError(t, h.soldOutPage.Execute(&b, SoldOutPage{Page: page, Event: h.Event}))
+		assert.Equal(t, b.String(), first.SoldOutPages[lang], lang)
+	}
+	assert.Contains(t, first.SoldOutPages["de"], `lang="de"`)
 
 	update(t, h, waitroom.Change{SetWatermark: ptr(int64(70)), SoldOut: ptr(true)})
 	for st := next(); !st.SoldOut; st = next() {
@@ -178,10 +188,10 @@ type verdicts struct {
 	Now int64 `json:"now_ms"`
 	// Keys is the gateway's key set, the Worker's WAITROOM_KEYS secret.
 	Keys string `json:"keys"`
-	// SoldOutPage is the sold_out_page of every row's state, kept once.
-	SoldOutPage string         `json:"sold_out_page"`
-	Tokens      []tokenVerdict `json:"tokens"`
-	Requests    []request      `json:"requests"`
+	// SoldOutPages is the sold_out_pages of every row's state, kept once.
+	SoldOutPages map[string]string `json:"sold_out_pages"`
+	Tokens       []tokenVerdict    `json:"tokens"`
+	Requests     []request         `json:"requests"`
 }
 
 type tokenVerdict struct {
@@ -199,12 +209,18 @@ type tokenVerdict struct {
 type request struct {
 	Name string `json:"name"`
 	// State is the event's KV value as the gateway publishes it, but for
-	// its sold_out_page, the table's.
-	State       cloudflare.State `json:"state"`
-	Accept      string           `json:"accept,omitempty"`
-	HeaderToken string           `json:"header_token,omitempty"`
-	Cookies     []string         `json:"cookies,omitempty"`
-	Gateway     answer           `json:"gateway"`
+	// its sold_out_pages, the table's.
+	State cloudflare.State `json:"state"`
+	// Path is the request's path and query.
+	Path           string `json:"path"`
+	Accept         string `json:"accept,omitempty"`
+	AcceptLanguage string `json:"accept_language,omitempty"`
+	// LangCookie is the waitroom_lang cookie, sent after the token
+	// cookies.
+	LangCookie  string   `json:"lang_cookie,omitempty"`
+	HeaderToken string   `json:"header_token,omitempty"`
+	Cookies     []string `json:"cookies,omitempty"`
+	Gateway     answer   `json:"gateway"`
 }
 
 // answer is what the handler did with a request: passed it on to the next
@@ -217,10 +233,9 @@ type answer struct {
 	CacheControl string `json:"cache_control,omitempty"`
 	Vary         string `json:"vary,omitempty"`
 	ContentType  string `json:"content_type,omitempty"`
-	// Body is the body of a 410, unless it is the sold-out page
-	// (SoldOutPage).
-	Body        string `json:"body,omitempty"`
-	SoldOutPage bool   `json:"sold_out_page,omitempty"`
+	// ContentLanguage is the language of an HTML 410.
+	ContentLanguage string `json:"content_language,omitempty"`
+	Body            string `json:"body,omitempty"`
 }
 
 // The fixed time of the table and its keys: k2 signs, k1 is the key
@@ -243,7 +258,7 @@ func TestEdgeVerdictTable(t *testing.T) {
 		Keys: verdictKeys,
 	}
 	got.Tokens = tokenVerdicts(t, keys)
-	got.SoldOutPage, got.Requests = requestVerdicts(t, keys)
+	got.SoldOutPages, got.Requests = requestVerdicts(t, keys)
 	body, err := json.MarshalIndent(got, "", "  ")
 	require.NoError(t, err)
 	body = append(body, '\n')
@@ -366,7 +381,7 @@ func tokenVerdicts(t *testing.T, keys []waitroom.Key) []tokenVerdict {
 	return out
 }
 
-func requestVerdicts(t *testing.T, keys []waitroom.Key) (soldOutPage string, rows []request) {
+func requestVerdicts(t *testing.T, keys []waitroom.Key) (soldOutPages map[string]string, rows []request) {
 	states := []struct {
 		name string
 		c    waitroom.Change
@@ -384,6 +399,8 @@ func requestVerdicts(t *testing.T, keys []waitroom.Key) (soldOutPage string, row
 		cookies func(event int64) []string
 		// html adds a row asking for the HTML page.
 		html bool
+		// Only for an HTML row: the path, and the language asked for.
+		path, acceptLanguage, langCookie string
 	}
 	ks := issuer(t, keys, -time.Minute)
 	at := func(pos int64) func(int64) string {
@@ -423,10 +440,51 @@ func requestVerdicts(t *testing.T, keys []waitroom.Key) (soldOutPage string, row
 		{name: "forged cookie, then an admitted one", cookies: func(event int64) []string { return []string{forged(event), at(5)(event)} }},
 		{name: "pre-queue header, waiting cookie", header: preQueue, cookies: cookie(at(11))},
 	}
+	// The sold-out page's language, as the gateway chooses it.
+	languages := []carry{
+		{name: "German", acceptLanguage: "de"},
+		{name: "German, else English", acceptLanguage: "de, en;q=0.8"},
+		{name: "English, else German", acceptLanguage: "en;q=0.7, de;q=0.3"},
+		{name: "Japanese by weight", acceptLanguage: "en;q=0.2, ja"},
+		{name: "upper case", acceptLanguage: "ES"},
+		{name: "a browser's English", acceptLanguage: "en-US,en;q=0.9"},
+		{name: "a browser's German", acceptLanguage: "de-DE,de;q=0.9,en;q=0.8"},
+		{name: "British English", acceptLanguage: "en-GB"},
+		{name: "Latin American Spanish", acceptLanguage: "es-419,es;q=0.9"},
+		{name: "Japan's Japanese", acceptLanguage: "ja-JP"},
+		{name: "Swiss German, else English", acceptLanguage: "de-CH, en"},
+		{name: "US English, else German", acceptLanguage: "en-US, de;q=0.5"},
+		{name: "lower weight first", acceptLanguage: "de;q=0.4, es;q=0.6"},
+		{name: "Swiss German", acceptLanguage: "de-CH, de;q=0.9"},
+		{name: "Mexican Spanish", acceptLanguage: "es-MX"},
+		{name: "French only", acceptLanguage: "fr"},
+		{name: "French, else German", acceptLanguage: "fr, de;q=0.5"},
+		{name: "any", acceptLanguage: "*"},
+		{name: "malformed", acceptLanguage: ";;q=x"},
+		{name: "?lang=ja", path: "/buy?lang=ja", acceptLanguage: "de"},
+		{name: "?lang=fr", path: "/buy?lang=fr", acceptLanguage: "de"},
+		{name: "?lang=de-AT", path: "/buy?lang=de-AT"},
+		{name: "the language cookie", langCookie: "es", acceptLanguage: "de"},
+		{name: "?lang= over the cookie", path: "/buy?lang=de", langCookie: "es"},
+		{name: "another path", path: "/events/42/seats"},
+		{name: "a query", path: "/buy?seat=12"},
+		{name: "waiting (pos 11), German", acceptLanguage: "de", cookies: cookie(at(11))},
+	}
+	for i := range languages {
+		languages[i].name = "language: " + languages[i].name
+		languages[i].html = true
+	}
 	event := int64(420_000)
 	for _, s := range states {
-		for _, c := range carries {
-			accepts := []string{"application/json"}
+		all := carries
+		if s.name == "sold out" {
+			all = append(slices.Clone(carries), languages...)
+		}
+		for _, c := range all {
+			var accepts []string
+			if c.path == "" && c.acceptLanguage == "" && c.langCookie == "" {
+				accepts = []string{"application/json"}
+			}
 			if c.html {
 				accepts = append(accepts, "text/html,application/xhtml+xml")
 			}
@@ -440,40 +498,44 @@ func requestVerdicts(t *testing.T, keys []waitroom.Key) (soldOutPage string, row
 				st := update(t, h, s.c)
 				page, err := h.edgePage()
 				require.NoError(t, err)
-				if soldOutPage == "" {
-					soldOutPage = page.SoldOutPage
+				if soldOutPages == nil {
+					soldOutPages = page.SoldOutPages
 				}
-				require.Equal(t, soldOutPage, page.SoldOutPage, "one page for every row")
-				page.SoldOutPage = ""
+				require.Equal(t, soldOutPages, page.SoldOutPages, "one set of pages for every row")
+				page.SoldOutPages = nil
 				row := request{Name: s.name + " / " + c.name + " / " + strings.Split(accept, "/")[1], Accept: accept,
-					State: cloudflare.StateOf(st, page)}
+					State: cloudflare.StateOf(st, page), Path: cmp.Or(c.path, "/buy"), AcceptLanguage: c.acceptLanguage, LangCookie: c.langCookie}
 				if c.header != nil {
 					row.HeaderToken = c.header(event)
 				}
 				if c.cookies != nil {
 					row.Cookies = c.cookies(event)
 				}
-				r := httptest.NewRequest(http.MethodGet, "http://tickets.test/buy", nil)
+				r := httptest.NewRequest(http.MethodGet, "http://tickets.test"+row.Path, nil)
 				r.Header.Set("Accept", accept)
+				if row.AcceptLanguage != "" {
+					r.Header.Set("Accept-Language", row.AcceptLanguage)
+				}
 				if row.HeaderToken != "" {
 					r.Header.Set(HeaderToken, row.HeaderToken)
 				}
 				for _, v := range row.Cookies {
 					r.AddCookie(&http.Cookie{Name: h.cookieName, Value: v})
 				}
+				if row.LangCookie != "" {
+					r.AddCookie(&http.Cookie{Name: langCookie, Value: row.LangCookie})
+				}
 				res := serve(t, h, r)
 				a := answer{PassedOn: res.next != nil, Status: res.rec.Code, WaitroomStat: res.status()}
 				if a.Status == http.StatusGone {
 					hdr := res.rec.Header()
 					a.CacheControl, a.Vary, a.ContentType = hdr.Get("Cache-Control"), strings.Join(hdr.Values("Vary"), ", "), hdr.Get("Content-Type")
-					if a.SoldOutPage = res.rec.Body.String() == soldOutPage; !a.SoldOutPage {
-						a.Body = res.rec.Body.String()
-					}
+					a.ContentLanguage, a.Body = hdr.Get("Content-Language"), res.rec.Body.String()
 				}
 				row.Gateway = a
 				rows = append(rows, row)
 			}
 		}
 	}
-	return soldOutPage, rows
+	return soldOutPages, rows
 }

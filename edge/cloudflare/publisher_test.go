@@ -120,7 +120,8 @@ func newTestPublisher(t *testing.T, api *standIn, debounce time.Duration) (*Publ
 
 func stateAt(event, watermark int64, soldOut bool) State {
 	return StateOf(waitroom.State{Event: event, Watermark: watermark, SoldOut: soldOut, HardCap: 900},
-		Page{KeyIDs: []string{"k2", "k1"}, SoldOutMaxAge: 10, SoldOutPage: "<p>Sold out</p>"})
+		Page{KeyIDs: []string{"k2", "k1"}, SoldOutMaxAge: 10,
+			Languages: []string{"en", "de"}, SoldOutPages: map[string]string{"en": "<p>Sold out</p>", "de": "<p>Ausverkauft</p>"}})
 }
 
 func TestPublishWritesTheStateAfterTheDebounce(t *testing.T) {

@@ -38,9 +38,13 @@ type State struct {
 	// SoldOutMaxAge is the max-age, in seconds, of the sold-out answer's
 	// Cache-Control.
 	SoldOutMaxAge int64 `json:"sold_out_max_age"`
-	// SoldOutPage is the gateway's sold-out page, rendered, for answers in
-	// HTML.
-	SoldOutPage string `json:"sold_out_page"`
+	// Languages are the tags of the gateway's page languages, its default
+	// first.
+	Languages []string `json:"languages"`
+	// SoldOutPages is the gateway's sold-out page in each language,
+	// rendered for the path "/": its links to the other languages are
+	// "/?lang=<tag>".
+	SoldOutPages map[string]string `json:"sold_out_pages"`
 }
 
 // Page is what a gateway adds to an event's state for the edge: its keys'
@@ -48,7 +52,8 @@ type State struct {
 type Page struct {
 	KeyIDs        []string
 	SoldOutMaxAge int64
-	SoldOutPage   string
+	Languages     []string
+	SoldOutPages  map[string]string
 }
 
 // StateOf is the KV value of s, with the gateway's page settings.
@@ -62,7 +67,8 @@ func StateOf(s waitroom.State, p Page) State {
 		HardCap:       s.HardCap,
 		KeyIDs:        p.KeyIDs,
 		SoldOutMaxAge: p.SoldOutMaxAge,
-		SoldOutPage:   p.SoldOutPage,
+		Languages:     p.Languages,
+		SoldOutPages:  p.SoldOutPages,
 	}
 }
 

@@ -28,10 +28,8 @@ export default {
       state = null;
     }
     const d = await judge(request, state, keysOf(env.WAITROOM_KEYS), Date.now());
-    if (d.verdict === "sold_out") {
-      return soldOut(request, state, d.tokenHolder);
-    }
-    return fetch(request);
+    const answer = d.verdict === "sold_out" && soldOut(request, state, d.tokenHolder);
+    return answer || fetch(request);
   },
 };
 

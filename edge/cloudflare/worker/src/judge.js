@@ -96,9 +96,64 @@ export async function judge(request, state, keys, nowMs) {
   return { verdict: "pass", why: "arrival" };
 }
 
+// The gateway's language choice (caddymodule/pages.go): the lang query
+// parameter, then the waitroom_lang cookie, then Accept-Language.
+export const LANG_PARAM = "lang";
+export const LANG_COOKIE = "waitroom_lang";
+
+// A path the gateway writes into its language links as it is.
+const PLAIN_PATH = /^[A-Za-z0-9\/._~-]*$/;
+const PLAIN_LANG_QUERY = /^\?lang=[A-Za-z0-9-]*$/;
+const Q_VALUE = /^(0(\.[0-9]{0,3})?|1(\.0{0,3})?)$/;
+
+// language is the page language the gateway would choose for request among
+// langs (its default first), or null when the edge cannot be sure of it: a
+// language the gateway lacks, which its matcher may still take for a
+// related one, or a header it may read otherwise. A tag names a language
+// by itself or by its primary subtag (de-CH is de), as the gateway's
+// matcher takes them.
+export function language(request, url, langs) {
+  const exact = (tag) => langs.find((l) => l.toLowerCase() === tag.toLowerCase()) ??
+    langs.find((l) => !l.includes("-") && l.toLowerCase() === tag.split("-")[0].toLowerCase());
+  const explicit = [url.searchParams.get(LANG_PARAM) ?? "", ...cookies(request.headers.get("Cookie"), LANG_COOKIE).slice(0, 1)];
+  for (const tag of explicit) {
+    if (tag !== "") {
+      return exact(tag) ?? null;
+    }
+  }
+  const header = (request.headers.get("Accept-Language") ?? "").trim();
+  if (header === "") {
+    return langs[0];
+  }
+  let best = null;
+  let bestQ = -1;
+  for (const entry of header.split(",")) {
+    const [tag, ...params] = entry.split(";").map((p) => p.trim());
+    let q = 1;
+    for (const param of params) {
+      const m = /^q=(.*)$/.exec(param);
+      if (!m || !Q_VALUE.test(m[1])) {
+        return null;
+      }
+      q = Number(m[1]);
+    }
+    const lang = exact(tag);
+    if (!lang || q === 0 || params.length > 1) {
+      return null;
+    }
+    if (q > bestQ) {
+      best = lang;
+      bestQ = q;
+    }
+  }
+  return best;
+}
+
 // soldOut is the gateway's 410: JSON when Accept names application/json,
 // the gateway's own page otherwise; shared-cacheable only for a request
-// that carried no token.
+// that carried no token. It is null when the edge cannot give the page
+// exactly as the gateway would (see language; a path or query the
+// gateway would write into the page's links otherwise).
 export function soldOut(request, state, tokenHolder) {
   const headers = new Headers({
     [STATUS_HEADER]: "sold_out",
@@ -109,6 +164,17 @@ export function soldOut(request, state, tokenHolder) {
     headers.set("Content-Type", "application/json");
     return new Response(JSON.stringify({ status: "sold_out", event: state.event }) + "\n", { status: 410, headers });
   }
+  const url = new URL(request.url);
+  const langs = Array.isArray(state.languages) ? state.languages : [];
+  const lang = language(request, url, langs);
+  const page = lang && state.sold_out_pages?.[lang];
+  if (!page || !PLAIN_PATH.test(url.pathname) || !(url.search === "" || PLAIN_LANG_QUERY.test(url.search))) {
+    return null;
+  }
   headers.set("Content-Type", "text/html; charset=utf-8");
-  return new Response(state.sold_out_page, { status: 410, headers });
+  headers.set("Content-Language", lang);
+  headers.append("Vary", "Accept-Language");
+  // The page was rendered for "/": its links carry the request's path.
+  const body = page.replaceAll('href="/?lang=', `href="${url.pathname}?lang=`);
+  return new Response(body, { status: 410, headers });
 }

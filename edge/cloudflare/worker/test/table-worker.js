@@ -17,21 +17,28 @@ export default {
     }
     const requests = [];
     for (const row of table.requests) {
-      const state = { ...row.state, sold_out_page: table.sold_out_page };
+      const state = { ...row.state, sold_out_pages: table.sold_out_pages };
       const headers = new Headers({ Accept: row.accept });
+      if (row.accept_language) {
+        headers.set("Accept-Language", row.accept_language);
+      }
       if (row.header_token) {
         headers.set("X-Waitroom-Token", row.header_token);
       }
-      if (row.cookies) {
-        headers.set("Cookie", row.cookies.map((v) => `waitroom_${state.event}=${v}`).join("; "));
+      const cookies = (row.cookies ?? []).map((v) => `waitroom_${state.event}=${v}`);
+      if (row.lang_cookie) {
+        cookies.push(`waitroom_lang=${row.lang_cookie}`);
       }
-      const request = new Request("http://tickets.test/buy", { headers });
+      if (cookies.length > 0) {
+        headers.set("Cookie", cookies.join("; "));
+      }
+      const request = new Request("http://tickets.test" + row.path, { headers });
       const d = await judge(request, state, keys, table.now_ms);
-      if (d.verdict !== "sold_out") {
-        requests.push({ passed_on: true, why: d.why });
+      const res = d.verdict === "sold_out" ? soldOut(request, state, d.tokenHolder) : null;
+      if (!res) {
+        requests.push({ passed_on: true, why: d.why ?? "page left to the gateway" });
         continue;
       }
-      const res = soldOut(request, state, d.tokenHolder);
       requests.push({
         passed_on: false,
         status: res.status,
@@ -39,6 +46,7 @@ export default {
         cache_control: res.headers.get("Cache-Control"),
         vary: res.headers.get("Vary"),
         content_type: res.headers.get("Content-Type"),
+        content_language: res.headers.get("Content-Language") ?? undefined,
         body: await res.text(),
       });
     }
