@@ -77,7 +77,7 @@ sim-long: ## the simulation over 200 more seeds of 300 steps (about 15 minutes o
 # scripts/services.sh (unless REDIS_URL and DATABASE_URL name running ones).
 # Pass flags with ARGS, e.g. make demo ARGS='--users 200000 --faults all'.
 ARGS ?=
-.PHONY: demo demo-2m bench-strategies bench-gate bench-gateway bench-holds loadtest-bin
+.PHONY: demo demo-2m bench-strategies bench-gate bench-gateway bench-holds bench-seats loadtest-bin
 
 loadtest-bin:
 	$(GO) build -o $(BIN)/loadtest ./loadtest
@@ -101,5 +101,10 @@ bench-gateway: build loadtest-bin ## gateway throughput ratios, side by side in 
 
 bench-holds: build loadtest-bin ## durable holds per second through the origin vs the bare hold script
 	scripts/services.sh $(BIN)/loadtest holds $(ARGS)
+
+bench-seats: build loadtest-bin ## reserved seating: hot-seat contention, then seat map reads with wrk
+	@command -v wrk >/dev/null 2>&1 || { echo "installing wrk (Debian package)" >&2; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk; }
+	scripts/services.sh $(BIN)/loadtest seats $(ARGS)
 
 include xcaddy.mk

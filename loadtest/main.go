@@ -34,6 +34,7 @@ var commands = []command{
 	{"gate", "peak concurrency at the inventory without and with the waiting room", runGate},
 	{"gateway", "gateway throughput ratios: plain Caddy vs Caddy with the waiting room", runGateway},
 	{"holds", "durable holds per second through the origin vs the bare hold script", runHolds},
+	{"seats", "reserved seating: hot-seat contention (specific seats, best available) and seat map reads with wrk", runSeats},
 	{"bots", "one bot client at 200 joins/s among 5,000 humans, with and without the challenge and join_rate", runBots},
 }
 

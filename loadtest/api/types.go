@@ -36,6 +36,39 @@ type NewEvent struct {
 	HoldTTLSeconds int64  `json:"hold_ttl_seconds,omitempty"`
 	MaxPerUser     int64  `json:"max_per_user,omitempty"`
 	OverflowPct    *int64 `json:"overflow_pct,omitempty"`
+	// Seating makes the event reserved seating (docs/api.md §15); Capacity
+	// must then be its number of seats.
+	Seating *Seating `json:"seating,omitempty"`
+}
+
+// Seating is an event's seat map: sections of rows of seats, each seat id
+// <section>-<row>-<n>.
+type Seating struct {
+	Sections []Section `json:"sections"`
+}
+
+// Section is a block of rows at one price, its best rows first.
+type Section struct {
+	ID    string `json:"id"`
+	Price int64  `json:"price"`
+	Rows  []Row  `json:"rows"`
+}
+
+// Row is a row of Seats seats.
+type Row struct {
+	ID    string `json:"id"`
+	Seats int    `json:"seats"`
+}
+
+// Seats is the number of seats of the map.
+func (s Seating) Seats() int64 {
+	var n int64
+	for _, sec := range s.Sections {
+		for _, r := range sec.Rows {
+			n += int64(r.Seats)
+		}
+	}
+	return n
 }
 
 // Event is the origin's event.
@@ -62,6 +95,8 @@ type Hold struct {
 	ExpiresAt time.Time `json:"expires_at"`
 	Amount    int64     `json:"amount"`
 	Currency  string    `json:"currency"`
+	// Seats are the reserved seats of a reserved-seating hold.
+	Seats []string `json:"seats,omitempty"`
 }
 
 // Ticket is one seat of a confirmed booking.
@@ -124,6 +159,9 @@ type Invariant struct {
 	Pending     int64 `json:"pending"`
 	Confirmed   int64 `json:"confirmed"`
 	Drift       int64 `json:"drift"`
+	// SeatDrift counts the reserved seats whose state differs between
+	// Redis and the ledger (reserved seating only).
+	SeatDrift int64 `json:"seat_drift"`
 }
 
 // Payment-method tokens of the simulated provider (API.md section 5).

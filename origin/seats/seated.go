@@ -3,6 +3,7 @@ package seats
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -136,20 +137,50 @@ func (p *Protocol) seatMapMaxAge() time.Duration {
 	return DefaultSeatMapMaxAge
 }
 
-// takenFunc says whether a seat is not free, by the view and this node's
-// own holds since.
-func (ev *Event) takenFunc(v *SeatView) func(string) bool {
+// choose picks n seats of section (any section when "") for one party on
+// the view and the changes since, and marks them taken at once: the
+// best-available holds of this node running at the same moment then pick
+// other seats rather than race each other for the same ones. ids is nil
+// when no section has n free (free counts them).
+func (ev *Event) choose(v *SeatView, section string, n int) (ids []string, free int) {
 	ev.seats.mu.Lock()
-	since := make(map[string]bool, len(ev.seats.since))
-	for id, c := range ev.seats.since {
-		since[id] = c.taken
-	}
-	ev.seats.mu.Unlock()
-	return func(id string) bool {
-		if t, ok := since[id]; ok {
-			return t
+	defer ev.seats.mu.Unlock()
+	taken := func(id string) bool {
+		if c, ok := ev.seats.since[id]; ok {
+			return c.taken
 		}
 		return v.State(id) != inventory.SeatFree
+	}
+	for _, s := range ev.Seating.Sections {
+		if section != "" && s.ID != section {
+			continue
+		}
+		got, f := ev.Seating.Best(s.ID, n, taken)
+		free += f
+		if got != nil {
+			ids = got
+			break
+		}
+	}
+	if ids == nil {
+		return nil, free
+	}
+	if ev.seats.since == nil {
+		ev.seats.since = make(map[string]seatChange)
+	}
+	now := time.Now()
+	for _, id := range ids {
+		ev.seats.since[id] = seatChange{at: now, taken: true}
+	}
+	return ids, free
+}
+
+// unchoose forgets the marks choose made on ids: the hold did not take them.
+func (ev *Event) unchoose(ids []string) {
+	ev.seats.mu.Lock()
+	defer ev.seats.mu.Unlock()
+	for _, id := range ids {
+		delete(ev.seats.since, id)
 	}
 }
 
@@ -168,30 +199,25 @@ func (p *Protocol) PlaceBest(ctx context.Context, req PlaceRequest, section stri
 			p.log.Warn("seat map not read", "event", ev.ID, "error", err)
 			return unavailable(ReasonNotHeld)
 		}
-		taken := ev.takenFunc(v)
-		var ids []string
-		free := 0
-		for _, s := range ev.Seating.Sections {
-			if section != "" && s.ID != section {
-				continue
-			}
-			got, n := ev.Seating.Best(s.ID, int(req.Quantity), taken)
-			free += n
-			if got != nil {
-				ids = got
-				break
-			}
-		}
+		ids, free := ev.choose(v, section, int(req.Quantity))
 		if ids == nil {
 			return Result{Outcome: SoldOut, Remaining: int64(free), At: p.now()}
 		}
 		req.Seats = ids
 		out = p.place(ctx, req, takeOver)
-		if out.Outcome != SeatsUnavailable {
+		switch out.Outcome {
+		case Held:
 			return out
+		case SeatsUnavailable:
+			// Taken by a hold this node did not see: the others of the
+			// choice are free for the next one.
+			ev.unchoose(slices.DeleteFunc(slices.Clone(ids), func(id string) bool { return slices.Contains(out.Taken, id) }))
+			ev.seatsTaken(out.Taken, true)
+			takeOver = out.Claim
+			continue
 		}
-		ev.seatsTaken(out.Taken, true)
-		takeOver = out.Claim
+		ev.unchoose(ids)
+		return out
 	}
 	claim := out.Claim
 	out = unavailable(ReasonContended)
