@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -42,6 +43,7 @@ type saleFlags struct {
 	jsonPath, chartPath string
 	heapProfile         string
 	gateways            int
+	seating             bool
 	quiet, keep         bool
 }
 
@@ -82,6 +84,7 @@ func (f *saleFlags) register(fs *flagSet) {
 	fs.StringVar(&f.chartPath, "chart", "out/flashsale.svg", "chart of the sale over time (.svg or .png; empty: none)")
 	fs.IntVar(&f.gateways, "gateways", 1, "Caddy processes in front of the origin, sharing one Redis; the crowd goes round-robin over them")
 	fs.StringVar(&f.heapProfile, "heap-profile", "", "write the load generator's heap profile (pprof) to this file once every user has arrived")
+	fs.BoolVar(&f.seating, "seating", false, "a reserved-seating event of --seats seats (rows of 25, no overflow reserve); buyers take the best seats available")
 	fs.BoolVar(&f.quiet, "quiet", false, "no progress bar")
 	fs.BoolVar(&f.keep, "keep", false, "keep the run's folder (configs, server logs) and its database")
 }
@@ -96,6 +99,9 @@ func (f *saleFlags) check() ([]string, error) {
 	}
 	if f.gateways < 1 {
 		return nil, usagef("--gateways must be at least 1")
+	}
+	if f.seating {
+		f.overflowPct = 0 // reserved seating keeps no overflow reserve
 	}
 	if f.overflowPct < 0 || f.overflowPct > 100 {
 		return nil, usagef("--overflow-pct must be from 0 to 100")
@@ -219,7 +225,7 @@ func flashSale(ctx context.Context, f saleFlags, faults []string, out, errOut io
 		OwnRedis: has("redis-restart"), PausablePostgres: has("pg-pause"),
 		OriginEnv: env, KeepDatabase: f.keep, Gateways: f.gateways,
 		Event: api.NewEvent{Name: "Flash sale", Capacity: f.seats, Price: 90000, Currency: "inr",
-			HoldTTLSeconds: ttl, MaxPerUser: max(f.cfg.Quantity, 1), OverflowPct: &f.overflowPct},
+			HoldTTLSeconds: ttl, MaxPerUser: max(f.cfg.Quantity, 1), OverflowPct: &f.overflowPct, Seating: saleSeating(f)},
 	})
 	if err != nil {
 		return nil, err
@@ -289,6 +295,11 @@ func flashSale(ctx context.Context, f saleFlags, faults []string, out, errOut io
 	}
 	res.Memory = readMemory(ctx, sys)
 	report.PrintSale(out, res)
+	if f.seating {
+		if err := checkSeats(ctx, sys, res, out); err != nil {
+			return res, err
+		}
+	}
 	if f.heapProfile != "" {
 		fmt.Fprintf(out, "\nheap profile written to %s (go tool pprof -sample_index=inuse_space %s)\n", f.heapProfile, f.heapProfile)
 	}
@@ -483,4 +494,47 @@ func readMemory(ctx context.Context, sys *stack.System) []sale.ProcessMemory {
 	pids, err := stack.PostgresPIDs(ctx, sys.DB.URL)
 	out = append(out, one("PostgreSQL", pids, err))
 	return out
+}
+
+// saleSeating is the seat map of a --seating sale: f.seats seats in rows of
+// 25, ten rows a section, the last row shorter when they do not divide.
+func saleSeating(f saleFlags) *api.Seating {
+	if !f.seating {
+		return nil
+	}
+	const perRow, rowsPerSection = 25, 10
+	m := &api.Seating{}
+	for left, n := f.seats, 0; left > 0; n++ {
+		sec := api.Section{ID: string(rune('A' + n%26)), Price: 90000}
+		if n >= 26 {
+			sec.ID += strconv.Itoa(n / 26)
+		}
+		for r := 1; r <= rowsPerSection && left > 0; r++ {
+			k := min(left, perRow)
+			sec.Rows = append(sec.Rows, api.Row{ID: strconv.Itoa(r), Seats: int(k)})
+			left -= k
+		}
+		m.Sections = append(m.Sections, sec)
+	}
+	return m
+}
+
+// checkSeats audits a --seating sale's reserved seats in the ledger (no
+// seat had by two holds or two tickets) and its seat drift.
+func checkSeats(ctx context.Context, sys *stack.System, res *sale.Result, out io.Writer) error {
+	l, err := ledger.Open(ctx, sys.DB.URL, ledger.Options{MaxConns: 2})
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	a, err := l.AuditSeats(ctx, sys.Event.ID, time.Now())
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "\nreserved seats: %d held or sold; had twice: %d by two holds, %d by a hold its seat row does not name, %d with two tickets; seat drift %d\n",
+		a.Held, a.DoubleHeld, a.Mismatched, a.DoubleTicketed, res.Invariant.SeatDrift)
+	if twice := a.DoubleHeld + a.Mismatched + a.DoubleTicketed; twice != 0 || res.Invariant.SeatDrift != 0 {
+		return fmt.Errorf("%w: reserved seats had twice %d, seat drift %d", errBroken, twice, res.Invariant.SeatDrift)
+	}
+	return nil
 }
