@@ -8,8 +8,6 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
-	"os/exec"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,6 +18,7 @@ import (
 	"github.com/waitroom/waitroom/loadtest/latency"
 	"github.com/waitroom/waitroom/loadtest/report"
 	"github.com/waitroom/waitroom/loadtest/stack"
+	"github.com/waitroom/waitroom/loadtest/wrk"
 	"github.com/waitroom/waitroom/origin/ledger"
 )
 
@@ -57,9 +56,8 @@ func runSeats(ctx context.Context, args []string, out, errOut io.Writer) error {
 	if err := needBinary(*originBin, "go build -o bin/origin ./cmd/origin"); err != nil {
 		return err
 	}
-	wrkBin, err := exec.LookPath("wrk")
-	if err != nil {
-		return fmt.Errorf("wrk is not installed (Debian package wrk): %w", err)
+	if _, err := wrk.Path(); err != nil {
+		return err
 	}
 	dir, cleanup, err := workDir("seats", *keep, errOut)
 	if err != nil {
@@ -142,11 +140,11 @@ feed:
 
 	fmt.Fprintf(errOut, "wrk on the seat map, %s each, gzip and plain…\n", *wrkDuration)
 	mapURL := base + "/seats"
-	gz, err := runWrk(ctx, wrkBin, mapURL, *wrkThreads, *wrkConns, *wrkDuration, true)
+	gz, gzCmd, err := seatMapReads(ctx, mapURL, *wrkThreads, *wrkConns, *wrkDuration, true)
 	if err != nil {
 		return err
 	}
-	plain, err := runWrk(ctx, wrkBin, mapURL, *wrkThreads, *wrkConns, *wrkDuration, false)
+	plain, _, err := seatMapReads(ctx, mapURL, *wrkThreads, *wrkConns, *wrkDuration, false)
 	if err != nil {
 		return err
 	}
@@ -174,11 +172,13 @@ feed:
 	t.Add("drift / seat drift", fmt.Sprintf("%d / %d", inv.Drift, inv.SeatDrift))
 	t.Write(out)
 	fmt.Fprintln(out)
-	w := report.Table{Header: []string{"seat map reads (wrk)", "reads/s", "p50", "p99", "body"}}
-	w.Add(fmt.Sprintf("gzip, -t%d -c%d", *wrkThreads, *wrkConns), report.Rate(gz.PerSecond), report.Millis(gz.P50), report.Millis(gz.P99), report.Count(sizes.gzip)+" B")
-	w.Add(fmt.Sprintf("plain, -t%d -c%d", *wrkThreads, *wrkConns), report.Rate(plain.PerSecond), report.Millis(plain.P50), report.Millis(plain.P99), report.Count(sizes.plain)+" B")
+	w := report.Table{Header: []string{"seat map reads (wrk)", "reads/s", "p50", "p99", "body", "wrk's CPU share"}}
+	w.Add(fmt.Sprintf("gzip, -t%d -c%d", *wrkThreads, *wrkConns), report.Rate(gz.PerSecond), report.Millis(gz.P50), report.Millis(gz.P99),
+		report.Count(sizes.gzip)+" B", fmt.Sprintf("%.0f%%", 100*gz.CPUShare))
+	w.Add(fmt.Sprintf("plain, -t%d -c%d", *wrkThreads, *wrkConns), report.Rate(plain.PerSecond), report.Millis(plain.P50), report.Millis(plain.P99),
+		report.Count(sizes.plain)+" B", fmt.Sprintf("%.0f%%", 100*plain.CPUShare))
 	w.Write(out)
-	fmt.Fprintf(out, "\nwrk command: %s\n", gz.Command)
+	fmt.Fprintf(out, "\nwrk command: %s\n", gzCmd)
 	fmt.Fprintf(out, "goal ≥ 20,000 seat map reads/s: %s\n", met(gz.PerSecond >= 20_000))
 
 	broken := audit.DoubleHeld+audit.Mismatched+audit.DoubleTicketed > 0 || inv.Drift != 0 || inv.SeatDrift != 0 ||
@@ -190,7 +190,7 @@ feed:
 			"multi": tally.multi, "multi_ok": tally.multiOK, "conflicts": tally.conflicts, "named_held": tally.namedHeld,
 			"best_together": tally.bestTogether, "best_groups": tally.bestGroups, "best_sold_out": tally.bestSoldOut,
 			"retried": tally.retried, "other": tally.other, "audit": audit, "drift": inv.Drift, "seat_drift": inv.SeatDrift,
-			"wrk_gzip": gz, "wrk_plain": plain, "body_plain": sizes.plain, "body_gzip": sizes.gzip,
+			"wrk_gzip": gz, "wrk_plain": plain, "wrk_command": gzCmd, "body_plain": sizes.plain, "body_gzip": sizes.gzip,
 		}); err != nil {
 			return err
 		}
@@ -391,56 +391,20 @@ func sideBySide(ids []string) bool {
 	return nums[len(nums)-1]-nums[0] == len(nums)-1
 }
 
-// wrkResult is one wrk run.
-type wrkResult struct {
-	PerSecond float64       `json:"per_second"`
-	P50       time.Duration `json:"p50_ns"`
-	P99       time.Duration `json:"p99_ns"`
-	Command   string        `json:"command"`
-}
-
-var (
-	wrkRate    = regexp.MustCompile(`Requests/sec:\s+([0-9.]+)`)
-	wrkLatency = regexp.MustCompile(`(?m)^\s+(50|99)%\s+([0-9.]+)(us|ms|s)\s*$`)
-	wrkErrors  = regexp.MustCompile(`Non-2xx or 3xx responses: (\d+)`)
-)
-
-// runWrk runs wrk on url and reads its rate and latency percentiles.
-func runWrk(ctx context.Context, bin, url string, threads, conns int, d time.Duration, gzip bool) (wrkResult, error) {
-	args := []string{"-t" + strconv.Itoa(threads), "-c" + strconv.Itoa(conns), "-d" + strconv.Itoa(max(1, int(d.Seconds()))) + "s", "--latency"}
+// seatMapReads reads the seat map with wrk, gzip or plain, and names the
+// command line it ran.
+func seatMapReads(ctx context.Context, url string, threads, conns int, d time.Duration, gzip bool) (wrk.Result, string, error) {
+	l := wrk.Load{URL: url, Threads: threads, Conns: conns, Duration: d}
+	cmd := fmt.Sprintf("wrk --latency -t %d -c %d -d %ds --timeout 10s", threads, conns, max(1, int(d.Round(time.Second)/time.Second)))
 	if gzip {
-		args = append(args, "-H", "Accept-Encoding: gzip")
+		l.Header = map[string]string{"Accept-Encoding": "gzip"}
+		cmd += " -H 'Accept-Encoding: gzip'"
 	}
-	args = append(args, url)
-	res := wrkResult{Command: "wrk " + strings.Join(args, " ")}
-	if gzip {
-		res.Command = strings.Replace(res.Command, "-H Accept-Encoding: gzip", "-H 'Accept-Encoding: gzip'", 1)
+	r, err := wrk.Run(ctx, l)
+	if err == nil && r.Failed() > 0 {
+		err = fmt.Errorf("wrk: %d reads of the seat map failed (%d not 2xx)", r.Failed(), r.Non2xx)
 	}
-	var stdout, stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		return res, fmt.Errorf("wrk: %w: %s", err, stderr.String())
-	}
-	o := stdout.String()
-	if m := wrkErrors.FindStringSubmatch(o); m != nil {
-		return res, fmt.Errorf("wrk: %s answers were not 2xx:\n%s", m[1], o)
-	}
-	m := wrkRate.FindStringSubmatch(o)
-	if m == nil {
-		return res, fmt.Errorf("wrk: no rate in its output:\n%s", o)
-	}
-	res.PerSecond, _ = strconv.ParseFloat(m[1], 64)
-	for _, l := range wrkLatency.FindAllStringSubmatch(o, -1) {
-		v, _ := strconv.ParseFloat(l[2], 64)
-		unit := map[string]time.Duration{"us": time.Microsecond, "ms": time.Millisecond, "s": time.Second}[l[3]]
-		if l[1] == "50" {
-			res.P50 = time.Duration(v * float64(unit))
-		} else {
-			res.P99 = time.Duration(v * float64(unit))
-		}
-	}
-	return res, nil
+	return r, cmd + " " + url, err
 }
 
 type mapSizes struct{ plain, gzip int64 }

@@ -27,22 +27,8 @@ func TestTallySeatAsks(t *testing.T) {
 		bestTogether: 1, bestGroups: 1, bestSoldOut: 1, other: 2}, got)
 }
 
-func TestWrkOutput(t *testing.T) {
-	out := `Running 2s test @ http://127.0.0.1:1/v1/events/1/seats
-  2 threads and 100 connections
-  Latency Distribution
-     50%    2.39ms
-     75%    4.10ms
-     90%    9.00ms
-     99%   17.30ms
-  85796 requests in 2.00s, 333.00MB read
-Requests/sec:  42898.10
-`
-	m := wrkRate.FindStringSubmatch(out)
-	assert.Equal(t, "42898.10", m[1])
-	l := wrkLatency.FindAllStringSubmatch(out, -1)
-	assert.Len(t, l, 2)
-	assert.Equal(t, []string{"99", "17.30", "ms"}, l[1][1:])
+func TestSideBySide(t *testing.T) {
 	assert.True(t, sideBySide([]string{"A-1-3", "A-1-2", "A-1-4"}))
 	assert.False(t, sideBySide([]string{"A-1-3", "A-2-4"}))
+	assert.False(t, sideBySide([]string{"A-1-3", "A-1-5"}))
 }
