@@ -196,6 +196,10 @@ func (p *Publisher) RunOnce(ctx context.Context) (next time.Time, err error) {
 
 	for _, j := range jobs {
 		werr := p.write(ctx, j.event, j.body)
+		if ctx.Err() != nil {
+			// Stopped: the write is abandoned, not failed.
+			return next, ctx.Err()
+		}
 		p.mu.Lock()
 		e := p.pending[j.event]
 		if werr == nil {
