@@ -29,6 +29,7 @@ fuzz: ## run the fuzz targets for a short, bounded time
 	$(GO) test -run '^$$' -fuzz '^FuzzVerify$$' -fuzztime $(FUZZTIME) ./waitroom
 	$(GO) test -run '^$$' -fuzz '^FuzzParseWebhook$$' -fuzztime $(FUZZTIME) ./origin/payment
 	$(GO) test -run '^$$' -fuzz '^FuzzWebhookHandler$$' -fuzztime $(FUZZTIME) ./origin
+	$(GO) test -run '^$$' -fuzz '^FuzzVerify$$' -fuzztime $(FUZZTIME) ./origin/ticketcode
 
 bench-go: ## Go benchmarks: queue tokens (issue, verify) and the handler's cost per request
 	$(GO) test -run '^$$' -bench . -benchmem ./waitroom ./caddymodule

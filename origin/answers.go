@@ -146,3 +146,111 @@ func (s bookingsAPI) bookingAnswer(ctx context.Context, res booking.Result) resp
 	}
 	return errorResponse(a.status, a.outcome, a.msg)
 }
+
+// The gate's answers (docs/api.md §10).
+
+// scanInvalid is the result of a code no key signed, or the ledger never
+// issued.
+const scanInvalid = "invalid_ticket"
+
+var errGateDisabled = errorResponse(http.StatusServiceUnavailable, "gate_disabled",
+	"this origin has no gate: ORIGIN_GATE_TOKEN is not set")
+
+// scanAnswers is the status and the refusal's message of each scan result.
+var scanAnswers = map[string]struct {
+	status int
+	msg    string
+}{
+	ledger.ScanAdmitted:    {http.StatusOK, ""},
+	ledger.ScanAlreadyUsed: {http.StatusConflict, "the ticket was used already"},
+	ledger.ScanVoid:        {http.StatusGone, "the ticket is void: its booking was cancelled or refunded"},
+	scanInvalid:            {http.StatusBadRequest, "not a ticket code"},
+}
+
+// scanAnswer is what a scan comes to, before it is put in either form.
+type scanAnswer struct {
+	result string
+	// msg overrides the result's message.
+	msg       string
+	ticket    *ticketJSON
+	scannedAt time.Time
+	// first is the ticket's first admission; displaced the later admission
+	// it took the place of.
+	first, displaced *ledger.Scan
+}
+
+func scanAnswerOf(o ledger.ScanOutcome) scanAnswer {
+	t := ticketsJSON([]ledger.Ticket{o.Ticket})[0]
+	return scanAnswer{result: o.Result, ticket: &t, scannedAt: o.Scan.ScannedAt, first: o.First, displaced: o.Displaced}
+}
+
+// scanJSON is a scan's answer: the body of POST /v1/scans for one scan, an
+// element of "results" for an upload.
+type scanJSON struct {
+	// Code and Status: an upload's, the scan's code and the status it
+	// would have been answered alone.
+	Code   string `json:"code,omitempty"`
+	Status int    `json:"status,omitempty"`
+	// Error and Message: a refusal's.
+	Error   string `json:"error,omitempty"`
+	Message string `json:"message,omitempty"`
+	// Result is admitted, already_used, ticket_void or invalid_ticket.
+	Result string      `json:"result"`
+	Ticket *ticketJSON `json:"ticket,omitempty"`
+	// Gate is the gate that admitted the ticket: this scan's when
+	// admitted, the first scan's when already used.
+	Gate           string `json:"gate,omitempty"`
+	ScannedAt      string `json:"scanned_at,omitempty"`
+	FirstScannedAt string `json:"first_scanned_at,omitempty"`
+	// Displaced is the admission a late upload of an earlier scan took the
+	// place of: whoever it let in came in on a used ticket.
+	Displaced *gateScanJSON `json:"displaced,omitempty"`
+}
+
+type gateScanJSON struct {
+	Gate      string `json:"gate"`
+	ScannedAt string `json:"scanned_at"`
+}
+
+// scanTime is a scan's time, to the microsecond the ledger keeps: two
+// scans a moment apart must be told apart.
+func scanTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+
+func (a scanAnswer) body() scanJSON {
+	ans := scanAnswers[a.result]
+	j := scanJSON{Status: ans.status, Result: a.result, Ticket: a.ticket}
+	if a.result != ledger.ScanAdmitted {
+		j.Error, j.Message = a.result, ans.msg
+		if a.msg != "" {
+			j.Message = a.msg
+		}
+	}
+	if !a.scannedAt.IsZero() {
+		j.ScannedAt = scanTime(a.scannedAt)
+	}
+	switch a.result {
+	case ledger.ScanAdmitted:
+		j.Gate = a.first.Gate
+		if a.displaced != nil {
+			j.Displaced = &gateScanJSON{Gate: a.displaced.Gate, ScannedAt: scanTime(a.displaced.ScannedAt)}
+		}
+	case ledger.ScanAlreadyUsed:
+		j.Gate, j.FirstScannedAt = a.first.Gate, scanTime(a.first.ScannedAt)
+	}
+	return j
+}
+
+// single is the answer to a request of one scan.
+func (a scanAnswer) single() response {
+	j := a.body()
+	j.Status = 0
+	b, _ := json.Marshal(j)
+	return response{status: scanAnswers[a.result].status, body: append(b, '\n'), outcome: a.result}
+}
+
+// item is the answer to one scan of an upload.
+func (a scanAnswer) item(code string) scanJSON {
+	j := a.body()
+	j.Code = code
+	return j
+}

@@ -105,13 +105,19 @@ func (g *gate) judge(ctx context.Context, ev *seats.Event, ok func(waitroom.Stat
 
 // isAdmin checks the admin bearer token, answering 401 when it is wrong.
 func (g *gate) isAdmin(w http.ResponseWriter, r *http.Request) bool {
+	return bearer(w, r, g.adminToken, "admin")
+}
+
+// bearer checks that the request carries "Authorization: Bearer <token>",
+// answering 401 when it does not; an empty token admits nobody.
+func bearer(w http.ResponseWriter, r *http.Request, token, whose string) bool {
 	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if ok && g.adminToken != "" &&
-		subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(g.adminToken)) == 1 {
+	if ok && token != "" &&
+		subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(token)) == 1 {
 		return true
 	}
 	w.Header().Set("WWW-Authenticate", `Bearer realm="waitroom-origin"`)
-	writeError(w, http.StatusUnauthorized, "unauthorized", "a valid admin bearer token is required")
+	writeError(w, http.StatusUnauthorized, "unauthorized", "a valid "+whose+" bearer token is required")
 	return false
 }
 

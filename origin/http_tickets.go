@@ -4,10 +4,8 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/skip2/go-qrcode"
-
-	"github.com/waitroom/waitroom/origin/booking"
 	"github.com/waitroom/waitroom/origin/ledger"
+	"github.com/waitroom/waitroom/origin/qrpng"
 )
 
 // ticketJSON is a ticket of <booking>.
@@ -42,7 +40,7 @@ func (s bookingsAPI) handleTicketPNG(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "no such ticket")
 		return
 	}
-	if _, err := booking.VerifyTicket(s.cfg.TicketKey, code); err != nil {
+	if _, err := s.verifier.Verify(code, s.cfg.Clock()); err != nil {
 		writeError(w, http.StatusNotFound, "not_found", "no such ticket")
 		return
 	}
@@ -55,7 +53,7 @@ func (s bookingsAPI) handleTicketPNG(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "no such ticket (cancelled)")
 		return
 	}
-	png, err := qrcode.Encode(code, qrcode.Medium, ticketPNGSize)
+	png, err := qrpng.Encode(code, ticketPNGSize)
 	if err != nil {
 		s.log.Error("ticket qr code", "error", err)
 		writeError(w, http.StatusInternalServerError, "internal", "could not draw the ticket")

@@ -30,6 +30,8 @@ type metrics struct {
 	paymentChecks    *prometheus.CounterVec
 	refunds          *prometheus.CounterVec
 	refundsFailed    prometheus.Gauge
+
+	scans *prometheus.CounterVec
 }
 
 func newRegistry() *prometheus.Registry {
@@ -118,11 +120,15 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "waitroom_origin_refunds_failed",
 			Help: "Bookings whose refund the provider reported failed and that no refund has made good yet (the payment reconciliation retries them).",
 		}),
+		scans: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "waitroom_origin_scans_total",
+			Help: "Scans at the gates by result: admitted, already_used, ticket_void, expired, invalid_ticket; double_admission counts the admissions a late upload of an earlier offline scan showed to be a second use.",
+		}, []string{"result"}),
 	}
 	for _, c := range []prometheus.Collector{m.holds, m.holdLatency, m.compensations, m.reclaimedSeats,
 		m.reaperHolds, m.reaperSeats, m.drift, m.remaining, m.rebuilds, m.driftCorrections,
 		m.bookingRequests, m.bookingLatency, m.bookings, m.webhooksReceived, m.webhooks, m.latePayments, m.paymentChecks,
-		m.refunds, m.refundsFailed} {
+		m.refunds, m.refundsFailed, m.scans} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register origin metrics: %w", err)
 		}

@@ -12,6 +12,7 @@ import (
 // Handler serves the origin's HTTP API (docs/api.md §5–§13; docs/openapi.yaml).
 func (s *Server) Handler() http.Handler {
 	events, holds, bookings, ops := eventsAPI{s}, holdsAPI{s}, bookingsAPI{s}, opsAPI{s}
+	scans := scansAPI{s}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/events", events.handleCreateEvent)
 	mux.HandleFunc("GET /v1/events", events.handleListEvents)
@@ -25,9 +26,12 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/bookings/{id}/cancellation", bookings.handleCancelBooking)
 	mux.HandleFunc("POST /v1/webhooks/{provider}", bookings.handleWebhook)
 	mux.HandleFunc("GET /v1/tickets/{file}", bookings.handleTicketPNG)
+	mux.HandleFunc("POST /v1/scans", scans.handleScan)
+	mux.HandleFunc("GET /v1/scans/keys", scans.handleKeys)
 	mux.HandleFunc("GET /v1/admin/events/{id}/invariant", ops.handleInvariant)
 	mux.HandleFunc("POST /v1/admin/events/{id}/rebuild", ops.handleRebuild)
 	mux.HandleFunc("GET /v1/admin/users/{id}/trail", ops.handleTrail)
+	mux.HandleFunc("GET /v1/admin/events/{id}/scans", scans.handleScanTotals)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{Registry: s.cfg.Registry}))
 	mux.HandleFunc("GET /healthz", ops.handleHealthz)
 	mux.HandleFunc("GET /readyz", ops.handleReadyz)

@@ -17,6 +17,7 @@ import (
 	"github.com/waitroom/waitroom/origin/maintenance"
 	"github.com/waitroom/waitroom/origin/payment"
 	"github.com/waitroom/waitroom/origin/seats"
+	"github.com/waitroom/waitroom/origin/ticketcode"
 	"github.com/waitroom/waitroom/waitroom"
 )
 
@@ -80,10 +81,18 @@ type Config struct {
 	// and whose webhooks /v1/webhooks/{its name} takes. Without one the
 	// booking routes answer 503.
 	Payments payment.Provider
-	// TicketKey signs ticket codes (HMAC-SHA256), at least
-	// MinTicketKeyLen bytes; required with Payments. Whoever holds it can
-	// verify a ticket offline (VerifyTicket).
+	// TicketKey is the secret the Ed25519 key that signs ticket codes is
+	// derived from (package ticketcode), at least ticketcode.MinSecretLen
+	// bytes; required with Payments. The public key, which is all a gate
+	// device needs to verify a ticket offline, is served at
+	// GET /v1/scans/keys.
 	TicketKey []byte
+	// TicketRetiredKeys are the public keys of ticket keys signed with
+	// before, whose tickets still admit (docs/origin.md, the gate).
+	TicketRetiredKeys []ticketcode.PublicKey
+	// GateToken is the bearer token of the gate devices (POST /v1/scans);
+	// with none set the gate answers 503 gate_disabled.
+	GateToken string
 	// PaymentWindow is how long, at least, a booking keeps its hold from
 	// now on to cover the payment (never more than the event's hold
 	// lifetime); default 2 min.
@@ -134,8 +143,8 @@ func (c *Config) defaults() error {
 	if c.HoldMaxLife < 0 {
 		return fmt.Errorf("origin config: the hold max life %v is negative", c.HoldMaxLife)
 	}
-	if c.Payments != nil && len(c.TicketKey) < booking.MinTicketKeyLen {
-		return fmt.Errorf("origin config: the ticket key must be at least %d bytes", booking.MinTicketKeyLen)
+	if c.Payments != nil && len(c.TicketKey) < ticketcode.MinSecretLen {
+		return fmt.Errorf("origin config: the ticket key must be at least %d bytes", ticketcode.MinSecretLen)
 	}
 	if c.PaymentWindow <= 0 {
 		c.PaymentWindow = 2 * time.Minute
@@ -155,8 +164,11 @@ type Server struct {
 	ledger *ledger.Ledger
 	rdb    redis.UniversalClient
 	seats  *seats.Protocol
-	// bookings is nil without a payment provider.
+	// bookings is nil without a payment provider, and so are tickets and
+	// its verifier.
 	bookings *booking.Service
+	tickets  *ticketcode.Signer
+	verifier *ticketcode.Verifier
 	idem     *idem.Store
 	metrics  *metrics
 	gate     *gate
@@ -208,8 +220,14 @@ func New(cfg Config, l *ledger.Ledger, rdb redis.UniversalClient) (*Server, erro
 	s.uncertain = maintenance.NewUncertainResolver(cfg.UncertainResolver, p)
 	s.publisher = newPublisher(s)
 	if cfg.Payments != nil {
+		if s.tickets, err = ticketcode.NewSigner(cfg.TicketKey); err != nil {
+			return nil, fmt.Errorf("origin config: %w", err)
+		}
+		if s.verifier, err = ticketcode.NewVerifier(append([]ticketcode.PublicKey{s.tickets.PublicKey()}, cfg.TicketRetiredKeys...)...); err != nil {
+			return nil, fmt.Errorf("origin config: %w", err)
+		}
 		s.bookings, err = booking.New(booking.Config{
-			Ledger: l, Seats: p, Payments: cfg.Payments, TicketKey: cfg.TicketKey,
+			Ledger: l, Seats: p, Payments: cfg.Payments, Tickets: s.tickets,
 			PaymentWindow: cfg.PaymentWindow, PaymentTimeout: cfg.PaymentTimeout,
 			Render: func(b ledger.Booking, ts []ledger.Ticket) []byte { return renderBooking(b, ticketsJSON(ts)) },
 			Clock:  cfg.Clock, Logger: cfg.Logger,

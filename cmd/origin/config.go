@@ -10,8 +10,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/waitroom/waitroom/origin/booking"
 	"github.com/waitroom/waitroom/origin/payment"
+	"github.com/waitroom/waitroom/origin/ticketcode"
 	"github.com/waitroom/waitroom/waitroom"
 )
 
@@ -34,7 +34,10 @@ type config struct {
 	payment payment.Config
 	// ticketKey is nil when none is configured (fakepay only): a random
 	// one is made at start.
-	ticketKey                []byte
+	ticketKey         []byte
+	ticketRetiredKeys []ticketcode.PublicKey
+	// gateToken is empty when the gate is off (POST /v1/scans answers 503).
+	gateToken                string
 	paymentWindow            time.Duration
 	paymentReconcileInterval time.Duration
 	paymentPendingAfter      time.Duration
@@ -70,6 +73,8 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (co
 	fs.StringVar(&c.redisURL, "redis-url", env("REDIS_URL", ""), "Redis URL shared with the gateways (REDIS_URL, required)")
 	fs.StringVar(&keys, "keys", env("WAITROOM_KEYS", ""), "queue token keys kid:secret[,kid:secret…], the gateway's (WAITROOM_KEYS, required)")
 	fs.StringVar(&c.adminToken, "admin-token", env("ORIGIN_ADMIN_TOKEN", ""), "bearer token of the admin routes (ORIGIN_ADMIN_TOKEN, required)")
+	fs.StringVar(&c.gateToken, "gate-token", env("ORIGIN_GATE_TOKEN", ""),
+		"bearer token of the gate devices, at least 16 printable characters; unset: no gate (ORIGIN_GATE_TOKEN)")
 	fs.StringVar(&c.logFormat, "log-format", env("ORIGIN_LOG_FORMAT", "text"), "log format: text or json (ORIGIN_LOG_FORMAT)")
 	var provider string
 	fs.StringVar(&provider, "payment-provider", env("PAYMENT_PROVIDER", payment.NameFakepay),
@@ -147,12 +152,18 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (co
 	// Tickets must verify across restarts and on every node: a real sale
 	// needs the key set; a fakepay demo may run with a random one.
 	switch key := getenv("TICKET_KEY"); {
-	case len(key) >= booking.MinTicketKeyLen:
+	case len(key) >= ticketcode.MinSecretLen:
 		c.ticketKey = []byte(key)
 	case key != "":
-		errs = append(errs, fmt.Errorf("TICKET_KEY is malformed: at least %d bytes are required", booking.MinTicketKeyLen))
+		errs = append(errs, fmt.Errorf("TICKET_KEY is malformed: at least %d bytes are required", ticketcode.MinSecretLen))
 	case c.payment.Provider == payment.NameStripe:
 		errs = append(errs, fmt.Errorf("TICKET_KEY is required with PAYMENT_PROVIDER=stripe"))
+	}
+	if c.ticketRetiredKeys, err = ticketcode.ParsePublicKeys(getenv("TICKET_RETIRED_KEYS")); err != nil {
+		errs = append(errs, fmt.Errorf("TICKET_RETIRED_KEYS is malformed: %w", err))
+	}
+	if c.gateToken != "" && !validGateToken(c.gateToken) {
+		errs = append(errs, fmt.Errorf("ORIGIN_GATE_TOKEN is malformed: at least %d characters, printable ASCII without spaces, are required", minGateTokenLen))
 	}
 	if c.rebuildSettle > 0 && c.rebuildSettle < c.holdWriteTimeout {
 		errs = append(errs, fmt.Errorf("ORIGIN_REBUILD_SETTLE (%v) must be at least ORIGIN_HOLD_WRITE_TIMEOUT (%v): "+
@@ -163,4 +174,22 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (co
 		errs = append(errs, fmt.Errorf("ORIGIN_LOG_FORMAT must be text or json, not %q", c.logFormat))
 	}
 	return c, errors.Join(errs...)
+}
+
+// minGateTokenLen is the shortest gate token accepted: it is a password,
+// typed into many devices, and guessing it lets anyone mark tickets used.
+const minGateTokenLen = 16
+
+// validGateToken: minGateTokenLen or more printable ASCII characters, none
+// a space, so the token travels in an Authorization header as it is.
+func validGateToken(tok string) bool {
+	if len(tok) < minGateTokenLen {
+		return false
+	}
+	for i := 0; i < len(tok); i++ {
+		if tok[i] <= ' ' || tok[i] > '~' {
+			return false
+		}
+	}
+	return true
 }

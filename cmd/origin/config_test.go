@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/waitroom/waitroom/origin/ticketcode"
 )
 
 func TestLoadConfig(t *testing.T) {
@@ -73,6 +74,24 @@ func TestLoadConfig(t *testing.T) {
 			assert.Equal(t, []byte(strings.Repeat("t", 32)), c.ticketKey)
 		}},
 		{name: "short ticket key", env: with("TICKET_KEY", "short"), wantErr: "TICKET_KEY is malformed"},
+		{name: "no gate by default", env: valid, check: func(t *testing.T, c config) {
+			assert.Empty(t, c.gateToken, "the gate answers 503 until a token is set")
+			assert.Empty(t, c.ticketRetiredKeys)
+		}},
+		{name: "gate token", env: with("ORIGIN_GATE_TOKEN", "gate-0123456789abcdef"), check: func(t *testing.T, c config) {
+			assert.Equal(t, "gate-0123456789abcdef", c.gateToken)
+		}},
+		{name: "gate token flag", env: valid, args: []string{"-gate-token", "flag-0123456789abcdef"}, check: func(t *testing.T, c config) {
+			assert.Equal(t, "flag-0123456789abcdef", c.gateToken)
+		}},
+		{name: "short gate token", env: with("ORIGIN_GATE_TOKEN", "gate"), wantErr: "ORIGIN_GATE_TOKEN is malformed"},
+		{name: "gate token with a space", env: with("ORIGIN_GATE_TOKEN", "gate 0123456789abcdef"), wantErr: "ORIGIN_GATE_TOKEN is malformed"},
+		{name: "gate token not ASCII", env: with("ORIGIN_GATE_TOKEN", "gäte-0123456789abcdef"), wantErr: "ORIGIN_GATE_TOKEN is malformed"},
+		{name: "retired ticket keys", env: with("TICKET_RETIRED_KEYS", retiredKeys(t)), check: func(t *testing.T, c config) {
+			require.Len(t, c.ticketRetiredKeys, 2)
+			assert.Equal(t, retiredKeys(t), c.ticketRetiredKeys[0].String()+","+c.ticketRetiredKeys[1].String())
+		}},
+		{name: "bad retired ticket key", env: with("TICKET_RETIRED_KEYS", "0011aabb:notakey"), wantErr: "TICKET_RETIRED_KEYS is malformed"},
 		{name: "fakepay knobs", env: withAll(map[string]string{"FAKEPAY_MIN_COPIES": "5", "FAKEPAY_MAX_COPIES": "5", "FAKEPAY_MAX_DELAY": "2s"}),
 			check: func(t *testing.T, c config) {
 				assert.Equal(t, 5, c.payment.Fakepay.MaxCopies)
@@ -127,4 +146,15 @@ func TestLoadConfig(t *testing.T) {
 			}
 		})
 	}
+}
+
+// retiredKeys is a TICKET_RETIRED_KEYS of two public keys.
+func retiredKeys(t *testing.T) string {
+	var out []string
+	for _, secret := range []string{strings.Repeat("r", 32), strings.Repeat("s", 32)} {
+		s, err := ticketcode.NewSigner([]byte(secret))
+		require.NoError(t, err)
+		out = append(out, s.PublicKey().String())
+	}
+	return strings.Join(out, ",")
 }

@@ -89,18 +89,20 @@ func run(cfg config, log *slog.Logger) error {
 	defer payments.Close()
 
 	srv, err := origin.New(origin.Config{
-		Keys:             cfg.keys,
-		AdminToken:       cfg.adminToken,
-		Logger:           log,
-		Reaper:           maintenance.ReaperConfig{Interval: cfg.reaperInterval},
-		DriftCorrector:   maintenance.DriftCorrectorConfig{Interval: cfg.reconcileInterval},
-		HoldWriteTimeout: cfg.holdWriteTimeout,
-		ClockSkewMargin:  cfg.clockSkewMargin,
-		RebuildSettle:    cfg.rebuildSettle,
-		HoldMaxLife:      cfg.holdMaxLife,
-		Payments:         payments,
-		TicketKey:        ticketKey,
-		PaymentWindow:    cfg.paymentWindow,
+		Keys:              cfg.keys,
+		AdminToken:        cfg.adminToken,
+		Logger:            log,
+		Reaper:            maintenance.ReaperConfig{Interval: cfg.reaperInterval},
+		DriftCorrector:    maintenance.DriftCorrectorConfig{Interval: cfg.reconcileInterval},
+		HoldWriteTimeout:  cfg.holdWriteTimeout,
+		ClockSkewMargin:   cfg.clockSkewMargin,
+		RebuildSettle:     cfg.rebuildSettle,
+		HoldMaxLife:       cfg.holdMaxLife,
+		Payments:          payments,
+		TicketKey:         ticketKey,
+		TicketRetiredKeys: cfg.ticketRetiredKeys,
+		GateToken:         cfg.gateToken,
+		PaymentWindow:     cfg.paymentWindow,
 		PaymentReconciler: maintenance.PaymentReconcilerConfig{
 			Interval: cfg.paymentReconcileInterval, PendingAfter: cfg.paymentPendingAfter,
 		},
@@ -131,6 +133,9 @@ func run(cfg config, log *slog.Logger) error {
 		f.SetWebhookURL(selfURL(ln.Addr()) + "/v1/webhooks/fakepay")
 	}
 	log.Info("origin listening", "addr", ln.Addr().String(), "payment_provider", payments.Name())
+	if cfg.gateToken == "" {
+		log.Info("ORIGIN_GATE_TOKEN is not set: the gate (POST /v1/scans) answers 503 gate_disabled")
+	}
 
 	select {
 	case err := <-errc:

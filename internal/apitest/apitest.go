@@ -248,7 +248,7 @@ func (tr *Transport) checkUnrouted(what string, routeErr error, resp *http.Respo
 func authenticate(_ context.Context, in *openapi3filter.AuthenticationInput) error {
 	r := in.RequestValidationInput.Request
 	switch in.SecuritySchemeName {
-	case "adminBearer":
+	case "adminBearer", "gateBearer":
 		if strings.HasPrefix(r.Header.Get("Authorization"), "Bearer ") {
 			return nil
 		}

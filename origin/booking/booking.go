@@ -19,7 +19,6 @@ package booking
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"time"
 
@@ -29,6 +28,7 @@ import (
 	"github.com/waitroom/waitroom/origin/ledger"
 	"github.com/waitroom/waitroom/origin/payment"
 	"github.com/waitroom/waitroom/origin/seats"
+	"github.com/waitroom/waitroom/origin/ticketcode"
 )
 
 // Reasons a booking gives for its status (status_reason); a failed payment
@@ -82,8 +82,8 @@ type Config struct {
 	Seats  *seats.Protocol
 	// Payments is the provider bookings are charged and refunded through.
 	Payments payment.Provider
-	// TicketKey signs ticket codes, at least MinTicketKeyLen bytes.
-	TicketKey []byte
+	// Tickets signs the ticket codes.
+	Tickets *ticketcode.Signer
 	// PaymentWindow is how long, at least, a booking keeps its hold from
 	// now on to cover the payment; default 2 min.
 	PaymentWindow time.Duration
@@ -139,8 +139,8 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Payments == nil || cfg.Render == nil || cfg.Metrics == nil {
 		return nil, errors.New("booking: a payment provider, a renderer and metrics are required")
 	}
-	if len(cfg.TicketKey) < MinTicketKeyLen {
-		return nil, fmt.Errorf("booking: the ticket key must be at least %d bytes", MinTicketKeyLen)
+	if cfg.Tickets == nil {
+		return nil, errors.New("booking: a ticket signer is required")
 	}
 	if cfg.PaymentWindow <= 0 {
 		cfg.PaymentWindow = 2 * time.Minute

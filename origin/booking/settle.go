@@ -11,6 +11,7 @@ import (
 	"github.com/waitroom/waitroom/origin/ledger"
 	"github.com/waitroom/waitroom/origin/payment"
 	"github.com/waitroom/waitroom/origin/seats"
+	"github.com/waitroom/waitroom/origin/ticketcode"
 )
 
 // Settling a payment: the same code for webhooks and the reconciliation.
@@ -192,7 +193,7 @@ func (s *env) issueTickets(ctx context.Context, tx ledger.Tx, b ledger.Booking, 
 	}
 	codes := make([]string, len(seats))
 	for i, seat := range seats {
-		code, err := SignTicket(s.cfg.TicketKey, TicketClaims{BookingID: b.ID, EventID: b.EventID, Seat: int64(seat)})
+		code, err := s.cfg.Tickets.Sign(ticketcode.Claims{BookingID: b.ID, EventID: b.EventID, Seat: strconv.Itoa(int(seat))})
 		if err != nil {
 			return fmt.Errorf("issue tickets of booking %s: %w", b.ID, err)
 		}

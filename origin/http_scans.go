@@ -1,0 +1,251 @@
+package origin
+
+import (
+	"cmp"
+	"context"
+	"encoding/base64"
+	"errors"
+	"net/http"
+	"regexp"
+	"slices"
+	"time"
+
+	"github.com/waitroom/waitroom/origin/ledger"
+	"github.com/waitroom/waitroom/origin/ticketcode"
+)
+
+// The gate (docs/api.md §10): POST /v1/scans admits a ticket once, online
+// or, for a device that verified codes itself, by the upload of its scans;
+// GET /v1/scans/keys gives devices the public keys they verify with.
+
+// MaxScansPerUpload is the most scans one upload carries.
+const MaxScansPerUpload = 256
+
+// maxScanAhead is how far a device's scan time may be ahead of the origin's
+// clock: a device whose clock runs further ahead would win every dispute
+// over who scanned first, so its upload is refused until its clock is set.
+const maxScanAhead = 5 * time.Minute
+
+// scanTimeout bounds the ledger work of one request, an upload's included.
+const scanTimeout = 10 * time.Second
+
+// gateName is a gate's name: what the ledger and the answers say a ticket
+// was admitted at.
+var gateName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$`)
+
+type scansAPI struct{ *Server }
+
+// scanRequest is the body of POST /v1/scans: one scan (code, and
+// scanned_at for a scan made offline), or an upload (scans).
+type scanRequest struct {
+	Code      *string        `json:"code"`
+	Gate      string         `json:"gate"`
+	ScannedAt *string        `json:"scanned_at"`
+	Scans     []uploadedScan `json:"scans"`
+}
+
+type uploadedScan struct {
+	Code      string `json:"code"`
+	ScannedAt string `json:"scanned_at"`
+}
+
+// parse reads the request into the scans to record, at now; upload says
+// whether it was the upload form.
+func (req scanRequest) parse(now time.Time) (scans []ledger.NewScan, upload bool, bad *response) {
+	invalid := func(msg string) ([]ledger.NewScan, bool, *response) {
+		r := errorResponse(http.StatusBadRequest, "invalid_request", msg)
+		return nil, false, &r
+	}
+	if !gateName.MatchString(req.Gate) {
+		return invalid("gate must be 1–64 letters, digits and . _ : - (e.g. north-3)")
+	}
+	scanTime := func(s string) (time.Time, string) {
+		t, err := time.Parse(time.RFC3339Nano, s)
+		switch {
+		case err != nil:
+			return time.Time{}, "scanned_at must be an RFC 3339 time"
+		case t.After(now.Add(maxScanAhead)):
+			return time.Time{}, "scanned_at is ahead of the origin's clock by more than " + maxScanAhead.String() + ": set the device's clock"
+		}
+		return t, ""
+	}
+	switch {
+	case req.Code != nil && req.Scans == nil:
+		sc := ledger.NewScan{Code: *req.Code, Gate: req.Gate, ScannedAt: now}
+		if req.ScannedAt != nil {
+			t, msg := scanTime(*req.ScannedAt)
+			if msg != "" {
+				return invalid(msg)
+			}
+			sc.ScannedAt, sc.Offline = t, true
+		}
+		return []ledger.NewScan{sc}, false, nil
+	case req.Code == nil && req.ScannedAt == nil && len(req.Scans) > 0:
+		if len(req.Scans) > MaxScansPerUpload {
+			return invalid("an upload carries at most 256 scans")
+		}
+		for _, u := range req.Scans {
+			t, msg := scanTime(u.ScannedAt)
+			if msg != "" {
+				return invalid("scans: " + msg)
+			}
+			scans = append(scans, ledger.NewScan{Code: u.Code, Gate: req.Gate, ScannedAt: t, Offline: true})
+		}
+		return scans, true, nil
+	}
+	return invalid(`the body is {"code","gate"[,"scanned_at"]} or {"gate","scans":[{"code","scanned_at"}, …]}`)
+}
+
+// uploadJSON is the answer to an upload: each scan's answer, in the order
+// of the request.
+type uploadJSON struct {
+	Gate    string     `json:"gate"`
+	Results []scanJSON `json:"results"`
+}
+
+func (s scansAPI) handleScan(w http.ResponseWriter, r *http.Request) {
+	if bodyTooLarge(w, r) {
+		return
+	}
+	if s.cfg.GateToken == "" || s.verifier == nil {
+		writeResponse(w, errGateDisabled)
+		return
+	}
+	if !bearer(w, r, s.cfg.GateToken, "gate") {
+		return
+	}
+	body, bad := readBody(w, r)
+	if bad != nil {
+		writeResponse(w, *bad)
+		return
+	}
+	var req scanRequest
+	if bad := decodeStrict(body, &req); bad != nil {
+		writeResponse(w, *bad)
+		return
+	}
+	now := s.cfg.Clock().UTC()
+	scans, upload, bad := req.parse(now)
+	if bad != nil {
+		writeResponse(w, *bad)
+		return
+	}
+	ctx, cancel := contextWithTimeout(r, scanTimeout)
+	defer cancel()
+	if !upload {
+		a, err := s.scan(ctx, scans[0], now)
+		if err != nil {
+			s.log.Warn("scan", "gate", req.Gate, "error", err)
+			writeResponse(w, errUnavailable)
+			return
+		}
+		writeResponse(w, a.single())
+		return
+	}
+	// Earliest first, so that of two scans of one ticket in one upload the
+	// earlier is recorded as the admission straight away.
+	order := make([]int, len(scans))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(scans[a].ScannedAt.UnixNano(), scans[b].ScannedAt.UnixNano()) })
+	out := uploadJSON{Gate: req.Gate, Results: make([]scanJSON, len(scans))}
+	for _, i := range order {
+		a, err := s.scan(ctx, scans[i], now)
+		if err != nil {
+			// The scans recorded so far stay recorded; the device uploads
+			// again, and each is answered as before (RecordScan's replay).
+			s.log.Warn("scan upload", "gate", req.Gate, "recorded", i, "error", err)
+			writeResponse(w, errUnavailable)
+			return
+		}
+		out.Results[i] = a.item(scans[i].Code)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// scan verifies a code and records its scan. A code is judged expired by
+// the time it was scanned, so an upload made after the end still counts.
+func (s scansAPI) scan(ctx context.Context, sc ledger.NewScan, now time.Time) (scanAnswer, error) {
+	_, err := s.verifier.Verify(sc.Code, sc.ScannedAt)
+	switch {
+	case errors.Is(err, ticketcode.ErrExpired):
+		s.metrics.scans.WithLabelValues("expired").Inc()
+		return scanAnswer{result: ledger.ScanVoid, msg: "the ticket has expired", scannedAt: sc.ScannedAt}, nil
+	case err != nil:
+		s.metrics.scans.WithLabelValues(scanInvalid).Inc()
+		return scanAnswer{result: scanInvalid}, nil
+	}
+	o, err := s.ledger.RecordScan(ctx, sc, now)
+	switch {
+	case errors.Is(err, ledger.ErrNotFound):
+		// Signed, yet never issued: only the holder of the signing key
+		// could have made it.
+		s.log.Warn("scan of a signed code the ledger never issued", "gate", sc.Gate)
+		s.metrics.scans.WithLabelValues(scanInvalid).Inc()
+		return scanAnswer{result: scanInvalid}, nil
+	case err != nil:
+		return scanAnswer{}, err
+	}
+	s.metrics.scans.WithLabelValues(o.Result).Inc()
+	if o.Displaced != nil {
+		s.metrics.scans.WithLabelValues("double_admission").Inc()
+		s.log.Warn("a ticket was let in twice: an offline scan uploaded late was earlier than its admission",
+			"first_gate", o.First.Gate, "first_scanned_at", o.First.ScannedAt, "later_gate", o.Displaced.Gate, "later_scanned_at", o.Displaced.ScannedAt)
+	}
+	return scanAnswerOf(o), nil
+}
+
+// keyJSON is a public key of GET /v1/scans/keys.
+type keyJSON struct {
+	ID        string `json:"id"`
+	Algorithm string `json:"algorithm"`
+	PublicKey string `json:"public_key"`
+}
+
+// handleKeys serves GET /v1/scans/keys: the public keys ticket codes are
+// verified with, the signing key's first. They are public: knowing them
+// lets anyone check a ticket, and nobody make one.
+func (s scansAPI) handleKeys(w http.ResponseWriter, r *http.Request) {
+	if s.tickets == nil {
+		writeError(w, http.StatusNotFound, "not_found", "this origin issues no tickets")
+		return
+	}
+	keys := []keyJSON{}
+	for _, k := range append([]ticketcode.PublicKey{s.tickets.PublicKey()}, s.cfg.TicketRetiredKeys...) {
+		keys = append(keys, keyJSON{ID: k.ID, Algorithm: "Ed25519", PublicKey: base64.RawURLEncoding.EncodeToString(k.Key)})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"keys": keys})
+}
+
+// scanTotalsJSON is GET /v1/admin/events/{id}/scans.
+type scanTotalsJSON struct {
+	Event            int64 `json:"event"`
+	Admitted         int64 `json:"admitted"`
+	AlreadyUsed      int64 `json:"already_used"`
+	Void             int64 `json:"ticket_void"`
+	DoubleAdmissions int64 `json:"double_admissions"`
+}
+
+// handleScanTotals serves GET /v1/admin/events/{id}/scans: the event's
+// scans counted in the ledger.
+func (s scansAPI) handleScanTotals(w http.ResponseWriter, r *http.Request) {
+	if !s.gate.isAdmin(w, r) {
+		return
+	}
+	id, ok := pathID(w, r, "event")
+	if !ok {
+		return
+	}
+	if _, err := s.ledger.Event(r.Context(), id); err != nil {
+		lookupFailed(w, err, "event")
+		return
+	}
+	t, err := s.ledger.ScanTotals(r.Context(), id)
+	if err != nil {
+		writeResponse(w, errUnavailable)
+		return
+	}
+	writeJSON(w, http.StatusOK, scanTotalsJSON{Event: id, Admitted: t.Admitted, AlreadyUsed: t.AlreadyUsed,
+		Void: t.Void, DoubleAdmissions: t.DoubleAdmissions})
+}

@@ -1,0 +1,187 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Scan results: what a gate was told of a scan (the scans table's result).
+const (
+	ScanAdmitted    = "admitted"
+	ScanAlreadyUsed = "already_used"
+	ScanVoid        = "ticket_void"
+)
+
+// NewScan is a scan of a ticket at a gate.
+type NewScan struct {
+	Code string
+	Gate string
+	// ScannedAt is when the gate scanned: the origin's clock for an online
+	// scan, the device's for an offline one. Kept to the microsecond.
+	ScannedAt time.Time
+	// Offline: a device verified the code itself and uploads its scan now.
+	Offline bool
+}
+
+// Scan is a recorded scan.
+type Scan struct {
+	Gate       string    `db:"gate"`
+	ScannedAt  time.Time `db:"scanned_at"`
+	RecordedAt time.Time `db:"recorded_at"`
+	Offline    bool      `db:"offline"`
+	Result     string    `db:"result"`
+	First      bool      `db:"first"`
+}
+
+// ScanOutcome is what a scan comes to.
+type ScanOutcome struct {
+	// Result is ScanAdmitted, ScanAlreadyUsed or ScanVoid.
+	Result string
+	Ticket Ticket
+	// Scan is this scan as recorded.
+	Scan Scan
+	// First is the ticket's first admission, this scan when it admitted;
+	// nil when nothing admitted the ticket (void before any scan).
+	First *Scan
+	// Displaced is the admission an earlier offline scan took the first
+	// mark from: a later scan that let someone in on a used ticket.
+	Displaced *Scan
+	// Replayed: an offline scan uploaded again; nothing was written, and
+	// the outcome is the ledger's as it stands.
+	Replayed bool
+}
+
+// scannedTicket is a ticket as a scan reads it, its row locked.
+type scannedTicket struct {
+	Ticket
+	Valid bool `db:"valid"`
+}
+
+// RecordScan records a scan and says whether it admits. The ticket's row is
+// locked for the transaction, so scans of one ticket (and its voiding) are
+// decided one at a time: of any number of concurrent scans exactly one
+// admits. A ticket admits once, to its earliest scan by scan time: an
+// offline scan uploaded late that is earlier than the recorded first
+// admission takes its place (ScanOutcome.Displaced). ErrNotFound: the code
+// is no ticket's.
+func (l *Ledger) RecordScan(ctx context.Context, s NewScan, now time.Time) (ScanOutcome, error) {
+	s.ScannedAt = s.ScannedAt.UTC().Truncate(time.Microsecond)
+	var out ScanOutcome
+	err := pgx.BeginTxFunc(ctx, l.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+		out = ScanOutcome{}
+		rows, err := tx.Query(ctx, sqlLockScannedTicket, s.Code)
+		t, err := collectOne[scannedTicket](rows, err, "read ticket")
+		if err != nil {
+			return err
+		}
+		out.Ticket = t.Ticket
+		first, err := optionalScan(tx.Query(ctx, sqlFirstScan, s.Code))
+		if err != nil {
+			return fmt.Errorf("read first scan: %w", err)
+		}
+		out.First = first
+		this := Scan{Gate: s.Gate, ScannedAt: s.ScannedAt, RecordedAt: now, Offline: s.Offline}
+		if s.Offline {
+			again, err := optionalScan(tx.Query(ctx, sqlUploadedScan, s.Code, s.Gate, s.ScannedAt))
+			if err != nil {
+				return fmt.Errorf("read uploaded scan: %w", err)
+			}
+			if again != nil {
+				out.Scan, out.Replayed = *again, true
+				switch {
+				case !t.Valid:
+					out.Result = ScanVoid
+				case again.First:
+					out.Result = ScanAdmitted
+				case first != nil:
+					out.Result = ScanAlreadyUsed
+				default:
+					return errors.New("an uploaded scan recorded before, and no admission of a valid ticket")
+				}
+				return nil
+			}
+		}
+		switch {
+		case !t.Valid:
+			this.Result = ScanVoid
+		case first == nil:
+			this.Result, this.First = ScanAdmitted, true
+			out.First = &this
+		case !s.ScannedAt.Before(first.ScannedAt):
+			this.Result = ScanAlreadyUsed
+		default:
+			if _, err := tx.Exec(ctx, sqlUnmarkFirstScan, s.Code); err != nil {
+				return fmt.Errorf("unmark first scan: %w", err)
+			}
+			displaced := *first
+			displaced.First = false
+			this.Result, this.First = ScanAdmitted, true
+			out.First, out.Displaced = &this, &displaced
+		}
+		if _, err := tx.Exec(ctx, sqlInsertScan, s.Code, t.EventID, s.Gate, s.ScannedAt, now, s.Offline, this.Result, this.First); err != nil {
+			return fmt.Errorf("insert scan: %w", err)
+		}
+		out.Result, out.Scan = this.Result, this
+		return nil
+	})
+	if err != nil {
+		return ScanOutcome{}, fmt.Errorf("record scan at gate %s: %w", s.Gate, err)
+	}
+	return out, nil
+}
+
+func optionalScan(rows pgx.Rows, err error) (*Scan, error) {
+	if err != nil {
+		return nil, err
+	}
+	s, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[Scan])
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	}
+	return &s, nil
+}
+
+// ScansOf reads every recorded scan of a ticket, in scan time order.
+func (l *Ledger) ScansOf(ctx context.Context, code string) ([]Scan, error) {
+	rows, err := l.pool.Query(ctx, sqlScansOf, code)
+	return collectAll[Scan](rows, err, "read scans")
+}
+
+// ScanTotals counts an event's scans from the ledger.
+type ScanTotals struct {
+	// Admitted counts the tickets admitted (one first admission each).
+	Admitted int64 `db:"admitted"`
+	// AlreadyUsed and Void count the scans refused.
+	AlreadyUsed int64 `db:"already_used"`
+	Void        int64 `db:"void"`
+	// DoubleAdmissions counts the tickets more than one scan let in: only
+	// offline scans, which verify without the ledger, can make one.
+	DoubleAdmissions int64 `db:"double_admissions"`
+}
+
+// ScanTotals counts the event's scans.
+func (l *Ledger) ScanTotals(ctx context.Context, event int64) (ScanTotals, error) {
+	rows, err := l.pool.Query(ctx, sqlScanTotals, event)
+	return collectOne[ScanTotals](rows, err, fmt.Sprintf("count scans of event %d", event))
+}
+
+// ValidTicketCodes reads the codes of the event's valid tickets: what the
+// gates are to admit.
+func (l *Ledger) ValidTicketCodes(ctx context.Context, event int64) ([]string, error) {
+	rows, err := l.pool.Query(ctx, sqlValidTicketCodes, event)
+	if err != nil {
+		return nil, fmt.Errorf("read ticket codes of event %d: %w", event, err)
+	}
+	codes, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("read ticket codes of event %d: %w", event, err)
+	}
+	return codes, nil
+}
