@@ -71,7 +71,7 @@ func (req scanRequest) parse(now time.Time) (scans []ledger.NewScan, upload bool
 	}
 	switch {
 	case req.Code != nil && req.Scans == nil:
-		sc := ledger.NewScan{Code: *req.Code, Gate: req.Gate, ScannedAt: now}
+		sc := ledger.NewScan{Code: *req.Code, Gate: req.Gate}
 		if req.ScannedAt != nil {
 			t, msg := scanTime(*req.ScannedAt)
 			if msg != "" {
@@ -167,16 +167,20 @@ func (s scansAPI) handleScan(w http.ResponseWriter, r *http.Request) {
 // scan verifies a code and records its scan. A code is judged expired by
 // the time it was scanned, so an upload made after the end still counts.
 func (s scansAPI) scan(ctx context.Context, sc ledger.NewScan, now time.Time) (scanAnswer, error) {
-	_, err := s.verifier.Verify(sc.Code, sc.ScannedAt)
+	at := now
+	if sc.Offline {
+		at = sc.ScannedAt
+	}
+	_, err := s.verifier.Verify(sc.Code, at)
 	switch {
 	case errors.Is(err, ticketcode.ErrExpired):
 		s.metrics.scans.WithLabelValues("expired").Inc()
-		return scanAnswer{result: ledger.ScanVoid, msg: "the ticket has expired", scannedAt: sc.ScannedAt}, nil
+		return scanAnswer{result: ledger.ScanVoid, msg: "the ticket has expired", scannedAt: at}, nil
 	case err != nil:
 		s.metrics.scans.WithLabelValues(scanInvalid).Inc()
 		return scanAnswer{result: scanInvalid}, nil
 	}
-	o, err := s.ledger.RecordScan(ctx, sc, now)
+	o, err := s.ledger.RecordScan(ctx, sc, s.cfg.Clock)
 	switch {
 	case errors.Is(err, ledger.ErrNotFound):
 		// Signed, yet never issued: only the holder of the signing key

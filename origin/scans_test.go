@@ -143,7 +143,8 @@ func (h *payHarness) requireScanTotals(event int64, want scanTotals) {
 	require.Equal(h.t, want, got)
 }
 
-// Many gates scan one code at once: the ledger lets exactly one in.
+// Many gates scan one code at once, while the clock moves: the ledger lets
+// exactly one in.
 func TestConcurrentScansAdmitOne(t *testing.T) {
 	h := newGateHarness(t)
 	ev := h.createEvent(map[string]any{"capacity": 10})
@@ -153,7 +154,10 @@ func TestConcurrentScansAdmitOne(t *testing.T) {
 	var wg sync.WaitGroup
 	answers := make([]result, n)
 	for i := range n {
-		wg.Go(func() { answers[i] = h.scan(tks[0].Code, fmt.Sprintf("gate-%d", i%8)) })
+		wg.Go(func() {
+			h.clock.Advance(time.Millisecond)
+			answers[i] = h.scan(tks[0].Code, fmt.Sprintf("gate-%d", i%8))
+		})
 	}
 	wg.Wait()
 	admitted, winner := 0, ""
@@ -415,4 +419,32 @@ func TestScanAfterKeyRotation(t *testing.T) {
 	require.Equal(t, http.StatusOK, keys.status)
 	assert.Contains(t, string(keys.body), old.PublicKey().ID)
 	assert.Equal(t, 2, strings.Count(string(keys.body), `"Ed25519"`))
+}
+
+// Two origin nodes whose clocks differ: an online scan decided second is
+// refused even when its node's clock says it came first. Only a device's
+// offline scan, uploaded, can be earlier than the admission recorded.
+func TestOnlineScanNeverDisplaces(t *testing.T) {
+	h := newGateHarness(t)
+	ev := h.createEvent(map[string]any{"capacity": 10})
+	_, tks := h.tickets(ev.ID, "ann", 1, payment.MethodVisa)
+
+	behind := &clock{t: h.clock.Now().Add(-time.Second)}
+	slow := h.newServer(behind, func(c *origin.Config) {
+		c.Payments, c.TicketKey, c.GateToken = h.fp, ticketKey, gateToken
+	})
+	ts := httptest.NewServer(slow.Handler())
+	t.Cleanup(ts.Close)
+	n := *h.harness
+	n.url = ts.URL
+	node := &payHarness{harness: &n, fp: h.fp}
+
+	require.Equal(t, http.StatusOK, h.scan(tks[0].Code, "north-3").status)
+	res := node.scan(tks[0].Code, "south-1")
+	require.Equal(t, http.StatusConflict, res.status, "%s", res.body)
+	var u scanJSON
+	res.json(t, &u)
+	assert.Equal(t, "north-3", u.Gate)
+	assert.True(t, parseTime(t, u.ScannedAt).Before(parseTime(t, u.FirstScannedAt)), "by its node's clock it came first: %+v", u)
+	h.requireScanTotals(ev.ID, scanTotals{Admitted: 1, AlreadyUsed: 1})
 }

@@ -329,7 +329,9 @@ const (
 	// (the shorter array of a select list's unnest is padded with NULLs).
 	sqlInsertTickets = `INSERT INTO tickets (code, booking_id, event_id, seat, issued_at, seat_id)
 		SELECT unnest($1::text[]), $2, $3, unnest($4::int[]), $5, unnest($6::text[])`
-	sqlTicketsOfBooking = `SELECT code, event_id, seat::bigint AS seat, coalesce(seat_id, '') AS seat_id FROM tickets
+	// ticketColumns read a Ticket: a booking's tickets, a scanned one.
+	ticketColumns       = `code, event_id, seat::bigint AS seat, coalesce(seat_id, '') AS seat_id`
+	sqlTicketsOfBooking = `SELECT ` + ticketColumns + ` FROM tickets
 		WHERE booking_id = $1 AND valid ORDER BY seat`
 
 	// The reserved seats of a confirmed hold, with their seat numbers.
@@ -342,7 +344,7 @@ const (
 // scans of one ticket, and its voiding, are decided one at a time.
 const (
 	scanColumns          = `gate, scanned_at, recorded_at, offline, result, first`
-	sqlLockScannedTicket = `SELECT code, event_id, seat::bigint AS seat, valid FROM tickets WHERE code = $1 FOR UPDATE`
+	sqlLockScannedTicket = `SELECT ` + ticketColumns + `, valid FROM tickets WHERE code = $1 FOR UPDATE`
 	sqlFirstScan         = `SELECT ` + scanColumns + ` FROM scans WHERE code = $1 AND first`
 	sqlUploadedScan      = `SELECT ` + scanColumns + ` FROM scans
 		WHERE code = $1 AND gate = $2 AND scanned_at = $3 AND offline`

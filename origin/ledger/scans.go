@@ -20,8 +20,9 @@ const (
 type NewScan struct {
 	Code string
 	Gate string
-	// ScannedAt is when the gate scanned: the origin's clock for an online
-	// scan, the device's for an offline one. Kept to the microsecond.
+	// ScannedAt is when a device scanned offline, by its clock; left zero
+	// for an online scan, which is made when the ledger holds the ticket.
+	// Kept to the microsecond.
 	ScannedAt time.Time
 	// Offline: a device verified the code itself and uploads its scan now.
 	Offline bool
@@ -64,12 +65,13 @@ type scannedTicket struct {
 // RecordScan records a scan and says whether it admits. The ticket's row is
 // locked for the transaction, so scans of one ticket (and its voiding) are
 // decided one at a time: of any number of concurrent scans exactly one
-// admits. A ticket admits once, to its earliest scan by scan time: an
-// offline scan uploaded late that is earlier than the recorded first
-// admission takes its place (ScanOutcome.Displaced). ErrNotFound: the code
-// is no ticket's.
-func (l *Ledger) RecordScan(ctx context.Context, s NewScan, now time.Time) (ScanOutcome, error) {
-	s.ScannedAt = s.ScannedAt.UTC().Truncate(time.Microsecond)
+// admits. An online scan admits when no scan admitted the ticket before it,
+// and its time is read from clock once the row is locked, so the times of
+// online scans follow the order they were decided in. An offline scan
+// uploaded late admits when it is earlier than the recorded admission, and
+// takes its place (ScanOutcome.Displaced): the ticket admits to its
+// earliest scan. ErrNotFound: the code is no ticket's.
+func (l *Ledger) RecordScan(ctx context.Context, s NewScan, clock func() time.Time) (ScanOutcome, error) {
 	var out ScanOutcome
 	err := pgx.BeginTxFunc(ctx, l.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
 		out = ScanOutcome{}
@@ -78,6 +80,11 @@ func (l *Ledger) RecordScan(ctx context.Context, s NewScan, now time.Time) (Scan
 		if err != nil {
 			return err
 		}
+		now := clock().UTC().Truncate(time.Microsecond)
+		if !s.Offline {
+			s.ScannedAt = now
+		}
+		s.ScannedAt = s.ScannedAt.UTC().Truncate(time.Microsecond)
 		out.Ticket = t.Ticket
 		first, err := optionalScan(tx.Query(ctx, sqlFirstScan, s.Code))
 		if err != nil {
@@ -111,7 +118,7 @@ func (l *Ledger) RecordScan(ctx context.Context, s NewScan, now time.Time) (Scan
 		case first == nil:
 			this.Result, this.First = ScanAdmitted, true
 			out.First = &this
-		case !s.ScannedAt.Before(first.ScannedAt):
+		case !s.Offline || !s.ScannedAt.Before(first.ScannedAt):
 			this.Result = ScanAlreadyUsed
 		default:
 			if _, err := tx.Exec(ctx, sqlUnmarkFirstScan, s.Code); err != nil {
