@@ -45,6 +45,7 @@ type saleFlags struct {
 	gateways            int
 	seating             bool
 	quiet, keep         bool
+	gate                gateFlags
 }
 
 func (f *saleFlags) register(fs *flagSet) {
@@ -87,6 +88,7 @@ func (f *saleFlags) register(fs *flagSet) {
 	fs.BoolVar(&f.seating, "seating", false, "a reserved-seating event of --seats seats (rows of 25, no overflow reserve); buyers take the best seats available")
 	fs.BoolVar(&f.quiet, "quiet", false, "no progress bar")
 	fs.BoolVar(&f.keep, "keep", false, "keep the run's folder (configs, server logs) and its database")
+	f.gate.register(fs)
 }
 
 func (f *saleFlags) check() ([]string, error) {
@@ -114,6 +116,9 @@ func (f *saleFlags) check() ([]string, error) {
 	}
 	if f.reaper <= 0 || f.pgPause <= 0 || f.payLatency < 0 || f.pgPauseAt < 0 || f.redisRestartAt < 0 {
 		return nil, usagef("--reaper and --pg-pause must be positive; --pay-latency, --pg-pause-at and --redis-restart-at not negative")
+	}
+	if err := f.gate.check(); err != nil {
+		return nil, err
 	}
 	if f.pgPauseAt == 0 {
 		f.pgPauseAt = f.cfg.Window / 2
@@ -169,7 +174,7 @@ func runFlashSale(ctx context.Context, args []string, out, errOut io.Writer) err
 		return err
 	}
 	if res.Broken() {
-		return fmt.Errorf("%w: oversold %d, drift %d%s%s", errBroken, res.Oversold, res.Invariant.Drift, invErr(res), moneyErr(res))
+		return fmt.Errorf("%w: oversold %d, drift %d%s%s%s", errBroken, res.Oversold, res.Invariant.Drift, invErr(res), moneyErr(res), gateErr(res))
 	}
 	return nil
 }
@@ -212,6 +217,7 @@ func flashSale(ctx context.Context, f saleFlags, faults []string, out, errOut io
 		"FAKEPAY_LATENCY=" + f.payLatency.String(),
 		"FAKEPAY_LATENCY_JITTER=" + f.payLatency.String(),
 	}
+	env = append(env, f.gate.env()...)
 	if has("webhooks") {
 		// Every webhook five times, each copy delayed at random: duplicates
 		// and events out of order.
@@ -294,6 +300,9 @@ func flashSale(ctx context.Context, f saleFlags, faults []string, out, errOut io
 		return nil, err
 	}
 	res.Memory = readMemory(ctx, sys)
+	if err := f.gate.run(ctx, sys, res, errOut); err != nil {
+		return nil, err
+	}
 	report.PrintSale(out, res)
 	if f.seating {
 		if err := checkSeats(ctx, sys, res, out); err != nil {

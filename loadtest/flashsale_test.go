@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom/internal/testenv"
+	"github.com/waitroom/waitroom/loadtest/api"
 	"github.com/waitroom/waitroom/loadtest/sale"
 )
 
@@ -151,6 +152,22 @@ func TestFlashSale(t *testing.T) {
 			assert.Positive(t, res.Positions)
 			assert.Equal(t, tc.gateways, res.Gateways)
 			assert.Len(t, res.Memory, 4+tc.gateways, "loadtest, each gateway, origin, Redis, PostgreSQL")
+
+			// The sale ends with the gate rush: every ticket admitted once,
+			// those shown twice at two gates at once refused once.
+			g := res.GateRush
+			require.NotNil(t, g)
+			assert.Equal(t, res.Invariant.Confirmed, g.Tickets, "every valid ticket goes through the gates")
+			assert.Positive(t, g.ShownTwice)
+			assert.Equal(t, g.Tickets+g.ShownTwice, g.Scans)
+			assert.Equal(t, g.Tickets, g.Admitted, "scans admitted")
+			assert.Equal(t, g.ShownTwice, g.DuplicatesRefused, "duplicates refused")
+			assert.Zero(t, g.DoubleAdmissions, "double admissions")
+			assert.Zero(t, g.NeverAdmitted)
+			assert.Zero(t, g.Unexpected, "%v", g.Errors)
+			assert.Empty(t, g.LedgerError)
+			assert.Equal(t, api.ScanTotals{Admitted: g.Tickets, AlreadyUsed: g.ShownTwice}, g.Ledger)
+			assert.Contains(t, report.String(), "DOUBLE ADMISSIONS")
 		})
 	}
 }

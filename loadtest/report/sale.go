@@ -120,6 +120,9 @@ func PrintSale(w io.Writer, r *sale.Result) {
 		}
 		ft.Write(w)
 	}
+	if r.GateRush != nil {
+		printGateRush(w, r.GateRush)
+	}
 	if len(r.Errors) > 0 {
 		fmt.Fprintf(w, "\n%d unexpected answers or errors; the first distinct ones:\n", r.ErrCount)
 		for _, e := range r.Errors {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/waitroom/waitroom/loadtest/api"
+	"github.com/waitroom/waitroom/loadtest/gaterush"
 	"github.com/waitroom/waitroom/loadtest/latency"
 )
 
@@ -100,6 +101,10 @@ type Result struct {
 	// by the caller once the sale is over (nil: not read).
 	Memory []ProcessMemory `json:"memory,omitempty"`
 
+	// GateRush is the scans at the gates after the sale; nil when none
+	// was run.
+	GateRush *gaterush.Result `json:"gate_rush,omitempty"`
+
 	Pilot    pilotStats    `json:"autopilot"`
 	Faults   []FaultRecord `json:"faults"`
 	Errors   []string      `json:"errors"`
@@ -120,9 +125,11 @@ type ProcessMemory struct {
 }
 
 // Broken reports whether the sale broke the inventory: any seat oversold,
-// drift left at the end, or the invariant unreadable.
+// drift left at the end, or the invariant unreadable; or a ticket the gate
+// rush admitted twice or not at all.
 func (r *Result) Broken() bool {
-	return r.Oversold != 0 || r.DuplicatePositions != 0 || r.Invariant.Drift != 0 || r.InvariantError != "" || r.DoubleBooked != 0 || r.MoneyKept()
+	return r.Oversold != 0 || r.DuplicatePositions != 0 || r.Invariant.Drift != 0 || r.InvariantError != "" || r.DoubleBooked != 0 || r.MoneyKept() ||
+		(r.GateRush != nil && r.GateRush.Broken())
 }
 
 // MoneyKept reports whether a captured payment ended as neither a sale

@@ -1,0 +1,74 @@
+package api
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+)
+
+// Gate is a gate device online: it scans ticket codes at the origin
+// (docs/api.md §11, the gate).
+type Gate struct {
+	Client
+	// Token is the origin's ORIGIN_GATE_TOKEN.
+	Token string
+}
+
+// Scan results.
+const (
+	ScanAdmitted    = "admitted"
+	ScanAlreadyUsed = "already_used"
+)
+
+// ScanAnswer is the answer to a scan.
+type ScanAnswer struct {
+	Status int    `json:"-"`
+	Result string `json:"result"`
+	// Gate is the gate that admitted the ticket; FirstScannedAt, when it
+	// was used already, when.
+	Gate           string `json:"gate"`
+	FirstScannedAt string `json:"first_scanned_at"`
+}
+
+// Scan scans code at gate.
+func (g Gate) Scan(ctx context.Context, code, gate string) (ScanAnswer, error) {
+	resp, err := g.Do(ctx, Request{Method: http.MethodPost, Path: "/v1/scans", Bearer: g.Token,
+		Body: map[string]string{"code": code, "gate": gate}})
+	if err != nil {
+		return ScanAnswer{}, fmt.Errorf("scan: %w", err)
+	}
+	var a ScanAnswer
+	switch resp.Status {
+	case http.StatusOK, http.StatusConflict, http.StatusGone, http.StatusBadRequest:
+		if err := resp.Decode(&a); err != nil {
+			return ScanAnswer{}, err
+		}
+	default:
+		return ScanAnswer{Status: resp.Status}, resp.Unexpected("scan")
+	}
+	a.Status = resp.Status
+	return a, nil
+}
+
+// ScanTotals is the ledger's count of an event's scans.
+type ScanTotals struct {
+	Admitted         int64 `json:"admitted"`
+	AlreadyUsed      int64 `json:"already_used"`
+	Void             int64 `json:"ticket_void"`
+	DoubleAdmissions int64 `json:"double_admissions"`
+}
+
+// ScanTotals reads the event's scans counted in the ledger.
+func (a OriginAdmin) ScanTotals(ctx context.Context, event int64) (ScanTotals, error) {
+	path := "/v1/admin/events/" + strconv.FormatInt(event, 10) + "/scans"
+	resp, err := a.Do(ctx, Request{Method: http.MethodGet, Path: path, Bearer: a.Token})
+	if err != nil {
+		return ScanTotals{}, fmt.Errorf("scan totals: %w", err)
+	}
+	if resp.Status != http.StatusOK {
+		return ScanTotals{}, resp.Unexpected("scan totals")
+	}
+	var t ScanTotals
+	return t, resp.Decode(&t)
+}
