@@ -448,3 +448,45 @@ func TestOnlineScanNeverDisplaces(t *testing.T) {
 	assert.True(t, parseTime(t, u.ScannedAt).Before(parseTime(t, u.FirstScannedAt)), "by its node's clock it came first: %+v", u)
 	h.requireScanTotals(ev.ID, scanTotals{Admitted: 1, AlreadyUsed: 1})
 }
+
+// A reserved seat's ticket names its seat id, in the signed code and in the
+// gate's answer.
+func TestScanSeatedTicket(t *testing.T) {
+	h := newGateHarness(t)
+	ev := h.createSeated(seating(1, 8), nil)
+	res := h.holdBody(ev.ID, "ann", map[string]any{"seat_ids": []string{"A-1-7"}}, "k1")
+	require.Equal(t, http.StatusCreated, res.status, "%s", res.body)
+	var hold seatedHold
+	res.json(t, &hold)
+	b := h.mustBook(ev.ID, "ann", hold.HoldID, payment.MethodVisa)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	require.NoError(t, h.fp.WaitIdle(ctx))
+
+	type seatedTicket struct {
+		Code string `json:"code"`
+		Seat any    `json:"seat"`
+	}
+	var got struct {
+		Status  string         `json:"status"`
+		Tickets []seatedTicket `json:"tickets"`
+	}
+	h.do(http.MethodGet, "/v1/bookings/"+b.BookingID, nil, h.auth("ann", ev.ID)).json(t, &got)
+	require.Equal(t, "confirmed", got.Status)
+	require.Len(t, got.Tickets, 1)
+	require.Equal(t, "A-1-7", got.Tickets[0].Seat)
+	claims, err := ticketVerifier(t, ticketKey).Verify(got.Tickets[0].Code, h.clock.Now())
+	require.NoError(t, err)
+	assert.Equal(t, "A-1-7", claims.Seat, "the code carries the seat id")
+
+	first := h.scan(got.Tickets[0].Code, "north-3")
+	require.Equal(t, http.StatusOK, first.status, "%s", first.body)
+	var a struct {
+		Result string       `json:"result"`
+		Ticket seatedTicket `json:"ticket"`
+	}
+	first.json(t, &a)
+	assert.Equal(t, "admitted", a.Result)
+	assert.Equal(t, "A-1-7", a.Ticket.Seat)
+	assert.Equal(t, http.StatusConflict, h.scan(got.Tickets[0].Code, "south-1").status)
+}

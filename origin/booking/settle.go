@@ -193,7 +193,13 @@ func (s *env) issueTickets(ctx context.Context, tx ledger.Tx, b ledger.Booking, 
 	}
 	codes := make([]string, len(seats))
 	for i, seat := range seats {
-		code, err := s.cfg.Tickets.Sign(ticketcode.Claims{BookingID: b.ID, EventID: b.EventID, Seat: strconv.Itoa(int(seat))})
+		// The code names the seat as the ticket shows it: the reserved
+		// seat's id, else its number.
+		label := strconv.Itoa(int(seat))
+		if seatIDs != nil {
+			label = seatIDs[i]
+		}
+		code, err := s.cfg.Tickets.Sign(ticketcode.Claims{BookingID: b.ID, EventID: b.EventID, Seat: label})
 		if err != nil {
 			return fmt.Errorf("issue tickets of booking %s: %w", b.ID, err)
 		}
