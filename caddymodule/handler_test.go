@@ -632,6 +632,7 @@ func TestProvisionRefusesBadConfig(t *testing.T) {
 		"bad cookie_secure":    {Handler{Event: 1, Keys: keys, CookieSecure: "never"}, `cookie_secure: must be "always" or "auto" (got "never")`},
 		"bad store":            {Handler{Event: 1, Keys: keys, Store: "postgres://x"}, "store"},
 		"bad redis url":        {Handler{Event: 1, Keys: keys, Store: "redis://host:notaport/0"}, "store"},
+		"bad cluster addr":     {Handler{Event: 1, Keys: keys, Store: "redis://127.0.0.1:7000?addr=7001"}, "store"},
 		"store from empty env": {Handler{Event: 1, Keys: keys, Store: "{env.WAITROOM_TEST_UNSET_STORE}"}, "store"},
 		"missing template":     {Handler{Event: 1, Keys: keys, WaitingTemplate: filepath.Join(dir, "nope.html")}, "waiting_template"},
 		"template bad field":   {Handler{Event: 1, Keys: keys, WaitingTemplate: badField}, "waiting_template"},

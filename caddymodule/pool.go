@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap/exp/zapslog"
 
+	"github.com/waitroom/waitroom/internal/redisurl"
 	"github.com/waitroom/waitroom/waitroom"
 )
 
@@ -46,7 +47,7 @@ func parseStoreSpec(store string, lease int64) (storeSpec, error) {
 	case store == "" || store == memoryStore:
 		return storeSpec{}, nil
 	case strings.HasPrefix(store, "redis://"), strings.HasPrefix(store, "rediss://"), strings.HasPrefix(store, "unix://"):
-		if _, err := redis.ParseURL(store); err != nil {
+		if err := redisurl.Check(store); err != nil {
 			return storeSpec{}, fmt.Errorf("store: %w", err)
 		}
 		return storeSpec{redisURL: store, lease: max(lease, 1)}, nil
@@ -65,7 +66,7 @@ func (s storeSpec) key() string {
 // storeEntry is a pooled store.
 type storeEntry struct {
 	store  waitroom.Store
-	client *redis.Client // nil for the memory store
+	client redis.UniversalClient // nil for the memory store
 }
 
 // Destruct closes the Redis client once no config uses it.

@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/waitroom/waitroom/hashtag"
+	"github.com/waitroom/waitroom/internal/redisurl"
 )
 
 // RedisStore shares positions and state between every gateway node and the
@@ -76,25 +77,18 @@ func NewRedisStore(rdb redis.UniversalClient, opts RedisOptions) *RedisStore {
 		now: opts.Now, events: make(map[int64]*redisEvent)}
 }
 
-// NewRedisClient parses a redis:// URL and sets timeouts fit for a request
-// path: a dead Redis costs a request about a second, never a hang.
-func NewRedisClient(url string) (*redis.Client, error) {
-	opts, err := redis.ParseURL(url)
-	if err != nil {
-		return nil, fmt.Errorf("redis url: %w", err)
-	}
-	if opts.DialTimeout == 5*time.Second || opts.DialTimeout == 0 {
-		opts.DialTimeout = time.Second
-	}
-	if opts.ReadTimeout == 3*time.Second || opts.ReadTimeout == 0 {
-		opts.ReadTimeout = time.Second
-	}
-	if opts.WriteTimeout == 3*time.Second || opts.WriteTimeout == 0 {
-		opts.WriteTimeout = time.Second
-	}
-	opts.PoolTimeout = 2 * time.Second
-	opts.MaxRetries = 1
-	return redis.NewClient(opts), nil
+// NewRedisClient makes the client of a Redis URL (internal/redisurl: one
+// server, or Redis Cluster for the cluster form) with timeouts fit for a
+// request path unless the URL sets its own: a dead Redis costs a request
+// about a second, never a hang.
+func NewRedisClient(url string) (redis.UniversalClient, error) {
+	return redisurl.New(url, redisurl.Defaults{
+		DialTimeout:  time.Second,
+		ReadTimeout:  time.Second,
+		WriteTimeout: time.Second,
+		PoolTimeout:  2 * time.Second,
+		MaxRetries:   1,
+	})
 }
 
 func stateKey(event int64) string     { return "waitroom:" + hashtag.Event(event) + ":state" }

@@ -258,7 +258,7 @@ func TestRoomRestoresStateTheStoreLost(t *testing.T) {
 
 // gatewayRooms are rooms of one event on separate gateway nodes (each its
 // own RedisStore, as separate processes have) sharing one Redis.
-func gatewayRooms(t *testing.T, rdb *redis.Client, clock *lockedClock, event int64, lease int64, n int) []*Room {
+func gatewayRooms(t *testing.T, rdb redis.UniversalClient, clock *lockedClock, event int64, lease int64, n int) []*Room {
 	var out []*Room
 	for i := range n {
 		store := NewRedisStore(rdb, RedisOptions{Lease: lease, Node: string(rune('a' + i)), Now: clock.Now})

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/redis/go-redis/v9"
 
+	"github.com/waitroom/waitroom/internal/redisurl"
 	"github.com/waitroom/waitroom/origin/payment"
 	"github.com/waitroom/waitroom/origin/ticketcode"
 	"github.com/waitroom/waitroom/waitroom"
@@ -126,7 +126,7 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (co
 		}
 	}
 	if c.redisURL != "" {
-		if _, err := redis.ParseURL(c.redisURL); err != nil {
+		if err := redisurl.Check(c.redisURL); err != nil {
 			errs = append(errs, fmt.Errorf("REDIS_URL is malformed: %w", err))
 		}
 	}

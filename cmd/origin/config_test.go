@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/waitroom/waitroom/origin/ticketcode"
@@ -128,6 +129,17 @@ func TestLoadConfig(t *testing.T) {
 		{name: "short secret", env: with("WAITROOM_KEYS", "k1:short"), wantErr: "WAITROOM_KEYS is malformed"},
 		{name: "keys without kid", env: with("WAITROOM_KEYS", strings.Repeat("a", 40)), wantErr: "WAITROOM_KEYS is malformed"},
 		{name: "bad redis url", env: with("REDIS_URL", "http://x"), wantErr: "REDIS_URL is malformed"},
+		{name: "redis cluster url", env: with("REDIS_URL", "redis://127.0.0.1:7000?addr=127.0.0.1:7001&addr=127.0.0.1:7002"),
+			check: func(t *testing.T, c config) {
+				rdb, err := newRedisClient(c.redisURL)
+				require.NoError(t, err)
+				defer rdb.Close()
+				cluster, ok := rdb.(*redis.ClusterClient)
+				require.True(t, ok, "a URL with addr= is Redis Cluster")
+				assert.Equal(t, []string{"127.0.0.1:7000", "127.0.0.1:7001", "127.0.0.1:7002"}, cluster.Options().Addrs)
+				assert.Equal(t, 256, cluster.Options().PoolSize)
+			}},
+		{name: "bad redis cluster url", env: with("REDIS_URL", "redis://127.0.0.1:7000?addr=7001"), wantErr: "REDIS_URL is malformed"},
 		{name: "bad database url", env: with("DATABASE_URL", "postgres://%zz"), wantErr: "DATABASE_URL is malformed"},
 		{name: "bad duration", env: with("ORIGIN_REAPER_INTERVAL", "often"), wantErr: "ORIGIN_REAPER_INTERVAL"},
 		{name: "unknown flag", env: valid, args: []string{"-nope"}, wantErr: "nope"},

@@ -17,12 +17,12 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/waitroom/waitroom/internal/redisurl"
 	"github.com/waitroom/waitroom/origin"
 	"github.com/waitroom/waitroom/origin/ledger"
 	"github.com/waitroom/waitroom/origin/maintenance"
@@ -172,25 +172,14 @@ func selfURL(addr net.Addr) string {
 
 // newRedisClient is the gateway's client (short timeouts: a dead Redis costs
 // a request about a second, never a hang) with a pool sized for the
-// origin, where every admitted buyer's hold is a Redis round trip, unless
-// the URL sets pool_size.
-func newRedisClient(url string) (*redis.Client, error) {
-	opts, err := redis.ParseURL(url)
-	if err != nil {
-		return nil, err
-	}
-	if !strings.Contains(url, "pool_size=") {
-		opts.PoolSize = 256
-	}
-	if !strings.Contains(url, "dial_timeout=") {
-		opts.DialTimeout = time.Second
-	}
-	if !strings.Contains(url, "read_timeout=") {
-		opts.ReadTimeout = time.Second
-	}
-	if !strings.Contains(url, "write_timeout=") {
-		opts.WriteTimeout = time.Second
-	}
-	opts.PoolTimeout = 2 * time.Second
-	return redis.NewClient(opts), nil
+// origin, where every admitted buyer's hold is a Redis round trip; settings
+// the URL names win. A cluster URL (addr=…) gives a Redis Cluster client.
+func newRedisClient(url string) (redis.UniversalClient, error) {
+	return redisurl.New(url, redisurl.Defaults{
+		PoolSize:     256,
+		DialTimeout:  time.Second,
+		ReadTimeout:  time.Second,
+		WriteTimeout: time.Second,
+		PoolTimeout:  2 * time.Second,
+	})
 }
