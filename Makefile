@@ -11,8 +11,8 @@ build: ## build Caddy with the waitroom module and the origin (bin/caddy, bin/or
 	$(GO) build -o $(BIN)/caddy ./cmd/caddy
 	$(GO) build -o $(BIN)/origin ./cmd/origin
 
-test: ## run every test against private Redis and PostgreSQL servers
-	scripts/services.sh $(MAKE) --no-print-directory test-go
+test: ## run every test against private Redis (one server and a 3-master cluster) and PostgreSQL servers
+	scripts/services.sh scripts/cluster.sh $(MAKE) --no-print-directory test-go
 
 # The race detector is on for every package (RACE= turns it off); what it
 # costs is in docs/development.md.
@@ -30,6 +30,19 @@ fuzz: ## run the fuzz targets for a short, bounded time
 	$(GO) test -run '^$$' -fuzz '^FuzzParseWebhook$$' -fuzztime $(FUZZTIME) ./origin/payment
 	$(GO) test -run '^$$' -fuzz '^FuzzWebhookHandler$$' -fuzztime $(FUZZTIME) ./origin
 	$(GO) test -run '^$$' -fuzz '^FuzzVerify$$' -fuzztime $(FUZZTIME) ./origin/ticketcode
+
+# The Redis tests again with REDIS_URL naming a local 3-master Redis Cluster
+# (scripts/cluster.sh): the inventory scripts, the gateway's Redis store, the
+# origin's tests (sales, rebuilds, the reaper) and Caddy gateways on the
+# cluster. TestRedisDown stops a server of its own, which a cluster URL
+# cannot name.
+.PHONY: test-cluster test-cluster-go
+test-cluster: ## the Redis tests on a local 3-master Redis Cluster (make test runs them on one server)
+	scripts/services.sh scripts/cluster.sh $(MAKE) --no-print-directory test-cluster-go
+
+test-cluster-go:
+	REDIS_URL="$$REDIS_CLUSTER_URL" $(GO) test $(RACE) -count=1 -timeout 20m ./inventory/ ./waitroom/ ./origin/
+	REDIS_URL="$$REDIS_CLUSTER_URL" $(GO) test $(RACE) -count=1 -timeout 10m -run 'Redis|TwoGateways' -skip '^TestRedisDown$$' ./caddymodule/
 
 bench-go: ## Go benchmarks: queue tokens (issue, verify) and the handler's cost per request
 	$(GO) test -run '^$$' -bench . -benchmem ./waitroom ./caddymodule

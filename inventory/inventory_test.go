@@ -23,7 +23,7 @@ var t0 = time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
 var holdSeq atomic.Int64
 
 // loaded returns an inventory and a fresh event loaded with seats.
-func loaded(t *testing.T, seats int64, holds ...inventory.LiveHold) (*inventory.Inventory, *redis.Client, int64) {
+func loaded(t *testing.T, seats int64, holds ...inventory.LiveHold) (*inventory.Inventory, redis.UniversalClient, int64) {
 	t.Helper()
 	rdb := testenv.Redis(t)
 	inv := inventory.New(rdb)

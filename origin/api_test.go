@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -331,7 +332,16 @@ func holdID(t *testing.T, r result) string {
 func dropIdempotencyRecords(t *testing.T, h *harness, event int64) {
 	t.Helper()
 	ctx := context.Background()
-	keys, err := h.rdb.Keys(ctx, "idem:"+hashtag.Event(event)+":*").Result()
+	pattern := "idem:" + hashtag.Event(event) + ":*"
+	// On Redis Cluster, KEYS answers for one node: ask the master of the
+	// event's slot, where every key of the event is.
+	var node redis.Cmdable = h.rdb
+	if c, ok := h.rdb.(*redis.ClusterClient); ok {
+		var err error
+		node, err = c.MasterForKey(ctx, pattern)
+		require.NoError(t, err)
+	}
+	keys, err := node.Keys(ctx, pattern).Result()
 	require.NoError(t, err)
 	require.NotEmpty(t, keys)
 	require.NoError(t, h.rdb.Del(ctx, keys...).Err())

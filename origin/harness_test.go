@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom/internal/apitest"
+	"github.com/waitroom/waitroom/internal/redisurl"
 	"github.com/waitroom/waitroom/internal/testenv"
 	"github.com/waitroom/waitroom/origin"
 	"github.com/waitroom/waitroom/origin/ledger"
@@ -65,7 +66,7 @@ type harness struct {
 	clock  *clock
 	keys   *waitroom.KeySet
 	store  *waitroom.RedisStore
-	rdb    *redis.Client
+	rdb    redis.UniversalClient
 	ledger *ledger.Ledger
 	dbURL  string
 }
@@ -78,10 +79,8 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 	if o.dbURL == "" {
 		o.dbURL = testenv.Postgres(t)
 	}
-	ropts, err := redis.ParseURL(o.redisURL)
+	rdb, err := redisurl.New(o.redisURL, redisurl.Defaults{PoolSize: 200})
 	require.NoError(t, err)
-	ropts.PoolSize = 200
-	rdb := redis.NewClient(ropts)
 	t.Cleanup(func() { _ = rdb.Close() })
 
 	ctx := context.Background()

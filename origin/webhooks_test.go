@@ -16,10 +16,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/waitroom/waitroom/internal/redisurl"
 	"github.com/waitroom/waitroom/internal/testenv"
 	"github.com/waitroom/waitroom/origin"
 	"github.com/waitroom/waitroom/origin/ledger"
@@ -154,9 +154,8 @@ func FuzzWebhookHandler(f *testing.F) {
 func fuzzOrigin(tb testing.TB) (http.Handler, *payment.Fakepay, *clock) {
 	ctx, cancel := context.WithCancel(context.Background())
 	tb.Cleanup(cancel)
-	ropts, err := redis.ParseURL(testenv.RedisURL(tb))
+	rdb, err := redisurl.New(testenv.RedisURL(tb), redisurl.Defaults{})
 	require.NoError(tb, err)
-	rdb := redis.NewClient(ropts)
 	tb.Cleanup(func() { _ = rdb.Close() })
 	lg, err := ledger.Open(ctx, testenv.Postgres(tb), ledger.Options{})
 	require.NoError(tb, err)

@@ -24,6 +24,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/waitroom/waitroom/internal/redisurl"
 )
 
 // unavailable fails the test in CI, where a missing server is a broken
@@ -57,19 +59,40 @@ func RedisURL(t testing.TB) string {
 	return StartRedis(t).URL()
 }
 
-// Redis returns a client of RedisURL, closed when the test ends.
-func Redis(t testing.TB) *redis.Client {
+// Redis returns a client of RedisURL, closed when the test ends: a Redis
+// Cluster client when the URL is the cluster form (internal/redisurl), so
+// `make test-cluster` runs the same tests on a cluster.
+func Redis(t testing.TB) redis.UniversalClient {
 	t.Helper()
-	opts, err := redis.ParseURL(RedisURL(t))
-	if err != nil {
-		t.Fatalf("REDIS_URL: %v", err)
+	return redisClient(t, RedisURL(t))
+}
+
+// RedisCluster returns a client of the Redis Cluster named by
+// REDIS_CLUSTER_URL (scripts/cluster.sh sets it), closed when the test ends.
+func RedisCluster(t testing.TB) *redis.ClusterClient {
+	t.Helper()
+	u := os.Getenv("REDIS_CLUSTER_URL")
+	if u == "" {
+		unavailable(t, "REDIS_CLUSTER_URL is not set")
 	}
-	rdb := redis.NewClient(opts)
+	c, ok := redisClient(t, u).(*redis.ClusterClient)
+	if !ok {
+		t.Fatalf("REDIS_CLUSTER_URL %s is not a cluster URL (it needs addr=…)", u)
+	}
+	return c
+}
+
+func redisClient(t testing.TB, u string) redis.UniversalClient {
+	t.Helper()
+	rdb, err := redisurl.New(u, redisurl.Defaults{})
+	if err != nil {
+		t.Fatalf("redis url: %v", err)
+	}
 	t.Cleanup(func() { _ = rdb.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := rdb.Ping(ctx).Err(); err != nil {
-		unavailable(t, "redis at %s: %v", opts.Addr, err)
+		unavailable(t, "redis at %s: %v", u, err)
 	}
 	return rdb
 }
