@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Booking statuses (docs/api.md <booking>).
@@ -293,8 +293,9 @@ func (b Bookings) TicketIsValid(ctx context.Context, code string) (bool, error) 
 	return ok, nil
 }
 
-// The overflow reserve, seat numbers and tickets: on the event's row, whose
-// lock orders the confirmations of one event, so inside a transaction.
+// The overflow reserve (on the event's row, whose lock orders the late
+// payments of one event), seat numbers (on the event's seat blocks) and
+// tickets, inside a transaction.
 
 // TakeOverflow takes n seats of the event's overflow reserve
 // (ErrOverflowUsedUp: not that many left).
@@ -331,20 +332,48 @@ func (t Tx) SeatsOfBuyer(ctx context.Context, event int64, user, bookingID, hold
 }
 
 // TakeSeats hands out n seat numbers of the event: freed ones first, then
-// new ones, within the capacity (ErrNoSeatLeft; the transaction is then
-// aborted: the caller rolls back, or used a savepoint).
+// new ones from the event's seat blocks, within the capacity (ErrNoSeatLeft
+// when fewer than n are left; the caller rolls back, or used a savepoint).
+// The numbers come from a block no other confirmation holds, so the
+// confirmations of one event don't queue on one row. Only when every block
+// with enough numbers is held, or the event's last numbers are spread over
+// several, does it wait, for all of them in block order. The first try runs
+// in a savepoint, undone when it falls short: a row it locked and then
+// found too short (a block that changed meanwhile) would otherwise stay
+// locked while the transaction waits for the others, and two such
+// transactions would deadlock.
 func (t Tx) TakeSeats(ctx context.Context, event, n int64) ([]int32, error) {
-	rows, err := t.tx.Query(ctx, sqlTakeSeats, event, n)
-	seats, err := pgx.CollectRows(rows, pgx.RowTo[int32])
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.ConstraintName == "events_next_seat" {
-		err = ErrNoSeatLeft
+	var seats []int32
+	err := t.Savepoint(ctx, func(sp Tx) error {
+		rows, err := sp.tx.Query(ctx, sqlTakeSeats, event, n, rand.IntN(seatBlocks))
+		if seats, err = pgx.CollectRows(rows, pgx.RowTo[int32]); err == nil && int64(len(seats)) < n {
+			err = errNoFreeBlock
+		}
+		return err
+	})
+	if errors.Is(err, errNoFreeBlock) {
+		rows, qerr := t.tx.Query(ctx, sqlTakeSeatsInOrder, event, n)
+		seats, err = pgx.CollectRows(rows, pgx.RowTo[int32])
+		if qerr != nil {
+			err = qerr
+		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("take seats: %w", err)
 	}
+	if int64(len(seats)) < n {
+		return nil, fmt.Errorf("take seats: %w", ErrNoSeatLeft)
+	}
 	return seats, nil
 }
+
+// errNoFreeBlock: no block with enough numbers was free, or none has them.
+var errNoFreeBlock = errors.New("no free seat block")
+
+// seatBlocks is the most blocks an event has (migration 007): where a
+// confirmation starts looking for one, at random so that concurrent ones
+// spread over them.
+const seatBlocks = 64
 
 // InsertTickets issues a booking's tickets: codes[i] for seat number
 // seats[i], of reserved seat seatIDs[i] (nil for general admission).

@@ -285,8 +285,8 @@ const (
 		WHERE id = $1 AND status IN ('pending', 'confirmed')`
 )
 
-// The overflow reserve and seat numbers, on the event's row: the row lock
-// orders the confirmations of one event.
+// The overflow reserve, on the event's row: the row lock orders the late
+// payments of one event. Seat numbers, on the event's seat blocks.
 const (
 	sqlTakeOverflow = `UPDATE events SET overflow_used = overflow_used + $2
 		WHERE id = $1 AND overflow_used + $2 <= overflow_reserve
@@ -303,24 +303,6 @@ const (
 					AND (status = 'confirmed' OR (status = 'pending' AND expires_at >= $5)))
 			+ (SELECT coalesce(sum(quantity), 0) FROM bookings
 				WHERE event_id = $1 AND user_id = $2 AND id <> $3::uuid AND status = 'confirmed' AND overflow)`
-
-	// $2 seat numbers in one statement (one round trip, since the event's
-	// row stays locked until commit and every confirmation of the event
-	// waits for it): freed seats first (one another confirmation has
-	// locked is skipped), then new numbers from next_seat, which the
-	// events_next_seat constraint keeps within the capacity.
-	sqlTakeSeats = `WITH freed AS (
-			DELETE FROM free_seats WHERE event_id = $1 AND seat IN (
-				SELECT seat FROM free_seats WHERE event_id = $1 ORDER BY seat LIMIT $2 FOR UPDATE SKIP LOCKED)
-			RETURNING seat),
-		fresh AS (
-			UPDATE events SET next_seat = next_seat + ($2 - (SELECT count(*) FROM freed))
-			WHERE id = $1 AND $2 > (SELECT count(*) FROM freed)
-			RETURNING next_seat - ($2 - (SELECT count(*) FROM freed))::int AS first, next_seat AS stop)
-		SELECT seat FROM freed
-		UNION ALL
-		SELECT generate_series(first, stop - 1) FROM fresh`
-	sqlFreeSeats = `INSERT INTO free_seats (event_id, seat) SELECT $1, unnest($2::int[]) ON CONFLICT DO NOTHING`
 )
 
 // Tickets.
@@ -455,4 +437,61 @@ const (
 		FROM tickets t JOIN bookings b ON b.id = t.booking_id
 		WHERE b.event_id = $1 AND b.user_id = $2
 		ORDER BY t.issued_at, t.seat`
+)
+
+// Seat numbers, from the event's seat blocks (migration 007).
+const (
+	// $2 seat numbers in one statement: freed seats first (one another
+	// confirmation has locked is skipped), then the rest from one block of
+	// the event that has them all, the first from block $3 on, wrapping
+	// around. The block's row stays locked until the commit, so the
+	// confirmations meanwhile skip it and take from other blocks instead of
+	// waiting. Nothing comes from the blocks when every block with enough
+	// numbers left is locked, or none has enough.
+	sqlTakeSeats = `WITH freed AS (
+			DELETE FROM free_seats WHERE event_id = $1 AND seat IN (
+				SELECT seat FROM free_seats WHERE event_id = $1 ORDER BY seat LIMIT $2 FOR UPDATE SKIP LOCKED)
+			RETURNING seat),
+		want AS (SELECT $2 - count(*)::int AS n FROM freed),
+		pick AS (
+			SELECT b.block, b.next, want.n AS taken FROM seat_blocks b, want
+			WHERE b.event_id = $1 AND want.n > 0 AND b.stop - b.next >= want.n
+			ORDER BY b.block < $3, b.block
+			LIMIT 1 FOR UPDATE OF b SKIP LOCKED),
+		fresh AS (
+			UPDATE seat_blocks b SET next = pick.next + pick.taken FROM pick
+			WHERE b.event_id = $1 AND b.block = pick.block
+			RETURNING pick.next AS first, b.next AS stop)
+		SELECT seat FROM freed
+		UNION ALL
+		SELECT generate_series(first, stop - 1) FROM fresh`
+
+	// When sqlTakeSeats found no block (and was undone): freed seats
+	// first, as there, then every block with numbers left is locked,
+	// waiting, in block order, and the rest are taken across them in that
+	// order (the event's last numbers, spread over its blocks); no block
+	// number when fewer than needed are left. Only these wait for a block,
+	// all in one order, holding none before: two confirmations never
+	// deadlock.
+	sqlTakeSeatsInOrder = `WITH freed AS (
+			DELETE FROM free_seats WHERE event_id = $1 AND seat IN (
+				SELECT seat FROM free_seats WHERE event_id = $1 ORDER BY seat LIMIT $2 FOR UPDATE SKIP LOCKED)
+			RETURNING seat),
+		want AS (SELECT $2 - count(*)::int AS n FROM freed),
+		locked AS (
+			SELECT block, next, stop FROM seat_blocks WHERE event_id = $1 AND next < stop ORDER BY block FOR UPDATE),
+		spread AS (
+			SELECT block, next,
+				least(stop - next, greatest(0, want.n - (sum(stop - next) OVER (ORDER BY block) - (stop - next)))) AS taken,
+				sum(stop - next) OVER () AS total, want.n AS wanted
+			FROM locked, want),
+		fresh AS (
+			UPDATE seat_blocks b SET next = s.next + s.taken FROM spread s
+			WHERE b.event_id = $1 AND b.block = s.block AND s.taken > 0 AND s.total >= s.wanted
+			RETURNING s.next AS first, b.next AS stop)
+		SELECT seat FROM freed
+		UNION ALL
+		SELECT generate_series(first, stop - 1) FROM fresh`
+
+	sqlFreeSeats = `INSERT INTO free_seats (event_id, seat) SELECT $1, unnest($2::int[]) ON CONFLICT DO NOTHING`
 )
