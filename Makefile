@@ -91,7 +91,7 @@ sim-long: ## the simulation over 200 more seeds of 300 steps (about 15 minutes o
 # scripts/services.sh (unless REDIS_URL and DATABASE_URL name running ones).
 # Pass flags with ARGS, e.g. make demo ARGS='--users 200000 --faults all'.
 ARGS ?=
-.PHONY: demo demo-2m bench-strategies bench-gate bench-gateway bench-holds bench-seats loadtest-bin
+.PHONY: demo demo-2m bench-strategies bench-gate bench-gateway bench-holds bench-seats bench-confirm loadtest-bin
 
 loadtest-bin:
 	$(GO) build -o $(BIN)/loadtest ./loadtest
@@ -120,5 +120,8 @@ bench-seats: build loadtest-bin ## reserved seating: hot-seat contention, then s
 	@command -v wrk >/dev/null 2>&1 || { echo "installing wrk (Debian package)" >&2; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk; }
 	scripts/services.sh $(BIN)/loadtest seats $(ARGS)
+
+bench-confirm: loadtest-bin ## confirmations per second of one event (50,000 seats, 500 concurrent payers)
+	scripts/services.sh $(BIN)/loadtest confirm $(ARGS)
 
 include xcaddy.mk

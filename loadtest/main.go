@@ -35,6 +35,7 @@ var commands = []command{
 	{"gateway", "gateway throughput ratios: plain Caddy vs Caddy with the waiting room", runGateway},
 	{"holds", "durable holds per second through the origin vs the bare hold script", runHolds},
 	{"seats", "reserved seating: hot-seat contention (specific seats, best available) and seat map reads with wrk", runSeats},
+	{"confirm", "confirmations per second of one event: 50,000 seats, 500 concurrent payers", runConfirm},
 	{"bots", "one bot client at 200 joins/s among 5,000 humans, with and without the challenge and join_rate", runBots},
 }
 
