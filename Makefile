@@ -91,7 +91,7 @@ sim-long: ## the simulation over 200 more seeds of 300 steps (about 15 minutes o
 # scripts/services.sh (unless REDIS_URL and DATABASE_URL name running ones).
 # Pass flags with ARGS, e.g. make demo ARGS='--users 200000 --faults all'.
 ARGS ?=
-.PHONY: demo demo-2m bench-strategies bench-gate bench-gateway bench-holds bench-seats bench-confirm loadtest-bin
+.PHONY: demo demo-2m bench-strategies bench-gate bench-gateway bench-holds bench-seats bench-confirm bench-admission loadtest-bin
 
 loadtest-bin:
 	$(GO) build -o $(BIN)/loadtest ./loadtest
@@ -112,6 +112,9 @@ bench-gateway: build loadtest-bin ## gateway throughput ratios, side by side in 
 	@command -v wrk >/dev/null 2>&1 || { echo "installing wrk (Debian package)" >&2; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk; }
 	scripts/services.sh $(BIN)/loadtest gateway $(ARGS)
+
+bench-admission: build loadtest-bin ## the same crowd under the fixed-rate autopilot and the closed loop, side by side
+	scripts/services.sh $(BIN)/loadtest admission $(ARGS)
 
 bench-holds: build loadtest-bin ## durable holds per second through the origin vs the bare hold script
 	scripts/services.sh $(BIN)/loadtest holds $(ARGS)

@@ -118,7 +118,7 @@ func closedLoopAutopilot(t *testing.T, store string) {
 	log := changeLog(t, adminPort, ev)
 	require.NotEmpty(t, log)
 	assert.Equal(t, waitroom.ActorAutopilot, log[0].Actor)
-	assert.Equal(t, "admit 4: 2 seats free, 0 undecided, conversion 0.50 (assumed), 1.0 seats each", log[0].Reason)
+	assert.Equal(t, "admit 4: 2 seats free, 0 undecided, conversion 0.50 (assumed), 1.0 seats each, decision time 1m0s", log[0].Reason)
 	assert.Equal(t, "admitted", visitors[3].get(s.url("/")).Header.Get(HeaderStatus))
 	assert.Equal(t, "waiting", visitors[4].get(s.url("/")).Header.Get(HeaderStatus))
 

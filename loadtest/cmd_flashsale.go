@@ -46,6 +46,12 @@ type saleFlags struct {
 	seating             bool
 	quiet, keep         bool
 	gate                gateFlags
+	autopilot           string
+	maxUndecided        int64
+	abandonAfter        time.Duration
+	pilot               *stack.Autopilot
+	// upstream, when set, is put between the gateways and the origin.
+	upstream func(originURL string) (string, error)
 }
 
 func (f *saleFlags) register(fs *flagSet) {
@@ -66,9 +72,9 @@ func (f *saleFlags) register(fs *flagSet) {
 	fs.Float64Var(&f.cfg.Persist, "persist", d.Persist, "fraction of admitted users told sold out who keep trying for --patience")
 	fs.DurationVar(&f.cfg.Patience, "patience", d.Patience, "how long the persistent keep trying")
 	fs.DurationVar(&f.cfg.Think, "think", d.Think, "longest pause of a buyer between two steps")
-	fs.Int64Var(&f.cfg.AdmitFactor, "admit-factor", d.AdmitFactor, "users the autopilot admits per seat left")
-	fs.DurationVar(&f.cfg.PilotEvery, "pilot-every", d.PilotEvery, "least time between two raises of the watermark")
-	fs.DurationVar(&f.cfg.PilotSettle, "pilot-settle", d.PilotSettle, "raise again after this long even if some admitted users never came in")
+	fs.StringVar(&f.autopilot, "autopilot", "closed", "the gateway's autopilot: closed (the closed loop, steered by the origin's inventory) or <step>/<interval> (a fixed rate)")
+	fs.Int64Var(&f.maxUndecided, "max-undecided", 0, "the closed loop's cap on users admitted and undecided (0: the gateway's default)")
+	fs.DurationVar(&f.abandonAfter, "abandon-after", 40*time.Second, "the gateway's abandon_after: a waiting user who has not polled for this long gave up (the crowd polls at most every 30s)")
 	fs.DurationVar(&f.cfg.Timeout, "timeout", d.Timeout, "bound on the whole sale")
 	fs.DurationVar(&f.cfg.Settle, "settle", d.Settle, "bound on the wait for the invariant to settle afterwards")
 	fs.IntVar(&f.cfg.Conns, "conns", d.Conns, "most connections the crowd opens to the gateway")
@@ -105,6 +111,11 @@ func (f *saleFlags) check() ([]string, error) {
 	if f.seating {
 		f.overflowPct = 0 // reserved seating keeps no overflow reserve
 	}
+	pilot, err := parseAutopilot(f.autopilot, f.maxUndecided)
+	if err != nil {
+		return nil, err
+	}
+	f.pilot = pilot
 	if f.overflowPct < 0 || f.overflowPct > 100 {
 		return nil, usagef("--overflow-pct must be from 0 to 100")
 	}
@@ -229,7 +240,7 @@ func flashSale(ctx context.Context, f saleFlags, faults []string, out, errOut io
 		CaddyBin: f.caddyBin, OriginBin: f.originBin, Dir: dir,
 		RedisURL: f.srv.redisURL, DatabaseURL: f.srv.databaseURL,
 		OwnRedis: has("redis-restart"), PausablePostgres: has("pg-pause"),
-		OriginEnv: env, KeepDatabase: f.keep, Gateways: f.gateways,
+		OriginEnv: env, KeepDatabase: f.keep, Gateways: f.gateways, Autopilot: f.pilot, AbandonAfter: f.abandonAfter, Upstream: f.upstream,
 		Event: api.NewEvent{Name: "Flash sale", Capacity: f.seats, Price: 90000, Currency: "inr",
 			HoldTTLSeconds: ttl, MaxPerUser: max(f.cfg.Quantity, 1), OverflowPct: &f.overflowPct, Seating: saleSeating(f)},
 	})

@@ -31,6 +31,7 @@ type command struct {
 var commands = []command{
 	{"flashsale", "a whole flash sale through the gateway and the origin, with a report", runFlashSale},
 	{"strategies", "four ways to sell the last ticket: 500 buyers, 100 tickets", runStrategies},
+	{"admission", "the same crowd under the fixed-rate autopilot and the closed loop, side by side", runAdmission},
 	{"gate", "peak concurrency at the inventory without and with the waiting room", runGate},
 	{"gateway", "gateway throughput ratios: plain Caddy vs Caddy with the waiting room", runGateway},
 	{"holds", "durable holds per second through the origin vs the bare hold script", runHolds},

@@ -158,8 +158,8 @@ func steer(c ClosedLoop, in steerInput) (admit int64, reason string) {
 		perHolder = math.Max(1, float64(inv.Held+inv.Confirmed)/float64(in.held.Total))
 	}
 	undecided := max(0, (in.admitted-in.matured)-(in.held.Total-in.held.UpTo))
-	figures := fmt.Sprintf("%d seats free, %d undecided, conversion %.2f (%s), %.1f seats each",
-		int64(math.Round(free)), undecided, conversion, measured, perHolder)
+	figures := fmt.Sprintf("%d seats free, %d undecided, conversion %.2f (%s), %.1f seats each, decision time %s",
+		int64(math.Round(free)), undecided, conversion, measured, perHolder, in.decision.Round(100*time.Millisecond))
 	likely := conversion * perHolder * float64(undecided)
 	if likely >= free {
 		return 0, figures + ": the undecided are likely to take them"

@@ -198,7 +198,7 @@ func TestRoomClosedLoop(t *testing.T) {
 			require.NoError(t, err)
 			require.Len(t, log, 1)
 			assert.Equal(t, ActorAutopilot, log[0].Actor)
-			assert.Equal(t, "admit 20: 10 seats free, 0 undecided, conversion 0.50 (assumed), 1.0 seats each", log[0].Reason)
+			assert.Equal(t, "admit 20: 10 seats free, 0 undecided, conversion 0.50 (assumed), 1.0 seats each, decision time 10s", log[0].Reason)
 
 			assert.Equal(t, int64(20), step().Watermark, "the 20 undecided are likely to take the 10 seats")
 
@@ -212,7 +212,7 @@ func TestRoomClosedLoop(t *testing.T) {
 			assert.Equal(t, int64(60), step().Watermark, "the 20 admitted have decided, 5 of them held: the seats of their holds came back")
 			log, err = gw.ChangeLog(ctx, 1)
 			require.NoError(t, err)
-			assert.Equal(t, "admit 40: 10 seats free, 0 undecided, conversion 0.25 (measured), 1.0 seats each", log[0].Reason)
+			assert.Equal(t, "admit 40: 10 seats free, 0 undecided, conversion 0.25 (measured), 1.0 seats each, decision time 10s", log[0].Reason)
 
 			clock.Advance(10 * time.Second)
 			publish(Inventory{Remaining: 10})

@@ -39,6 +39,28 @@ func (a GatewayAdmin) SetWatermark(ctx context.Context, event, watermark int64) 
 	return a.call(ctx, http.MethodPost, eventPath(event)+"/watermark", map[string]int64{"set": watermark})
 }
 
+// LogEntry is one change of the change log.
+type LogEntry struct {
+	Actor  string `json:"actor"`
+	Field  string `json:"field"`
+	From   any    `json:"from"`
+	To     any    `json:"to"`
+	Reason string `json:"reason"`
+}
+
+// ChangeLog reads event's change log, newest first.
+func (a GatewayAdmin) ChangeLog(ctx context.Context, event int64) ([]LogEntry, error) {
+	resp, err := a.Do(ctx, Request{Method: http.MethodGet, Path: eventPath(event) + "/log"})
+	if err != nil {
+		return nil, fmt.Errorf("gateway admin change log: %w", err)
+	}
+	if resp.Status != http.StatusOK {
+		return nil, resp.Unexpected("gateway admin change log")
+	}
+	var log []LogEntry
+	return log, resp.Decode(&log)
+}
+
 // OriginAdmin is the origin's admin API.
 type OriginAdmin struct {
 	Client

@@ -1,7 +1,7 @@
 // Package sale simulates a flash sale end to end: virtual users arrive in a
 // burst, wait in the gateway's queue, hold a seat at the origin when
-// admitted, and pay with the simulated provider, while an autopilot admits
-// more of the queue as long as seats remain. It reports what each layer did
+// admitted, and pay with the simulated provider, while the gateway's
+// autopilot admits more of the queue as long as seats remain. It reports what each layer did
 // and whether the inventory stayed true (never oversold, no drift).
 package sale
 
@@ -46,13 +46,6 @@ type Config struct {
 	// Think is the longest pause a buyer takes between two steps.
 	Think time.Duration
 
-	// AdmitFactor is how many users the autopilot admits per seat left,
-	// at most once per PilotEvery, and again only once the admitted have
-	// come in or PilotSettle has passed.
-	AdmitFactor int64
-	PilotEvery  time.Duration
-	PilotSettle time.Duration
-
 	// Timeout bounds the whole sale; Settle bounds the wait for the
 	// invariant to settle afterwards.
 	Timeout time.Duration
@@ -69,7 +62,6 @@ func Defaults() Config {
 		Users: 50_000, Window: 5 * time.Second, Refresh: 1.75, Quantity: 1,
 		Abandon: 0.10, Decline: 0.05, Late: 0.03, LateCopies: 1, DoubleClick: 0.05,
 		Persist: 0.2, Patience: 30 * time.Second, Think: 500 * time.Millisecond,
-		AdmitFactor: 10, PilotEvery: 3 * time.Second, PilotSettle: 15 * time.Second,
 		Timeout: 3 * time.Minute, Settle: 45 * time.Second, Conns: 512,
 	}
 }
@@ -90,9 +82,6 @@ func (c Config) Validate() error {
 	pos("users", c.Users > 0)
 	pos("window", c.Window > 0)
 	pos("quantity", c.Quantity > 0)
-	pos("admit-factor", c.AdmitFactor > 0)
-	pos("pilot-every", c.PilotEvery > 0)
-	pos("pilot-settle", c.PilotSettle > 0)
 	pos("timeout", c.Timeout > 0)
 	pos("conns", c.Conns > 0)
 	pos("late-copies", c.LateCopies > 0)

@@ -23,7 +23,6 @@ func TestValidate(t *testing.T) {
 		{"negative late", func(c *Config) { c.Late = -0.1 }, "late must be between 0 and 1"},
 		{"plans past 1", func(c *Config) { c.Abandon, c.Decline, c.Late = 0.5, 0.3, 0.3 }, "must not exceed 1"},
 		{"negative patience", func(c *Config) { c.Patience = -time.Second }, "must not be negative"},
-		{"no admit factor", func(c *Config) { c.AdmitFactor = 0 }, "admit-factor must be positive"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -85,21 +84,4 @@ func TestJitter(t *testing.T) {
 		assert.LessOrEqual(t, d, 12*time.Second)
 	}
 	assert.Zero(t, think(rng, 0))
-}
-
-func TestRaiseFor(t *testing.T) {
-	s := &sim{users: make([]user, 5)}
-	for i, pos := range []int64{150, 120, 101, 400, 90} {
-		s.users[i].position.Store(pos)
-		// The one at 101 left.
-		s.users[i].waiting.Store(pos != 101)
-	}
-	// The next two still waiting above 100 are at 120 and 150.
-	assert.Equal(t, int64(50), s.raiseFor(100, 2))
-	// More asked for than are known to wait: n positions, or up to the last
-	// one waiting if that is further.
-	assert.Equal(t, int64(300), s.raiseFor(100, 5))
-	assert.Equal(t, int64(1000), s.raiseFor(100, 1000))
-	s.users = nil
-	assert.Equal(t, int64(40), s.raiseFor(0, 40))
 }

@@ -105,11 +105,46 @@ type Result struct {
 	// was run.
 	GateRush *gaterush.Result `json:"gate_rush,omitempty"`
 
-	Pilot    pilotStats    `json:"autopilot"`
+	Pilot    PilotStats    `json:"autopilot"`
 	Faults   []FaultRecord `json:"faults"`
 	Errors   []string      `json:"errors"`
 	ErrCount int64         `json:"error_count"`
 	Timeline []Sample      `json:"timeline"`
+}
+
+// PilotStats is what the gateway's autopilot did, from the event's change
+// log.
+type PilotStats struct {
+	Raises   int   `json:"raises"`
+	Admitted int64 `json:"admitted_positions"`
+	// LastReason is why it made its last raise.
+	LastReason string `json:"last_reason,omitempty"`
+	Error      string `json:"error,omitempty"`
+}
+
+// pilotStats reads the autopilot's raises of the watermark from the
+// gateway's change log (its newest waitroom.MaxLogEntries changes).
+func (s *sim) pilotStats(ctx context.Context) PilotStats {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	log, err := s.gwAdmin.ChangeLog(ctx, s.target.Event)
+	if err != nil {
+		return PilotStats{Error: err.Error()}
+	}
+	var p PilotStats
+	for _, e := range log {
+		from, okFrom := e.From.(float64)
+		to, okTo := e.To.(float64)
+		if e.Actor != "autopilot" || e.Field != "watermark" || !okFrom || !okTo {
+			continue
+		}
+		if p.Raises == 0 {
+			p.LastReason = e.Reason
+		}
+		p.Raises++
+		p.Admitted += int64(to - from)
+	}
+	return p
 }
 
 // ProcessMemory is the peak resident memory (VmHWM) of one server, summed
@@ -248,8 +283,8 @@ func (s *sim) result(ctx context.Context, end time.Time, before outside, timedOu
 		"postgres": float64(r.PostgresCommits) / secs,
 		"redis":    float64(r.RedisCommands) / secs,
 	}
+	r.Pilot = s.pilotStats(ctx)
 	s.mu.Lock()
-	r.Pilot = s.pilot
 	r.Faults = append([]FaultRecord(nil), s.faults...)
 	r.Timeline = append([]Sample(nil), s.timeline...)
 	s.mu.Unlock()

@@ -40,7 +40,6 @@ type sim struct {
 	lateBy    time.Duration
 
 	event api.Event
-	pilot pilotStats
 	// users is the crowd, sorted by arrival; sched says when each is next
 	// due at the gateway.
 	users     []user
@@ -104,10 +103,9 @@ func Run(ctx context.Context, cfg Config, target Target, faults []Fault, progres
 	s.users = s.crowd()
 	bg, stopBG := context.WithCancel(saleCtx)
 	var bgWG sync.WaitGroup
-	bgWG.Add(4)
+	bgWG.Add(3)
 	s.start = time.Now()
 	s.sched = newSchedule(s.start, s.users)
-	go func() { defer bgWG.Done(); s.autopilot(bg) }()
 	go func() { defer bgWG.Done(); s.monitor(bg, progress) }()
 	go func() { defer bgWG.Done(); s.inject(bg, faults) }()
 	go func() { defer bgWG.Done(); s.watchCoherence(bg) }()

@@ -39,10 +39,8 @@ type user struct {
 	// seed seeds the user's own random choices once admitted.
 	seed uint64
 
-	// position and waiting are what the autopilot reads to tell whether
-	// the users it admitted have had their turn.
+	// position is the user's queue position, once told.
 	position atomic.Int64
-	waiting  atomic.Bool
 
 	// failures counts the queue's answers that were neither waiting,
 	// admitted nor sold out.
@@ -136,7 +134,6 @@ func (s *sim) queueStep(ctx context.Context, u *user, rng *rand.Rand) turn {
 	}
 	switch resp.Waitroom() {
 	case api.StatusAdmitted:
-		u.waiting.Store(false)
 		if resp.Status == http.StatusOK {
 			if !u.admitted {
 				u.admitted = true
@@ -163,7 +160,6 @@ func (s *sim) queueStep(ctx context.Context, u *user, rng *rand.Rand) turn {
 				s.positions.seen(w.Position)
 			}
 		}
-		u.waiting.Store(true)
 		wait := jitter(rng, resp.RetryAfter(3*time.Second))
 		if u.refresh {
 			// An impatient reload, well before Retry-After.
@@ -173,7 +169,6 @@ func (s *sim) queueStep(ctx context.Context, u *user, rng *rand.Rand) turn {
 		u.step = stepPoll
 		return turn{again: wait}
 	case api.StatusSoldOut:
-		u.waiting.Store(false)
 		return turn{ended: true, outcome: SoldOutAtEdge}
 	default:
 		if resp.Status != http.StatusServiceUnavailable {

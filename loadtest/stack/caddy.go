@@ -33,6 +33,22 @@ type Waitroom struct {
 	Watermark int64
 	HardCap   int64
 	Lease     int64
+	// Autopilot, when set, raises the watermark.
+	Autopilot *Autopilot
+	// AbandonAfter is abandon_after; 0: the gateway's default.
+	AbandonAfter time.Duration
+}
+
+// Autopilot is the waitroom's autopilot: Step every Interval (a fixed
+// rate), or the closed loop, with its subdirectives (zero: the gateway's
+// defaults).
+type Autopilot struct {
+	Step     int64
+	Interval time.Duration
+
+	ClosedLoop   bool
+	MaxUndecided int64
+	DecisionTime time.Duration
 }
 
 // CaddyConfig is a Caddy to start from a generated Caddyfile.
@@ -74,6 +90,26 @@ http://127.0.0.1:{{.Port}} {
 {{- end}}
 {{- if .Lease}}
 		lease {{.Lease}}
+{{- end}}
+{{- if .AbandonAfter}}
+		abandon_after {{.AbandonAfter}}
+{{- end}}
+{{- with .Autopilot}}
+{{- if .ClosedLoop}}
+		autopilot {
+{{- if .Interval}}
+			interval {{.Interval}}
+{{- end}}
+{{- if .MaxUndecided}}
+			max_undecided {{.MaxUndecided}}
+{{- end}}
+{{- if .DecisionTime}}
+			decision_time {{.DecisionTime}}
+{{- end}}
+		}
+{{- else}}
+		autopilot {{.Step}} {{.Interval}}
+{{- end}}
 {{- end}}
 	}
 {{- end}}

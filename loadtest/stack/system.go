@@ -44,6 +44,11 @@ type SystemConfig struct {
 	// Gateways is how many Caddy processes guard the site, sharing the
 	// queue store (0 or 1: one).
 	Gateways int
+	// Autopilot is every gateway's autopilot; nil: none (the watermark
+	// moves only through the admin API).
+	Autopilot *Autopilot
+	// AbandonAfter is every gateway's abandon_after; 0: its default.
+	AbandonAfter time.Duration
 	// Upstream, when set, is what the gateway proxies to instead of the
 	// origin (e.g. a counting proxy in front of it).
 	Upstream func(originURL string) (string, error)
@@ -134,7 +139,7 @@ func Up(ctx context.Context, cfg SystemConfig) (s *System, err error) {
 		return s, err
 	}
 	site := Site{Port: port, Upstream: upstream,
-		Waitroom: &Waitroom{Event: s.Event.ID, Store: s.RedisURL, Watermark: 0}}
+		Waitroom: &Waitroom{Event: s.Event.ID, Store: s.RedisURL, Watermark: 0, Autopilot: cfg.Autopilot, AbandonAfter: cfg.AbandonAfter}}
 	if s.Caddy, err = StartCaddy(ctx, CaddyConfig{Bin: cfg.CaddyBin, Dir: cfg.Dir, KeyID: s.KeyID, Secret: s.Secret, Sites: []Site{site}}); err != nil {
 		return s, err
 	}
