@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -41,7 +42,8 @@ const adminTimeout = 5 * time.Second
 //	POST /waitroom/events/{id}/watermark    {"set": 6000} or {"raise_by": 1000}
 //	POST /waitroom/events/{id}/sold_out     {"sold_out": true}
 //	POST /waitroom/events/{id}/pause        {"paused": true}
-//	POST /waitroom/events/{id}/hard_cap     {"hard_cap": 800} (0: none)
+//	POST /waitroom/events/{id}/hard_cap     {"hard_cap": 800} (0: none), or
+//	                                        {"per_remaining": 3} (derived)
 //	GET  /waitroom/events/{id}/lottery      the scheduled opening's draw
 //	GET  /waitroom/events/{id}/log          the change log, newest first (?limit=N)
 //	GET  /waitroom/live                     every event's state, queue and rates
@@ -298,15 +300,25 @@ func (a *Admin) setPaused(w http.ResponseWriter, r *http.Request, entry *roomEnt
 // nodes) until the store loses the event's state.
 func (a *Admin) setHardCap(w http.ResponseWriter, r *http.Request, entry *roomEntry) error {
 	var body struct {
-		HardCap *int64 `json:"hard_cap"`
-		Reason  string `json:"reason"`
+		HardCap      *int64   `json:"hard_cap"`
+		PerRemaining *float64 `json:"per_remaining"`
+		Reason       string   `json:"reason"`
 	}
 	if err := decodeBody(w, r, &body); err != nil {
 		return err
 	}
 	switch {
+	case body.HardCap != nil && body.PerRemaining != nil:
+		return apiError(http.StatusBadRequest, `give "hard_cap" or "per_remaining", not both`)
+	case body.PerRemaining != nil && (*body.PerRemaining <= 0 || math.IsInf(*body.PerRemaining, 0)):
+		return apiError(http.StatusBadRequest, `"per_remaining" must be a positive number (got %v)`, *body.PerRemaining)
+	case body.PerRemaining != nil:
+		// Derived from the inventory from now on: the leading gateway sets
+		// it within a poll once the origin's figures are fresh.
+		return a.change(w, r, entry, "hard_cap", waitroom.Change{HardCapPerRemaining: body.PerRemaining, Reason: body.Reason},
+			zap.Float64("per_remaining", *body.PerRemaining))
 	case body.HardCap == nil:
-		return apiError(http.StatusBadRequest, `give "hard_cap": a position, or 0 for none`)
+		return apiError(http.StatusBadRequest, `give "hard_cap": a position, or 0 for none; or "per_remaining": positions per seat remaining`)
 	case *body.HardCap < 0:
 		return apiError(http.StatusBadRequest, `"hard_cap" must not be negative (got %d)`, *body.HardCap)
 	}

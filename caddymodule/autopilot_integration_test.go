@@ -137,6 +137,47 @@ func closedLoopAutopilot(t *testing.T, store string) {
 	assert.Equal(t, 6.0, state()["watermark"], "an unready origin admits nobody")
 }
 
+func TestAdminHardCapDerivedMemory(t *testing.T) { adminHardCapDerived(t, "memory") }
+
+func TestAdminHardCapDerivedRedis(t *testing.T) { adminHardCapDerived(t, testenv.RedisURL(t)) }
+
+// adminHardCapDerived: {"per_remaining": k} on the hard cap route derives
+// the cap from the origin's figures (watermark + k × remaining), live, and
+// arrivals past it are sold out; a fixed cap ends it.
+func adminHardCapDerived(t *testing.T, store string) {
+	ev := testenv.EventID()
+	evs := strconv.FormatInt(ev, 10)
+	s := load(t, testenv.FreePort(t), fmt.Sprintf(`
+	waitroom {
+		event %d
+		key k1 %s
+		store %s
+		watermark 2
+	}
+	respond "the site"`, ev, testSecret, store))
+	publishing(t, originRoom(t, store, ev), waitroom.Inventory{Sellable: 10, Remaining: 1, Healthy: true})
+	code, st, raw := adminCall(t, adminPort, http.MethodPost, "/waitroom/events/"+evs+"/hard_cap", `{"per_remaining": 2, "reason": "two per seat"}`)
+	require.Equal(t, http.StatusOK, code, raw)
+	assert.Equal(t, 2.0, st["hard_cap_per_remaining"])
+	require.Eventually(t, func() bool {
+		_, st, _ = adminCall(t, adminPort, http.MethodGet, "/waitroom/events/"+evs, "")
+		return st["hard_cap"] == 4.0
+	}, 10*time.Second, 20*time.Millisecond, "2 admitted + 2 × 1 remaining")
+	for want := 1.0; want <= 4; want++ {
+		res := newVisitor(t).get(s.url("/"))
+		require.NotEqual(t, http.StatusGone, res.StatusCode, "position %v is within the cap", want)
+	}
+	assert.Equal(t, http.StatusGone, newVisitor(t).get(s.url("/")).StatusCode, "the fifth is past the cap")
+
+	code, st, raw = adminCall(t, adminPort, http.MethodPost, "/waitroom/events/"+evs+"/hard_cap", `{"hard_cap": 0}`)
+	require.Equal(t, http.StatusOK, code, raw)
+	assert.Nil(t, st["hard_cap_per_remaining"], "a fixed cap ends the derivation")
+	for _, body := range []string{`{"per_remaining": 0}`, `{"per_remaining": -1}`, `{"per_remaining": 2, "hard_cap": 5}`} {
+		code, _, raw := adminCall(t, adminPort, http.MethodPost, "/waitroom/events/"+evs+"/hard_cap", body)
+		assert.Equal(t, http.StatusBadRequest, code, raw)
+	}
+}
+
 // TestClosedLoopLeaseTwoGateways: two gateways on one Redis steer by one
 // lease: one raise for the free seats, not one per gateway, and both
 // admit by it within a second.

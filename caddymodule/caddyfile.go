@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"math"
 	"strconv"
 	"time"
 
@@ -38,6 +39,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		lease            <n>
 //		watermark        <n>
 //		hard_cap         <n>
+//		hard_cap_per_remaining <k>
 //		token_ttl        <duration>
 //		abandon_after    <duration>
 //		admission_window <duration>
@@ -119,6 +121,16 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return err
 			}
 			h.HardCap = n
+		case "hard_cap_per_remaining":
+			v, err := stringArg(d, sub)
+			if err != nil {
+				return err
+			}
+			k, err := strconv.ParseFloat(v, 64)
+			if err != nil || k <= 0 || math.IsInf(k, 0) {
+				return d.Errf("%s: want a positive number of positions per seat remaining (got %q)", sub, v)
+			}
+			h.HardCapPerRemaining = k
 		case "token_ttl":
 			dur, err := durationArg(d, sub)
 			if err != nil {

@@ -150,6 +150,12 @@ type Handler struct {
 	// sold-out answer at once. Default: 0 (no cap).
 	HardCap int64 `json:"hard_cap,omitempty"`
 
+	// Derives the hard cap from the origin's published inventory: the
+	// watermark plus this many positions per seat remaining, kept so as
+	// the seats go (docs/gateway.md, autopilot). Replaces hard_cap.
+	// Default: 0 (off).
+	HardCapPerRemaining float64 `json:"hard_cap_per_remaining,omitempty"`
+
 	// How long a token is valid. A waiting visitor's token is renewed (same
 	// user and position) whenever less than half of it is left, so a
 	// visitor who keeps the page open never loses the place. Default: 30m.
@@ -408,7 +414,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	h.publicMaxAge = "public, max-age=" + maxAge
 	h.privateMaxAge = "private, max-age=" + maxAge
 
-	h.roomKey = roomKey{Store: spec.key(), Event: h.Event, Watermark: h.Watermark, HardCap: h.HardCap, Seed: h.LotterySeed,
+	h.roomKey = roomKey{Store: spec.key(), Event: h.Event, Watermark: h.Watermark, HardCap: h.HardCap, HardCapPerRemaining: h.HardCapPerRemaining, Seed: h.LotterySeed,
 		AbandonAfter: time.Duration(h.AbandonAfter), AdmissionWindow: time.Duration(h.AdmissionWindow)}
 	if !h.opensAt.IsZero() {
 		h.roomKey.OpensAt = h.opensAt.UnixNano()
@@ -465,6 +471,10 @@ func (h *Handler) Validate() error {
 		return fmt.Errorf("watermark: must not be negative (got %d)", h.Watermark)
 	case h.HardCap < 0:
 		return fmt.Errorf("hard_cap: must not be negative (got %d)", h.HardCap)
+	case h.HardCapPerRemaining < 0 || math.IsInf(h.HardCapPerRemaining, 0) || math.IsNaN(h.HardCapPerRemaining):
+		return fmt.Errorf("hard_cap_per_remaining: must be a positive number (got %v)", h.HardCapPerRemaining)
+	case h.HardCapPerRemaining > 0 && h.HardCap > 0:
+		return errors.New("hard_cap_per_remaining derives the hard cap: give it or hard_cap, not both")
 	case h.Lease < 0:
 		return fmt.Errorf("lease: must not be negative (got %d)", h.Lease)
 	case h.TokenTTL < 0 || (h.TokenTTL > 0 && time.Duration(h.TokenTTL) < time.Second):

@@ -625,6 +625,7 @@ func TestProvisionRefusesBadConfig(t *testing.T) {
 		"negative max age":        {Handler{Event: 1, Keys: keys, SoldOutMaxAge: -1}, "sold_out_max_age"},
 		"bad waiting status":      {Handler{Event: 1, Keys: keys, WaitingStatus: 404}, "waiting_status"},
 		"half an autopilot":       {Handler{Event: 1, Keys: keys, Autopilot: &Autopilot{Step: 5}}, "autopilot"},
+		"both hard caps":          {Handler{Event: 1, Keys: keys, HardCap: 9, HardCapPerRemaining: 2}, "not both"},
 		"closed loop with a step": {Handler{Event: 1, Keys: keys, Autopilot: &Autopilot{ClosedLoop: true, Step: 5}}, "takes no step"},
 		"closed loop conversion":  {Handler{Event: 1, Keys: keys, Autopilot: &Autopilot{ClosedLoop: true, Conversion: 2}}, "conversion 2 is not a share"},
 		"fixed rate, loop figures": {Handler{Event: 1, Keys: keys, Autopilot: &Autopilot{Step: 5, Interval: caddy.Duration(time.Second), MaxUndecided: 9}},

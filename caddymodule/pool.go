@@ -104,12 +104,14 @@ func acquireStore(spec storeSpec) (*storeEntry, error) {
 // autopilot gets a room built with the new values (which then writes them to
 // the store), while a reload that leaves them alone keeps the running room.
 type roomKey struct {
-	Store         string
-	Event         int64
-	Watermark     int64
-	HardCap       int64
-	PilotStep     int64
-	PilotInterval time.Duration
+	Store     string
+	Event     int64
+	Watermark int64
+	HardCap   int64
+	// HardCapPerRemaining is hard_cap_per_remaining.
+	HardCapPerRemaining float64
+	PilotStep           int64
+	PilotInterval       time.Duration
 	// ClosedLoop is the closed-loop autopilot, zero for none.
 	ClosedLoop waitroom.ClosedLoop
 	// OpensAt (unix ns, 0 for none) and Seed (hex, as configured) are the
@@ -162,7 +164,7 @@ func acquireRoom(key roomKey, spec storeSpec, seed []byte) (*roomEntry, error) {
 			return nil, err
 		}
 		opts := waitroom.RoomOptions{
-			Defaults:        waitroom.Defaults{Watermark: key.Watermark, HardCap: key.HardCap},
+			Defaults:        waitroom.Defaults{Watermark: key.Watermark, HardCap: key.HardCap, HardCapPerRemaining: key.HardCapPerRemaining},
 			Autopilot:       waitroom.Autopilot{Step: key.PilotStep, Interval: key.PilotInterval},
 			Now:             poolClock,
 			Logger:          roomLogger(),

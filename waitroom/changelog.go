@@ -23,7 +23,8 @@ const (
 type LogEntry struct {
 	Time  time.Time `json:"time"`
 	Actor string    `json:"actor"`
-	// Field is watermark, hard_cap, sold_out or paused.
+	// Field is watermark, hard_cap, hard_cap_per_remaining, sold_out or
+	// paused.
 	Field  string          `json:"field"`
 	From   json.RawMessage `json:"from"`
 	To     json.RawMessage `json:"to"`
@@ -55,6 +56,7 @@ func logEntries(c Change, before, after State, at time.Time) []LogEntry {
 	num := func(n int64) string { return strconv.FormatInt(n, 10) }
 	add("watermark", num(before.Watermark), num(after.Watermark))
 	add("hard_cap", num(before.HardCap), num(after.HardCap))
+	add("hard_cap_per_remaining", strconv.FormatFloat(before.HardCapPerRemaining, 'g', -1, 64), strconv.FormatFloat(after.HardCapPerRemaining, 'g', -1, 64))
 	add("sold_out", strconv.FormatBool(before.SoldOut), strconv.FormatBool(after.SoldOut))
 	add("paused", strconv.FormatBool(before.Paused), strconv.FormatBool(after.Paused))
 	return out

@@ -20,6 +20,7 @@
 --            Redis lost (a gateway), 0 otherwise
 -- ARGV[7] -> now, unix milliseconds (the caller's clock)
 -- ARGV[8] -> the restore window, milliseconds
+-- ARGV[9] -> hard cap per seat remaining (configuration, as ARGV[2])
 -- returns 1 when the state had to be created, 0 when it was there
 local created = redis.call('HSETNX', KEYS[1], 'watermark', ARGV[1])
 local last = tonumber(redis.call('GET', KEYS[2]) or '0')
@@ -44,7 +45,7 @@ if ARGV[6] == '1' then
   end
 end
 if redis.call('HEXISTS', KEYS[1], 'hard_cap_live') == 0 then
-  redis.call('HSET', KEYS[1], 'hard_cap', ARGV[2])
+  redis.call('HSET', KEYS[1], 'hard_cap', ARGV[2], 'hard_cap_k', ARGV[9])
 end
 redis.call('HSETNX', KEYS[1], 'sold_out', ARGV[3])
 redis.call('HSETNX', KEYS[1], 'paused', ARGV[4])

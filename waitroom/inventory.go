@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -164,3 +165,28 @@ var (
 	_ InventoryStore = (*MemoryStore)(nil)
 	_ InventoryStore = (*RedisStore)(nil)
 )
+
+// deriveHardCap keeps a hard cap derived from the inventory
+// (State.HardCapPerRemaining) at the watermark plus k positions per seat
+// remaining, from fresh figures, on the node holding the lease. Positions
+// past it are answered sold out: they could only be admitted to find
+// nothing left.
+func (r *Room) deriveHardCap(ctx context.Context) error {
+	s := r.State()
+	k := s.HardCapPerRemaining
+	inv, fresh := r.Inventory()
+	if k <= 0 || !fresh || r.opts.Follow {
+		return nil
+	}
+	hardCap := s.Watermark + int64(math.Ceil(k*float64(inv.Remaining)))
+	if hardCap == s.HardCap {
+		return nil
+	}
+	lead, err := r.store.Lead(ctx, r.event, "hard_cap", r.opts.PollInterval*9/10)
+	if err != nil || !lead {
+		return err
+	}
+	_, err = r.Update(ctx, Change{HardCap: &hardCap, HardCapPerRemaining: &k, Actor: ActorAutopilot,
+		Reason: fmt.Sprintf("derived: %d admitted + %g × %d remaining", s.Watermark, k, inv.Remaining)})
+	return err
+}

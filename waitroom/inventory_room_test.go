@@ -48,3 +48,80 @@ func TestRoomInventoryIsFreshOrUnknown(t *testing.T) {
 		})
 	}
 }
+
+// TestRoomDerivesHardCap: with a hard cap per seat remaining, the room
+// keeps the hard cap at the watermark plus k positions per seat the origin
+// says remain, logged with why; a fixed hard cap ends it.
+func TestRoomDerivesHardCap(t *testing.T) {
+	for name, store := range map[string]func(*fakeClock) (Store, func(int64)){
+		"memory": func(c *fakeClock) (Store, func(int64)) { return NewMemoryStore(c.Now), func(int64) {} },
+		"redis": func(c *fakeClock) (Store, func(int64)) {
+			rdb := testenv.Redis(t)
+			return NewRedisStore(rdb, RedisOptions{Now: c.Now}), func(event int64) {
+				require.NoError(t, rdb.Del(context.Background(), leaseKey(event, "hard_cap")).Err())
+			}
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			clock := newClock()
+			s, endLease := store(clock)
+			evt := testenv.EventID()
+			gw := NewRoom(s, evt, RoomOptions{Now: clock.Now, Defaults: Defaults{Watermark: 5, HardCapPerRemaining: 2.5}})
+			origin := NewRoom(s, evt, RoomOptions{Follow: true, Now: clock.Now})
+			st, err := gw.Refresh(ctx)
+			require.NoError(t, err)
+			assert.Equal(t, 2.5, st.HardCapPerRemaining)
+
+			require.NoError(t, gw.deriveHardCap(ctx))
+			assert.Zero(t, gw.State().HardCap, "no figures yet")
+
+			require.NoError(t, origin.PublishInventory(ctx, Inventory{Sellable: 20, Remaining: 10, Healthy: true}))
+			_, err = gw.Refresh(ctx)
+			require.NoError(t, err)
+			require.NoError(t, gw.deriveHardCap(ctx))
+			assert.Equal(t, int64(30), gw.State().HardCap, "5 admitted + 2.5 × 10 remaining")
+			log, err := gw.ChangeLog(ctx, 1)
+			require.NoError(t, err)
+			assert.Equal(t, LogEntry{Time: clock.Now(), Actor: ActorAutopilot, Field: "hard_cap", From: []byte("0"), To: []byte("30"),
+				Reason: "derived: 5 admitted + 2.5 × 10 remaining"}, log[0])
+
+			clock.Advance(time.Second)
+			endLease(evt)
+			require.NoError(t, origin.PublishInventory(ctx, Inventory{Sellable: 20, Remaining: 3, Healthy: true}))
+			_, err = gw.Update(ctx, Change{RaiseBy: 5})
+			require.NoError(t, err)
+			require.NoError(t, gw.deriveHardCap(ctx))
+			assert.Equal(t, int64(18), gw.State().HardCap, "10 admitted + 2.5 × 3 remaining, rounded up")
+
+			clock.Advance(InventoryFresh + time.Millisecond)
+			endLease(evt)
+			_, err = gw.Update(ctx, Change{RaiseBy: 5})
+			require.NoError(t, err)
+			require.NoError(t, gw.deriveHardCap(ctx))
+			assert.Equal(t, int64(18), gw.State().HardCap, "stale figures change nothing")
+
+			st, err = gw.Update(ctx, Change{HardCap: ptrTo(int64(100))})
+			require.NoError(t, err)
+			assert.Zero(t, st.HardCapPerRemaining, "a fixed hard cap ends the derivation")
+			require.NoError(t, origin.PublishInventory(ctx, Inventory{Sellable: 20, Remaining: 3, Healthy: true}))
+			_, err = gw.Refresh(ctx)
+			require.NoError(t, err)
+			endLease(evt)
+			require.NoError(t, gw.deriveHardCap(ctx))
+			assert.Equal(t, int64(100), gw.State().HardCap)
+
+			// Asked for live, it outlives the configuration as a live cap does.
+			_, err = gw.Update(ctx, Change{HardCapPerRemaining: ptrTo(1.0)})
+			require.NoError(t, err)
+			st, err = s.Ensure(ctx, evt, Defaults{HardCap: 7})
+			require.NoError(t, err)
+			assert.Equal(t, 1.0, st.HardCapPerRemaining)
+			endLease(evt)
+			_, err = gw.Refresh(ctx)
+			require.NoError(t, err)
+			require.NoError(t, gw.deriveHardCap(ctx))
+			assert.Equal(t, int64(18), gw.State().HardCap, "15 admitted + 1 × 3 remaining")
+		})
+	}
+}

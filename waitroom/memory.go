@@ -92,7 +92,7 @@ func (m *MemoryStore) Ensure(_ context.Context, event int64, d Defaults) (State,
 		e.hasWatermark = true
 	}
 	if !e.hardCapLive {
-		e.state.HardCap = d.HardCap
+		e.state.HardCap, e.state.HardCapPerRemaining = d.HardCap, d.HardCapPerRemaining
 	}
 	e.state.LastPosition = max(e.state.LastPosition, d.LastPosition)
 	s := e.state
@@ -130,6 +130,11 @@ func (m *MemoryStore) Update(_ context.Context, event int64, c Change) (State, e
 	}
 	if c.HardCap != nil {
 		e.state.HardCap = *c.HardCap
+		e.state.HardCapPerRemaining = 0
+		e.hardCapLive = true
+	}
+	if c.HardCapPerRemaining != nil {
+		e.state.HardCapPerRemaining = *c.HardCapPerRemaining
 		e.hardCapLive = true
 	}
 	s := e.state

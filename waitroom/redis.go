@@ -123,6 +123,8 @@ const (
 	fieldSoldOut      = "sold_out"
 	fieldPaused       = "paused"
 	fieldRestoreUntil = "restore_until"
+	// fieldHardCapK is State.HardCapPerRemaining.
+	fieldHardCapK = "hard_cap_k"
 	// fieldHardCapLive is set once the hard cap was changed live: Ensure
 	// then leaves it alone (ensure.lua).
 	fieldHardCapLive = "hard_cap_live"
@@ -194,7 +196,7 @@ func (r *RedisStore) NextPosition(ctx context.Context, event int64) (int64, erro
 
 // readState queues the reads of event's state on p.
 func readState(ctx context.Context, p redis.Pipeliner, event int64) (*redis.SliceCmd, *redis.StringCmd) {
-	return p.HMGet(ctx, stateKey(event), fieldWatermark, fieldHardCap, fieldSoldOut, fieldPaused, fieldRestoreUntil),
+	return p.HMGet(ctx, stateKey(event), fieldWatermark, fieldHardCap, fieldSoldOut, fieldPaused, fieldRestoreUntil, fieldHardCapK),
 		p.Get(ctx, positionsKey(event))
 }
 
@@ -207,6 +209,14 @@ func (r *RedisStore) decodeState(event int64, fields *redis.SliceCmd, last *redi
 	ints := make([]int64, len(vals))
 	for i, v := range vals {
 		if v == nil {
+			continue
+		}
+		if i == 5 {
+			k, err := strconv.ParseFloat(v.(string), 64)
+			if err != nil {
+				return s, fmt.Errorf("state field %s: %w", fieldHardCapK, err)
+			}
+			s.HardCapPerRemaining = k
 			continue
 		}
 		str, _ := v.(string)
@@ -265,7 +275,8 @@ func (r *RedisStore) Ensure(ctx context.Context, event int64, d Defaults) (State
 		// retried, and Ensure is rare.
 		ensureScript.Eval(ctx, p, []string{stateKey(event), positionsKey(event)},
 			d.Watermark, d.HardCap, boolInt(d.SoldOut), boolInt(d.Paused), d.LastPosition,
-			boolInt(d.Restore), r.now().UnixMilli(), r.restore.Milliseconds())
+			boolInt(d.Restore), r.now().UnixMilli(), r.restore.Milliseconds(),
+			strconv.FormatFloat(d.HardCapPerRemaining, 'g', -1, 64))
 	})
 }
 
@@ -281,7 +292,7 @@ func (r *RedisStore) Update(ctx context.Context, event int64, c Change) (State, 
 		// The fields the writes start from, in the same MULTI, for the
 		// log. HMGET never answers redis.Nil, which would hide a write's
 		// error in MULTI's answer.
-		beforeFields = p.HMGet(ctx, key, fieldWatermark, fieldHardCap, fieldSoldOut, fieldPaused, fieldRestoreUntil)
+		beforeFields = p.HMGet(ctx, key, fieldWatermark, fieldHardCap, fieldSoldOut, fieldPaused, fieldRestoreUntil, fieldHardCapK)
 		if c.SetWatermark != nil {
 			p.HSet(ctx, key, fieldWatermark, *c.SetWatermark)
 		}
@@ -295,7 +306,10 @@ func (r *RedisStore) Update(ctx context.Context, event int64, c Change) (State, 
 			p.HSet(ctx, key, fieldPaused, boolInt(*c.Paused))
 		}
 		if c.HardCap != nil {
-			p.HSet(ctx, key, fieldHardCap, *c.HardCap, fieldHardCapLive, 1)
+			p.HSet(ctx, key, fieldHardCap, *c.HardCap, fieldHardCapK, 0, fieldHardCapLive, 1)
+		}
+		if c.HardCapPerRemaining != nil {
+			p.HSet(ctx, key, fieldHardCapK, strconv.FormatFloat(*c.HardCapPerRemaining, 'g', -1, 64), fieldHardCapLive, 1)
 		}
 	})
 	// HINCRBY refuses to overflow and leaves the watermark alone; it is

@@ -416,6 +416,9 @@ func (r *Room) Run(ctx context.Context) {
 			}
 			if !r.opts.Follow {
 				r.openIfDue(ctx)
+				if err := r.deriveHardCap(ctx); err != nil && ctx.Err() == nil {
+					r.opts.Logger.Warn("hard cap not derived from the inventory", "event", r.event, "error", err)
+				}
 			}
 		case <-opening.C:
 			r.openIfDue(ctx)

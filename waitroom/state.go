@@ -18,8 +18,12 @@ type State struct {
 	LastPosition int64 `json:"last_position"`
 	// HardCap is the last position that can ever be admitted; 0 means none.
 	HardCap int64 `json:"hard_cap"`
-	SoldOut bool  `json:"sold_out"`
-	Paused  bool  `json:"paused"`
+	// HardCapPerRemaining, when above 0, derives the hard cap from the
+	// origin's inventory: the watermark plus this many positions per seat
+	// remaining (Room keeps it so).
+	HardCapPerRemaining float64 `json:"hard_cap_per_remaining,omitempty"`
+	SoldOut             bool    `json:"sold_out"`
+	Paused              bool    `json:"paused"`
 	// RestoringUntil is set while the store puts back state it lost (or
 	// sets up a new event): until then no position is handed out, so that
 	// every gateway can first add what it remembers. Zero otherwise.
@@ -57,6 +61,9 @@ type Change struct {
 	// HardCap changes the hard cap live (0: none); from then on the
 	// configured one no longer overwrites it.
 	HardCap *int64
+	// HardCapPerRemaining derives the hard cap from the inventory from now
+	// on (0: no longer); a HardCap given without it ends the derivation.
+	HardCapPerRemaining *float64
 	// Actor and Reason go into the event's change log with every field the
 	// change moves.
 	Actor  string
@@ -92,6 +99,9 @@ func (c Change) validate() error {
 	if c.HardCap != nil && *c.HardCap < 0 {
 		return ErrNegative
 	}
+	if k := c.HardCapPerRemaining; k != nil && (*k < 0 || math.IsNaN(*k) || math.IsInf(*k, 0)) {
+		return ErrNegative
+	}
 	if c.SetWatermark != nil {
 		if _, err := raise(*c.SetWatermark, c.RaiseBy); err != nil {
 			return err
@@ -109,6 +119,9 @@ type Defaults struct {
 	// the hard cap was changed live (Change.HardCap), which then stays
 	// until the store loses the event's state.
 	HardCap int64
+	// HardCapPerRemaining is configuration as HardCap is: the hard cap
+	// derived from the inventory (State.HardCapPerRemaining).
+	HardCapPerRemaining float64
 	// LastPosition raises the position counter to at least this value, so
 	// positions already handed out are never handed out again.
 	LastPosition int64
@@ -125,7 +138,7 @@ type Defaults struct {
 }
 
 func (d Defaults) validate() error {
-	if d.Watermark < 0 || d.HardCap < 0 || d.LastPosition < 0 {
+	if d.Watermark < 0 || d.HardCap < 0 || d.LastPosition < 0 || d.HardCapPerRemaining < 0 {
 		return ErrNegative
 	}
 	return nil
