@@ -34,7 +34,7 @@ func TestUsage(t *testing.T) {
 		{"unknown strategy", []string{"strategies", "--only", "optimistic"}, 2, `unknown strategy "optimistic"`},
 		{"zero buyers", []string{"strategies", "--buyers", "0"}, 2, "--buyers must be positive"},
 		{"zero gate", []string{"gate", "--gate", "0"}, 2, "--gate must be positive"},
-		{"zero workers", []string{"gateway", "--workers", "0"}, 2, "--workers must be positive"},
+		{"zero connections", []string{"gateway", "--conns", "0"}, 2, "--conns must be positive"},
 		{"negative warmup", []string{"holds", "--warmup", "-1s"}, 2, "--warmup must not be negative"},
 		{"missing binary", []string{"gateway", "--caddy", "/nonexistent/caddy", "--redis-url", "redis://127.0.0.1:1/0"}, 2, "/nonexistent/caddy not found"},
 		{"missing servers", []string{"strategies", "--redis-url", "", "--database-url", ""}, 2, "REDIS_URL (or --redis-url) and DATABASE_URL"},
