@@ -24,7 +24,7 @@ func TestBotRows(t *testing.T) {
 		require.NoError(t, err)
 		assert.Zero(t, none.positionsTwice)
 		assert.Equal(t, c.humans, none.humansPlaced)
-		assert.Greater(t, none.botPlaced, 50, "about 100 tries in the window")
+		assert.Greater(t, none.botPlaced, c.joinRate, "undefended, the bot gets more places than join_rate would let it")
 		assert.Positive(t, none.botInFirst)
 
 		both, err := runBotRow(context.Background(), c, "challenge+join_rate", pre)
