@@ -251,6 +251,7 @@ type Handler struct {
 	privateMaxAge string
 	catalog       *locale.Catalog
 	waitingPage   *template.Template
+	shells        *shells // the default waiting page, rendered once per key (shell.go)
 	soldOutPage   *template.Template
 	unavailPage   *template.Template
 	m             eventMetrics

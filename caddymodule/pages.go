@@ -79,6 +79,16 @@ type LanguageLink struct {
 // page chooses the language of an HTML answer to r, and says so in its
 // headers.
 func (h *Handler) page(w http.ResponseWriter, r *http.Request) (Page, error) {
+	p, err := h.catalogPage(h.language(w, r), r.URL)
+	if err != nil {
+		return Page{}, caddyhttp.Error(http.StatusInternalServerError, err)
+	}
+	return p, nil
+}
+
+// language chooses the language of an HTML answer to r, and says so in its
+// headers.
+func (h *Handler) language(w http.ResponseWriter, r *http.Request) locale.Text {
 	var cookie string
 	if c, err := r.Cookie(langCookie); err == nil {
 		cookie = c.Value
@@ -87,11 +97,7 @@ func (h *Handler) page(w http.ResponseWriter, r *http.Request) (Page, error) {
 	hdr := w.Header()
 	hdr.Set("Content-Language", text.Lang())
 	hdr.Add("Vary", "Accept-Language")
-	p, err := h.catalogPage(text, r.URL)
-	if err != nil {
-		return Page{}, caddyhttp.Error(http.StatusInternalServerError, err)
-	}
-	return p, nil
+	return text
 }
 
 // catalogPage is the page in text's language, linking to u in the others.
@@ -191,6 +197,7 @@ func (h *Handler) loadPages() error {
 	if h.catalog, err = locale.Load(h.Locales); err != nil {
 		return err
 	}
+	h.shells = new(shells)
 	sample, err := h.catalogPage(h.catalog.Choose(""), &url.URL{Path: "/"})
 	if err != nil {
 		return err
@@ -281,16 +288,12 @@ func (h *Handler) wait(w http.ResponseWriter, r *http.Request, repl *caddy.Repla
 			Paused:               s.Paused,
 		})
 	}
-	p, err := h.page(w, r)
-	if err != nil {
-		return err
-	}
-	words, err := p.Wait(d, known)
+	text := h.language(w, r)
+	words, err := text.Wait(d, known)
 	if err != nil {
 		return caddyhttp.Error(http.StatusInternalServerError, err)
 	}
-	return h.render(w, h.WaitingStatus, h.waitingPage, WaitingPage{
-		Page:                 p,
+	page := WaitingPage{
 		Event:                h.Event,
 		Position:             t.Position,
 		AdmittedThrough:      s.Watermark,
@@ -299,7 +302,51 @@ func (h *Handler) wait(w http.ResponseWriter, r *http.Request, repl *caddy.Repla
 		EstimatedWait:        words,
 		Paused:               s.Paused,
 		RetryAfterSeconds:    retry,
-	})
+	}
+	if h.waitingPage != defaultWaitingPage {
+		if page.Page, err = h.catalogPage(text, r.URL); err != nil {
+			return caddyhttp.Error(http.StatusInternalServerError, err)
+		}
+		return h.render(w, h.WaitingStatus, h.waitingPage, page)
+	}
+	key := shellKey{lang: text.Lang(), words: words, url: r.URL.EscapedPath() + "?" + r.URL.RawQuery, paused: s.Paused, retry: retry}
+	sh, ok := h.shells.get(key)
+	if !ok {
+		if sh, ok, err = h.waitingShell(text, r.URL, page); err != nil {
+			return caddyhttp.Error(http.StatusInternalServerError, err)
+		}
+		if !ok {
+			// The stand-ins did not come out once each: no shell, the
+			// template answers.
+			if page.Page, err = h.catalogPage(text, r.URL); err != nil {
+				return caddyhttp.Error(http.StatusInternalServerError, err)
+			}
+			return h.render(w, h.WaitingStatus, h.waitingPage, page)
+		}
+		h.shells.put(key, sh)
+	}
+	body := sh.fill(text.Number(t.Position), text.Number(ahead))
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(h.WaitingStatus)
+	_, err = io.WriteString(w, body)
+	return err
+}
+
+// waitingShell renders the default waiting page of page's key with the
+// stand-in numbers, and cuts it where they are.
+func (h *Handler) waitingShell(text locale.Text, u *url.URL, page WaitingPage) (shell, bool, error) {
+	var err error
+	if page.Page, err = h.catalogPage(text, u); err != nil {
+		return shell{}, false, err
+	}
+	page.Position, page.Ahead = shellPosition, shellAhead
+	var b strings.Builder
+	if err := defaultWaitingPage.Execute(&b, page); err != nil {
+		return shell{}, false, fmt.Errorf("waitroom page %s: %w", defaultWaitingPage.Name(), err)
+	}
+	sh, ok := cut(b.String(), template.HTMLEscapeString(text.Number(shellPosition)), template.HTMLEscapeString(text.Number(shellAhead)))
+	return sh, ok, nil
 }
 
 // completed answers an account whose admission the site revoked: it is done

@@ -1,0 +1,74 @@
+package caddymodule
+
+import (
+	"fmt"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// A waiting page filled into its shell is, byte for byte, the page the
+// template writes for that visitor, in every language, paused or not, with
+// or without an estimate, whatever the URL its links carry.
+func TestWaitingShellIsTheTemplatesPage(t *testing.T) {
+	h := provision(t, &Handler{})
+	urls := []*url.URL{
+		{Path: "/"},
+		{Path: "/events/42", RawQuery: "lang=de&x=%3Cb%3E"},
+		{Path: "/a b/\"q\"", RawQuery: "utm=1&utm=2"},
+	}
+	for _, text := range h.catalog.Languages() {
+		words, err := text.Wait(240e9, true)
+		require.NoError(t, err)
+		for _, u := range urls {
+			for _, c := range []struct {
+				paused bool
+				words  string
+				retry  int
+			}{{false, words, 12}, {false, "", 2}, {true, "", 30}} {
+				page := WaitingPage{Event: h.Event, AdmittedThrough: 5000, EstimatedWaitSeconds: 240,
+					EstimatedWait: c.words, Paused: c.paused, RetryAfterSeconds: c.retry}
+				sh, ok, err := h.waitingShell(text, u, page)
+				require.NoError(t, err)
+				require.True(t, ok, "the stand-ins occur once each")
+				for _, n := range []struct{ pos, ahead int64 }{{1, 0}, {12400, 7399}, {1_234_567, 999}, {9_000_000_000, 8_999_994_999}} {
+					name := fmt.Sprintf("%s %s paused=%v words=%q %d/%d", text.Lang(), u, c.paused, c.words, n.pos, n.ahead)
+					want := page
+					want.Page, err = h.catalogPage(text, u)
+					require.NoError(t, err)
+					want.Position, want.Ahead = n.pos, n.ahead
+					var b strings.Builder
+					require.NoError(t, defaultWaitingPage.Execute(&b, want), name)
+					assert.Equal(t, b.String(), sh.fill(text.Number(n.pos), text.Number(n.ahead)), name)
+				}
+			}
+		}
+	}
+}
+
+// A page where a stand-in does not occur exactly once, place first, makes
+// no shell.
+func TestCutRefusesAmbiguousPages(t *testing.T) {
+	for _, page := range []string{"no numbers", "7 and 7 and 8", "8 then 7", "7 and 8 and 8"} {
+		_, ok := cut(page, "7", "8")
+		assert.False(t, ok, page)
+	}
+	sh, ok := cut("a 7 b 8 c", "7", "8")
+	require.True(t, ok)
+	assert.Equal(t, "a &lt;1&gt; b 2 c", sh.fill("<1>", "2"))
+}
+
+// The cache starts over past its bound rather than growing with the URLs
+// visitors choose.
+func TestShellsAreBounded(t *testing.T) {
+	var c shells
+	for i := range maxShells + 10 {
+		c.put(shellKey{url: fmt.Sprint(i)}, shell{})
+	}
+	assert.LessOrEqual(t, len(c.m), maxShells)
+	_, ok := c.get(shellKey{url: fmt.Sprint(maxShells + 9)})
+	assert.True(t, ok, "the newest is kept")
+}
