@@ -33,10 +33,17 @@ func (h *Handler) enterPreQueue(w http.ResponseWriter, r *http.Request, repl *ca
 // issued anew. It solved the challenge when it entered, so it never meets
 // one again, nor the join rate.
 func (h *Handler) servePreQueueTicket(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, repl *caddy.Replacer, t waitroom.Ticket) error {
-	if h.opensAt.IsZero() {
-		// The opening was taken out of the config: nothing drawn, a place
-		// at the back.
+	// A place at the back, as any arrival gets it: never in a sold-out
+	// event.
+	back := func() error {
+		if h.room.room.State().SoldOut {
+			return h.soldOut(w, r, repl, 0, true)
+		}
 		return h.join(w, r, next, repl, t.Subject, h.isAccount(t.Subject), true)
+	}
+	if h.opensAt.IsZero() {
+		// The opening was taken out of the config: nothing drawn.
+		return back()
 	}
 	if h.room.room.PreQueue() {
 		return h.preQueue(w, r, repl, t)
@@ -51,7 +58,7 @@ func (h *Handler) servePreQueueTicket(w http.ResponseWriter, r *http.Request, ne
 		// The store lost the entry (or the draw): the work was done, so a
 		// place at the back without another challenge.
 		h.logger.Debug("pre-queue entrant not in the draw", zap.Int64("event", h.Event), zap.String("user", t.Subject))
-		return h.join(w, r, next, repl, t.Subject, h.isAccount(t.Subject), true)
+		return back()
 	case err != nil:
 		return h.unavailable(w, r, repl, err)
 	}

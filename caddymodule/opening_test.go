@@ -377,3 +377,23 @@ func TestOpeningConfigRefused(t *testing.T) {
 		})
 	}
 }
+
+// A pre-queue token after the opening was taken out of the config gets a
+// place at the back like any arrival, and so, in a sold-out event, the
+// sold-out answer, never a place.
+func TestPreQueueTokenAfterTheOpeningWasRemoved(t *testing.T) {
+	h := provision(t, &Handler{Watermark: 5})
+	pre, err := h.keys.IssuePreQueue("v_0123456789abcdef", h.Event, time.Now().Add(time.Hour))
+	require.NoError(t, err)
+
+	res := serve(t, h, get(h, pre.Raw))
+	require.Equal(t, http.StatusOK, res.rec.Code, res.rec.Body.String())
+	assert.Equal(t, StatusAdmitted, res.status(), "position 1, within the watermark")
+
+	update(t, h, waitroom.Change{SoldOut: ptr(true)})
+	res = serve(t, h, get(h, pre.Raw))
+	require.Equal(t, http.StatusGone, res.rec.Code, res.rec.Body.String())
+	assert.Equal(t, StatusSoldOut, res.status())
+	assert.True(t, strings.HasPrefix(res.rec.Header().Get("Cache-Control"), "private"), "a token holder's 410 is private")
+	assert.Equal(t, int64(1), h.room.room.State().LastPosition, "no place handed out in the sold-out event")
+}

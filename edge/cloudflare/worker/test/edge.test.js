@@ -246,6 +246,10 @@ describe("the verdict table of the Go code", () => {
       }
       answered++;
       if (got.passed_on) {
+        // A pre-queue token's answer depends on the opening (the page
+        // before it, a drawn place after it, a place at the back once it
+        // is taken out of the config), which the edge does not see.
+        if (got.why === "pre-queue") return;
         // Only pages whose language the gateway picks by approximate
         // matching, or whose links carry a query, are left to it.
         assert.ok(row.accept.startsWith("text/html") && LEFT_TO_THE_GATEWAY.some((n) => row.name.includes(n)),
