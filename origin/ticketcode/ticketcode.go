@@ -212,6 +212,11 @@ func (v *Verifier) Verify(code string, now time.Time) (Claims, error) {
 	if n := base64.RawURLEncoding.DecodedLen(len(code)); n < minCodeLen || n > maxCodeLen {
 		return Claims{}, ErrInvalid
 	}
+	// The decoder skips line breaks even when strict: a code with one
+	// would pass as another spelling of the same ticket.
+	if strings.ContainsAny(code, "\r\n") {
+		return Claims{}, ErrInvalid
+	}
 	b, err := base64.RawURLEncoding.Strict().DecodeString(code)
 	if err != nil || b[0] != version {
 		return Claims{}, ErrInvalid
