@@ -325,12 +325,7 @@ func (h *Handler) wait(w http.ResponseWriter, r *http.Request, repl *caddy.Repla
 		}
 		h.shells.put(key, sh)
 	}
-	body := sh.fill(text.Number(t.Position), text.Number(ahead))
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(h.WaitingStatus)
-	_, err = io.WriteString(w, body)
-	return err
+	return writeHTML(w, h.WaitingStatus, sh.fill(text.Number(t.Position), text.Number(ahead)))
 }
 
 // waitingShell renders the default waiting page of page's key with the
@@ -439,10 +434,14 @@ func (h *Handler) render(w http.ResponseWriter, status int, t *template.Template
 	if err := t.Execute(&b, data); err != nil {
 		return caddyhttp.Error(http.StatusInternalServerError, fmt.Errorf("waitroom page %s: %w", t.Name(), err))
 	}
+	return writeHTML(w, status, b.String())
+}
+
+func writeHTML(w http.ResponseWriter, status int, body string) error {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.Header().Set("Content-Length", strconv.Itoa(b.Len()))
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(status)
-	_, err := io.WriteString(w, b.String())
+	_, err := io.WriteString(w, body)
 	return err
 }
 
