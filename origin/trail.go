@@ -160,7 +160,9 @@ func buildTrail(event int64, user string, rows ledger.Trail, now time.Time) Trai
 			"provider": pe.Provider, "provider_event": pe.EventID, "type": pe.Type, "payment_id": pe.PaymentID})
 	}
 	for _, t := range rows.Tickets {
-		detail := map[string]any{"code": t.Code, "seat": t.Seat}
+		// The seat as the ticket carries it: a reserved seat's id, not its
+		// number in the map.
+		detail := map[string]any{"code": t.Code, "seat": ticketsJSON([]ledger.Ticket{t.Ticket})[0].Seat}
 		add(t.IssuedAt, TrailTicketIssued, holdOf[t.BookingID], t.BookingID, detail)
 		if !t.Valid {
 			add(updated[t.BookingID], TrailTicketVoided, holdOf[t.BookingID], t.BookingID, detail)

@@ -187,3 +187,27 @@ func inOrder(got, want []string) bool {
 	}
 	return i == len(want)
 }
+
+// A reserved seat's ticket shows in the trail with the seat id it carries,
+// issued and voided alike, not the seat's number in the map.
+func TestAuditTrailSeatedTicket(t *testing.T) {
+	h := newPayHarness(t, payOptions{})
+	ev := h.createSeated(seating(1, 8), nil)
+	res := h.holdBody(ev.ID, "ann", map[string]any{"seat_ids": []string{"A-1-7"}}, "k1")
+	require.Equal(t, http.StatusCreated, res.status, "%s", res.body)
+	var hold seatedHold
+	res.json(t, &hold)
+	b := h.mustBook(ev.ID, "ann", hold.HoldID, payment.MethodVisa)
+	require.NoError(t, h.fp.WaitIdle(t.Context()))
+	h.clock.Advance(time.Second)
+	res = h.do(http.MethodPost, "/v1/bookings/"+b.BookingID+"/cancellation", nil, h.auth("ann", ev.ID))
+	require.Equal(t, http.StatusOK, res.status, "%s", res.body)
+
+	seen := map[string]any{}
+	for _, e := range h.trail(ev.ID, "ann").Entries {
+		if e.Kind == "ticket_issued" || e.Kind == "ticket_voided" {
+			seen[e.Kind] = e.Detail["seat"]
+		}
+	}
+	assert.Equal(t, map[string]any{"ticket_issued": "A-1-7", "ticket_voided": "A-1-7"}, seen)
+}

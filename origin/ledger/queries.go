@@ -433,7 +433,8 @@ const (
 		WHERE b.event_id = $1 AND b.user_id = $2
 		ORDER BY pe.received_at, pe.event_id`
 
-	sqlTrailTickets = `SELECT t.code, t.booking_id::text AS booking_id, t.seat::bigint AS seat, t.valid, t.issued_at
+	sqlTrailTickets = `SELECT t.code, t.event_id, t.seat::bigint AS seat, coalesce(t.seat_id, '') AS seat_id,
+			t.booking_id::text AS booking_id, t.valid, t.issued_at
 		FROM tickets t JOIN bookings b ON b.id = t.booking_id
 		WHERE b.event_id = $1 AND b.user_id = $2
 		ORDER BY t.issued_at, t.seat`

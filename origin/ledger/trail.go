@@ -34,9 +34,8 @@ type TrailPaymentEvent struct {
 
 // TrailTicket is a ticket, valid or voided.
 type TrailTicket struct {
-	Code      string    `db:"code"`
+	Ticket
 	BookingID string    `db:"booking_id"`
-	Seat      int64     `db:"seat"`
 	Valid     bool      `db:"valid"`
 	IssuedAt  time.Time `db:"issued_at"`
 }
