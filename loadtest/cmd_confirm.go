@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"sync"
@@ -22,13 +24,15 @@ import (
 )
 
 func runConfirm(ctx context.Context, args []string, out, errOut io.Writer) error {
-	fs := newFlags("confirm", "Confirmations per second of one event: the ledger transaction every paid\nbooking commits (hold and booking confirmed, seat numbers taken, tickets\ninserted, under the server's deadline check), run by many concurrent payers\nagainst the origin's own connection pool, until every seat of the event is\nsold. The seat numbers are then checked unique and within the capacity, and\nwhat PostgreSQL's sessions waited on during the run is sampled from\npg_stat_activity.", errOut)
+	fs := newFlags("confirm", "Confirmations per second of one event: what the ledger writes for every paid\nbooking (hold and booking confirmed, seat numbers taken, tickets inserted,\nunder the server's deadline check), through the origin's confirmation writer\n(the confirmations of the moment in one transaction), run by many concurrent\npayers against the origin's own connection pool, until every seat of the event is\nsold. The seat numbers are then checked unique and within the capacity, and\nwhat PostgreSQL's sessions waited on during the run is sampled from\npg_stat_activity.", errOut)
 	var srv servers
 	srv.register(fs, true)
 	seats := fs.Int64("seats", 50_000, "seats of the event, each sold to its own payer")
 	payers := fs.Int("payers", 500, "concurrent payers")
 	conns := fs.Int("conns", 32, "the ledger's connection pool (the origin's default)")
 	jsonPath := fs.String("json", "", "also write the figures to this JSON file")
+	alone := fs.Bool("alone", false, "each confirmation in a transaction of its own, as the origin confirmed before the confirmation writer (to compare)")
+	cpuProfile := fs.String("cpu-profile", "", "write a CPU profile of the confirmations (this process: the ledger's side of the origin) to this file")
 	if err := fs.parse(args); err != nil {
 		return err
 	}
@@ -65,38 +69,72 @@ func runConfirm(ctx context.Context, args []string, out, errOut io.Writer) error
 	if err != nil {
 		return err
 	}
+	sign := func(b ledger.Booking, nums []int32) ([]string, error) {
+		codes := make([]string, len(nums))
+		for i, n := range nums {
+			var err error
+			if codes[i], err = signer.Sign(ticketcode.Claims{BookingID: b.ID, EventID: ev.ID, Seat: strconv.Itoa(int(n))}); err != nil {
+				return nil, err
+			}
+		}
+		return codes, nil
+	}
+	// The origin's path: the confirmation writer, which commits the
+	// confirmations queued at the same moment together.
+	writer := ledger.NewConfirmWriter(lg)
 	confirm := func(b ledger.Booking) error {
 		at := time.Now().UTC()
-		return lg.InTx(ctx, at.Add(5*time.Second), func(tx ledger.Tx) error {
-			if _, err := tx.ConfirmHold(ctx, b.HoldID, at); err != nil {
-				return err
-			}
-			c, ok, err := tx.Bookings().Confirm(ctx, b.ID, "pay_"+b.ID, false, "", at)
-			if err != nil {
-				return err
-			}
-			if !ok {
-				return fmt.Errorf("booking %s was not waiting for its payment", b.ID)
-			}
-			nums, err := tx.TakeSeats(ctx, ev.ID, c.Quantity)
-			if err != nil {
-				return err
-			}
-			codes := make([]string, len(nums))
-			for i, n := range nums {
-				if codes[i], err = signer.Sign(ticketcode.Claims{BookingID: c.ID, EventID: ev.ID, Seat: strconv.Itoa(int(n))}); err != nil {
+		return writer.Confirm(ctx, ledger.Confirmation{HoldID: b.HoldID, BookingID: b.ID, PaymentID: "pay_" + b.ID,
+			EventID: ev.ID, Now: at, Deadline: at.Add(5 * time.Second),
+			Sign: func(nums []int32, _ []string) ([]string, error) { return sign(b, nums) }})
+	}
+	if *alone {
+		// The same statements, one transaction and one commit each.
+		confirm = func(b ledger.Booking) error {
+			at := time.Now().UTC()
+			return lg.InTx(ctx, at.Add(5*time.Second), func(tx ledger.Tx) error {
+				if _, err := tx.ConfirmHold(ctx, b.HoldID, at); err != nil {
 					return err
 				}
-			}
-			return tx.InsertTickets(ctx, c.ID, ev.ID, codes, nums, nil, at)
-		})
+				c, ok, err := tx.Bookings().Confirm(ctx, b.ID, "pay_"+b.ID, false, "", at)
+				if err != nil {
+					return err
+				}
+				if !ok {
+					return fmt.Errorf("booking %s was not waiting for its payment", b.ID)
+				}
+				nums, err := tx.TakeSeats(ctx, ev.ID, c.Quantity)
+				if err != nil {
+					return err
+				}
+				codes, err := sign(c, nums)
+				if err != nil {
+					return err
+				}
+				return tx.InsertTickets(ctx, c.ID, ev.ID, codes, nums, nil, at)
+			})
+		}
 	}
 
 	before, err := db.SettledWrites(ctx, 15*time.Second)
 	if err != nil {
 		return err
 	}
+	walBefore, err := readWAL(ctx, db.URL)
+	if err != nil {
+		return err
+	}
 	fmt.Fprintf(errOut, "%d payers confirm %d bookings through %d connections…\n", *payers, len(bookings), *conns)
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+	}
 	waits := sampleWaits(ctx, db)
 	var (
 		next   atomic.Int64
@@ -128,6 +166,9 @@ func runConfirm(ctx context.Context, args []string, out, errOut io.Writer) error
 	wg.Wait()
 	elapsed := time.Since(start)
 	waited := waits()
+	if *cpuProfile != "" {
+		pprof.StopCPUProfile()
+	}
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
@@ -136,6 +177,11 @@ func runConfirm(ctx context.Context, args []string, out, errOut io.Writer) error
 		return err
 	}
 	writes := after.Sub(before)
+	walAfter, err := readWAL(ctx, db.URL)
+	if err != nil {
+		return err
+	}
+	wal := walAfter.sub(walBefore)
 	numbering, err := checkSeatNumbers(ctx, db.URL, ev)
 	if err != nil {
 		return err
@@ -144,8 +190,12 @@ func runConfirm(ctx context.Context, args []string, out, errOut io.Writer) error
 	confirmed := int64(len(bookings)) - failed.Load()
 	perSecond := float64(confirmed) / elapsed.Seconds()
 	l := lat.Summary()
-	t := report.Table{Header: []string{"confirmations", "payers", "time", "confirmations/s", "p50", "p99", "failed"}}
-	t.Add(report.Count(confirmed), *payers, report.Seconds(elapsed), report.Rate(perSecond),
+	mode := "confirmation writer"
+	if *alone {
+		mode = "one transaction each"
+	}
+	t := report.Table{Header: []string{"mode", "confirmations", "payers", "time", "confirmations/s", "p50", "p99", "failed"}}
+	t.Add(mode, report.Count(confirmed), *payers, report.Seconds(elapsed), report.Rate(perSecond),
 		report.Millis(l.P50), report.Millis(l.P99), report.Count(failed.Load()))
 	t.Write(out)
 	if f, ok := first.Load().(string); ok {
@@ -156,6 +206,8 @@ func runConfirm(ctx context.Context, args []string, out, errOut io.Writer) error
 	fmt.Fprintf(out, "seat numbers: %s\n", numbering)
 	fmt.Fprintf(out, "PostgreSQL per confirmation: %.2f rows written, %.2f commits; rows by table: %v\n",
 		perSeat, float64(writes.Commits)/float64(max(confirmed, 1)), writes.Tables)
+	fmt.Fprintf(out, "WAL per confirmation (the whole server): %.2f flushes to disk, %.0f bytes\n",
+		float64(wal.Syncs)/float64(max(confirmed, 1)), float64(wal.Bytes)/float64(max(confirmed, 1)))
 	fmt.Fprintf(out, "what the ledger's sessions waited on (share of %d samples of pg_stat_activity):\n", waited.samples)
 	for _, w := range waited.top(6) {
 		fmt.Fprintf(out, "  %-34s %5.1f%%\n", w.name, 100*float64(w.n)/float64(max(waited.total, 1)))
@@ -165,9 +217,9 @@ func runConfirm(ctx context.Context, args []string, out, errOut io.Writer) error
 	}
 	if *jsonPath != "" {
 		return report.WriteJSON(*jsonPath, map[string]any{
-			"seats": *seats, "payers": *payers, "conns": *conns, "confirmed": confirmed,
+			"mode": mode, "seats": *seats, "payers": *payers, "conns": *conns, "confirmed": confirmed,
 			"seconds": elapsed.Seconds(), "confirmations_per_second": perSecond, "latency": l,
-			"postgres": writes, "rows_per_confirmation": perSeat, "waits": waited.counts,
+			"postgres": writes, "rows_per_confirmation": perSeat, "wal": wal, "waits": waited.counts,
 		})
 	}
 	return nil
@@ -217,6 +269,28 @@ func confirmSetup(ctx context.Context, lg *ledger.Ledger, ev ledger.Event, now t
 		err = errors.Join(err, <-errs)
 	}
 	return out, err
+}
+
+// walCounts is what pg_stat_wal counted, for the whole server: the WAL
+// flushed to disk (each commit waits for one, or shares one) and its bytes.
+type walCounts struct {
+	Syncs int64 `json:"syncs"`
+	Bytes int64 `json:"bytes"`
+}
+
+func (w walCounts) sub(o walCounts) walCounts { return walCounts{w.Syncs - o.Syncs, w.Bytes - o.Bytes} }
+
+func readWAL(ctx context.Context, url string) (walCounts, error) {
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return walCounts{}, err
+	}
+	defer conn.Close(ctx)
+	var w walCounts
+	if err := conn.QueryRow(ctx, `SELECT wal_sync, wal_bytes::bigint FROM pg_stat_wal`).Scan(&w.Syncs, &w.Bytes); err != nil {
+		return walCounts{}, fmt.Errorf("read pg_stat_wal: %w", err)
+	}
+	return w, nil
 }
 
 // numbering is what the tickets' seat numbers look like after the run.

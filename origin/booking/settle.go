@@ -77,14 +77,14 @@ func (s *Settlement) settlePayment(ctx context.Context, b ledger.Booking, paymen
 	if err != nil {
 		return err
 	}
-	ran := false
-	_, err = s.seats.ConfirmHold(ctx, b.HoldID, func(tx ledger.Tx, _ ledger.Hold) error {
-		ran = true
-		_, err := s.confirmBookingTx(ctx, tx, b, paymentID, false, "", s.now())
-		return err
+	// The hold and the booking confirmed and the tickets issued together,
+	// committed with the other confirmations of the moment.
+	done, err := s.seats.ConfirmBooking(ctx, ledger.Confirmation{
+		HoldID: b.HoldID, BookingID: b.ID, PaymentID: paymentID, EventID: b.EventID, Seated: ev.Seated(),
+		Sign: func(seats []int32, seatIDs []string) ([]string, error) { return s.signTickets(b, seats, seatIDs) },
 	})
 	switch {
-	case err == nil && ran:
+	case err == nil && done:
 		s.metrics.Bookings.WithLabelValues(ledger.BookingConfirmed).Inc()
 		return nil
 	case err == nil:
@@ -93,7 +93,7 @@ func (s *Settlement) settlePayment(ctx context.Context, b ledger.Booking, paymen
 		err = s.confirmAfterHold(ctx, b, paymentID)
 	case errors.Is(err, seats.ErrHoldExpired), errors.Is(err, ledger.ErrHoldNotActive):
 		return s.latePayment(ctx, ev, b, paymentID)
-	case errors.Is(err, errBookingSettled):
+	case errors.Is(err, ledger.ErrBookingSettled), errors.Is(err, errBookingSettled):
 		return nil
 	}
 	if errors.Is(err, ledger.ErrNoSeatLeft) {
@@ -191,6 +191,16 @@ func (s *env) issueTickets(ctx context.Context, tx ledger.Tx, b ledger.Booking, 
 	if int64(len(seats)) != b.Quantity {
 		return fmt.Errorf("issue tickets of booking %s: %d seat numbers for %d seats", b.ID, len(seats), b.Quantity)
 	}
+	codes, err := s.signTickets(b, seats, seatIDs)
+	if err != nil {
+		return fmt.Errorf("issue tickets of booking %s: %w", b.ID, err)
+	}
+	return tx.InsertTickets(ctx, b.ID, b.EventID, codes, seats, seatIDs, now)
+}
+
+// signTickets signs the codes of b's tickets: seats[i] is a seat's number,
+// seatIDs[i] its reserved seat (nil for general admission).
+func (s *env) signTickets(b ledger.Booking, seats []int32, seatIDs []string) ([]string, error) {
 	codes := make([]string, len(seats))
 	for i, seat := range seats {
 		// The code names the seat as the ticket shows it: the reserved
@@ -201,11 +211,11 @@ func (s *env) issueTickets(ctx context.Context, tx ledger.Tx, b ledger.Booking, 
 		}
 		code, err := s.cfg.Tickets.Sign(ticketcode.Claims{BookingID: b.ID, EventID: b.EventID, Seat: label})
 		if err != nil {
-			return fmt.Errorf("issue tickets of booking %s: %w", b.ID, err)
+			return nil, err
 		}
 		codes[i] = code
 	}
-	return tx.InsertTickets(ctx, b.ID, b.EventID, codes, seats, seatIDs, now)
+	return codes, nil
 }
 
 // confirmAfterHold confirms a booking whose hold is confirmed already.

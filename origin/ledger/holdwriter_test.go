@@ -44,7 +44,7 @@ type writeResult struct {
 // (a 5 s deadline when nil).
 func writeBatched(t *testing.T, w *HoldWriter, first Hold, rows []Hold, ctxOf func(i int) context.Context) (writeResult, []writeResult) {
 	t.Helper()
-	gate := gateHoldBatches(w)
+	gate := gateBatches(w)
 	write := func(ctx context.Context, h Hold) writeResult {
 		if ctx == nil {
 			var cancel context.CancelFunc
@@ -187,7 +187,7 @@ func TestHoldWriterFailedBatchFailsEveryRow(t *testing.T) {
 		rows[i] = pendingRow(event, uuid.NewString(), "k")
 	}
 	w := NewHoldWriter(l)
-	gate := gateHoldBatches(w)
+	gate := gateBatches(w)
 	var wg sync.WaitGroup
 	results := make([]writeResult, len(rows))
 	for i, h := range append([]Hold{pendingRow(event, "first", "k")}, rows...) {
@@ -237,15 +237,21 @@ func TestHoldRowsPastTheirDeadlineAreNotWritten(t *testing.T) {
 // batchGate holds the first batch of hold rows back, so that the rows
 // queued meanwhile go into the next batch together: batching made
 // deterministic, whatever the machine's speed.
+// batchWriter is a group-commit writer a batchGate holds back.
+type batchWriter interface {
+	OnBatch(func(size int))
+	Queued() int
+}
+
 type batchGate struct {
-	w    *HoldWriter
+	w    batchWriter
 	open chan struct{}
 
 	mu    sync.Mutex
 	sizes []int
 }
 
-func gateHoldBatches(w *HoldWriter) *batchGate {
+func gateBatches(w batchWriter) *batchGate {
 	g := &batchGate{w: w, open: make(chan struct{})}
 	w.OnBatch(func(n int) {
 		g.mu.Lock()
@@ -272,7 +278,7 @@ func (g *batchGate) WaitQueued(t *testing.T, n int) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	t.Fatalf("%d hold rows never queued behind the first batch", n)
+	t.Fatalf("%d writes never queued behind the first batch", n)
 }
 
 func (g *batchGate) Open() { close(g.open) }

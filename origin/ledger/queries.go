@@ -262,6 +262,42 @@ const (
 		RETURNING ` + bookingColumns
 )
 
+// Confirmations of paid bookings, many in one transaction (confirmwriter.go).
+const (
+	// Item i confirms hold $2[i] and booking $3[i] together, or neither:
+	// both rows are locked (the latest versions, as concurrent changes left
+	// them), and only the items whose hold is pending, whose booking waits
+	// for its payment and whose deadline $6[i] (NULL: none) has not passed
+	// are changed. The deadline is read by the server's clock when the rows
+	// are locked, after the statement took its lock of the holds table, so
+	// a rebuild's read waits for the commit of any item that passed it, as
+	// for sqlBeforeDeadline. One row per item found says what it found.
+	sqlConfirmBookings = `WITH r AS (
+			SELECT * FROM unnest($1::int[], $2::uuid[], $3::uuid[], $4::text[], $5::timestamptz[], $6::timestamptz[])
+				AS r (i, hold_id, booking_id, payment_id, now, deadline)),
+		found AS (
+			SELECT r.i, r.hold_id, r.booking_id, r.payment_id, r.now, h.status AS hold_status,
+				b.status AS booking_status, b.quantity,
+				(r.deadline IS NULL OR clock_timestamp() < r.deadline) AS in_time
+			FROM r JOIN holds h ON h.id = r.hold_id JOIN bookings b ON b.id = r.booking_id
+			FOR UPDATE OF h, b),
+		ok AS (SELECT * FROM found WHERE hold_status = 'pending' AND booking_status = 'payment_pending' AND in_time),
+		confirmed_holds AS (
+			UPDATE holds h SET status = 'confirmed', updated_at = ok.now FROM ok
+			WHERE h.id = ok.hold_id
+			RETURNING h.id),
+		confirmed_bookings AS (
+			UPDATE bookings b SET status = 'confirmed', status_reason = '', overflow = false,
+				payment_id = coalesce(b.payment_id, nullif(ok.payment_id, '')), confirmed_at = ok.now, updated_at = ok.now
+			FROM ok WHERE b.id = ok.booking_id
+			RETURNING b.id)
+		SELECT i, hold_status, booking_status, in_time, quantity::bigint AS quantity FROM found`
+
+	// The tickets of many bookings; $6[i] NULL for general admission.
+	sqlInsertBatchTickets = `INSERT INTO tickets (code, booking_id, event_id, seat, issued_at, seat_id)
+		SELECT * FROM unnest($1::text[], $2::uuid[], $3::bigint[], $4::int[], $5::timestamptz[], $6::text[])`
+)
+
 // The holds of bookings.
 const (
 	sqlLockHold = `SELECT ` + holdColumns + ` FROM holds WHERE id = $1 FOR UPDATE`

@@ -46,8 +46,7 @@ func (p *Protocol) ledgerStep(ctx context.Context, ev *Event, deadline time.Time
 // ConfirmHold turns a live pending hold into a sale. Redis first takes the
 // hold out of the expiry index (from then on no reaper or expired-hold
 // reclaim can return its seats), then one transaction marks the row
-// confirmed and runs inTx (nil for none), e.g. to confirm the booking and
-// issue tickets with it.
+// confirmed and runs inTx (nil for none).
 //
 // ErrHoldExpired: the hold was past its expiry; nothing changed (the late
 // payment path decides). ledger.ErrHoldNotActive: the ledger no longer has
@@ -57,31 +56,9 @@ func (p *Protocol) ledgerStep(ctx context.Context, ev *Event, deadline time.Time
 // confirmed in Redis and pending in the ledger: the caller retries (a
 // webhook is redelivered) and the retry completes it.
 func (p *Protocol) ConfirmHold(ctx context.Context, holdID string, inTx func(ledger.Tx, ledger.Hold) error) (ledger.Hold, error) {
-	h, err := p.ledger.Hold(ctx, holdID)
-	if err != nil {
-		return ledger.Hold{}, err
-	}
-	if h.Status == ledger.StatusConfirmed {
-		return h, nil
-	}
-	if h.Status != ledger.StatusPending {
-		return h, fmt.Errorf("confirm hold %s: %w", holdID, ledger.ErrHoldNotActive)
-	}
-	ev, err := p.registry.Event(ctx, h.EventID)
-	if err != nil {
-		return ledger.Hold{}, err
-	}
-	now := p.now()
-	var outcome inventory.Outcome
 	var confirmed ledger.Hold
-	p.inFlight(ctx, ev, func(time.Time) (err error) {
-		outcome, err = p.inv.Confirm(ctx, ev.ID, holdID, now)
-		return err
-	}, func(deadline time.Time, rerr error) {
-		if err = rerr; err != nil || outcome != inventory.Confirmed {
-			return
-		}
-		err = p.ledgerStep(ctx, ev, deadline, func(tx ledger.Tx) error {
+	h, done, err := p.confirm(ctx, holdID, func(ev *Event, deadline time.Time, now time.Time) error {
+		return p.ledgerStep(ctx, ev, deadline, func(tx ledger.Tx) error {
 			var err error
 			if confirmed, err = tx.ConfirmHold(ctx, holdID, now); err != nil {
 				return err
@@ -92,15 +69,71 @@ func (p *Protocol) ConfirmHold(ctx context.Context, holdID string, inTx func(led
 			return nil
 		})
 	})
+	if done {
+		return confirmed, err
+	}
+	return h, err
+}
+
+// ConfirmBooking is ConfirmHold for a paid booking, c (its hold, its
+// booking, its tickets), whose ledger step is written by the confirmation
+// writer with the confirmations of other bookings made at the same moment:
+// one transaction and one commit for all of them (ledger.ConfirmWriter).
+// c.Now and c.Deadline are set here. It reports whether it confirmed the
+// booking: false with no error when the hold was confirmed already, by an
+// earlier or concurrent confirmation. ledger.ErrBookingSettled: the booking
+// no longer waits for its payment; nothing changed in the ledger.
+func (p *Protocol) ConfirmBooking(ctx context.Context, c ledger.Confirmation) (bool, error) {
+	_, done, err := p.confirm(ctx, c.HoldID, func(ev *Event, deadline time.Time, now time.Time) error {
+		c.Now, c.Deadline = now, deadline
+		err := p.confirmRows.Confirm(ctx, c)
+		if errors.Is(err, ledger.ErrUncertain) {
+			ev.noteFinal(p.releases.finalAfter(deadline))
+		}
+		return err
+	})
+	return done, err
+}
+
+// confirm runs a confirmation: the Redis step, then write, the ledger step,
+// which confirms the hold's row or fails. done says whether write
+// confirmed it; h is the hold as it was read first, or as a concurrent
+// confirmation left it.
+func (p *Protocol) confirm(ctx context.Context, holdID string, write func(ev *Event, deadline, now time.Time) error) (h ledger.Hold, done bool, err error) {
+	h, err = p.ledger.Hold(ctx, holdID)
+	if err != nil {
+		return ledger.Hold{}, false, err
+	}
+	if h.Status == ledger.StatusConfirmed {
+		return h, false, nil
+	}
+	if h.Status != ledger.StatusPending {
+		return h, false, fmt.Errorf("confirm hold %s: %w", holdID, ledger.ErrHoldNotActive)
+	}
+	ev, err := p.registry.Event(ctx, h.EventID)
+	if err != nil {
+		return ledger.Hold{}, false, err
+	}
+	now := p.now()
+	var outcome inventory.Outcome
+	p.inFlight(ctx, ev, func(time.Time) (err error) {
+		outcome, err = p.inv.Confirm(ctx, ev.ID, holdID, now)
+		return err
+	}, func(deadline time.Time, rerr error) {
+		if err = rerr; err != nil || outcome != inventory.Confirmed {
+			return
+		}
+		err = write(ev, deadline, now)
+	})
 	if err != nil && !errors.Is(err, ledger.ErrHoldNotActive) {
-		return h, fmt.Errorf("confirm hold %s: %w", holdID, err)
+		return h, false, fmt.Errorf("confirm hold %s: %w", holdID, err)
 	}
 	switch outcome {
 	case inventory.Confirmed:
 	case inventory.Expired, inventory.NotLive:
-		return h, fmt.Errorf("confirm hold %s: %w", holdID, ErrHoldExpired)
+		return h, false, fmt.Errorf("confirm hold %s: %w", holdID, ErrHoldExpired)
 	default:
-		return h, fmt.Errorf("confirm hold %s: unexpected outcome %q", holdID, outcome)
+		return h, false, fmt.Errorf("confirm hold %s: unexpected outcome %q", holdID, outcome)
 	}
 	if errors.Is(err, ledger.ErrHoldNotActive) {
 		// Either a concurrent confirmation of the same hold (a duplicate
@@ -110,15 +143,15 @@ func (p *Protocol) ConfirmHold(ctx context.Context, holdID string, inTx func(led
 		// confirmed Redis hold alone.
 		cur, rerr := p.ledger.Hold(ctx, holdID)
 		if rerr != nil {
-			return h, fmt.Errorf("confirm hold %s: %w", holdID, rerr)
+			return h, false, fmt.Errorf("confirm hold %s: %w", holdID, rerr)
 		}
 		if cur.Status == ledger.StatusConfirmed {
-			return cur, nil
+			return cur, false, nil
 		}
 		p.releases.ReleaseSeats(ctx, ev, holdID, inventory.AnyHold)
-		return h, err
+		return h, false, err
 	}
-	return confirmed, nil
+	return h, true, nil
 }
 
 // ExtendHold moves a live pending hold's expiry to until (never earlier),

@@ -113,6 +113,8 @@ type Protocol struct {
 
 	// holdRows writes the ledger rows of new holds, in batches.
 	holdRows *ledger.HoldWriter
+	// confirmRows writes the confirmations of paid bookings, in batches.
+	confirmRows *ledger.ConfirmWriter
 	// afterRedisStep, when set (tests), runs between the Redis step and the
 	// ledger step of a change to a hold.
 	afterRedisStep func()
@@ -184,7 +186,7 @@ func New(cfg Config) (*Protocol, error) {
 	r := &Releases{base: b, registry: g, uncertain: make(map[string]uncertainHold), unreleased: make(map[string]pendingRelease)}
 	c := &Recovery{base: b, registry: g, releases: r}
 	return &Protocol{base: b, registry: g, releases: r, recovery: c, idem: cfg.Idempotency,
-		holdRows: ledger.NewHoldWriter(cfg.Ledger)}, nil
+		holdRows: ledger.NewHoldWriter(cfg.Ledger), confirmRows: ledger.NewConfirmWriter(cfg.Ledger)}, nil
 }
 
 // Registry is the events this node serves.
@@ -201,6 +203,10 @@ func (p *Protocol) Inventory() *inventory.Inventory { return p.inv }
 
 // HoldWriter is the writer of new holds' rows (for tests that gate it).
 func (p *Protocol) HoldWriter() *ledger.HoldWriter { return p.holdRows }
+
+// ConfirmWriter is the writer of paid bookings' confirmations (for tests
+// that gate it).
+func (p *Protocol) ConfirmWriter() *ledger.ConfirmWriter { return p.confirmRows }
 
 // Hooks has the protocol run afterRedisStep between the Redis step and the
 // ledger step of every change to a hold, and duringRebuild in every rebuild
