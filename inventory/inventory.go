@@ -260,9 +260,15 @@ func (inv *Inventory) ReleaseKeepingBuyer(ctx context.Context, event int64, hold
 }
 
 func (inv *Inventory) release(ctx context.Context, event int64, holdID string, mode ReleaseMode, user string, now time.Time) (ReleaseResult, error) {
+	waited := false
 	for {
 		vals, err := releaseScript.Run(ctx, inv.rdb, KeysFor(event).all(), holdID, string(mode), user, ms(now)).Slice()
 		if err != nil {
+			if waited && ctx.Err() != nil {
+				// The caller's time ran out while the fence held the release:
+				// it was not lost, it still has to be made.
+				return ReleaseResult{}, fmt.Errorf("release hold %s of event %d: %w: %w", holdID, event, ErrFrozen, err)
+			}
 			return ReleaseResult{}, fmt.Errorf("release hold %s of event %d: %w", holdID, event, err)
 		}
 		r, err := parseReply(vals, 3)
@@ -271,6 +277,7 @@ func (inv *Inventory) release(ctx context.Context, event int64, holdID string, m
 		}
 		switch o := Outcome(r.str(0)); o {
 		case frozen:
+			waited = true
 			if err := inv.pause(ctx); err != nil {
 				return ReleaseResult{}, fmt.Errorf("release hold %s of event %d: %w: %w", holdID, event, ErrFrozen, err)
 			}

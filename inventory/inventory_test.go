@@ -426,7 +426,7 @@ func TestRebuildFence(t *testing.T) {
 	_, loadedNow, err := inv.Remaining(ctx, event)
 	require.NoError(t, err)
 	assert.False(t, loadedNow, "frozen keys are not trusted")
-	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	short, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 	_, err = inv.Release(short, event, h.HoldID, inventory.PendingOnly)
 	cancel()
 	assert.ErrorIs(t, err, inventory.ErrFrozen, "a release waits for the rebuild rather than being lost")
