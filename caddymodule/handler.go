@@ -2,13 +2,11 @@ package caddymodule
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"html/template"
 	"math"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -17,7 +15,6 @@ import (
 
 	"github.com/waitroom/waitroom/caddymodule/locale"
 	"github.com/waitroom/waitroom/waitroom"
-	"github.com/waitroom/waitroom/waitroom/lottery"
 )
 
 func init() {
@@ -270,67 +267,6 @@ type Handler struct {
 	edge         *edgePublisher
 }
 
-// JoinRate is a rate of new arrivals per client address.
-type JoinRate struct {
-	// Arrivals allowed per period, all at once at most. Required.
-	Joins int `json:"joins,omitempty"`
-	// The period. Required.
-	Per caddy.Duration `json:"per,omitempty"`
-}
-
-// Key is one HMAC key of the key set.
-type Key struct {
-	// The kid header of the tokens this key signs. Required, unique.
-	ID string `json:"id,omitempty"`
-	// The secret, at least 32 bytes after placeholders are replaced.
-	Secret string `json:"secret,omitempty"`
-}
-
-// Autopilot raises the watermark by itself while visitors wait and the
-// event is neither sold out nor paused: by Step every Interval (a fixed
-// rate), or, with ClosedLoop, by what the origin publishes of its seats
-// (docs/gateway.md, autopilot). Across nodes sharing a store only one
-// raises per interval.
-type Autopilot struct {
-	// Positions admitted per step at a fixed rate. Required without
-	// closed_loop.
-	Step int64 `json:"step,omitempty"`
-	// Time between steps. Required at a fixed rate; default 500ms in the
-	// closed loop.
-	Interval caddy.Duration `json:"interval,omitempty"`
-	// Admit by the origin's published inventory and the measured
-	// conversion of admitted users rather than at a fixed rate.
-	ClosedLoop bool `json:"closed_loop,omitempty"`
-	// The closed loop's cap on users admitted and undecided (admitted
-	// within the decision time, not holding). Default: 200.
-	MaxUndecided int64 `json:"max_undecided,omitempty"`
-	// The share of admitted users who hold, assumed until measured.
-	// Default: 0.5.
-	Conversion float64 `json:"conversion,omitempty"`
-	// The time an admitted user takes to hold, assumed until measured.
-	// Default: 30s.
-	DecisionTime caddy.Duration `json:"decision_time,omitempty"`
-	// The share of the seats of holds expiring soon counted as free.
-	// Default: 0.5.
-	ExpiringShare float64 `json:"expiring_share,omitempty"`
-	// The origin's share of server errors from which nobody is admitted.
-	// Default: 0.05.
-	MaxErrorRate float64 `json:"max_error_rate,omitempty"`
-}
-
-// closedLoop is the closed loop a configures, with its defaults; nil at a
-// fixed rate.
-func (a *Autopilot) closedLoop() *waitroom.ClosedLoop {
-	if a == nil || !a.ClosedLoop {
-		return nil
-	}
-	c := waitroom.ClosedLoop{
-		Interval: time.Duration(a.Interval), MaxUndecided: a.MaxUndecided, Conversion: a.Conversion,
-		DecisionTime: time.Duration(a.DecisionTime), ExpiringShare: a.ExpiringShare, MaxErrorRate: a.MaxErrorRate,
-	}.WithDefaults()
-	return &c
-}
-
 // CaddyModule returns the Caddy module information.
 func (Handler) CaddyModule() caddy.ModuleInfo {
 	return caddy.ModuleInfo{
@@ -450,102 +386,6 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	return nil
 }
 
-// Validate checks the configuration. Secrets are checked when Provision
-// builds the key set, after their placeholders are replaced.
-func (h *Handler) Validate() error {
-	if h.Event <= 0 {
-		return fmt.Errorf("event: a positive event id is required (got %d)", h.Event)
-	}
-	if len(h.Keys) == 0 {
-		return errors.New("keys: at least one signing key is required")
-	}
-	for i, k := range h.Keys {
-		if k.ID == "" {
-			return fmt.Errorf("keys: key %d has no id", i+1)
-		}
-		if k.Secret == "" {
-			return fmt.Errorf("keys: key %q has no secret", k.ID)
-		}
-	}
-	switch {
-	case h.Watermark < 0:
-		return fmt.Errorf("watermark: must not be negative (got %d)", h.Watermark)
-	case h.HardCap < 0:
-		return fmt.Errorf("hard_cap: must not be negative (got %d)", h.HardCap)
-	case h.HardCapPerRemaining < 0 || math.IsInf(h.HardCapPerRemaining, 0) || math.IsNaN(h.HardCapPerRemaining):
-		return fmt.Errorf("hard_cap_per_remaining: must be a positive number (got %v)", h.HardCapPerRemaining)
-	case h.HardCapPerRemaining > 0 && h.HardCap > 0:
-		return errors.New("hard_cap_per_remaining derives the hard cap: give it or hard_cap, not both")
-	case h.Lease < 0:
-		return fmt.Errorf("lease: must not be negative (got %d)", h.Lease)
-	case h.TokenTTL < 0 || (h.TokenTTL > 0 && time.Duration(h.TokenTTL) < time.Second):
-		return fmt.Errorf("token_ttl: must be at least 1s (got %s)", time.Duration(h.TokenTTL))
-	case h.AbandonAfter < 0 || (h.AbandonAfter > 0 && time.Duration(h.AbandonAfter) < time.Second):
-		return fmt.Errorf("abandon_after: must be at least 1s (got %s)", time.Duration(h.AbandonAfter))
-	case h.AdmissionWindow < 0 || (h.AdmissionWindow > 0 && time.Duration(h.AdmissionWindow) < time.Second):
-		return fmt.Errorf("admission_window: must be at least 1s (got %s)", time.Duration(h.AdmissionWindow))
-	case h.SoldOutMaxAge < 0:
-		return fmt.Errorf("sold_out_max_age: must not be negative (got %s)", time.Duration(h.SoldOutMaxAge))
-	}
-	switch h.WaitingStatus {
-	case 0, http.StatusOK, http.StatusAccepted, http.StatusTooManyRequests, http.StatusServiceUnavailable:
-	default:
-		return fmt.Errorf("waiting_status: must be 200, 202, 429 or 503 (got %d)", h.WaitingStatus)
-	}
-	if a := h.Autopilot; a != nil && a.ClosedLoop {
-		if a.Step != 0 {
-			return fmt.Errorf("autopilot: the closed loop takes no step (got %d)", a.Step)
-		}
-		c := waitroom.ClosedLoop{Interval: time.Duration(a.Interval), MaxUndecided: a.MaxUndecided, Conversion: a.Conversion,
-			DecisionTime: time.Duration(a.DecisionTime), ExpiringShare: a.ExpiringShare, MaxErrorRate: a.MaxErrorRate}
-		if err := c.Validate(); err != nil {
-			return err
-		}
-	} else if a != nil {
-		if a.MaxUndecided != 0 || a.Conversion != 0 || a.DecisionTime != 0 || a.ExpiringShare != 0 || a.MaxErrorRate != 0 {
-			return errors.New("autopilot: max_undecided, conversion, decision_time, expiring_share and max_error_rate belong to the closed loop (closed_loop: true)")
-		}
-		if a.Step <= 0 || a.Interval <= 0 {
-			return fmt.Errorf("autopilot: step and interval must both be positive (got %d every %s)", a.Step, time.Duration(a.Interval))
-		}
-	}
-	switch h.CookieSecure {
-	case "", CookieSecureAuto, CookieSecureAlways:
-	default:
-		return fmt.Errorf("cookie_secure: must be %q or %q (got %q)", CookieSecureAlways, CookieSecureAuto, h.CookieSecure)
-	}
-	h.opensAt, h.seed = time.Time{}, nil
-	if h.OpensAt != "" {
-		at, err := time.Parse(time.RFC3339, h.OpensAt)
-		if err != nil {
-			return fmt.Errorf("opens_at: want an RFC 3339 time such as 2030-01-31T10:00:00Z (got %q)", h.OpensAt)
-		}
-		h.opensAt = at.UTC()
-	}
-	if h.LotterySeed != "" {
-		if h.OpensAt == "" {
-			return errors.New("lottery_seed: only used with opens_at")
-		}
-		seed, err := lottery.ParseSeed(h.LotterySeed)
-		if err != nil {
-			return fmt.Errorf("lottery_seed: %w", err)
-		}
-		h.seed = seed
-	}
-	if h.Challenge < 0 || h.Challenge > waitroom.MaxChallengeBits {
-		return fmt.Errorf("challenge: must be 1 to %d bits (got %d)", waitroom.MaxChallengeBits, h.Challenge)
-	}
-	if j := h.JoinRate; j != nil && (j.Joins <= 0 || j.Per <= 0 || time.Duration(j.Per)/time.Duration(j.Joins) <= 0) {
-		return fmt.Errorf("join_rate: joins and period must both be positive (got %d per %s)", j.Joins, time.Duration(j.Per))
-	}
-	if h.CloudflareKV != nil {
-		if err := h.CloudflareKV.validate(); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // ServeHTTP admits, queues or turns away the request.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
 	repl, _ := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
@@ -617,156 +457,6 @@ func (h *Handler) awaitRoom(ctx context.Context) {
 	case <-t.C:
 	case <-ctx.Done():
 	}
-}
-
-// serveTicket answers a bearer of a valid token.
-func (h *Handler) serveTicket(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, repl *caddy.Replacer, s waitroom.State, t waitroom.Ticket) error {
-	// Should the store lose its counter, it is put back above every
-	// position a token proves was handed out.
-	h.room.room.Seen(t.Position)
-	switch {
-	case s.Admits(t.Position):
-		return h.admit(w, r, next, repl, h.renew(w, r, t))
-	case s.BeyondCap(t.Position) || (s.SoldOut && t.Position > s.Watermark):
-		// Never to be admitted. A position at or below the watermark of a
-		// paused, sold-out event waits instead: its holder may have seats
-		// to pay for once entry resumes.
-		return h.soldOut(w, r, repl, t.Position, true)
-	default:
-		h.room.room.Polled(t.Position)
-		return h.wait(w, r, repl, s, h.renew(w, r, t))
-	}
-}
-
-// serveArrival gives a request without a valid token its place in the
-// queue. presented tells whether it carried a token nonetheless (expired,
-// forged, of an older key).
-//
-// With a join rate, a client over it is told when to come back (429) before
-// anything else; with a challenge, an arrival without a valid solution gets
-// one; before the opening, one with a solution (or without a challenge)
-// enters the pre-queue.
-func (h *Handler) serveArrival(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, repl *caddy.Replacer, s waitroom.State, presented bool, solution string) error {
-	if s.SoldOut {
-		return h.soldOut(w, r, repl, 0, presented)
-	}
-	var client string
-	if h.limiter != nil {
-		client = clientKey(r)
-		if ok, wait := h.limiter.ready(client, h.now()); !ok {
-			return h.rateLimited(w, r, repl, wait)
-		}
-	}
-	var solved waitroom.Solved
-	if h.challenger != nil {
-		var err error
-		if solution == "" {
-			return h.challenge(w, r, repl)
-		}
-		if solved, err = h.challenger.Verify(solution); err != nil {
-			h.logger.Debug("challenge not solved", zap.Int64("event", h.Event), zap.Error(err))
-			return h.challenge(w, r, repl)
-		}
-	}
-	if h.limiter != nil {
-		if ok, wait := h.limiter.take(client, h.now()); !ok {
-			return h.rateLimited(w, r, repl, wait)
-		}
-	}
-	if h.challenger != nil {
-		ctx, cancel := context.WithTimeout(r.Context(), joinTimeout)
-		fresh, err := h.nonces.UseNonce(ctx, h.Event, solved.ID(), solved.ExpiresAt)
-		cancel()
-		if err != nil {
-			return h.unavailable(w, r, repl, err)
-		}
-		if !fresh {
-			h.logger.Debug("challenge solution used again", zap.Int64("event", h.Event))
-			return h.challenge(w, r, repl)
-		}
-	}
-	var user string
-	if h.UserID != "" {
-		user = strings.TrimSpace(repl.ReplaceAll(h.UserID, ""))
-	}
-	// An account (a user id from the site) holds one position per event.
-	account := user != ""
-	if !account {
-		user = waitroom.NewVisitorID()
-	}
-	if h.room.room.PreQueue() {
-		ctx, cancel := context.WithTimeout(r.Context(), joinTimeout)
-		err := h.room.room.Enter(ctx, user)
-		cancel()
-		switch {
-		case err == nil:
-			return h.enterPreQueue(w, r, repl, user)
-		case !errors.Is(err, waitroom.ErrEntriesClosed):
-			return h.unavailable(w, r, repl, err)
-		}
-		// The opening came meanwhile: a place after the entrants.
-	}
-	return h.join(w, r, next, repl, user, account, presented)
-}
-
-// join gives user the next position, or, for an account, the one it holds.
-func (h *Handler) join(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, repl *caddy.Replacer, user string, account, presented bool) error {
-	ctx, cancel := context.WithTimeout(r.Context(), joinTimeout)
-	var pos int64
-	var err error
-	if account {
-		pos, _, err = h.room.room.JoinAccount(ctx, user, h.ttl)
-	} else {
-		pos, err = h.room.room.Join(ctx)
-	}
-	cancel()
-	if err != nil {
-		// A store down, or one that lost the event's state and is having
-		// it put back: never a position it might have handed out before.
-		return h.unavailable(w, r, repl, err)
-	}
-	if account && h.room.room.Revoked(user, pos) {
-		return h.completed(w, r, repl, pos)
-	}
-	h.m.arrivals.Inc()
-
-	s := h.room.room.State()
-	if s.BeyondCap(pos) {
-		return h.soldOut(w, r, repl, pos, presented)
-	}
-	t, err := h.keys.Issue(user, h.Event, pos, h.ttl)
-	if err != nil {
-		return caddyhttp.Error(http.StatusInternalServerError, err)
-	}
-	h.giveToken(w, r, t)
-	if s.Admits(pos) {
-		return h.admit(w, r, next, repl, t)
-	}
-	h.room.room.Polled(pos)
-	return h.wait(w, r, repl, s, t)
-}
-
-// windowOver tells whether t's admission window has passed and the origin
-// did not extend it. A store that cannot say keeps the holder admitted: it
-// may be paying.
-func (h *Handler) windowOver(r *http.Request, t waitroom.Ticket) bool {
-	if !h.room.room.AdmissionOver(t.Position) {
-		return false
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), joinTimeout)
-	defer cancel()
-	extended, err := h.room.room.Extended(ctx, t.Subject)
-	if err != nil {
-		h.logger.Debug("reading an admission's extension", zap.Int64("event", h.Event), zap.Error(err))
-		return false
-	}
-	return !extended
-}
-
-// isAccount tells whether subject, a token's, is an account's id (from
-// user_id) rather than an anonymous visitor's.
-func (h *Handler) isAccount(subject string) bool {
-	return h.UserID != "" && !waitroom.IsVisitorID(subject)
 }
 
 func setPlaceholders(repl *caddy.Replacer, status string, pos int64) {

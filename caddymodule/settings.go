@@ -1,0 +1,174 @@
+package caddymodule
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+
+	"github.com/waitroom/waitroom/waitroom"
+	"github.com/waitroom/waitroom/waitroom/lottery"
+)
+
+// The handler's settings that are types of their own, and the check of the
+// whole configuration.
+
+// JoinRate is a rate of new arrivals per client address.
+type JoinRate struct {
+	// Arrivals allowed per period, all at once at most. Required.
+	Joins int `json:"joins,omitempty"`
+	// The period. Required.
+	Per caddy.Duration `json:"per,omitempty"`
+}
+
+// Key is one HMAC key of the key set.
+type Key struct {
+	// The kid header of the tokens this key signs. Required, unique.
+	ID string `json:"id,omitempty"`
+	// The secret, at least 32 bytes after placeholders are replaced.
+	Secret string `json:"secret,omitempty"`
+}
+
+// Autopilot raises the watermark by itself while visitors wait and the
+// event is neither sold out nor paused: by Step every Interval (a fixed
+// rate), or, with ClosedLoop, by what the origin publishes of its seats
+// (docs/gateway.md, autopilot). Across nodes sharing a store only one
+// raises per interval.
+type Autopilot struct {
+	// Positions admitted per step at a fixed rate. Required without
+	// closed_loop.
+	Step int64 `json:"step,omitempty"`
+	// Time between steps. Required at a fixed rate; default 500ms in the
+	// closed loop.
+	Interval caddy.Duration `json:"interval,omitempty"`
+	// Admit by the origin's published inventory and the measured
+	// conversion of admitted users rather than at a fixed rate.
+	ClosedLoop bool `json:"closed_loop,omitempty"`
+	// The closed loop's cap on users admitted and undecided (admitted
+	// within the decision time, not holding). Default: 200.
+	MaxUndecided int64 `json:"max_undecided,omitempty"`
+	// The share of admitted users who hold, assumed until measured.
+	// Default: 0.5.
+	Conversion float64 `json:"conversion,omitempty"`
+	// The time an admitted user takes to hold, assumed until measured.
+	// Default: 30s.
+	DecisionTime caddy.Duration `json:"decision_time,omitempty"`
+	// The share of the seats of holds expiring soon counted as free.
+	// Default: 0.5.
+	ExpiringShare float64 `json:"expiring_share,omitempty"`
+	// The origin's share of server errors from which nobody is admitted.
+	// Default: 0.05.
+	MaxErrorRate float64 `json:"max_error_rate,omitempty"`
+}
+
+// closedLoop is the closed loop a configures, with its defaults; nil at a
+// fixed rate.
+func (a *Autopilot) closedLoop() *waitroom.ClosedLoop {
+	if a == nil || !a.ClosedLoop {
+		return nil
+	}
+	c := waitroom.ClosedLoop{
+		Interval: time.Duration(a.Interval), MaxUndecided: a.MaxUndecided, Conversion: a.Conversion,
+		DecisionTime: time.Duration(a.DecisionTime), ExpiringShare: a.ExpiringShare, MaxErrorRate: a.MaxErrorRate,
+	}.WithDefaults()
+	return &c
+}
+
+// Validate checks the configuration. Secrets are checked when Provision
+// builds the key set, after their placeholders are replaced.
+func (h *Handler) Validate() error {
+	if h.Event <= 0 {
+		return fmt.Errorf("event: a positive event id is required (got %d)", h.Event)
+	}
+	if len(h.Keys) == 0 {
+		return errors.New("keys: at least one signing key is required")
+	}
+	for i, k := range h.Keys {
+		if k.ID == "" {
+			return fmt.Errorf("keys: key %d has no id", i+1)
+		}
+		if k.Secret == "" {
+			return fmt.Errorf("keys: key %q has no secret", k.ID)
+		}
+	}
+	switch {
+	case h.Watermark < 0:
+		return fmt.Errorf("watermark: must not be negative (got %d)", h.Watermark)
+	case h.HardCap < 0:
+		return fmt.Errorf("hard_cap: must not be negative (got %d)", h.HardCap)
+	case h.HardCapPerRemaining < 0 || math.IsInf(h.HardCapPerRemaining, 0) || math.IsNaN(h.HardCapPerRemaining):
+		return fmt.Errorf("hard_cap_per_remaining: must be a positive number (got %v)", h.HardCapPerRemaining)
+	case h.HardCapPerRemaining > 0 && h.HardCap > 0:
+		return errors.New("hard_cap_per_remaining derives the hard cap: give it or hard_cap, not both")
+	case h.Lease < 0:
+		return fmt.Errorf("lease: must not be negative (got %d)", h.Lease)
+	case h.TokenTTL < 0 || (h.TokenTTL > 0 && time.Duration(h.TokenTTL) < time.Second):
+		return fmt.Errorf("token_ttl: must be at least 1s (got %s)", time.Duration(h.TokenTTL))
+	case h.AbandonAfter < 0 || (h.AbandonAfter > 0 && time.Duration(h.AbandonAfter) < time.Second):
+		return fmt.Errorf("abandon_after: must be at least 1s (got %s)", time.Duration(h.AbandonAfter))
+	case h.AdmissionWindow < 0 || (h.AdmissionWindow > 0 && time.Duration(h.AdmissionWindow) < time.Second):
+		return fmt.Errorf("admission_window: must be at least 1s (got %s)", time.Duration(h.AdmissionWindow))
+	case h.SoldOutMaxAge < 0:
+		return fmt.Errorf("sold_out_max_age: must not be negative (got %s)", time.Duration(h.SoldOutMaxAge))
+	}
+	switch h.WaitingStatus {
+	case 0, http.StatusOK, http.StatusAccepted, http.StatusTooManyRequests, http.StatusServiceUnavailable:
+	default:
+		return fmt.Errorf("waiting_status: must be 200, 202, 429 or 503 (got %d)", h.WaitingStatus)
+	}
+	if a := h.Autopilot; a != nil && a.ClosedLoop {
+		if a.Step != 0 {
+			return fmt.Errorf("autopilot: the closed loop takes no step (got %d)", a.Step)
+		}
+		c := waitroom.ClosedLoop{Interval: time.Duration(a.Interval), MaxUndecided: a.MaxUndecided, Conversion: a.Conversion,
+			DecisionTime: time.Duration(a.DecisionTime), ExpiringShare: a.ExpiringShare, MaxErrorRate: a.MaxErrorRate}
+		if err := c.Validate(); err != nil {
+			return err
+		}
+	} else if a != nil {
+		if a.MaxUndecided != 0 || a.Conversion != 0 || a.DecisionTime != 0 || a.ExpiringShare != 0 || a.MaxErrorRate != 0 {
+			return errors.New("autopilot: max_undecided, conversion, decision_time, expiring_share and max_error_rate belong to the closed loop (closed_loop: true)")
+		}
+		if a.Step <= 0 || a.Interval <= 0 {
+			return fmt.Errorf("autopilot: step and interval must both be positive (got %d every %s)", a.Step, time.Duration(a.Interval))
+		}
+	}
+	switch h.CookieSecure {
+	case "", CookieSecureAuto, CookieSecureAlways:
+	default:
+		return fmt.Errorf("cookie_secure: must be %q or %q (got %q)", CookieSecureAlways, CookieSecureAuto, h.CookieSecure)
+	}
+	h.opensAt, h.seed = time.Time{}, nil
+	if h.OpensAt != "" {
+		at, err := time.Parse(time.RFC3339, h.OpensAt)
+		if err != nil {
+			return fmt.Errorf("opens_at: want an RFC 3339 time such as 2030-01-31T10:00:00Z (got %q)", h.OpensAt)
+		}
+		h.opensAt = at.UTC()
+	}
+	if h.LotterySeed != "" {
+		if h.OpensAt == "" {
+			return errors.New("lottery_seed: only used with opens_at")
+		}
+		seed, err := lottery.ParseSeed(h.LotterySeed)
+		if err != nil {
+			return fmt.Errorf("lottery_seed: %w", err)
+		}
+		h.seed = seed
+	}
+	if h.Challenge < 0 || h.Challenge > waitroom.MaxChallengeBits {
+		return fmt.Errorf("challenge: must be 1 to %d bits (got %d)", waitroom.MaxChallengeBits, h.Challenge)
+	}
+	if j := h.JoinRate; j != nil && (j.Joins <= 0 || j.Per <= 0 || time.Duration(j.Per)/time.Duration(j.Joins) <= 0) {
+		return fmt.Errorf("join_rate: joins and period must both be positive (got %d per %s)", j.Joins, time.Duration(j.Per))
+	}
+	if h.CloudflareKV != nil {
+		if err := h.CloudflareKV.validate(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
