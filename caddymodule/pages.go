@@ -3,7 +3,6 @@ package caddymodule
 import (
 	"context"
 	"embed"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"html/template"
@@ -71,15 +70,32 @@ func (h *Handler) page(w http.ResponseWriter, r *http.Request) (Page, error) {
 // language chooses the language of an HTML answer to r, and says so in its
 // headers.
 func (h *Handler) language(w http.ResponseWriter, r *http.Request) locale.Text {
-	var cookie string
-	if c, err := r.Cookie(langCookie); err == nil {
-		cookie = c.Value
+	// Most requests name no language of their own: neither the query nor
+	// the cookies are parsed for one then.
+	var param, cookie string
+	if r.URL.RawQuery != "" {
+		param = r.URL.Query().Get(langParam)
 	}
-	text := h.catalog.Choose(r.Header.Get("Accept-Language"), r.URL.Query().Get(langParam), cookie)
+	if mentions(r.Header["Cookie"], langCookie) {
+		if c, err := r.Cookie(langCookie); err == nil {
+			cookie = c.Value
+		}
+	}
+	text := h.catalog.Choose(r.Header.Get("Accept-Language"), param, cookie)
 	hdr := w.Header()
 	hdr.Set("Content-Language", text.Lang())
 	hdr.Add("Vary", "Accept-Language")
 	return text
+}
+
+// mentions tells whether any of values contains s.
+func mentions(values []string, s string) bool {
+	for _, v := range values {
+		if strings.Contains(v, s) {
+			return true
+		}
+	}
+	return false
 }
 
 // catalogPage is the page in text's language, linking to u in the others.
@@ -198,7 +214,7 @@ func (h *Handler) wait(w http.ResponseWriter, r *http.Request, repl *caddy.Repla
 		}
 		return h.render(w, h.WaitingStatus, h.waitingPage, page)
 	}
-	key := shellKey{lang: text.Lang(), words: words, url: r.URL.EscapedPath() + "?" + r.URL.RawQuery, paused: s.Paused, retry: retry}
+	key := shellKey{lang: text.Lang(), words: words, path: r.URL.EscapedPath(), query: r.URL.RawQuery, paused: s.Paused, retry: retry}
 	sh, ok := h.shells.get(key)
 	if !ok {
 		if sh, ok, err = h.waitingShell(text, r.URL, page); err != nil {
@@ -214,7 +230,10 @@ func (h *Handler) wait(w http.ResponseWriter, r *http.Request, repl *caddy.Repla
 		}
 		h.shells.put(key, sh)
 	}
-	return writeHTML(w, h.WaitingStatus, sh.fill(text.Number(t.Position), text.Number(ahead)))
+	b := getBody()
+	defer putBody(b)
+	*b = sh.fill(*b, text.Number(t.Position), text.Number(ahead))
+	return writeHTML(w, h.WaitingStatus, *b)
 }
 
 // waitingShell renders the default waiting page of page's key with the
@@ -316,35 +335,6 @@ func (h *Handler) unavailable(w http.ResponseWriter, r *http.Request, repl *cadd
 		return err
 	}
 	return h.render(w, http.StatusServiceUnavailable, h.unavailPage, UnavailablePage{Page: p, Event: h.Event, RetryAfterSeconds: retry})
-}
-
-func (h *Handler) render(w http.ResponseWriter, status int, t *template.Template, data any) error {
-	var b strings.Builder
-	if err := t.Execute(&b, data); err != nil {
-		return caddyhttp.Error(http.StatusInternalServerError, fmt.Errorf("waitroom page %s: %w", t.Name(), err))
-	}
-	return writeHTML(w, status, b.String())
-}
-
-func writeHTML(w http.ResponseWriter, status int, body string) error {
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(status)
-	_, err := io.WriteString(w, body)
-	return err
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) error {
-	body, err := json.Marshal(v)
-	if err != nil {
-		return caddyhttp.Error(http.StatusInternalServerError, err)
-	}
-	body = append(body, '\n')
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(status)
-	_, err = w.Write(body)
-	return err
 }
 
 // wantsJSON follows docs/api.md §3: JSON when Accept mentions application/json.

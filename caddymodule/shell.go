@@ -18,9 +18,10 @@ import (
 // shellKey is what the default waiting page depends on besides the two
 // numbers.
 type shellKey struct {
-	lang, words, url string
-	paused           bool
-	retry            int
+	// path and query are the URL's, as its links write them.
+	lang, words, path, query string
+	paused                   bool
+	retry                    int
 }
 
 // shell is the waiting page cut where the place and the people ahead go.
@@ -48,17 +49,14 @@ func cut(page, pos, ahead string) (shell, bool) {
 	return shell{head, middle, tail}, true
 }
 
-// fill writes the page for one visitor; pos and ahead are the numbers in
-// the page's language, escaped as the template would.
-func (s shell) fill(pos, ahead string) string {
-	var b strings.Builder
-	b.Grow(len(s.head) + len(s.middle) + len(s.tail) + len(pos) + len(ahead))
-	b.WriteString(s.head)
-	b.WriteString(template.HTMLEscapeString(pos))
-	b.WriteString(s.middle)
-	b.WriteString(template.HTMLEscapeString(ahead))
-	b.WriteString(s.tail)
-	return b.String()
+// fill appends the page for one visitor to b; pos and ahead are the
+// numbers in the page's language, escaped as the template would.
+func (s shell) fill(b []byte, pos, ahead string) []byte {
+	b = append(b, s.head...)
+	b = append(b, template.HTMLEscapeString(pos)...)
+	b = append(b, s.middle...)
+	b = append(b, template.HTMLEscapeString(ahead)...)
+	return append(b, s.tail...)
 }
 
 // maxShells bounds the cache: the URL is part of the key, and a visitor

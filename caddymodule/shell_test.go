@@ -42,7 +42,7 @@ func TestWaitingShellIsTheTemplatesPage(t *testing.T) {
 					want.Position, want.Ahead = n.pos, n.ahead
 					var b strings.Builder
 					require.NoError(t, defaultWaitingPage.Execute(&b, want), name)
-					assert.Equal(t, b.String(), sh.fill(text.Number(n.pos), text.Number(n.ahead)), name)
+					assert.Equal(t, b.String(), string(sh.fill(nil, text.Number(n.pos), text.Number(n.ahead))), name)
 				}
 			}
 		}
@@ -58,7 +58,7 @@ func TestCutRefusesAmbiguousPages(t *testing.T) {
 	}
 	sh, ok := cut("a 7 b 8 c", "7", "8")
 	require.True(t, ok)
-	assert.Equal(t, "a &lt;1&gt; b 2 c", sh.fill("<1>", "2"))
+	assert.Equal(t, "x a &lt;1&gt; b 2 c", string(sh.fill([]byte("x "), "<1>", "2")))
 }
 
 // The cache starts over past its bound rather than growing with the URLs
@@ -66,9 +66,9 @@ func TestCutRefusesAmbiguousPages(t *testing.T) {
 func TestShellsAreBounded(t *testing.T) {
 	var c shells
 	for i := range maxShells + 10 {
-		c.put(shellKey{url: fmt.Sprint(i)}, shell{})
+		c.put(shellKey{path: fmt.Sprint(i)}, shell{})
 	}
 	assert.LessOrEqual(t, len(c.m), maxShells)
-	_, ok := c.get(shellKey{url: fmt.Sprint(maxShells + 9)})
+	_, ok := c.get(shellKey{path: fmt.Sprint(maxShells + 9)})
 	assert.True(t, ok, "the newest is kept")
 }
