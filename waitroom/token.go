@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"hash"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -258,8 +259,8 @@ func (ks *KeySet) keyFor(t *jwt.Token) (any, error) {
 
 // signer signs tokens with one key. Every new arrival gets a token, so
 // signing is on the gateway's hottest path: the header, the same for every
-// token of the key, is encoded once, the claims are a flat struct, and the
-// HMAC state is reused. The bytes are those jwt.Token.SignedString makes
+// token of the key, is encoded once, the claims are appended field by field
+// without reflection, and the HMAC state is reused. The bytes are those jwt.Token.SignedString makes
 // for the same claims (tested), and tokens are verified by the jwt parser.
 type signer struct {
 	// header is the encoded header and the dot after it.
@@ -280,29 +281,15 @@ func newSigner(k Key) *signer {
 	return s
 }
 
-// wireClaims are Claims as they are marshalled, field for field in the
-// same order (the registered claims after the event's).
-type wireClaims struct {
-	Event     int64  `json:"evt"`
-	Position  int64  `json:"pos,omitempty"`
-	PreQueue  bool   `json:"pre,omitempty"`
-	Issuer    string `json:"iss"`
-	Subject   string `json:"sub"`
-	ExpiresAt int64  `json:"exp"`
-	IssuedAt  int64  `json:"iat"`
-}
-
 // token signs t's claims (times in whole seconds, as jwt.NumericDate has
 // them).
 func (s *signer) token(t Ticket) (string, error) {
-	payload, err := json.Marshal(wireClaims{
-		Event: t.Event, Position: t.Position, PreQueue: t.PreQueue,
-		Issuer: Issuer, Subject: t.Subject, ExpiresAt: t.ExpiresAt.Unix(), IssuedAt: t.IssuedAt.Unix(),
-	})
+	enc := base64.RawURLEncoding
+	var claims [192]byte
+	payload, err := appendClaims(claims[:0], t)
 	if err != nil {
 		return "", err
 	}
-	enc := base64.RawURLEncoding
 	buf := make([]byte, 0, len(s.header)+enc.EncodedLen(len(payload))+1+enc.EncodedLen(sha256.Size))
 	buf = append(buf, s.header...)
 	buf = enc.AppendEncode(buf, payload)
@@ -315,4 +302,50 @@ func (s *signer) token(t Ticket) (string, error) {
 	buf = append(buf, '.')
 	buf = enc.AppendEncode(buf, sum[:])
 	return string(buf), nil
+}
+
+// appendClaims appends t's claims as json.Marshal writes Claims: the
+// event's fields, then the registered claims, empty ones left out. Only
+// the subject may need escaping, which json.Marshal does when it has
+// anything but plain printable ASCII.
+func appendClaims(b []byte, t Ticket) ([]byte, error) {
+	b = append(b, `{"evt":`...)
+	b = strconv.AppendInt(b, t.Event, 10)
+	if t.Position != 0 {
+		b = append(b, `,"pos":`...)
+		b = strconv.AppendInt(b, t.Position, 10)
+	}
+	if t.PreQueue {
+		b = append(b, `,"pre":true`...)
+	}
+	b = append(b, `,"iss":"`+Issuer+`","sub":`...)
+	if plainJSON(t.Subject) {
+		b = append(b, '"')
+		b = append(b, t.Subject...)
+		b = append(b, '"')
+	} else {
+		sub, err := json.Marshal(t.Subject)
+		if err != nil {
+			return nil, err
+		}
+		b = append(b, sub...)
+	}
+	b = append(b, `,"exp":`...)
+	b = strconv.AppendInt(b, t.ExpiresAt.Unix(), 10)
+	b = append(b, `,"iat":`...)
+	b = strconv.AppendInt(b, t.IssuedAt.Unix(), 10)
+	return append(b, '}'), nil
+}
+
+// plainJSON tells whether json.Marshal writes s as it is between quotes:
+// printable ASCII without the quote, the backslash, or the <, > and & it
+// escapes for HTML.
+func plainJSON(s string) bool {
+	for i := range len(s) {
+		c := s[i]
+		if c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			return false
+		}
+	}
+	return true
 }

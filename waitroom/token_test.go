@@ -116,6 +116,9 @@ func TestSignerMatchesJWT(t *testing.T) {
 		{"queue token", Ticket{Subject: "v_abcdefghijklmnopqrstuv", Event: 42, Position: 123456}},
 		{"pre-queue token", Ticket{Subject: "user-7", Event: 42, PreQueue: true}},
 		{"subject to escape", Ticket{Subject: "a\"b<c>&\u2028é", Event: 1, Position: 1}},
+		{"subject with control bytes", Ticket{Subject: "a\x01b\x7fc\\d\te", Event: 7, Position: 9_000_000_000}},
+		{"subject not UTF-8", Ticket{Subject: "a\xffb\u2029", Event: 1, Position: 1}},
+		{"plain account id", Ticket{Subject: "user 7/a.b_c-d@example.com", Event: 8_000_000_123, Position: 1}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -138,7 +141,9 @@ func TestSignerMatchesJWT(t *testing.T) {
 			fresh := mustKeySet(t, clock.Now, key)
 			v, err := fresh.VerifyAny(got.Raw, tc.t.Event)
 			require.NoError(t, err)
-			assert.Equal(t, tc.t.Subject, v.Subject)
+			// A byte that is not UTF-8 is signed as U+FFFD, as
+			// encoding/json writes it.
+			assert.Equal(t, strings.ToValidUTF8(tc.t.Subject, "\uFFFD"), v.Subject)
 			assert.Equal(t, tc.t.Position, v.Position)
 		})
 	}
