@@ -241,7 +241,10 @@ type Handler struct {
 	roomKey    roomKey
 	eventID    string
 	cookieName string
-	ttl        time.Duration
+	// cookieSuffix follows the token in its cookie, without and with
+	// Secure.
+	cookieSuffix [2]string
+	ttl          time.Duration
 	// Cache-Control of the sold-out answer to strangers and to token
 	// holders.
 	publicMaxAge  string
@@ -347,6 +350,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	h.m = metricsFor(h.eventID)
 	h.cookieName = waitroom.CookieName(h.Event)
 	h.ttl = time.Duration(h.TokenTTL)
+	h.cookieSuffix = [2]string{cookieSuffix(h.ttl, false), cookieSuffix(h.ttl, true)}
 	maxAge := strconv.FormatInt(int64(math.Ceil(time.Duration(h.SoldOutMaxAge).Seconds())), 10)
 	h.publicMaxAge = "public, max-age=" + maxAge
 	h.privateMaxAge = "private, max-age=" + maxAge

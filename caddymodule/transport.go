@@ -75,18 +75,28 @@ func (h *Handler) renew(w http.ResponseWriter, r *http.Request, t waitroom.Ticke
 }
 
 // giveToken hands t to the client: the cookie for browsers, the response
-// header for API clients.
+// header for API clients. Every new arrival gets one, so the two header
+// values share one allocation.
 func (h *Handler) giveToken(w http.ResponseWriter, r *http.Request, t waitroom.Ticket) {
 	hdr := w.Header()
-	hdr["Set-Cookie"] = append(hdr["Set-Cookie"], tokenCookie(h.cookieName, t.Raw, h.ttl, h.secure(r)))
-	hdr[HeaderToken] = []string{t.Raw}
+	secure := 0
+	if h.secure(r) {
+		secure = 1
+	}
+	vals := []string{h.cookieName + "=" + t.Raw + h.cookieSuffix[secure], t.Raw}
+	if prev := hdr["Set-Cookie"]; len(prev) > 0 {
+		hdr["Set-Cookie"] = append(prev, vals[0])
+	} else {
+		hdr["Set-Cookie"] = vals[:1:1]
+	}
+	hdr[HeaderToken] = vals[1:]
 }
 
-// tokenCookie is the Set-Cookie value of a token, as http.Cookie.String
-// writes it (tested), in one string: every new arrival gets one, and a
-// token is base64url and dots, so nothing in it needs the sanitising
-// http.SetCookie does byte by byte.
-func tokenCookie(name, token string, ttl time.Duration, secure bool) string {
+// cookieSuffix is what follows "<name>=<token>" in the Set-Cookie value of
+// a token, as http.Cookie.String writes it (tested): a token is base64url
+// and dots, so nothing in it needs the sanitising http.SetCookie does byte
+// by byte, and the rest is the same for every token of a handler.
+func cookieSuffix(ttl time.Duration, secure bool) string {
 	maxAge := "; Max-Age=" + strconv.Itoa(int(ttl/time.Second))
 	if ttl < time.Second {
 		// http.Cookie leaves out a zero MaxAge: the cookie lasts the session.
@@ -96,7 +106,7 @@ func tokenCookie(name, token string, ttl time.Duration, secure bool) string {
 	if secure {
 		flag = "; Secure"
 	}
-	return name + "=" + token + "; Path=/" + maxAge + "; HttpOnly" + flag + "; SameSite=Lax"
+	return "; Path=/" + maxAge + "; HttpOnly" + flag + "; SameSite=Lax"
 }
 
 // secure tells whether the cookie is marked Secure (cookie_secure). Only a
