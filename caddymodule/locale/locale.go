@@ -168,8 +168,11 @@ func pairs(data []any) map[string]any {
 	return m
 }
 
-// Number writes n as the language groups digits (12,400; 12.400).
-func (x Text) Number(n int64) string { return x.num.Sprintf("%d", n) }
+// Number writes n as the language groups digits (12,400; 12.400). It is
+// Sprintf("%d", n) without the look-up of the format in the printer's
+// catalog, which was half its cost, and it writes two numbers into every
+// waiting page (tested against Sprintf).
+func (x Text) Number(n int64) string { return x.num.Sprint(n) }
 
 // Wait puts an estimated wait in words: "less than a minute", "about 1
 // minute", "about 25 minutes", "about 2 hours"; empty when it is unknown.

@@ -1,6 +1,7 @@
 package locale
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"testing"
@@ -9,6 +10,8 @@ import (
 	"github.com/BurntSushi/toml"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/text/language"
+	"golang.org/x/text/message"
 )
 
 func load(t *testing.T, dir string) *Catalog {
@@ -122,6 +125,26 @@ func TestWait(t *testing.T) {
 		got, err := c.Choose(tc.lang).Wait(tc.d, tc.known)
 		require.NoError(t, err)
 		assert.Equal(t, tc.want, got, "%s %v", tc.lang, tc.d)
+	}
+}
+
+// Number writes what the language's printer writes for %d, for numbers of
+// every length and sign, in every language, an operator's as well.
+func TestNumberIsSprintfD(t *testing.T) {
+	dir := t.TempDir()
+	for _, lang := range []string{"fr", "hi", "pt-BR", "ar", "ru"} {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, lang+".toml"), []byte(`lang_name = "x"`), 0o644))
+	}
+	c := load(t, dir)
+	ns := []int64{0, -1, -1234, math.MinInt64, math.MaxInt64}
+	for n := int64(1); n < math.MaxInt64/10; n *= 10 {
+		ns = append(ns, n, n-1, n+1, 12*n+3)
+	}
+	for _, x := range c.Languages() {
+		p := message.NewPrinter(language.MustParse(x.Lang()))
+		for _, n := range ns {
+			assert.Equal(t, p.Sprintf("%d", n), x.Number(n), "%s %d", x.Lang(), n)
+		}
 	}
 }
 
