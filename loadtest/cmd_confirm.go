@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"runtime/pprof"
 	"slices"
@@ -32,6 +33,7 @@ func runConfirm(ctx context.Context, args []string, out, errOut io.Writer) error
 	conns := fs.Int("conns", 32, "the ledger's connection pool (the origin's default)")
 	jsonPath := fs.String("json", "", "also write the figures to this JSON file")
 	alone := fs.Bool("alone", false, "each confirmation in a transaction of its own, as the origin confirmed before the confirmation writer (to compare)")
+	commitDelay := fs.Duration("commit-delay", 0, "PostgreSQL's commit_delay for the ledger's sessions (with commit_siblings 5): the server's own group commit, to compare (0: off)")
 	cpuProfile := fs.String("cpu-profile", "", "write a CPU profile of the confirmations (this process: the ledger's side of the origin) to this file")
 	if err := fs.parse(args); err != nil {
 		return err
@@ -47,7 +49,20 @@ func runConfirm(ctx context.Context, args []string, out, errOut io.Writer) error
 		return err
 	}
 	defer func() { _ = db.Drop(context.WithoutCancel(ctx)) }()
-	lg, err := ledger.Open(ctx, db.URL, ledger.Options{MaxConns: int32(*conns)})
+	ledgerURL := db.URL
+	if *commitDelay > 0 {
+		// Set for these sessions only (a superuser's setting).
+		u, err := url.Parse(db.URL)
+		if err != nil {
+			return err
+		}
+		q := u.Query()
+		q.Set("commit_delay", strconv.FormatInt(commitDelay.Microseconds(), 10))
+		q.Set("commit_siblings", "5")
+		u.RawQuery = q.Encode()
+		ledgerURL = u.String()
+	}
+	lg, err := ledger.Open(ctx, ledgerURL, ledger.Options{MaxConns: int32(*conns)})
 	if err != nil {
 		return err
 	}
@@ -193,6 +208,9 @@ func runConfirm(ctx context.Context, args []string, out, errOut io.Writer) error
 	mode := "confirmation writer"
 	if *alone {
 		mode = "one transaction each"
+	}
+	if *commitDelay > 0 {
+		mode += fmt.Sprintf(", commit_delay %d µs", commitDelay.Microseconds())
 	}
 	t := report.Table{Header: []string{"mode", "confirmations", "payers", "time", "confirmations/s", "p50", "p99", "failed"}}
 	t.Add(mode, report.Count(confirmed), *payers, report.Seconds(elapsed), report.Rate(perSecond),

@@ -11,8 +11,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -104,6 +106,51 @@ func TestWebhookBadInput(t *testing.T) {
 	res := h.webhook(good)
 	require.Equal(t, http.StatusOK, res.status, "%s", res.body)
 	assert.Equal(t, "confirmed", h.booking(ev.ID, "ann", b.BookingID).Status)
+}
+
+// recordedEvents counts the webhook events the ledger recorded as acted on:
+// rows of payment_events, and the events that confirmed their bookings.
+const recordedEvents = `SELECT count(*) FROM (
+		SELECT provider, payment_id FROM payment_events
+		UNION ALL
+		SELECT provider, payment_id FROM bookings WHERE settled_event IS NOT NULL) e`
+
+// TestWebhookRecordedWithItsConfirmation: the payment_intent.succeeded that
+// confirms a booking is recorded on the booking by the confirmation itself,
+// not as a row of payment_events; of copies arriving together exactly one
+// is processed, and a redelivery is a duplicate. Other events acted on are
+// still rows of payment_events.
+func TestWebhookRecordedWithItsConfirmation(t *testing.T) {
+	h := newPayHarness(t, payOptions{})
+	ev := h.createEvent(map[string]any{"capacity": 5})
+	b := h.mustBook(ev.ID, "ann", h.holdOne(ev.ID, "ann", 1).HoldID, payment.MethodSilent)
+	paid := intentEvent("evt_paid", "payment_intent.succeeded", b.PaymentID, b.BookingID, b.Amount)
+
+	outcomes := make([]string, 5)
+	var wg sync.WaitGroup
+	for i := range outcomes {
+		wg.Go(func() {
+			res := h.webhook(paid)
+			if assert.Equal(t, http.StatusOK, res.status, "%s", res.body) {
+				var body struct{ Outcome string }
+				res.json(t, &body)
+				outcomes[i] = body.Outcome
+			}
+		})
+	}
+	wg.Wait()
+	slices.Sort(outcomes)
+	assert.Equal(t, []string{"duplicate", "duplicate", "duplicate", "duplicate", "processed"}, outcomes)
+	assert.Equal(t, "confirmed", h.booking(ev.ID, "ann", b.BookingID).Status)
+	assert.Equal(t, 1, h.count(`SELECT count(*) FROM bookings WHERE settled_event = 'evt_paid'`))
+	assert.Zero(t, h.count(`SELECT count(*) FROM payment_events`), "no row of its own")
+	assert.Contains(t, string(h.webhook(paid).body), `"outcome":"duplicate"`)
+
+	other := h.mustBook(ev.ID, "bob", h.holdOne(ev.ID, "bob", 1).HoldID, payment.MethodSilent)
+	failed := intentEvent("evt_failed", "payment_intent.payment_failed", other.PaymentID, other.BookingID, other.Amount)
+	assert.Contains(t, string(h.webhook(failed).body), `"outcome":"processed"`)
+	assert.Equal(t, 1, h.count(`SELECT count(*) FROM payment_events WHERE event_id = 'evt_failed'`))
+	assert.Contains(t, string(h.webhook(failed).body), `"outcome":"duplicate"`)
 }
 
 // FuzzWebhookHandler posts arbitrary bodies, signed correctly or not, to the
@@ -205,7 +252,7 @@ func TestStripeWebhooksThroughTheOrigin(t *testing.T) {
 	got := h.booking(ev.ID, "ann", b.BookingID)
 	assert.Equal(t, "confirmed", got.Status)
 	assert.Len(t, got.Tickets, 1)
-	assert.Equal(t, 1, h.count(`SELECT count(*) FROM payment_events WHERE provider = 'stripe'`))
+	assert.Equal(t, 1, h.count(recordedEvents+` WHERE provider = 'stripe'`))
 	h.requireSeatsOnce(ev.ID)
 }
 

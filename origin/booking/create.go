@@ -150,7 +150,7 @@ func (s *Service) resumeBooking(ctx context.Context, ev *seats.Event, b ledger.B
 func (s *Service) pay(ctx context.Context, b ledger.Booking) Result {
 	if b.Amount == 0 {
 		// Nothing to charge (a free event): confirmed at once.
-		if err := s.settle.settlePaid(ctx, b, ""); err != nil {
+		if err := s.settle.settlePaid(ctx, b, "", nil); err != nil {
 			s.log.Warn("free booking not confirmed yet", "booking", b.ID, "error", err)
 		} else if cur, err := s.ledger.Booking(ctx, b.ID); err == nil {
 			b = cur

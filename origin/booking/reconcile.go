@@ -40,7 +40,7 @@ func (s *Settlement) AfterPass(ctx context.Context) { s.countFailedRefunds(ctx) 
 // it made, or makes it if the first call never reached it.
 func (s *Settlement) resolvePayment(ctx context.Context, b ledger.Booking) error {
 	if b.Amount == 0 {
-		return s.settlePaid(ctx, b, "")
+		return s.settlePaid(ctx, b, "", nil)
 	}
 	pctx, cancel := s.paymentContext(ctx)
 	defer cancel()
@@ -75,7 +75,7 @@ func (s *Settlement) resolvePayment(ctx context.Context, b ledger.Booking) error
 	switch p.Status {
 	case payment.StatusSucceeded:
 		s.metrics.PaymentChecks.WithLabelValues("succeeded").Inc()
-		return s.settlePayment(ctx, b, p.ID, &p)
+		return s.settlePayment(ctx, b, p.ID, &p, nil)
 	case payment.StatusFailed, payment.StatusCanceled:
 		s.metrics.PaymentChecks.WithLabelValues("failed").Inc()
 		reason := p.FailureCode

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/waitroom/waitroom/inventory"
@@ -32,14 +33,22 @@ func (s *Settlement) settleFailed(ctx context.Context, b ledger.Booking, payment
 // and the tickets issued, in one transaction; or, when the hold is gone, the
 // late-payment policy; or, when the money went back at the provider before
 // the payment was settled, the booking refunded. Calling it again changes
-// nothing.
-func (s *Settlement) settlePaid(ctx context.Context, b ledger.Booking, paymentID string) error {
-	return s.settlePayment(ctx, b, paymentID, nil)
+// nothing. paid is the webhook event that reported the payment (nil for
+// none): a confirmation records it on the booking, and says so in it.
+func (s *Settlement) settlePaid(ctx context.Context, b ledger.Booking, paymentID string, paid *paidEvent) error {
+	return s.settlePayment(ctx, b, paymentID, nil, paid)
+}
+
+// paidEvent is a webhook event a settlement acts on.
+type paidEvent struct {
+	ID string
+	// Recorded: the confirmation it made recorded it (ledger.Confirmation.Event).
+	Recorded atomic.Bool
 }
 
 // settlePayment is settlePaid with the payment as the provider has it now,
 // when the caller has just asked (nil: asked here).
-func (s *Settlement) settlePayment(ctx context.Context, b ledger.Booking, paymentID string, known *payment.Payment) error {
+func (s *Settlement) settlePayment(ctx context.Context, b ledger.Booking, paymentID string, known *payment.Payment, paid *paidEvent) error {
 	switch b.Status {
 	case ledger.BookingConfirmed, ledger.BookingCancelled, ledger.BookingRefunded:
 		return nil
@@ -77,15 +86,23 @@ func (s *Settlement) settlePayment(ctx context.Context, b ledger.Booking, paymen
 	if err != nil {
 		return err
 	}
-	// The hold and the booking confirmed and the tickets issued together,
-	// committed with the other confirmations of the moment.
-	done, err := s.seats.ConfirmBooking(ctx, ledger.Confirmation{
+	// The hold and the booking confirmed, the tickets issued and the event
+	// recorded together, committed with the other confirmations of the
+	// moment.
+	c := ledger.Confirmation{
 		HoldID: b.HoldID, BookingID: b.ID, PaymentID: paymentID, EventID: b.EventID, Seated: ev.Seated(),
 		Sign: func(seats []int32, seatIDs []string) ([]string, error) { return s.signTickets(b, seats, seatIDs) },
-	})
+	}
+	if paid != nil {
+		c.Event = paid.ID
+	}
+	done, err := s.seats.ConfirmBooking(ctx, c)
 	switch {
 	case err == nil && done:
 		s.metrics.Bookings.WithLabelValues(ledger.BookingConfirmed).Inc()
+		if paid != nil {
+			paid.Recorded.Store(true)
+		}
 		return nil
 	case err == nil:
 		// The hold was confirmed already, by a concurrent settlement of

@@ -17,8 +17,10 @@ import (
 //   - nothing is read before the signature is verified (400, nothing
 //     changes);
 //   - an event id seen before answers 200 at once: the id is recorded, under
-//     a unique constraint, after the event was acted on, so an event whose
-//     handling failed (503) is acted on when redelivered;
+//     a unique constraint, when the event was acted on (on the booking, by
+//     the confirmation a payment's success made, in its transaction; else
+//     in payment_events after it), so an event whose handling failed (503)
+//     is acted on when redelivered;
 //   - copies racing each other share one settlement on a node, and on
 //     different nodes each run it, which changes a booking only from the
 //     status it expects (so once);
@@ -69,12 +71,13 @@ func (s *Settlement) HandlePaymentEvent(ctx context.Context, ev payment.Event) (
 	// node they share one settlement, which is idempotent, instead of each
 	// taking a connection to wait on the same row locks. The work is detached
 	// from the request that started it, since the others wait for it too.
-	_, err, _ = s.flight.Do("settle:"+b.ID+":"+string(ev.Kind)+":"+ev.PaymentID, func() (any, error) {
+	v, err, _ := s.flight.Do("settle:"+b.ID+":"+string(ev.Kind)+":"+ev.PaymentID, func() (any, error) {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 		defer cancel()
 		switch ev.Kind {
 		case payment.KindPaymentSucceeded:
-			return nil, s.settlePaid(ctx, b, ev.PaymentID)
+			paid := &paidEvent{ID: ev.ID}
+			return paid, s.settlePaid(ctx, b, ev.PaymentID, paid)
 		case payment.KindPaymentFailed:
 			reason := ev.FailureCode
 			if reason == "" {
@@ -90,6 +93,11 @@ func (s *Settlement) HandlePaymentEvent(ctx context.Context, ev payment.Event) (
 	})
 	if err != nil {
 		return "", err
+	}
+	// The confirmation recorded the event on its booking: the first of the
+	// copies that shared it is the one that processed it.
+	if paid, ok := v.(*paidEvent); ok && paid.Recorded.CompareAndSwap(true, false) {
+		return webhookProcessed, nil
 	}
 	recorded, err := s.ledger.Bookings().RecordEvent(ctx, provider, ev.ID, ev.Type, ev.PaymentID, b.ID, s.now())
 	if err != nil {

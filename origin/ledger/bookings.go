@@ -260,7 +260,8 @@ func (b Bookings) CountFailedRefunds(ctx context.Context) (int64, error) {
 	return n, nil
 }
 
-// EventSeen reports whether a provider's webhook event was acted on.
+// EventSeen reports whether a provider's webhook event was acted on: a row
+// of payment_events, or the event a confirmation recorded on its booking.
 func (b Bookings) EventSeen(ctx context.Context, provider, eventID string) (bool, error) {
 	var seen bool
 	if err := b.q.QueryRow(ctx, sqlPaymentEventSeen, provider, eventID).Scan(&seen); err != nil {
@@ -269,7 +270,8 @@ func (b Bookings) EventSeen(ctx context.Context, provider, eventID string) (bool
 	return seen, nil
 }
 
-// RecordEvent records a webhook event acted on; false: recorded already.
+// RecordEvent records a webhook event acted on; false: recorded already
+// (also by the confirmation it made).
 func (b Bookings) RecordEvent(ctx context.Context, provider, eventID, typ, paymentID, bookingID string, now time.Time) (bool, error) {
 	tag, err := b.q.Exec(ctx, sqlRecordPaymentEvent, provider, eventID, typ, paymentID, bookingID, now)
 	if err != nil {

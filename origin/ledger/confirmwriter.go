@@ -74,6 +74,9 @@ type Confirmation struct {
 	// Deadline: the confirmation is written only before it, by the server's
 	// clock (ErrPastDeadline otherwise); zero for none.
 	Deadline time.Time
+	// Event is the provider's webhook event that paid the booking, recorded
+	// with the confirmation ("" for none; see Bookings.EventSeen).
+	Event string
 	// Sign signs the booking's ticket codes, one per seat: seats[i] is the
 	// seat's number, seatIDs[i] its reserved seat (nil for general
 	// admission).
@@ -247,14 +250,14 @@ func (l *Ledger) confirmAll(ctx context.Context, cs []Confirmation) (errs []erro
 func confirmInTx(ctx context.Context, tx Tx, cs []Confirmation) ([]error, error) {
 	n := len(cs)
 	idx, holds, bookings, payments := make([]int32, n), make([]string, n), make([]string, n), make([]string, n)
-	nows, deadlines := make([]time.Time, n), make([]*time.Time, n)
+	nows, deadlines, paidBy := make([]time.Time, n), make([]*time.Time, n), make([]string, n)
 	for i, c := range cs {
-		idx[i], holds[i], bookings[i], payments[i], nows[i] = int32(i), c.HoldID, c.BookingID, c.PaymentID, c.Now
+		idx[i], holds[i], bookings[i], payments[i], nows[i], paidBy[i] = int32(i), c.HoldID, c.BookingID, c.PaymentID, c.Now, c.Event
 		if !c.Deadline.IsZero() {
 			deadlines[i] = &cs[i].Deadline
 		}
 	}
-	rows, err := tx.tx.Query(ctx, sqlConfirmBookings, idx, holds, bookings, payments, nows, deadlines)
+	rows, err := tx.tx.Query(ctx, sqlConfirmBookings, idx, holds, bookings, payments, nows, deadlines, paidBy)
 	if err != nil {
 		return nil, fmt.Errorf("confirm %d bookings: %w", n, err)
 	}

@@ -268,15 +268,16 @@ const (
 	// both rows are locked (the latest versions, as concurrent changes left
 	// them), and only the items whose hold is pending, whose booking waits
 	// for its payment and whose deadline $6[i] (NULL: none) has not passed
-	// are changed. The deadline is read by the server's clock when the rows
+	// are changed, and $7[i], the webhook event that paid it ('' for none),
+	// recorded on the booking. The deadline is read by the server's clock when the rows
 	// are locked, after the statement took its lock of the holds table, so
 	// a rebuild's read waits for the commit of any item that passed it, as
 	// for sqlBeforeDeadline. One row per item found says what it found.
 	sqlConfirmBookings = `WITH r AS (
-			SELECT * FROM unnest($1::int[], $2::uuid[], $3::uuid[], $4::text[], $5::timestamptz[], $6::timestamptz[])
-				AS r (i, hold_id, booking_id, payment_id, now, deadline)),
+			SELECT * FROM unnest($1::int[], $2::uuid[], $3::uuid[], $4::text[], $5::timestamptz[], $6::timestamptz[], $7::text[])
+				AS r (i, hold_id, booking_id, payment_id, now, deadline, event_id)),
 		found AS (
-			SELECT r.i, r.hold_id, r.booking_id, r.payment_id, r.now, h.status AS hold_status,
+			SELECT r.i, r.hold_id, r.booking_id, r.payment_id, r.now, r.event_id, h.status AS hold_status,
 				b.status AS booking_status, b.quantity,
 				(r.deadline IS NULL OR clock_timestamp() < r.deadline) AS in_time
 			FROM r JOIN holds h ON h.id = r.hold_id JOIN bookings b ON b.id = r.booking_id
@@ -288,7 +289,8 @@ const (
 			RETURNING h.id),
 		confirmed_bookings AS (
 			UPDATE bookings b SET status = 'confirmed', status_reason = '', overflow = false,
-				payment_id = coalesce(b.payment_id, nullif(ok.payment_id, '')), confirmed_at = ok.now, updated_at = ok.now
+				payment_id = coalesce(b.payment_id, nullif(ok.payment_id, '')), confirmed_at = ok.now, updated_at = ok.now,
+				settled_event = nullif(ok.event_id, '')
 			FROM ok WHERE b.id = ok.booking_id
 			RETURNING b.id)
 		SELECT i, hold_status, booking_status, in_time, quantity::bigint AS quantity FROM found`
@@ -382,9 +384,14 @@ const (
 
 // Webhook events, acted on once.
 const (
-	sqlPaymentEventSeen   = `SELECT EXISTS (SELECT 1 FROM payment_events WHERE provider = $1 AND event_id = $2)`
+	// An event that confirmed its booking is recorded on the booking
+	// (bookings.settled_event, by sqlConfirmBookings), every other one in
+	// payment_events.
+	sqlPaymentEventSeen = `SELECT EXISTS (SELECT 1 FROM payment_events WHERE provider = $1 AND event_id = $2)
+		OR EXISTS (SELECT 1 FROM bookings WHERE provider = $1 AND settled_event = $2)`
 	sqlRecordPaymentEvent = `INSERT INTO payment_events (provider, event_id, type, payment_id, booking_id, received_at)
-		VALUES ($1, $2, $3, $4, $5, $6)
+		SELECT $1, $2, $3, $4, $5, $6
+		WHERE NOT EXISTS (SELECT 1 FROM bookings WHERE provider = $1 AND settled_event = $2)
 		ON CONFLICT DO NOTHING`
 )
 
@@ -464,10 +471,17 @@ const (
 		ORDER BY created_at, id`
 
 	// Webhook events name their booking as text (the provider's metadata).
-	sqlTrailPaymentEvents = `SELECT pe.provider, pe.event_id, pe.type, pe.payment_id, pe.booking_id, pe.received_at
-		FROM payment_events pe JOIN bookings b ON pe.booking_id = b.id::text
-		WHERE b.event_id = $1 AND b.user_id = $2
-		ORDER BY pe.received_at, pe.event_id`
+	// The payment_intent.succeeded that confirmed a booking is kept on the
+	// booking (settled_event), received when it confirmed it.
+	sqlTrailPaymentEvents = `SELECT * FROM (
+			SELECT pe.provider, pe.event_id, pe.type, pe.payment_id, pe.booking_id, pe.received_at
+			FROM payment_events pe JOIN bookings b ON pe.booking_id = b.id::text
+			WHERE b.event_id = $1 AND b.user_id = $2
+			UNION ALL
+			SELECT b.provider, b.settled_event, 'payment_intent.succeeded', coalesce(b.payment_id, ''), b.id::text, b.confirmed_at
+			FROM bookings b
+			WHERE b.event_id = $1 AND b.user_id = $2 AND b.settled_event IS NOT NULL) e
+		ORDER BY received_at, event_id`
 
 	sqlTrailTickets = `SELECT t.code, t.event_id, t.seat::bigint AS seat, coalesce(t.seat_id, '') AS seat_id,
 			t.booking_id::text AS booking_id, t.valid, t.issued_at
