@@ -383,6 +383,32 @@ func TestDoubleClickOnPay(t *testing.T) {
 	assert.Equal(t, string(first), string(replay.body))
 }
 
+// TestRetryOfConfirmedBookingWithoutItsAnswer: a retry of the request that
+// made a booking whose answer was never kept (the first attempt ended
+// before, and Redis has no record of it), once the booking is confirmed:
+// the booking with its tickets, as every answer carrying a confirmed
+// booking has them.
+func TestRetryOfConfirmedBookingWithoutItsAnswer(t *testing.T) {
+	h := newPayHarness(t, payOptions{})
+	ev := h.createEvent(map[string]any{"capacity": 5})
+	hold := h.holdOne(ev.ID, "ann", 1)
+	res := h.book(ev.ID, "ann", hold.HoldID, payment.MethodVisa, "click")
+	require.Equal(t, http.StatusAccepted, res.status, "%s", res.body)
+	var b bookingJSON
+	res.json(t, &b)
+	require.Equal(t, "confirmed", h.settled(ev.ID, "ann", b.BookingID).Status)
+
+	_, err := h.ledger.Pool().Exec(context.Background(), `UPDATE bookings SET response = NULL WHERE id = $1`, b.BookingID)
+	require.NoError(t, err)
+	require.NoError(t, h.rdb.FlushDB(context.Background()).Err())
+	retry := h.book(ev.ID, "ann", hold.HoldID, payment.MethodVisa, "click")
+	require.Less(t, retry.status, 300, "%s", retry.body)
+	var got bookingJSON
+	retry.json(t, &got)
+	assert.Equal(t, "confirmed", got.Status)
+	assert.Len(t, got.Tickets, 1, "a confirmed booking is answered with its tickets")
+}
+
 func TestDeclinedPaymentThenRetry(t *testing.T) {
 	h := newPayHarness(t, payOptions{})
 	ev := h.createEvent(map[string]any{"capacity": 5})

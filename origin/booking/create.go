@@ -136,7 +136,12 @@ func (s *Service) resumeBooking(ctx context.Context, ev *seats.Event, b ledger.B
 	if b.Status == ledger.BookingPaymentPending && b.PaymentID == "" {
 		return s.pay(ctx, b)
 	}
-	body := s.cfg.Render(b, nil)
+	// The booking as it is now, with its tickets once it is confirmed (a
+	// webhook may have settled it since the first attempt).
+	body, err := s.Body(ctx, b)
+	if err != nil {
+		return Result{Outcome: Unavailable}
+	}
 	if err := s.ledger.Bookings().Answered(ctx, b.ID, b.PaymentID, body, s.now()); err != nil {
 		s.log.Warn("booking response not kept", "booking", b.ID, "error", err)
 	}
