@@ -153,9 +153,6 @@ func (s bookingsAPI) bookingAnswer(ctx context.Context, res booking.Result) resp
 // issued.
 const scanInvalid = "invalid_ticket"
 
-var errGateDisabled = errorResponse(http.StatusServiceUnavailable, "gate_disabled",
-	"this origin has no gate: ORIGIN_GATE_TOKEN is not set")
-
 // scanAnswers is the status and the refusal's message of each scan result.
 var scanAnswers = map[string]struct {
 	status int

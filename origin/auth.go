@@ -111,14 +111,31 @@ func (g *gate) isAdmin(w http.ResponseWriter, r *http.Request) bool {
 // bearer checks that the request carries "Authorization: Bearer <token>",
 // answering 401 when it does not; an empty token admits nobody.
 func bearer(w http.ResponseWriter, r *http.Request, token, whose string) bool {
-	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if ok && token != "" &&
-		subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(token)) == 1 {
+	if isToken(bearerToken(r), token) {
 		return true
 	}
+	unauthorized(w, whose)
+	return false
+}
+
+// bearerToken is the request's "Authorization: Bearer <token>", "" when
+// it has none.
+func bearerToken(r *http.Request) string {
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok {
+		return ""
+	}
+	return strings.TrimSpace(got)
+}
+
+// isToken compares in constant time; an empty token matches nothing.
+func isToken(got, token string) bool {
+	return token != "" && subtle.ConstantTimeCompare([]byte(got), []byte(token)) == 1
+}
+
+func unauthorized(w http.ResponseWriter, whose string) {
 	w.Header().Set("WWW-Authenticate", `Bearer realm="waitroom-origin"`)
 	writeError(w, http.StatusUnauthorized, "unauthorized", "a valid "+whose+" bearer token is required")
-	return false
 }
 
 func contextWithTimeout(r *http.Request, d time.Duration) (context.Context, context.CancelFunc) {

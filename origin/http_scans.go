@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"regexp"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/waitroom/waitroom/origin/ledger"
@@ -49,12 +50,25 @@ type uploadedScan struct {
 	ScannedAt string `json:"scanned_at"`
 }
 
-// parse reads the request into the scans to record, at now; upload says
-// whether it was the upload form.
-func (req scanRequest) parse(now time.Time) (scans []ledger.NewScan, upload bool, bad *response) {
+// parse reads the request of caller into the scans to record, at now;
+// upload says whether it was the upload form. A device's scans are at its
+// gate: a body that names it may leave it out, one that names another is
+// refused, since the device was set up for somewhere else.
+func (req *scanRequest) parse(caller gateCaller, now time.Time) (scans []ledger.NewScan, upload bool, bad *response) {
 	invalid := func(msg string) ([]ledger.NewScan, bool, *response) {
 		r := errorResponse(http.StatusBadRequest, "invalid_request", msg)
 		return nil, false, &r
+	}
+	if caller.device != "" {
+		switch req.Gate {
+		case "":
+			req.Gate = caller.gate
+		case caller.gate:
+		default:
+			r := errorResponse(http.StatusForbidden, "gate_mismatch",
+				"this device is registered for gate "+caller.gate+", not "+req.Gate)
+			return nil, false, &r
+		}
 	}
 	if !gateName.MatchString(req.Gate) {
 		return invalid("gate must be 1–64 letters, digits and . _ : - (e.g. north-3)")
@@ -71,7 +85,7 @@ func (req scanRequest) parse(now time.Time) (scans []ledger.NewScan, upload bool
 	}
 	switch {
 	case req.Code != nil && req.Scans == nil:
-		sc := ledger.NewScan{Code: *req.Code, Gate: req.Gate}
+		sc := ledger.NewScan{Code: *req.Code, Gate: req.Gate, Device: caller.device}
 		if req.ScannedAt != nil {
 			t, msg := scanTime(*req.ScannedAt)
 			if msg != "" {
@@ -89,7 +103,7 @@ func (req scanRequest) parse(now time.Time) (scans []ledger.NewScan, upload bool
 			if msg != "" {
 				return invalid("scans: " + msg)
 			}
-			scans = append(scans, ledger.NewScan{Code: u.Code, Gate: req.Gate, ScannedAt: t, Offline: true})
+			scans = append(scans, ledger.NewScan{Code: u.Code, Gate: req.Gate, ScannedAt: t, Offline: true, Device: caller.device})
 		}
 		return scans, true, nil
 	}
@@ -107,11 +121,8 @@ func (s scansAPI) handleScan(w http.ResponseWriter, r *http.Request) {
 	if bodyTooLarge(w, r) {
 		return
 	}
-	if s.cfg.GateToken == "" || s.verifier == nil {
-		writeResponse(w, errGateDisabled)
-		return
-	}
-	if !bearer(w, r, s.cfg.GateToken, "gate") {
+	caller, ok := s.gateAuth(w, r)
+	if !ok {
 		return
 	}
 	body, bad := readBody(w, r)
@@ -125,7 +136,7 @@ func (s scansAPI) handleScan(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	now := s.cfg.Clock().UTC()
-	scans, upload, bad := req.parse(now)
+	scans, upload, bad := req.parse(caller, now)
 	if bad != nil {
 		writeResponse(w, *bad)
 		return
@@ -135,7 +146,7 @@ func (s scansAPI) handleScan(w http.ResponseWriter, r *http.Request) {
 	if !upload {
 		a, err := s.scan(ctx, scans[0], now)
 		if err != nil {
-			s.log.Warn("scan", "gate", req.Gate, "error", err)
+			s.log.Warn("scan", "gate", req.Gate, "device", caller.device, "error", err)
 			writeResponse(w, errUnavailable)
 			return
 		}
@@ -155,7 +166,7 @@ func (s scansAPI) handleScan(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			// The scans recorded so far stay recorded; the device uploads
 			// again, and each is answered as before (RecordScan's replay).
-			s.log.Warn("scan upload", "gate", req.Gate, "recorded", i, "error", err)
+			s.log.Warn("scan upload", "gate", req.Gate, "device", caller.device, "recorded", i, "error", err)
 			writeResponse(w, errUnavailable)
 			return
 		}
@@ -252,4 +263,57 @@ func (s scansAPI) handleScanTotals(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, scanTotalsJSON{Event: id, Admitted: t.Admitted, AlreadyUsed: t.AlreadyUsed,
 		Void: t.Void, DoubleAdmissions: t.DoubleAdmissions})
+}
+
+// maxVoidPage is the most tickets one read of the void feed returns, and
+// its default.
+const maxVoidPage = 1000
+
+// voidFeedJSON is GET /v1/scans/void.
+type voidFeedJSON struct {
+	Event   int64        `json:"event"`
+	Tickets []ticketJSON `json:"tickets"`
+	Next    string       `json:"next"`
+	More    bool         `json:"more"`
+}
+
+// handleVoidFeed serves GET /v1/scans/void?event=&since=&limit=: the
+// event's tickets voided since the cursor, for a device that verifies
+// codes offline to refuse them (docs/origin.md, the gate).
+func (s scansAPI) handleVoidFeed(w http.ResponseWriter, r *http.Request) {
+	if _, ok := s.gateAuth(w, r); !ok {
+		return
+	}
+	q := r.URL.Query()
+	event, err := strconv.ParseInt(q.Get("event"), 10, 64)
+	if err != nil || event <= 0 {
+		writeError(w, http.StatusBadRequest, "invalid_request", "event must be an event id (a positive integer)")
+		return
+	}
+	since, err := ledger.ParseVoidCursor(q.Get("since"))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request", "since must be a cursor the feed handed out (next), or empty for the start")
+		return
+	}
+	limit := maxVoidPage
+	if raw := q.Get("limit"); raw != "" {
+		limit, err = strconv.Atoi(raw)
+		if err != nil || limit < 1 || limit > maxVoidPage {
+			writeError(w, http.StatusBadRequest, "invalid_request", "limit must be 1–1000")
+			return
+		}
+	}
+	ctx, cancel := contextWithTimeout(r, scanTimeout)
+	defer cancel()
+	if _, err := s.ledger.Event(ctx, event); err != nil {
+		lookupFailed(w, err, "event")
+		return
+	}
+	page, err := s.ledger.VoidedTickets(ctx, event, since, limit)
+	if err != nil {
+		s.log.Warn("void feed not read", "event", event, "error", err)
+		writeResponse(w, errUnavailable)
+		return
+	}
+	writeJSON(w, http.StatusOK, voidFeedJSON{Event: event, Tickets: ticketsJSON(page.Tickets), Next: page.Next.String(), More: page.More})
 }

@@ -360,28 +360,6 @@ const (
 	sqlTicketIsValid = `SELECT EXISTS (SELECT 1 FROM tickets WHERE code = $1 AND valid)`
 )
 
-// Scans at the gates (scans.go). A scan locks its ticket's row first, so the
-// scans of one ticket, and its voiding, are decided one at a time.
-const (
-	scanColumns          = `gate, scanned_at, recorded_at, offline, result, first`
-	sqlLockScannedTicket = `SELECT ` + ticketColumns + `, valid FROM tickets WHERE code = $1 FOR UPDATE`
-	sqlFirstScan         = `SELECT ` + scanColumns + ` FROM scans WHERE code = $1 AND first`
-	sqlUploadedScan      = `SELECT ` + scanColumns + ` FROM scans
-		WHERE code = $1 AND gate = $2 AND scanned_at = $3 AND offline`
-	sqlUnmarkFirstScan = `UPDATE scans SET first = false WHERE code = $1 AND first`
-	sqlInsertScan      = `INSERT INTO scans (code, event_id, gate, scanned_at, recorded_at, offline, result, first)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`
-	sqlValidTicketCodes = `SELECT code FROM tickets WHERE event_id = $1 AND valid ORDER BY code`
-	sqlScansOf          = `SELECT ` + scanColumns + ` FROM scans WHERE code = $1 ORDER BY scanned_at, id`
-	sqlScanTotals       = `SELECT
-			count(*) FILTER (WHERE first) AS admitted,
-			count(*) FILTER (WHERE result = 'already_used') AS already_used,
-			count(*) FILTER (WHERE result = 'ticket_void') AS void,
-			(SELECT count(*) FROM (SELECT 1 FROM scans WHERE event_id = $1 AND result = 'admitted'
-				GROUP BY code HAVING count(*) > 1) AS twice) AS double_admissions
-		FROM scans WHERE event_id = $1`
-)
-
 // Webhook events, acted on once.
 const (
 	// An event that confirmed its booking is recorded on the booking

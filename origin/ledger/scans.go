@@ -26,6 +26,9 @@ type NewScan struct {
 	ScannedAt time.Time
 	// Offline: a device verified the code itself and uploads its scan now.
 	Offline bool
+	// Device is the registered gate device the scan came from; "" for the
+	// shared gate token.
+	Device string
 }
 
 // Scan is a recorded scan.
@@ -36,6 +39,8 @@ type Scan struct {
 	Offline    bool      `db:"offline"`
 	Result     string    `db:"result"`
 	First      bool      `db:"first"`
+	// Device is the gate device that sent the scan, "" for none.
+	Device string `db:"device_id"`
 }
 
 // ScanOutcome is what a scan comes to.
@@ -91,7 +96,7 @@ func (l *Ledger) RecordScan(ctx context.Context, s NewScan, clock func() time.Ti
 			return fmt.Errorf("read first scan: %w", err)
 		}
 		out.First = first
-		this := Scan{Gate: s.Gate, ScannedAt: s.ScannedAt, RecordedAt: now, Offline: s.Offline}
+		this := Scan{Gate: s.Gate, ScannedAt: s.ScannedAt, RecordedAt: now, Offline: s.Offline, Device: s.Device}
 		if s.Offline {
 			again, err := optionalScan(tx.Query(ctx, sqlUploadedScan, s.Code, s.Gate, s.ScannedAt))
 			if err != nil {
@@ -129,7 +134,11 @@ func (l *Ledger) RecordScan(ctx context.Context, s NewScan, clock func() time.Ti
 			this.Result, this.First = ScanAdmitted, true
 			out.First, out.Displaced = &this, &displaced
 		}
-		if _, err := tx.Exec(ctx, sqlInsertScan, s.Code, t.EventID, s.Gate, s.ScannedAt, now, s.Offline, this.Result, this.First); err != nil {
+		var device *string
+		if s.Device != "" {
+			device = &s.Device
+		}
+		if _, err := tx.Exec(ctx, sqlInsertScan, s.Code, t.EventID, s.Gate, s.ScannedAt, now, s.Offline, this.Result, this.First, device); err != nil {
 			return fmt.Errorf("insert scan: %w", err)
 		}
 		out.Result, out.Scan = this.Result, this

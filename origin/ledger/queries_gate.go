@@ -1,0 +1,61 @@
+package ledger
+
+// The gate's SQL: scans, gate devices and the feed of voided tickets.
+
+// Scans at the gates (scans.go). A scan locks its ticket's row first, so the
+// scans of one ticket, and its voiding, are decided one at a time.
+const (
+	scanColumns          = `gate, scanned_at, recorded_at, offline, result, first, coalesce(device_id::text, '') AS device_id`
+	sqlLockScannedTicket = `SELECT ` + ticketColumns + `, valid FROM tickets WHERE code = $1 FOR UPDATE`
+	sqlFirstScan         = `SELECT ` + scanColumns + ` FROM scans WHERE code = $1 AND first`
+	sqlUploadedScan      = `SELECT ` + scanColumns + ` FROM scans
+		WHERE code = $1 AND gate = $2 AND scanned_at = $3 AND offline`
+	sqlUnmarkFirstScan = `UPDATE scans SET first = false WHERE code = $1 AND first`
+	sqlInsertScan      = `INSERT INTO scans (code, event_id, gate, scanned_at, recorded_at, offline, result, first, device_id)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`
+	sqlValidTicketCodes = `SELECT code FROM tickets WHERE event_id = $1 AND valid ORDER BY code`
+	sqlScansOf          = `SELECT ` + scanColumns + ` FROM scans WHERE code = $1 ORDER BY scanned_at, id`
+	sqlScanTotals       = `SELECT
+			count(*) FILTER (WHERE first) AS admitted,
+			count(*) FILTER (WHERE result = 'already_used') AS already_used,
+			count(*) FILTER (WHERE result = 'ticket_void') AS void,
+			(SELECT count(*) FROM (SELECT 1 FROM scans WHERE event_id = $1 AND result = 'admitted'
+				GROUP BY code HAVING count(*) > 1) AS twice) AS double_admissions
+		FROM scans WHERE event_id = $1`
+)
+
+// Gate devices (gate.go). A device's token is its id and a secret; the
+// row keeps SHA-256 of the secret only.
+const (
+	deviceColumns = `id::text AS id, gate, name, created_at, revoked_at,
+		(SELECT max(s.recorded_at) FROM scans s WHERE s.device_id = d.id) AS last_scan_at`
+	sqlInsertDevice = `INSERT INTO gate_devices AS d (id, gate, name, secret_hash, created_at)
+		VALUES ($1, $2, $3, $4, $5) RETURNING ` + deviceColumns
+	sqlDevices = `SELECT ` + deviceColumns + ` FROM gate_devices d ORDER BY created_at, id`
+	sqlDevice  = `SELECT ` + deviceColumns + ` FROM gate_devices d WHERE id = $1`
+	// A device revoked before keeps the time it was revoked at.
+	sqlRevokeDevice = `UPDATE gate_devices AS d SET revoked_at = coalesce(revoked_at, $2) WHERE id = $1
+		RETURNING ` + deviceColumns
+	sqlDeviceCredential = `SELECT gate, secret_hash FROM gate_devices WHERE id = $1 AND revoked_at IS NULL`
+	sqlAnyActiveDevice  = `SELECT EXISTS (SELECT 1 FROM gate_devices WHERE revoked_at IS NULL)`
+)
+
+// The feed of voided tickets (gate.go), read between two snapshots: the
+// voidings not visible to the snapshot of the read before ($2, NULL for
+// the first) and visible to this read's ($3), after the position $4, $5
+// within them, in the order (xid, id). A voiding still running when a
+// snapshot was taken is not visible to it, so it is read the next time
+// whichever order the voidings commit in.
+const (
+	sqlCurrentSnapshot = `SELECT pg_current_snapshot()::text`
+	sqlVoidFeed        = `SELECT v.xid::text AS xid, v.id, t.code, t.event_id, t.seat::bigint AS seat,
+			coalesce(t.seat_id, '') AS seat_id
+		FROM ticket_voids v JOIN tickets t ON t.code = v.code
+		WHERE v.event_id = $1
+			AND ($2::text::pg_snapshot IS NULL
+				OR (v.xid >= pg_snapshot_xmin($2::text::pg_snapshot) AND NOT pg_visible_in_snapshot(v.xid, $2::text::pg_snapshot)))
+			AND v.xid < pg_snapshot_xmax($3::text::pg_snapshot) AND pg_visible_in_snapshot(v.xid, $3::text::pg_snapshot)
+			AND (v.xid, v.id) > ($4::text::xid8, $5::bigint)
+		ORDER BY v.xid, v.id
+		LIMIT $6`
+)
