@@ -15,6 +15,9 @@ type Correction struct {
 	// Seats counts the reserved seats whose owner was set right: missing,
 	// stray, or another hold's.
 	Seats int64
+	// Places is by how many places the general-admission sections' counts
+	// were set right, in all.
+	Places int64
 }
 
 // Correct brings an event's keys in line with the ledger without stopping
@@ -25,14 +28,20 @@ type Correction struct {
 // record, all in one script. Holds, releases and reclaims keep remaining and
 // the records in step, so that count is exact with any number of them in
 // flight; the reserved seats' owners are rewritten from the records' seat
-// lists. A hold whose ledger row is not written yet keeps its seats until
+// lists, and each general-admission section of sections (section ->
+// capacity) is set to its capacity minus the places of the records naming
+// it. A hold whose ledger row is not written yet keeps its seats until
 // its own request settles it. Read the ledger after the Redis state the
 // drops were chosen from: a hold is added only if Redis still lacks it when
 // the script runs. It fails with ErrNotLoaded, or ErrFrozen while a rebuild
 // holds the fence (the rebuild sets everything anyway).
-func (inv *Inventory) Correct(ctx context.Context, event, sellable int64, add []LiveHold, drop []string) (Correction, error) {
-	args := make([]any, 0, 2+4*len(add)+len(drop))
-	args = append(args, sellable, len(add))
+func (inv *Inventory) Correct(ctx context.Context, event, sellable int64, sections map[string]int64, add []LiveHold, drop []string) (Correction, error) {
+	capacities, err := sectionsArg(sections)
+	if err != nil {
+		return Correction{}, fmt.Errorf("correct event %d: %w", event, err)
+	}
+	args := make([]any, 0, 3+4*len(add)+len(drop))
+	args = append(args, sellable, capacities, len(add))
 	for _, h := range add {
 		rec, err := json.Marshal(h.record())
 		if err != nil {
@@ -51,7 +60,7 @@ func (inv *Inventory) Correct(ctx context.Context, event, sellable int64, add []
 	if err != nil {
 		return Correction{}, fmt.Errorf("correct event %d: %w", event, err)
 	}
-	r, err := parseReply(vals, 6)
+	r, err := parseReply(vals, 7)
 	if err != nil {
 		return Correction{}, fmt.Errorf("correct event %d: %w", event, err)
 	}
@@ -61,7 +70,7 @@ func (inv *Inventory) Correct(ctx context.Context, event, sellable int64, add []
 	case notLoaded:
 		return Correction{}, fmt.Errorf("correct event %d: %w", event, ErrNotLoaded)
 	}
-	c := Correction{Before: r.int(1), After: r.int(2), Added: r.int(3), Dropped: r.int(4), Seats: r.int(5)}
+	c := Correction{Before: r.int(1), After: r.int(2), Added: r.int(3), Dropped: r.int(4), Seats: r.int(5), Places: r.int(6)}
 	return c, r.err
 }
 

@@ -1,8 +1,9 @@
 -- correct: bring the keys in line with the ledger while holds keep running:
 -- add the live holds the ledger has and Redis lost, drop the holds the
 -- ledger has ended, then set remaining to the sellable seats minus the
--- seats of every hold record left, and the reserved seats' owners from the
--- records' seat lists. Every other script moves remaining and
+-- seats of every hold record left, the reserved seats' owners from the
+-- records' seat lists, and each general-admission section's places left to
+-- its capacity minus the places of the records naming it. Every other script moves remaining and
 -- the records together, so this count is exact whatever is in flight: a
 -- hold whose ledger row is still being written has its record here, and
 -- its seats stay taken until its own request settles it.
@@ -14,24 +15,29 @@
 -- KEYS[4] -> expiry     zset    hold id -> expires_at (unix ms)
 -- KEYS[5] -> frozen     string  present while a rebuild loads the keys
 -- KEYS[6] -> seats      hash    seat id -> hold id (rewritten from the records)
+-- KEYS[7] -> sections   hash    general-admission section -> places left
+--                               (rewritten from the records)
 -- ARGV[1] -> sellable seats of the event
--- ARGV[2] -> n, the number of holds to add
--- ARGV[3 .. 2+4n] -> four values per hold to add: hold id, user id, record
+-- ARGV[2] -> the general-admission sections' capacities (JSON object
+--            section -> places; {} for none)
+-- ARGV[3] -> n, the number of holds to add
+-- ARGV[4 .. 3+4n] -> four values per hold to add: hold id, user id, record
 --              (JSON), expires_at ms (-1: not in the expiry index); one that
 --              Redis has by now is left as it is
--- ARGV[3+4n ..] -> ids of holds to drop (a buyer's record of no seats stays)
+-- ARGV[4+4n ..] -> ids of holds to drop (a buyer's record of no seats stays)
 -- returns {outcome, remaining before, remaining after, added, dropped,
---          seats whose owner was wrong (missing, stray or another hold's)}
+--          seats whose owner was wrong (missing, stray or another hold's),
+--          places by which the sections' counts were wrong}
 --   outcome: "ok", "not_loaded" or "frozen" (nothing changed)
 if redis.call('EXISTS', KEYS[5]) == 1 then
-  return {'frozen', 0, 0, 0, 0, 0}
+  return {'frozen', 0, 0, 0, 0, 0, 0}
 end
 if redis.call('EXISTS', KEYS[1]) == 0 then
-  return {'not_loaded', 0, 0, 0, 0, 0}
+  return {'not_loaded', 0, 0, 0, 0, 0, 0}
 end
-local n = tonumber(ARGV[2])
+local n = tonumber(ARGV[3])
 local added, dropped = 0, 0
-for i = 3, 2 + 4 * n, 4 do
+for i = 4, 3 + 4 * n, 4 do
   local id, user, rec, exp = ARGV[i], ARGV[i + 1], ARGV[i + 2], tonumber(ARGV[i + 3])
   if redis.call('HEXISTS', KEYS[3], id) == 0 then
     redis.call('HSET', KEYS[3], id, rec)
@@ -45,7 +51,7 @@ for i = 3, 2 + 4 * n, 4 do
     added = added + 1
   end
 end
-for i = 3 + 4 * n, #ARGV do
+for i = 4 + 4 * n, #ARGV do
   local id = ARGV[i]
   local rec = redis.call('HGET', KEYS[3], id)
   if rec then
@@ -62,6 +68,7 @@ for i = 3 + 4 * n, #ARGV do
 end
 local taken = 0
 local owners = {}
+local places = cjson.decode(ARGV[2])
 local all = redis.call('HGETALL', KEYS[3])
 for i = 1, #all, 2 do
   local r = cjson.decode(all[i + 1])
@@ -71,6 +78,20 @@ for i = 1, #all, 2 do
       owners[s] = all[i]
     end
   end
+  if r.g and places[r.g] then
+    places[r.g] = places[r.g] - r.q
+  end
+end
+local placesFixed = 0
+for section, left in pairs(places) do
+  if left < 0 then
+    left = 0
+  end
+  local was = tonumber(redis.call('HGET', KEYS[7], section) or '0')
+  if was ~= left then
+    placesFixed = placesFixed + math.abs(left - was)
+  end
+  redis.call('HSET', KEYS[7], section, left)
 end
 local fixed = 0
 local current = redis.call('HGETALL', KEYS[6])
@@ -96,4 +117,4 @@ if after < 0 then
   after = 0
 end
 redis.call('SET', KEYS[1], after)
-return {'ok', before, after, added, dropped, fixed}
+return {'ok', before, after, added, dropped, fixed, placesFixed}

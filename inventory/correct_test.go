@@ -27,7 +27,7 @@ func TestCorrect(t *testing.T) {
 
 	dan := inventory.LiveHold{ID: "lost", User: "dan", Quantity: 4, ExpiresAt: t0.Add(time.Hour)}
 	again := inventory.LiveHold{ID: "kept", User: "ann", Quantity: 1, ExpiresAt: t0.Add(time.Hour)}
-	c, err := inv.Correct(ctx, event, 12, []inventory.LiveHold{dan, again}, []string{"ended", "buyer", "unknown"})
+	c, err := inv.Correct(ctx, event, 12, nil, []inventory.LiveHold{dan, again}, []string{"ended", "buyer", "unknown"})
 	require.NoError(t, err)
 	// 12 sellable − ann 1 − cat 2 − dan 4.
 	assert.Equal(t, inventory.Correction{Before: 11, After: 5, Added: 1, Dropped: 1}, c)
@@ -41,7 +41,7 @@ func TestCorrect(t *testing.T) {
 	assert.Equal(t, int64(4), res.Seats, "dan's hold is a hold like any other")
 
 	// Nothing to correct: nothing changes.
-	c, err = inv.Correct(ctx, event, 12, nil, nil)
+	c, err = inv.Correct(ctx, event, 12, nil, nil, nil)
 	require.NoError(t, err)
 	assert.Equal(t, c.Before, c.After)
 }

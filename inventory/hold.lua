@@ -4,11 +4,13 @@
 -- KEYS[2] -> users      hash    user id -> hold id of the user's live hold
 -- KEYS[3] -> holds      hash    hold id -> record (JSON: u user, q quantity,
 --                               k/b idempotency digests, c true once confirmed,
---                               s the seat ids of a reserved-seating hold)
+--                               s the seat ids of a reserved-seating hold,
+--                               g the general-admission section of a seat map)
 -- KEYS[4] -> expiry     zset    hold id -> expires_at (unix ms); pending holds only
 -- KEYS[5] -> frozen     string  present while a rebuild loads the keys
 -- KEYS[6] -> seats      hash    seat id -> hold id of the hold that has it
--- KEYS[7] -> claim      string  optional: the request's idempotency record,
+-- KEYS[7] -> sections   hash    general-admission section -> places left
+-- KEYS[8] -> claim      string  optional: the request's idempotency record,
 --                               on the event's slot (see HoldRequest.Claim)
 -- ARGV[1] -> user id
 -- ARGV[2] -> hold id to use if a new hold is made
@@ -17,12 +19,13 @@
 -- ARGV[5] -> now, unix ms, from the caller's clock (never Redis TIME, so
 --            expiry follows the same clock as the ledger)
 -- ARGV[6] -> record of the new hold (JSON, as above); with s, the seats
---            (sorted) are taken all together or not at all
+--            (sorted) are taken all together or not at all; with g, the
+--            quantity comes out of that section's places too
 -- ARGV[7] -> most expired holds to reclaim in this call
--- ARGV[8] -> with KEYS[7]: the value it is set to along with a held,
+-- ARGV[8] -> with KEYS[8]: the value it is set to along with a held,
 --            already_held or sold_out answer
--- ARGV[9] -> with KEYS[7]: that value's lifetime, ms
--- ARGV[10] -> with KEYS[7]: a value of it this call may replace (a claim
+-- ARGV[9] -> with KEYS[8]: that value's lifetime, ms
+-- ARGV[10] -> with KEYS[8]: a value of it this call may replace (a claim
 --            left by a request that never answered), or ''
 -- ARGV[11] -> optional: the call's deadline, unix ms by Redis's own clock
 --            (TIME): a call that runs later changes nothing, so once it has
@@ -32,12 +35,12 @@
 --   outcome: "held", "already_held", "sold_out", "seats_taken" (the record
 --   is then the JSON array of the asked-for seats another hold has; nothing
 --   was taken), "not_loaded", "frozen",
---   "late" (past ARGV[11]; nothing was changed), or "claimed" (KEYS[7]
+--   "late" (past ARGV[11]; nothing was changed), or "claimed" (KEYS[8]
 --   holds another value, returned as the record; nothing else was looked at
---   or changed)
+--   or changed); with g, sold_out's remaining is the section's places left
 -- The request's claim first: another request's record (a replay, or a
 -- request still running) is answered whatever state the inventory is in.
-local claim = KEYS[7]
+local claim = KEYS[8]
 if claim then
   local claimed = redis.call('GET', claim)
   if claimed and claimed ~= ARGV[10] then
@@ -96,6 +99,9 @@ local function reclaim(id)
       end
     end
   end
+  if r.g then
+    redis.call('HINCRBY', KEYS[7], r.g, r.q)
+  end
   redis.call('INCRBY', KEYS[1], r.q)
   reclaimed = reclaimed + r.q
 end
@@ -147,12 +153,28 @@ if seats then
   end
 end
 
+-- A general-admission section of a seat map: its own count of places, on
+-- top of the event's (a count that is missing has none left).
+local section = nil
+if string.find(ARGV[6], '"g":', 1, true) then
+  section = cjson.decode(ARGV[6]).g
+end
+if section then
+  local left = tonumber(redis.call('HGET', KEYS[7], section) or '0')
+  if left < quantity then
+    return answer({'sold_out', '', '', 0, left, reclaimed})
+  end
+end
+
 -- The check and the decrement in one script: remaining never goes below 0.
 local remaining = tonumber(redis.call('GET', KEYS[1]))
 if remaining < quantity then
   return answer({'sold_out', '', '', 0, remaining, reclaimed})
 end
 remaining = redis.call('DECRBY', KEYS[1], quantity)
+if section then
+  redis.call('HINCRBY', KEYS[7], section, -quantity)
+end
 if seats then
   for _, s in ipairs(seats) do
     redis.call('HSET', KEYS[6], s, ARGV[2])

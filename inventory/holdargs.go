@@ -18,7 +18,7 @@ func HoldScriptArgs(req HoldRequest, reclaimLimit int) (keys []string, argv []an
 		// Sorted, so every hold takes its seats in one order.
 		seats = slices.Sorted(slices.Values(req.Seats))
 	}
-	rec, err := json.Marshal(Record{User: req.User, Quantity: req.Quantity, KeyDigest: req.KeyDigest, BodyDigest: req.BodyDigest, Seats: seats})
+	rec, err := json.Marshal(Record{User: req.User, Quantity: req.Quantity, KeyDigest: req.KeyDigest, BodyDigest: req.BodyDigest, Seats: seats, Section: req.Section})
 	if err != nil {
 		return nil, nil, fmt.Errorf("encode record: %w", err)
 	}

@@ -45,6 +45,9 @@ type Record struct {
 	// Seats are the reserved seats the hold has (Quantity of them), sorted;
 	// none for a general-admission hold.
 	Seats []string `json:"s,omitempty"`
+	// Section is the general-admission section of a seat map whose places
+	// (Quantity of them) the hold has; "" otherwise.
+	Section string `json:"g,omitempty"`
 }
 
 // Inventory runs the scripts on one Redis (or Redis Cluster).
@@ -121,6 +124,10 @@ type HoldRequest struct {
 	// Seats, when set, are the reserved seats to take, all of them or none
 	// (SeatsTaken); Quantity must be their count. Hold sorts them.
 	Seats []string
+	// Section, when set, is the general-admission section of a seat map
+	// the Quantity places come out of (SoldOut when it has fewer left; the
+	// result's Remaining is then the section's). Not with Seats.
+	Section string
 
 	// Claim, if set, is a key on the event's slot (its name has hashtag.Event(Event)
 	// in it) that the call claims for the request, so that a caller keeping
@@ -171,6 +178,9 @@ func (inv *Inventory) Hold(ctx context.Context, req HoldRequest) (HoldResult, er
 	}
 	if len(req.Seats) > 0 && int64(len(req.Seats)) != req.Quantity {
 		return HoldResult{}, fmt.Errorf("hold: %d seats for quantity %d", len(req.Seats), req.Quantity)
+	}
+	if len(req.Seats) > 0 && req.Section != "" {
+		return HoldResult{}, fmt.Errorf("hold: seats and a general-admission section %s together", req.Section)
 	}
 	keys, argv, err := HoldScriptArgs(req, inv.reclaimLimit)
 	if err != nil {

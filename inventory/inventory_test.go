@@ -55,7 +55,7 @@ func remaining(t *testing.T, inv *inventory.Inventory, event int64) int64 {
 
 func TestKeysShareTheEventTag(t *testing.T) {
 	k := inventory.KeysFor(42)
-	for _, key := range []string{k.Remaining, k.Users, k.Holds, k.Expiry, k.Frozen, k.Seats} {
+	for _, key := range []string{k.Remaining, k.Users, k.Holds, k.Expiry, k.Frozen, k.Seats, k.Sections} {
 		assert.Contains(t, key, "{evt:42}")
 	}
 }

@@ -21,6 +21,10 @@ type Keys struct {
 	// (its record lists the seat); a seat not in it is free. Empty for a
 	// general-admission event.
 	Seats string
+	// Sections maps a general-admission section of a seat map to its
+	// places left to sell (a hold's record names its section); empty when
+	// the map has none, and for a general-admission event.
+	Sections string
 }
 
 // KeysFor returns event's keys.
@@ -33,10 +37,11 @@ func KeysFor(event int64) Keys {
 		Expiry:    p + "expiry",
 		Frozen:    p + "frozen",
 		Seats:     p + "seats",
+		Sections:  p + "sections",
 	}
 }
 
 // all is the KEYS list every script but rebuild_finish takes.
 func (k Keys) all() []string {
-	return []string{k.Remaining, k.Users, k.Holds, k.Expiry, k.Frozen, k.Seats}
+	return []string{k.Remaining, k.Users, k.Holds, k.Expiry, k.Frozen, k.Seats, k.Sections}
 }

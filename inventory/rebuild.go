@@ -35,6 +35,9 @@ type LiveHold struct {
 	KeyDigest, BodyDigest string
 	// Seats are the reserved seats the hold has, as in Record.
 	Seats []string
+	// Section is the general-admission section the hold has places of, as
+	// in Record.
+	Section string
 }
 
 // record is the Record Redis keeps for h.
@@ -44,15 +47,34 @@ func (h LiveHold) record() Record {
 	if !h.Overflow && len(h.Seats) > 0 {
 		r.Seats = slices.Sorted(slices.Values(h.Seats))
 	}
+	if !h.Overflow {
+		r.Section = h.Section
+	}
 	return r
 }
 
 // Snapshot is the state the ledger says Redis should have.
 type Snapshot struct {
 	Remaining int64
+	// Sections are the places left of each general-admission section of
+	// a seat map.
+	Sections map[string]int64
 	// Holds are loaded in order: a later hold of a user takes the user's
 	// place in the one-hold-per-user guard.
 	Holds []LiveHold
+}
+
+// sectionsArg is the JSON object of places by general-admission section a
+// script takes ({} for none).
+func sectionsArg(m map[string]int64) (string, error) {
+	if len(m) == 0 {
+		return "{}", nil
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return "", fmt.Errorf("encode sections: %w", err)
+	}
+	return string(b), nil
 }
 
 // Rebuild replaces event's keys with what read returns. It freezes the keys
@@ -100,7 +122,7 @@ func (inv *Inventory) rebuild(ctx context.Context, event int64, onlyMissing bool
 		// the event for FenceTTL.
 		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 		defer cancel()
-		if aerr := rebuildFinishScript.Run(actx, inv.rdb, []string{k.Remaining, k.Frozen}, fence, "").Err(); aerr != nil {
+		if aerr := rebuildFinishScript.Run(actx, inv.rdb, []string{k.Remaining, k.Frozen, k.Sections}, fence, "", "").Err(); aerr != nil {
 			err = errors.Join(err, fmt.Errorf("lift fence: %w", aerr))
 		}
 	}()
@@ -142,7 +164,11 @@ func (inv *Inventory) rebuild(ctx context.Context, event int64, onlyMissing bool
 		}
 		mode = "append"
 	}
-	n, err := rebuildFinishScript.Run(ctx, inv.rdb, []string{k.Remaining, k.Frozen}, fence, snap.Remaining).Int()
+	sections, err := sectionsArg(snap.Sections)
+	if err != nil {
+		return false, fmt.Errorf("rebuild event %d: %w", event, err)
+	}
+	n, err := rebuildFinishScript.Run(ctx, inv.rdb, []string{k.Remaining, k.Frozen, k.Sections}, fence, snap.Remaining, sections).Int()
 	if err != nil {
 		return false, fmt.Errorf("rebuild event %d: set remaining: %w", event, err)
 	}

@@ -9,6 +9,8 @@
 -- KEYS[5] -> frozen     string  the rebuild's fence; must hold ARGV[1]
 -- KEYS[6] -> seats      hash    seat id -> hold id (deleted on "reset"),
 --                               from the records' seats (s)
+-- KEYS[7] -> sections   hash    general-admission section -> places left
+--                               (deleted on "reset"; set by rebuild_finish)
 -- ARGV[1] -> fence token of this rebuild
 -- ARGV[2] -> "reset" for the first batch (clears the keys), "append" after
 -- ARGV[3] -> fence ttl, ms (renewed on every batch)
@@ -20,7 +22,7 @@ if redis.call('GET', KEYS[5]) ~= ARGV[1] then
 end
 redis.call('PEXPIRE', KEYS[5], ARGV[3])
 if ARGV[2] == 'reset' then
-  redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[6])
+  redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[6], KEYS[7])
 end
 local n = 0
 for i = 4, #ARGV, 4 do

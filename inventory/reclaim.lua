@@ -8,6 +8,8 @@
 -- KEYS[4] -> expiry     zset    hold id -> expires_at (unix ms)
 -- KEYS[5] -> frozen     string  present while a rebuild loads the keys
 -- KEYS[6] -> seats      hash    seat id -> hold id (freed with the hold)
+-- KEYS[7] -> sections   hash    general-admission section -> places left
+--                               (a record's g section gets its places back)
 -- ARGV[1] -> now, unix ms, from the caller's clock
 -- ARGV[2] -> most holds to reclaim in this call
 -- returns {outcome, remaining, seats reclaimed, holds reclaimed}
@@ -35,6 +37,9 @@ for _, id in ipairs(expired) do
           redis.call('HDEL', KEYS[6], s)
         end
       end
+    end
+    if r.g then
+      redis.call('HINCRBY', KEYS[7], r.g, r.q)
     end
     redis.call('INCRBY', KEYS[1], r.q)
     seats = seats + r.q

@@ -8,6 +8,8 @@
 -- KEYS[5] -> frozen     string  present while a rebuild loads the keys
 -- KEYS[6] -> seats      hash    seat id -> hold id (a released hold's seats
 --                               are freed with its count)
+-- KEYS[7] -> sections   hash    general-admission section -> places left
+--                               (a released hold of section g gives them back)
 -- ARGV[1] -> hold id
 -- ARGV[2] -> "pending": a confirmed hold is left alone (an abandoned hold);
 --            "any": a confirmed hold is released too (the ledger says the
@@ -34,7 +36,8 @@ if redis.call('EXISTS', KEYS[1]) == 0 then
 end
 local rec = redis.call('HGET', KEYS[3], ARGV[1])
 
--- Frees the reserved seats of hold id whose record is r.
+-- Frees the reserved seats, or the general-admission section's places, of
+-- hold id whose record is r.
 local function free_seats(id, r)
   if r.s then
     for _, s in ipairs(r.s) do
@@ -42,6 +45,9 @@ local function free_seats(id, r)
         redis.call('HDEL', KEYS[6], s)
       end
     end
+  end
+  if r.g then
+    redis.call('HINCRBY', KEYS[7], r.g, r.q)
   end
 end
 
@@ -68,7 +74,7 @@ if ARGV[2] == 'keep_buyer' then
     -- go with it.
     redis.call('HDEL', KEYS[3], ARGV[1])
   else
-    r.q, r.c, r.o, r.s = 0, true, true, nil
+    r.q, r.c, r.o, r.s, r.g = 0, true, true, nil, nil
     redis.call('HSET', KEYS[3], ARGV[1], cjson.encode(r))
     redis.call('HSET', KEYS[2], r.u, ARGV[1])
   end

@@ -27,7 +27,7 @@ func seatStates(t *testing.T, inv *inventory.Inventory, event int64, now time.Ti
 	st, ok, err := inv.SeatStates(context.Background(), event, now)
 	require.NoError(t, err)
 	require.True(t, ok)
-	return st
+	return st.Seats
 }
 
 func TestSeatHoldIsAllOrNothing(t *testing.T) {
@@ -104,13 +104,13 @@ func TestRebuildAndCorrectRestoreSeatOwners(t *testing.T) {
 	k := inventory.KeysFor(event)
 	require.NoError(t, rdb.HDel(ctx, k.Seats, "A-1-1").Err())
 	require.NoError(t, rdb.HSet(ctx, k.Seats, "Z-9-9", "nobody", "B-1-1", "p").Err())
-	c, err := inv.Correct(ctx, event, 10, nil, nil)
+	c, err := inv.Correct(ctx, event, 10, nil, nil, nil)
 	require.NoError(t, err)
 	assert.Equal(t, int64(3), c.Seats)
 	assert.Equal(t, int64(7), c.After)
 	assert.Equal(t, want, seatStates(t, inv, event, t0))
 
-	c, err = inv.Correct(ctx, event, 10, nil, []string{"p"})
+	c, err = inv.Correct(ctx, event, 10, nil, nil, []string{"p"})
 	require.NoError(t, err)
 	assert.Equal(t, int64(2), c.Seats, "a dropped hold's seats are freed")
 	assert.Equal(t, map[string]inventory.SeatState{"B-1-1": inventory.SeatSold}, seatStates(t, inv, event, t0))

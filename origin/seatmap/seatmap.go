@@ -1,7 +1,8 @@
 // Package seatmap is an event's reserved seating: sections (each with a
 // price), rows and seats, the seat ids (<section>-<row>-<n>), and the choice
-// of the best seats available. It does no I/O: the ledger keeps the map, the
-// inventory which seats are taken.
+// of the best seats available; and general-admission sections inside the
+// map, sold by quantity up to their capacity. It does no I/O: the ledger
+// keeps the map, the inventory which seats are taken.
 package seatmap
 
 import (
@@ -17,12 +18,17 @@ type Map struct {
 }
 
 // Section is a block of rows sold at one price. Its rows are listed best
-// first (nearest the stage or pitch).
+// first (nearest the stage or pitch). A general-admission section has a
+// Capacity instead of rows: places sold by quantity, none named.
 type Section struct {
-	ID    string `json:"id"`
-	Price int64  `json:"price"`
-	Rows  []Row  `json:"rows"`
+	ID       string `json:"id"`
+	Price    int64  `json:"price"`
+	Rows     []Row  `json:"rows,omitempty"`
+	Capacity int64  `json:"capacity,omitempty"`
 }
+
+// GA reports whether the section is general admission.
+func (s Section) GA() bool { return s.Capacity > 0 }
 
 // Row is a row of Seats seats numbered 1..Seats, side by side in order.
 type Row struct {
@@ -40,18 +46,20 @@ const (
 // seat id.
 var part = regexp.MustCompile(`^[A-Za-z0-9_]{1,16}$`)
 
+// gaPart is a general-admission section's id: it names no seat, so it may
+// contain '-' ("GA-East"), though not begin with one.
+var gaPart = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_-]{0,31}$`)
+
 // Validate checks the map: ids well formed and unique, every row with seats,
-// at most MaxSeats in all.
+// a general-admission section with a capacity and no rows, at most MaxSeats
+// seats and places in all.
 func (m Map) Validate() error {
 	if len(m.Sections) == 0 {
 		return fmt.Errorf("seating needs at least one section")
 	}
-	total := 0
+	var total int64
 	sections := map[string]bool{}
 	for _, s := range m.Sections {
-		if !part.MatchString(s.ID) {
-			return fmt.Errorf("section id %q: 1 to 16 letters, digits or _", s.ID)
-		}
 		if sections[s.ID] {
 			return fmt.Errorf("section %s is listed twice", s.ID)
 		}
@@ -59,8 +67,24 @@ func (m Map) Validate() error {
 		if s.Price < 0 {
 			return fmt.Errorf("section %s: price must not be negative", s.ID)
 		}
+		if s.Capacity != 0 || (len(s.Rows) == 0 && strings.Contains(s.ID, "-")) {
+			if !gaPart.MatchString(s.ID) {
+				return fmt.Errorf("general-admission section id %q: 1 to 32 letters, digits, _ or -, not beginning with -", s.ID)
+			}
+			if len(s.Rows) > 0 {
+				return fmt.Errorf("section %s: give rows (reserved seats) or a capacity (general admission), not both", s.ID)
+			}
+			if s.Capacity < 1 || s.Capacity > MaxSeats {
+				return fmt.Errorf("general-admission section %s: capacity must be from 1 to %d", s.ID, MaxSeats)
+			}
+			total += s.Capacity
+			continue
+		}
+		if !part.MatchString(s.ID) {
+			return fmt.Errorf("section id %q: 1 to 16 letters, digits or _ (a general-admission section, with a capacity, may also have -)", s.ID)
+		}
 		if len(s.Rows) == 0 {
-			return fmt.Errorf("section %s has no rows", s.ID)
+			return fmt.Errorf("section %s has no rows (or a capacity, for general admission)", s.ID)
 		}
 		rows := map[string]bool{}
 		for _, r := range s.Rows {
@@ -74,24 +98,74 @@ func (m Map) Validate() error {
 			if r.Seats < 1 || r.Seats > maxSeatsRow {
 				return fmt.Errorf("section %s row %s: seats must be from 1 to %d", s.ID, r.ID, maxSeatsRow)
 			}
-			total += r.Seats
+			total += int64(r.Seats)
 		}
 	}
 	if total > MaxSeats {
-		return fmt.Errorf("seating has %d seats; at most %d", total, MaxSeats)
+		return fmt.Errorf("seating has %d seats and places; at most %d", total, MaxSeats)
 	}
 	return nil
 }
 
-// Capacity is the number of seats.
+// Capacity is the number of reserved seats plus the capacities of the
+// general-admission sections.
 func (m Map) Capacity() int64 {
 	var n int64
 	for _, s := range m.Sections {
-		for _, r := range s.Rows {
-			n += int64(r.Seats)
-		}
+		n += s.size()
 	}
 	return n
+}
+
+// size is the section's number of seats, or its capacity.
+func (s Section) size() int64 {
+	if s.GA() {
+		return s.Capacity
+	}
+	var n int64
+	for _, r := range s.Rows {
+		n += int64(r.Seats)
+	}
+	return n
+}
+
+// HasGA reports whether the map has a general-admission section.
+func (m Map) HasGA() bool {
+	for _, s := range m.Sections {
+		if s.GA() {
+			return true
+		}
+	}
+	return false
+}
+
+// Places is a general-admission section's share of the map's numbering:
+// its places are numbered First..First+Capacity-1, after the seats and
+// places of the sections before it.
+type Places struct {
+	Section  string
+	First    int64
+	Capacity int64
+}
+
+// Places lists the general-admission sections in map order.
+func (m Map) Places() []Places {
+	var out []Places
+	next := int64(1)
+	for _, s := range m.Sections {
+		if s.GA() {
+			out = append(out, Places{Section: s.ID, First: next, Capacity: s.Capacity})
+		}
+		next += s.size()
+	}
+	return out
+}
+
+// PlaceLabel is how a ticket names place n (1..capacity) of
+// general-admission section: "GA-East/17". The '/' cannot occur in a seat
+// id, nor in a section id, so no label is another's.
+func PlaceLabel(section string, n int64) string {
+	return section + "/" + strconv.FormatInt(n, 10)
 }
 
 // MinPrice is the lowest section price.
@@ -118,17 +192,24 @@ type Seat struct {
 	// N is the seat's number in its row, from 1.
 	N int
 	// Ordinal numbers every seat of the map from 1, in map order: the
-	// seat number a ticket carries.
+	// seat number a ticket carries. A general-admission section's places
+	// take their numbers in that order too (Places).
 	Ordinal int
 }
 
-// Seats lists every seat in map order (section, row, number).
+// Seats lists every reserved seat in map order (section, row, number).
 func (m Map) Seats() []Seat {
 	out := make([]Seat, 0, m.Capacity())
+	next := 1
 	for _, s := range m.Sections {
+		if s.GA() {
+			next += int(s.Capacity)
+			continue
+		}
 		for _, r := range s.Rows {
 			for n := 1; n <= r.Seats; n++ {
-				out = append(out, Seat{ID: SeatID(s.ID, r.ID, n), Section: s.ID, Row: r.ID, N: n, Ordinal: len(out) + 1})
+				out = append(out, Seat{ID: SeatID(s.ID, r.ID, n), Section: s.ID, Row: r.ID, N: n, Ordinal: next})
+				next++
 			}
 		}
 	}
