@@ -28,6 +28,9 @@ type holdJSON struct {
 	Currency  string `json:"currency"`
 	// Seats are the reserved seats of the hold (docs/api.md §15).
 	Seats []string `json:"seats,omitempty"`
+	// Section is the general-admission section of the seat map whose
+	// places the hold has (docs/api.md §15).
+	Section string `json:"section,omitempty"`
 }
 
 // holdBodyAt is <hold> for h as a buyer sees it at now.
@@ -38,7 +41,7 @@ func holdBodyAt(h ledger.Hold, ev ledger.Event, now time.Time) []byte {
 	}
 	b, _ := json.Marshal(holdJSON{
 		HoldID: h.ID, EventID: ev.ID, UserID: h.UserID, Quantity: h.Quantity, Status: h.StatusAt(now),
-		ExpiresAt: rfc3339(h.ExpiresAt), Amount: amount, Currency: ev.Currency, Seats: h.Seats,
+		ExpiresAt: rfc3339(h.ExpiresAt), Amount: amount, Currency: ev.Currency, Seats: h.Seats, Section: h.Section,
 	})
 	return append(b, '\n')
 }

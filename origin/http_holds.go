@@ -26,8 +26,9 @@ var integerLiteral = regexp.MustCompile(`^-?(0|[1-9][0-9]*)$`)
 type holdsAPI struct{ *Server }
 
 // holdAsk is what a hold request asks for: a quantity of general
-// admission, reserved seats by id, or the best seats available of a
-// section (docs/api.md §15).
+// admission, reserved seats by id, the best seats available of a section,
+// or places of a general-admission section of the seat map (docs/api.md
+// §15).
 type holdAsk struct {
 	quantity int64
 	// seats are the reserved seats asked for, sorted.
@@ -35,6 +36,8 @@ type holdAsk struct {
 	// best: seats chosen by the origin, of section ("" for any).
 	best    bool
 	section string
+	// places: a quantity of general-admission section's places.
+	places bool
 }
 
 // canonical is the request's digest input: what it asks, so the same ask
@@ -43,6 +46,8 @@ func (a holdAsk) canonical() string {
 	switch {
 	case len(a.seats) > 0:
 		return "seats=" + strings.Join(a.seats, ",")
+	case a.places:
+		return "section=" + a.section + ":" + strconv.FormatInt(a.quantity, 10)
 	case a.best:
 		return "best=" + a.section + ":" + strconv.FormatInt(a.quantity, 10)
 	}
@@ -50,12 +55,15 @@ func (a holdAsk) canonical() string {
 }
 
 // parseHold reads a hold request's body for ev: {"quantity": n}, and on a
-// reserved-seating event {"seat_ids": [...]} or {"best_available":
+// reserved-seating event {"seat_ids": [...]}, {"best_available":
 // {"section": "A", "quantity": n}} (a bare quantity there is the best
-// available of any section).
+// available of any section) or, for a general-admission section of the
+// map, {"section": "GA-East", "quantity": n} (best_available of it is the
+// same).
 func parseHold(body []byte, ev ledger.Event) (holdAsk, *response) {
 	var req struct {
 		Quantity      json.RawMessage `json:"quantity"`
+		Section       *string         `json:"section"`
 		SeatIDs       []string        `json:"seat_ids"`
 		BestAvailable *struct {
 			Section  string          `json:"section"`
@@ -78,10 +86,26 @@ func parseHold(body []byte, ev ledger.Event) (holdAsk, *response) {
 	if asks > 1 {
 		return bad("give one of quantity, seat_ids and best_available")
 	}
-	if (req.SeatIDs != nil || req.BestAvailable != nil) && !ev.Seated() {
+	if (req.SeatIDs != nil || req.BestAvailable != nil || req.Section != nil) && !ev.Seated() {
 		return bad("this event is general admission: give a quantity")
 	}
 	switch {
+	case req.Section != nil:
+		if req.SeatIDs != nil || req.BestAvailable != nil {
+			return bad("give one of quantity, seat_ids and best_available (section goes with a quantity)")
+		}
+		s, ok := ev.Seating.Section(*req.Section)
+		switch {
+		case !ok:
+			return bad(fmt.Sprintf("section %q is not a section of the event", *req.Section))
+		case !s.GA():
+			return bad(fmt.Sprintf("section %s has reserved seats: give seat_ids, or best_available with the section", s.ID))
+		}
+		q, r := parseQuantity(req.Quantity, ev.MaxPerUser)
+		if r != nil {
+			return holdAsk{}, r
+		}
+		return holdAsk{quantity: q, section: s.ID, places: true}, nil
 	case req.SeatIDs != nil:
 		if len(req.SeatIDs) == 0 {
 			return bad("seat_ids must name at least one seat")
@@ -93,6 +117,10 @@ func parseHold(body []byte, ev ledger.Event) (holdAsk, *response) {
 		}
 		seats := slices.Sorted(slices.Values(req.SeatIDs))
 		for i, id := range seats {
+			if s, ok := ev.Seating.Section(strings.Split(id, "/")[0]); ok && s.GA() {
+				return bad(fmt.Sprintf("%s is a general-admission section: its places are held by quantity, "+
+					`{"section":%q,"quantity":n}`, s.ID, s.ID))
+			}
 			if _, _, _, ok := ev.Seating.Locate(id); !ok {
 				return bad(fmt.Sprintf("seat %q is not on the event's seat map", id))
 			}
@@ -102,14 +130,16 @@ func parseHold(body []byte, ev ledger.Event) (holdAsk, *response) {
 		}
 		return holdAsk{quantity: int64(len(seats)), seats: seats}, nil
 	case req.BestAvailable != nil:
-		if _, ok := ev.Seating.Section(req.BestAvailable.Section); !ok {
+		s, ok := ev.Seating.Section(req.BestAvailable.Section)
+		if !ok {
 			return bad(fmt.Sprintf("best_available.section %q is not a section of the event", req.BestAvailable.Section))
 		}
 		q, r := parseQuantity(req.BestAvailable.Quantity, ev.MaxPerUser)
 		if r != nil {
 			return holdAsk{}, r
 		}
-		return holdAsk{quantity: q, best: true, section: req.BestAvailable.Section}, nil
+		// The best places of a general-admission section are any of them.
+		return holdAsk{quantity: q, best: !s.GA(), places: s.GA(), section: s.ID}, nil
 	}
 	q, r := parseQuantity(req.Quantity, ev.MaxPerUser)
 	if r != nil {
@@ -213,9 +243,13 @@ func (s holdsAPI) createHold(w http.ResponseWriter, r *http.Request) response {
 		Render: func(h ledger.Hold) []byte { return holdBodyAt(h, ev.Event, h.CreatedAt) },
 	}
 	var res seats.Result
-	if ask.best {
+	switch {
+	case ask.best:
 		res = s.seats.PlaceBest(ctx, req, ask.section)
-	} else {
+	case ask.places:
+		req.Section = ask.section
+		res = s.seats.Place(ctx, req)
+	default:
 		res = s.seats.Place(ctx, req)
 	}
 	resp := holdAnswer(ev.Event, res)

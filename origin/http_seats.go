@@ -28,7 +28,11 @@ type seatMapJSON struct {
 type seatSectionJSON struct {
 	ID    string         `json:"id"`
 	Price int64          `json:"price"`
-	Seats []seatJSONItem `json:"seats"`
+	Seats []seatJSONItem `json:"seats,omitempty"`
+	// Capacity and Free describe a general-admission section: its places,
+	// and those neither held nor sold.
+	Capacity *int64 `json:"capacity,omitempty"`
+	Free     *int64 `json:"free,omitempty"`
 }
 
 type seatJSONItem struct {
@@ -61,6 +65,10 @@ func (m *seatMaps) rendered(ev *seats.Event, v *seats.SeatView) (*renderedSeatMa
 	all := ev.Seating.Seats()
 	for _, s := range ev.Seating.Sections {
 		sec := seatSectionJSON{ID: s.ID, Price: s.Price}
+		if s.GA() {
+			capacity, free := s.Capacity, min(max(v.Places(s.ID), 0), s.Capacity)
+			sec.Capacity, sec.Free = &capacity, &free
+		}
 		for _, seat := range all {
 			if seat.Section == s.ID {
 				sec.Seats = append(sec.Seats, seatJSONItem{ID: seat.ID, Status: string(v.State(seat.ID))})
@@ -93,8 +101,9 @@ func (m *seatMaps) rendered(ev *seats.Event, v *seats.SeatView) (*renderedSeatMa
 }
 
 // handleSeatMap serves GET /v1/events/{id}/seats: every seat of a
-// reserved-seating event with its status (free, held, sold). No token is
-// asked for: the map is public, like the event.
+// reserved-seating event with its status (free, held, sold), and each
+// general-admission section's places free. No token is asked for: the map
+// is public, like the event.
 func (s eventsAPI) handleSeatMap(w http.ResponseWriter, r *http.Request) {
 	id, ok := pathID(w, r, "event")
 	if !ok {

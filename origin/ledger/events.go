@@ -47,7 +47,7 @@ func (l *Ledger) CreateEvent(ctx context.Context, e Event) (Event, error) {
 			if created, err = collectOne[Event](rows, err, fmt.Sprintf("insert event %d", id)); err != nil || !e.Seated() {
 				return err
 			}
-			return insertSeats(ctx, tx, id, *e.Seating)
+			return insertSeats(ctx, tx, created)
 		})
 		return created, err
 	}

@@ -41,6 +41,10 @@ type Hold struct {
 	// Seats are the reserved seats of the hold (sorted), nil for general
 	// admission. A hold with seats is written by InsertSeatedHold.
 	Seats []string `db:"seats"`
+	// Section is the general-admission section of a seat map the hold
+	// has places of, "" otherwise; such a hold is written by
+	// InsertSectionHold.
+	Section string `db:"ga_section"`
 }
 
 // StatusAt is the status a buyer sees at now: a pending hold past its expiry
@@ -78,6 +82,7 @@ type LiveHold struct {
 	IdempotencyKey string    `db:"idempotency_key"`
 	RequestDigest  string    `db:"request_digest"`
 	Seats          []string  `db:"seats"`
+	Section        string    `db:"ga_section"`
 }
 
 // InsertHold writes a new pending hold alone: one INSERT, no transaction

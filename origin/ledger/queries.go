@@ -40,7 +40,8 @@ const (
 // Holds.
 const (
 	holdColumns = `id::text AS id, event_id, user_id, quantity, amount, status, expires_at, created_at,
-		updated_at, idempotency_key, request_digest, response, coalesce(position, 0) AS position, seats`
+		updated_at, idempotency_key, request_digest, response, coalesce(position, 0) AS position, seats,
+		coalesce(ga_section, '') AS ga_section`
 
 	// The one write of a hold, alone. $11 is the write's deadline, checked
 	// by the server's own clock (clock_timestamp(): the time the row goes
@@ -151,7 +152,8 @@ const (
 		FROM holds
 		WHERE event_id = $1 AND status IN ('pending', 'confirmed')`
 
-	sqlLiveHolds = `SELECT id::text AS id, user_id, quantity, status, expires_at, idempotency_key, request_digest, seats
+	sqlLiveHolds = `SELECT id::text AS id, user_id, quantity, status, expires_at, idempotency_key, request_digest, seats,
+			coalesce(ga_section, '') AS ga_section
 		FROM holds
 		WHERE event_id = $1 AND (status = 'confirmed' OR (status = 'pending' AND expires_at >= $2))`
 
@@ -354,8 +356,6 @@ const (
 	sqlTicketsOfBooking = `SELECT ` + ticketColumns + ` FROM tickets
 		WHERE booking_id = $1 AND valid ORDER BY seat`
 
-	// The reserved seats of a confirmed hold, with their seat numbers.
-	sqlSeatsOfHold   = `SELECT n, seat_id FROM event_seats WHERE event_id = $1 AND hold_id = $2 ORDER BY n`
 	sqlVoidTickets   = `UPDATE tickets SET valid = false WHERE booking_id = $1 AND valid RETURNING seat`
 	sqlTicketIsValid = `SELECT EXISTS (SELECT 1 FROM tickets WHERE code = $1 AND valid)`
 )

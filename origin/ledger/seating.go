@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/waitroom/waitroom/origin/seatmap"
 )
 
 // SeatsTakenError is a seated hold refused by the ledger: Seats, of those
@@ -23,9 +21,19 @@ var ErrSeatsTaken = errors.New("seats taken")
 
 func (e *SeatsTakenError) Is(target error) bool { return target == ErrSeatsTaken }
 
-// insertSeats writes one free row per seat of a new event's map.
-func insertSeats(ctx context.Context, tx pgx.Tx, event int64, m seatmap.Map) error {
+// insertSeats writes one free row per seat of a new event's map, and its
+// general-admission sections.
+func insertSeats(ctx context.Context, tx pgx.Tx, e Event) error {
+	event, m := e.ID, *e.Seating
+	if m.HasGA() {
+		if err := insertPlaces(ctx, tx, e); err != nil {
+			return fmt.Errorf("insert places of event %d: %w", event, err)
+		}
+	}
 	seats := m.Seats()
+	if len(seats) == 0 {
+		return nil
+	}
 	ids, sections, ns := make([]string, len(seats)), make([]string, len(seats)), make([]int32, len(seats))
 	for i, s := range seats {
 		ids[i], sections[i], ns[i] = s.ID, s.Section, int32(s.Ordinal)
@@ -121,8 +129,11 @@ func (l *Ledger) AuditSeats(ctx context.Context, event int64, now time.Time) (Se
 	return collectOne[SeatAudit](rows, err, fmt.Sprintf("audit seats of event %d", event))
 }
 
-// SeatsOfHold reads the reserved seats of a hold with their seat numbers
-// (the numbers its tickets carry), in number order.
+// SeatsOfHold reads the seats of a confirmed hold with their seat numbers
+// (the numbers its tickets carry), in number order: its reserved seats and
+// their ids, or the places of a general-admission section, which get their
+// numbers here (the lowest free ones of the section), named
+// "<section>/<place>" (seatmap.PlaceLabel).
 func (t Tx) SeatsOfHold(ctx context.Context, event int64, holdID string) (numbers []int32, ids []string, err error) {
 	rows, err := t.tx.Query(ctx, sqlSeatsOfHold, event, holdID)
 	if err != nil {
@@ -130,12 +141,12 @@ func (t Tx) SeatsOfHold(ctx context.Context, event int64, holdID string) (number
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var n int32
+		var n, place int32
 		var id string
-		if err := rows.Scan(&n, &id); err != nil {
+		if err := rows.Scan(&n, &id, &place); err != nil {
 			return nil, nil, fmt.Errorf("read seats of hold %s: %w", holdID, err)
 		}
-		numbers, ids = append(numbers, n), append(ids, id)
+		numbers, ids = append(numbers, n), append(ids, placeLabel(id, place))
 	}
 	if err := rows.Err(); err != nil {
 		return nil, nil, fmt.Errorf("read seats of hold %s: %w", holdID, err)

@@ -37,8 +37,9 @@ type Invariant struct {
 	Tickets int64 `json:"tickets"`
 	Drift   int64 `json:"drift"`
 	// SeatDrift counts the reserved seats whose state (free, held, sold)
-	// differs between Redis and the ledger, and Sections the same by
-	// section; both absent for general admission.
+	// differs between Redis and the ledger, and the places by which a
+	// general-admission section's count differs; Sections the same by
+	// section. Both absent for a general-admission event.
 	SeatDrift *int64         `json:"seat_drift,omitempty"`
 	Sections  []SectionDrift `json:"sections,omitempty"`
 }
@@ -136,7 +137,7 @@ func (rc *Recovery) Correct(ctx context.Context, ev *Event) (inventory.Correctio
 	if rc.beforeCorrect != nil {
 		rc.beforeCorrect()
 	}
-	c, err := rc.inv.Correct(ctx, ev.ID, ev.Sellable, add, ended)
+	c, err := rc.inv.Correct(ctx, ev.ID, ev.Sellable, ev.sectionCapacities(), add, ended)
 	if err != nil {
 		return c, err
 	}
@@ -149,10 +150,10 @@ func (rc *Recovery) Correct(ctx context.Context, ev *Event) (inventory.Correctio
 			return c, err
 		}
 	}
-	if c.Before != c.After || c.Added > 0 || c.Dropped > 0 || c.Seats > 0 {
+	if c.Before != c.After || c.Added > 0 || c.Dropped > 0 || c.Seats > 0 || c.Places > 0 {
 		rc.metrics.DriftCorrections.Inc()
 		rc.log.Warn("inventory corrected from the ledger", "event", ev.ID, "remaining_before", c.Before,
-			"remaining_after", c.After, "holds_added", c.Added, "holds_dropped", c.Dropped, "seats_corrected", c.Seats)
+			"remaining_after", c.After, "holds_added", c.Added, "holds_dropped", c.Dropped, "seats_corrected", c.Seats, "places_corrected", c.Places)
 		if ev.room.State().SoldOut != (c.After == 0) {
 			rc.registry.SyncSoldOut(ctx, ev)
 		}
@@ -171,13 +172,14 @@ func (rc *Recovery) dropEndedSince(ctx context.Context, ev *Event, added []inven
 	if err != nil || len(ended) == 0 {
 		return c, err
 	}
-	again, err := rc.inv.Correct(ctx, ev.ID, ev.Sellable, nil, ended)
+	again, err := rc.inv.Correct(ctx, ev.ID, ev.Sellable, ev.sectionCapacities(), nil, ended)
 	if err != nil {
 		return c, err
 	}
 	c.After = again.After
 	c.Dropped += again.Dropped
 	c.Seats += again.Seats
+	c.Places += again.Places
 	return c, nil
 }
 
@@ -391,7 +393,19 @@ func (rc *Recovery) ledgerState(ctx context.Context, ev *Event, read func(contex
 			KeyDigest:  idem.KeyDigest(h.UserID, h.IdempotencyKey),
 			BodyDigest: h.RequestDigest,
 			Seats:      h.Seats,
+			Section:    h.Section,
 		})
+	}
+	if caps := ev.sectionCapacities(); caps != nil {
+		snap.Sections = make(map[string]int64, len(caps))
+		for _, h := range rows {
+			if h.Section != "" {
+				caps[h.Section] -= h.Quantity
+			}
+		}
+		for s, left := range caps {
+			snap.Sections[s] = max(left, 0)
+		}
 	}
 	snap.Remaining = ev.Sellable - active
 	if snap.Remaining < 0 {

@@ -56,6 +56,9 @@ type PlaceRequest struct {
 	// Seats are the reserved seats asked for, all or none (Quantity of
 	// them, on the event's map); none for general admission.
 	Seats []string
+	// Section is the general-admission section of the event's seat map
+	// whose places the hold takes (Quantity of them); "" otherwise.
+	Section string
 	// Position is the queue position of the buyer's token, kept on the
 	// hold's row for the audit trail (0: unknown).
 	Position int64
@@ -109,6 +112,7 @@ func (p *Protocol) place(ctx context.Context, req PlaceRequest, takeOver string)
 		User:         req.User,
 		Quantity:     req.Quantity,
 		Seats:        req.Seats,
+		Section:      req.Section,
 		ExpiresAt:    now.Add(min(ev.HoldTTL(), p.HoldMaxLifeOf(ev.Event))).Truncate(time.Second),
 		Now:          now,
 		KeyDigest:    idem.KeyDigest(req.User, req.Key),
@@ -215,7 +219,8 @@ func (p *Protocol) answer(ctx context.Context, req PlaceRequest, ir inventory.Ho
 		p.log.Warn("hold script reached redis after its deadline", "event", ev.ID, "hold", ir.HoldID)
 		return unavailable(ReasonNotHeld)
 	case inventory.SoldOut:
-		if res.Remaining == 0 && !ev.room.State().SoldOut {
+		// A section's places may run out while the event has seats left.
+		if req.Section == "" && res.Remaining == 0 && !ev.room.State().SoldOut {
 			p.registry.SyncSoldOut(ctx, ev)
 		}
 		return Result{Outcome: SoldOut, Remaining: res.Remaining}
@@ -266,9 +271,11 @@ func (p *Protocol) claimedAnswer(ctx context.Context, req PlaceRequest, raw stri
 func (p *Protocol) recordHold(ctx context.Context, req PlaceRequest, ir inventory.HoldRequest, res inventory.HoldResult, deadline time.Time) Result {
 	ev := req.Event
 	row := ledger.Hold{
-		ID: ir.HoldID, EventID: ev.ID, UserID: req.User, Quantity: req.Quantity, Amount: ev.amountOf(req.Quantity, res.Record.Seats),
+		ID: ir.HoldID, EventID: ev.ID, UserID: req.User, Quantity: req.Quantity,
+		Amount: ev.amountOf(req.Quantity, res.Record.Seats, res.Record.Section),
 		Status: ledger.StatusPending, ExpiresAt: ir.ExpiresAt, CreatedAt: ir.Now, UpdatedAt: ir.Now,
 		IdempotencyKey: req.Key, RequestDigest: req.Digest, Position: req.Position, Seats: res.Record.Seats,
+		Section: res.Record.Section,
 	}
 	row.Response = req.Render(row)
 	// The write gets its own deadline, detached from the client: a client
@@ -278,14 +285,19 @@ func (p *Protocol) recordHold(ctx context.Context, req PlaceRequest, ir inventor
 	defer cancel()
 	var outcome ledger.WriteOutcome
 	var err error
-	if len(row.Seats) > 0 {
+	switch {
+	case len(row.Seats) > 0:
 		// Alone, in a transaction of its own: the seats' claim is
 		// conditional, and a batch would share its outcome.
 		outcome, err = p.ledger.InsertSeatedHold(wctx, row, ir.Now)
-	} else {
+	case row.Section != "":
+		// Alone too: the decrement of the section's buckets is conditional.
+		outcome, err = p.ledger.InsertSectionHold(wctx, row, ir.Now)
+	default:
 		outcome, err = p.holdRows.Write(wctx, row, ir.Now)
 	}
 	var taken *ledger.SeatsTakenError
+	var short *ledger.SectionSoldOutError
 	switch {
 	case err == nil:
 		if res.Remaining == 0 {
@@ -301,6 +313,13 @@ func (p *Protocol) recordHold(ctx context.Context, req PlaceRequest, ir inventor
 		p.releases.compensate(wctx, ev, ir.HoldID)
 		p.log.Warn("ledger refused seats that redis allowed", "event", ev.ID, "hold", ir.HoldID, "seats", taken.Seats)
 		return Result{Outcome: SeatsUnavailable, Taken: taken.Seats}
+
+	case errors.As(err, &short):
+		// Redis had the places and the ledger's buckets have not: the
+		// ledger wins, and the places Redis gave go back.
+		p.releases.compensate(wctx, ev, ir.HoldID)
+		p.log.Warn("ledger refused places that redis allowed", "event", ev.ID, "hold", ir.HoldID, "section", row.Section, "left", short.Left)
+		return Result{Outcome: SoldOut, Remaining: short.Left}
 
 	case errors.Is(err, ledger.ErrDuplicateKey):
 		// This key made a hold before (since released or expired, so Redis
@@ -375,8 +394,8 @@ func (p *Protocol) existingHold(ctx context.Context, req PlaceRequest, ir invent
 	// the request that made the hold.
 	return Result{Outcome: AlreadyHeld, Hold: ledger.Hold{
 		ID: res.HoldID, EventID: req.Event.ID, UserID: req.User, Quantity: res.Record.Quantity,
-		Amount: req.Event.amountOf(res.Record.Quantity, res.Record.Seats), Status: ledger.StatusPending, ExpiresAt: res.ExpiresAt,
-		Seats: res.Record.Seats,
+		Amount: req.Event.amountOf(res.Record.Quantity, res.Record.Seats, res.Record.Section), Status: ledger.StatusPending,
+		ExpiresAt: res.ExpiresAt, Seats: res.Record.Seats, Section: res.Record.Section,
 	}}
 }
 

@@ -30,12 +30,17 @@ const bestTries = 4
 // every time it tried.
 const ReasonContended = "contended"
 
-// SeatView is which reserved seats a live hold had at one moment.
+// SeatView is which reserved seats a live hold had at one moment, and the
+// places the general-admission sections had left.
 type SeatView struct {
 	// At is when (wall clock) Redis was read.
 	At     time.Time
 	states map[string]inventory.SeatState
+	places map[string]int64
 }
+
+// Places is the places general-admission section had left in the view.
+func (v *SeatView) Places(section string) int64 { return v.places[section] }
 
 // State is the seat's state in the view.
 func (v *SeatView) State(id string) inventory.SeatState {
@@ -77,14 +82,33 @@ func (ev *Event) seatsTaken(ids []string, taken bool) {
 }
 
 // amountOf is the price of a hold of qty seats: the sections' prices of
-// its reserved seats, or the event's price per seat.
-func (ev *Event) amountOf(qty int64, seats []string) int64 {
+// its reserved seats, or its general-admission section's price per place,
+// or the event's price per seat.
+func (ev *Event) amountOf(qty int64, seats []string, section string) int64 {
 	if ev.Seated() && len(seats) > 0 {
 		if p, ok := ev.Seating.Price(seats); ok {
 			return p
 		}
 	}
+	if ev.Seated() && section != "" {
+		if s, ok := ev.Seating.Section(section); ok {
+			return s.Price * qty
+		}
+	}
 	return ev.Price * qty
+}
+
+// sectionCapacities maps each general-admission section of the event's
+// seat map to its capacity; nil when it has none.
+func (ev *Event) sectionCapacities() map[string]int64 {
+	if !ev.Seated() || !ev.Seating.HasGA() {
+		return nil
+	}
+	out := make(map[string]int64)
+	for _, p := range ev.Seating.Places() {
+		out[p.Section] = p.Capacity
+	}
+	return out
 }
 
 // SeatView is the event's seat map view, read from Redis again when older
@@ -105,7 +129,7 @@ func (p *Protocol) SeatView(ctx context.Context, ev *Event) (*SeatView, error) {
 				return nil, err
 			}
 			if loaded {
-				v := &SeatView{At: at, states: states}
+				v := &SeatView{At: at, states: states.Seats, places: states.Places}
 				ev.seats.view.Store(v)
 				ev.seats.mu.Lock()
 				for id, c := range ev.seats.since {
@@ -140,9 +164,11 @@ func (p *Protocol) seatMapMaxAge() time.Duration {
 // choose picks n seats of section (any section when "") for one party on
 // the view and the changes since, and marks them taken at once: the
 // best-available holds of this node running at the same moment then pick
-// other seats rather than race each other for the same ones. ids is nil
-// when no section has n free (free counts them).
-func (ev *Event) choose(v *SeatView, section string, n int) (ids []string, free int) {
+// other seats rather than race each other for the same ones. With any
+// section, a general-admission section that comes first in the map with n
+// places left in the view (and not in short) is chosen instead: places
+// is its id. ids is nil when no section has n free (free counts them).
+func (ev *Event) choose(v *SeatView, section string, n int, short map[string]bool) (ids []string, places string, free int) {
 	ev.seats.mu.Lock()
 	defer ev.seats.mu.Unlock()
 	taken := func(id string) bool {
@@ -155,6 +181,17 @@ func (ev *Event) choose(v *SeatView, section string, n int) (ids []string, free 
 		if section != "" && s.ID != section {
 			continue
 		}
+		if s.GA() {
+			left := int(v.Places(s.ID))
+			if short[s.ID] {
+				left = 0
+			}
+			free += left
+			if left >= n {
+				return nil, s.ID, free
+			}
+			continue
+		}
 		got, f := ev.Seating.Best(s.ID, n, taken)
 		free += f
 		if got != nil {
@@ -163,7 +200,7 @@ func (ev *Event) choose(v *SeatView, section string, n int) (ids []string, free 
 		}
 	}
 	if ids == nil {
-		return nil, free
+		return nil, "", free
 	}
 	if ev.seats.since == nil {
 		ev.seats.since = make(map[string]seatChange)
@@ -172,7 +209,7 @@ func (ev *Event) choose(v *SeatView, section string, n int) (ids []string, free 
 	for _, id := range ids {
 		ev.seats.since[id] = seatChange{at: now, taken: true}
 	}
-	return ids, free
+	return ids, "", free
 }
 
 // unchoose forgets the marks choose made on ids: the hold did not take them.
@@ -186,29 +223,42 @@ func (ev *Event) unchoose(ids []string) {
 
 // PlaceBest holds req.Quantity seats of section chosen for the buyer (the
 // best available, seatmap.Map.Best) from the seat map view, or of the first
-// section that has them when section is "". When the chosen seats are
-// taken meanwhile it chooses again, at most bestTries times. SoldOut when
-// the section has fewer free seats than asked for (Result.Remaining).
+// section that has them when section is "" (a general-admission section's
+// places included). A general-admission section's places are held as
+// Place holds them with req.Section. When the chosen seats are taken
+// meanwhile it chooses again, at most bestTries times. SoldOut when the
+// section has fewer free seats than asked for (Result.Remaining).
 func (p *Protocol) PlaceBest(ctx context.Context, req PlaceRequest, section string) Result {
 	ev := req.Event
+	if s, ok := ev.Seating.Section(section); ok && s.GA() {
+		req.Section = section
+		return p.Place(ctx, req)
+	}
 	takeOver := ""
 	var out Result
+	short := map[string]bool{}
 	for range bestTries {
 		v, err := p.SeatView(ctx, ev)
 		if err != nil {
 			p.log.Warn("seat map not read", "event", ev.ID, "error", err)
 			return unavailable(ReasonNotHeld)
 		}
-		ids, free := ev.choose(v, section, int(req.Quantity))
-		if ids == nil {
-			return Result{Outcome: SoldOut, Remaining: int64(free), At: p.now()}
+		ids, places, free := ev.choose(v, section, int(req.Quantity), short)
+		if ids == nil && places == "" {
+			return Result{Outcome: SoldOut, Remaining: int64(free), At: p.now(), Claim: out.Claim}
 		}
-		req.Seats = ids
+		req.Seats, req.Section = ids, places
 		out = p.place(ctx, req, takeOver)
-		switch out.Outcome {
-		case Held:
+		switch {
+		case out.Outcome == SoldOut && places != "":
+			// The view was older than the section's last places: the next
+			// section that has them.
+			short[places] = true
+			takeOver = out.Claim
+			continue
+		case out.Outcome == Held || places != "":
 			return out
-		case SeatsUnavailable:
+		case out.Outcome == SeatsUnavailable:
 			// Taken by a hold this node did not see: the others of the
 			// choice are free for the next one.
 			ev.unchoose(slices.DeleteFunc(slices.Clone(ids), func(id string) bool { return slices.Contains(out.Taken, id) }))
@@ -226,15 +276,25 @@ func (p *Protocol) PlaceBest(ctx context.Context, req PlaceRequest, section stri
 }
 
 // SectionDrift is one section's reserved seats where Redis and the ledger
-// disagree.
+// disagree, or a general-admission section's count of places.
 type SectionDrift struct {
 	Section string `json:"section"`
-	// Seats counts the seats whose state (free, held, sold) differs.
+	// Seats counts the seats whose state (free, held, sold) differs; for
+	// a general-admission section, the places by which Redis's count
+	// differs from the ledger's.
 	Seats int64 `json:"seats"`
+	// Capacity, Remaining and Active describe a general-admission
+	// section: its places, those Redis has left, and those the ledger's
+	// live holds (pending, or confirmed) have; Remaining should be
+	// Capacity − Active.
+	Capacity  *int64 `json:"capacity,omitempty"`
+	Remaining *int64 `json:"remaining,omitempty"`
+	Active    *int64 `json:"active,omitempty"`
 }
 
 // seatDrift compares which reserved seats a live hold has in Redis and in
-// the ledger: the seats that differ in all, and by section.
+// the ledger, and the general-admission sections' places left: the seats
+// (and places) that differ in all, and by section.
 func (rc *Recovery) seatDrift(ctx context.Context, ev *Event) (int64, []SectionDrift, error) {
 	now := rc.now()
 	states, loaded, err := rc.inv.SeatStates(ctx, ev.ID, now)
@@ -248,17 +308,23 @@ func (rc *Recovery) seatDrift(ctx context.Context, ev *Event) (int64, []SectionD
 	if err != nil {
 		return 0, nil, err
 	}
+	var active map[string]int64
+	if ev.Seating.HasGA() {
+		if active, err = rc.ledger.SectionCounts(ctx, ev.ID, now); err != nil {
+			return 0, nil, err
+		}
+	}
 	bySection := make(map[string]int64)
 	var total int64
 	inLedger := make(map[string]bool, len(taken))
 	for _, s := range taken {
 		inLedger[s.SeatID] = true
-		if string(states[s.SeatID]) != s.Status {
+		if string(states.Seats[s.SeatID]) != s.Status {
 			bySection[s.Section]++
 			total++
 		}
 	}
-	for id := range states {
+	for id := range states.Seats {
 		if !inLedger[id] {
 			sec, _, _, _ := ev.Seating.Locate(id)
 			bySection[sec.ID]++
@@ -267,7 +333,21 @@ func (rc *Recovery) seatDrift(ctx context.Context, ev *Event) (int64, []SectionD
 	}
 	out := make([]SectionDrift, 0, len(ev.Seating.Sections))
 	for _, s := range ev.Seating.Sections {
-		out = append(out, SectionDrift{Section: s.ID, Seats: bySection[s.ID]})
+		d := SectionDrift{Section: s.ID, Seats: bySection[s.ID]}
+		if s.GA() {
+			capacity, left, live := s.Capacity, states.Places[s.ID], active[s.ID]
+			d.Capacity, d.Remaining, d.Active = &capacity, &left, &live
+			d.Seats = abs(left - (capacity - live))
+			total += d.Seats
+		}
+		out = append(out, d)
 	}
 	return total, out, nil
+}
+
+func abs(n int64) int64 {
+	if n < 0 {
+		return -n
+	}
+	return n
 }

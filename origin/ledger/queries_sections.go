@@ -1,0 +1,108 @@
+package ledger
+
+// The SQL of general-admission sections inside a seat map (sections.go);
+// queries.go has the rest.
+const (
+	// A new section's places: its bucket rows ($4 of them, the capacity $3
+	// split evenly), and one numbered place each, $5 the first number.
+	sqlInsertSectionBuckets = `INSERT INTO ga_inventory (event_id, section, bucket, remaining)
+		SELECT $1, $2, b, ($3::bigint * (b + 1) / $4 - $3::bigint * b / $4)::int
+		FROM generate_series(0, $4::int - 1) AS b`
+	sqlInsertSectionPlaces = `INSERT INTO ga_places (event_id, n, section, place)
+		SELECT $1, $3::int + p - 1, $2, p FROM generate_series(1, $4::int) AS p`
+
+	// A hold's $3 places from one bucket: the conditional decrement, on
+	// the first bucket from $4 on (wrapping around) that has them and that
+	// no other transaction has locked. It never waits: with every bucket
+	// that has them locked, or none having them, it takes nothing.
+	// The bucket is chosen in a CTE, which runs once: a subquery joined
+	// to the UPDATE could be run again for each row, and would then pick
+	// another bucket each time (the ones this statement updated are skipped).
+	sqlTakePlaces = `WITH b AS (
+			SELECT bucket FROM ga_inventory
+			WHERE event_id = $1 AND section = $2 AND remaining >= $3
+			ORDER BY bucket < $4, bucket
+			LIMIT 1 FOR UPDATE SKIP LOCKED)
+		UPDATE ga_inventory g SET remaining = g.remaining - $3 FROM b
+		WHERE g.event_id = $1 AND g.section = $2 AND g.bucket = b.bucket AND g.remaining >= $3
+		RETURNING g.bucket`
+
+	// When no single bucket could give the places: every bucket of the
+	// section locked, waiting, in bucket order (the one order every
+	// statement that waits for buckets takes them in).
+	sqlLockSectionBuckets = `SELECT bucket, remaining FROM ga_inventory
+		WHERE event_id = $1 AND section = $2 ORDER BY bucket FOR UPDATE`
+	// Then the places across them: $4[i] from bucket $3[i], each a
+	// conditional decrement still.
+	sqlTakePlacesAcross = `UPDATE ga_inventory g SET remaining = g.remaining - t.q
+		FROM unnest($3::int[], $4::int[]) AS t (bucket, q)
+		WHERE g.event_id = $1 AND g.section = $2 AND g.bucket = t.bucket AND g.remaining >= t.q`
+	// Lazy expiry: the section's pending holds past their expiry at $3
+	// are free already (Redis reclaimed them); marking them expired gives
+	// their places back to the buckets (the holds_ga_follow trigger). A
+	// hold another transaction has locked (the reaper's) is left to it.
+	sqlExpireLapsedOfSection = `UPDATE holds SET status = 'expired', updated_at = $3
+		WHERE status = 'pending' AND id IN (
+			SELECT id FROM holds
+			WHERE event_id = $1 AND ga_section = $2 AND status = 'pending' AND expires_at < $3
+			FOR UPDATE SKIP LOCKED)`
+
+	// A general-admission section's hold, written alone in its own
+	// transaction with the decrement of its buckets; otherwise as
+	// sqlInsertHold.
+	sqlInsertSectionHold = `INSERT INTO holds (id, event_id, user_id, quantity, amount, status, expires_at,
+			created_at, updated_at, idempotency_key, request_digest, response, position, ga_section, ga_buckets)
+		SELECT $1::uuid, $2::bigint, $3::text, $4::integer, $5::bigint, 'pending', $6::timestamptz,
+			$7::timestamptz, $7::timestamptz, $8::text, $9::text, $10::bytea, nullif($12::bigint, 0), $13::text, $14::int[]
+		WHERE $11::timestamptz IS NULL OR clock_timestamp() < $11::timestamptz`
+
+	// The seats of a confirmed hold with their numbers, for its tickets: a
+	// reserved seat's, or a section's places. A hold of a section is given
+	// the numbers it has not got yet here, the lowest free ones of its
+	// section that no other confirmation has locked (so confirmations of
+	// one section do not wait on each other). The claimed rows are read
+	// apart: the statement's own scan of ga_places sees them as they were.
+	sqlSeatsOfHold = `WITH h AS (
+			SELECT ga_section, quantity FROM holds WHERE id = $2 AND ga_section IS NOT NULL),
+		want AS (
+			SELECT h.ga_section, h.quantity - (SELECT count(*) FROM ga_places WHERE event_id = $1 AND hold_id = $2) AS n
+			FROM h),
+		pick AS (
+			SELECT p.n FROM ga_places p, want
+			WHERE p.event_id = $1 AND p.section = want.ga_section AND p.hold_id IS NULL
+			ORDER BY p.n
+			LIMIT coalesce((SELECT greatest(n, 0) FROM want), 0)
+			FOR UPDATE OF p SKIP LOCKED),
+		claimed AS (
+			UPDATE ga_places p SET hold_id = $2 FROM pick
+			WHERE p.event_id = $1 AND p.n = pick.n
+			RETURNING p.n, p.section, p.place)
+		SELECT n, seat_id AS seat, 0 AS place FROM event_seats WHERE event_id = $1 AND hold_id = $2
+		UNION ALL SELECT n, section, place FROM claimed
+		UNION ALL SELECT n, section, place FROM ga_places WHERE event_id = $1 AND hold_id = $2
+		ORDER BY n`
+
+	// The places of an event's sections that live holds have at $2
+	// (confirmed, or pending and not past their expiry), by section.
+	sqlSectionCounts = `SELECT ga_section AS section, coalesce(sum(quantity), 0)::bigint AS active
+		FROM holds
+		WHERE event_id = $1 AND ga_section IS NOT NULL
+			AND (status = 'confirmed' OR (status = 'pending' AND expires_at >= $2))
+		GROUP BY ga_section`
+
+	// The ledger's own account of each section: its places, those left in
+	// its buckets, those of holds that have not ended (a lapsed hold the
+	// reaper has not marked still has its places in the buckets' count),
+	// those sold, and the numbers given to sold places.
+	sqlAuditSections = `SELECT p.section,
+			p.capacity,
+			coalesce((SELECT sum(remaining) FROM ga_inventory g WHERE g.event_id = $1 AND g.section = p.section), 0)::bigint AS remaining,
+			coalesce((SELECT sum(quantity) FROM holds h WHERE h.event_id = $1 AND h.ga_section = p.section
+				AND h.status IN ('pending', 'confirmed')), 0)::bigint AS taken,
+			coalesce((SELECT sum(quantity) FROM holds h WHERE h.event_id = $1 AND h.ga_section = p.section
+				AND h.status = 'confirmed'), 0)::bigint AS sold,
+			p.numbered
+		FROM (SELECT section, count(*) AS capacity, count(hold_id) AS numbered
+			FROM ga_places WHERE event_id = $1 GROUP BY section) p
+		ORDER BY p.section`
+)
