@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/waitroom/waitroom/inventory"
 	"github.com/waitroom/waitroom/internal/testenv"
+	"github.com/waitroom/waitroom/inventory"
 )
 
 // General-admission sections inside a seat map: a count of places per
