@@ -91,7 +91,7 @@ func (f *saleFlags) register(fs *flagSet) {
 	fs.StringVar(&f.chartPath, "chart", "out/flashsale.svg", "chart of the sale over time (.svg or .png; empty: none)")
 	fs.IntVar(&f.gateways, "gateways", 1, "Caddy processes in front of the origin, sharing one Redis; the crowd goes round-robin over them")
 	fs.StringVar(&f.heapProfile, "heap-profile", "", "write the load generator's heap profile (pprof) to this file once every user has arrived")
-	fs.BoolVar(&f.seating, "seating", false, "a reserved-seating event of --seats seats (rows of 25, no overflow reserve); buyers take the best seats available")
+	fs.BoolVar(&f.seating, "seating", false, "a reserved-seating event of --seats seats (a general-admission section GA-Floor of a fifth of them first, then rows of 25; no overflow reserve); buyers take the best seats available")
 	fs.BoolVar(&f.quiet, "quiet", false, "no progress bar")
 	fs.BoolVar(&f.keep, "keep", false, "keep the run's folder (configs, server logs) and its database")
 	f.gate.register(fs)
@@ -516,15 +516,23 @@ func readMemory(ctx context.Context, sys *stack.System) []sale.ProcessMemory {
 	return out
 }
 
-// saleSeating is the seat map of a --seating sale: f.seats seats in rows of
-// 25, ten rows a section, the last row shorter when they do not divide.
+// saleSeating is the seat map of a --seating sale: first a
+// general-admission section, GA-Floor, of a fifth of f.seats (so the
+// buyers' bare quantities, which take the first section that has them,
+// sell its places first), then the rest in rows of 25, ten rows a section,
+// the last row shorter when they do not divide.
 func saleSeating(f saleFlags) *api.Seating {
 	if !f.seating {
 		return nil
 	}
 	const perRow, rowsPerSection = 25, 10
 	m := &api.Seating{}
-	for left, n := f.seats, 0; left > 0; n++ {
+	left := f.seats
+	if ga := f.seats / 5; ga > 0 {
+		m.Sections = append(m.Sections, api.Section{ID: "GA-Floor", Price: 45000, Capacity: int64(ga)})
+		left -= ga
+	}
+	for n := 0; left > 0; n++ {
 		sec := api.Section{ID: string(rune('A' + n%26)), Price: 90000}
 		if n >= 26 {
 			sec.ID += strconv.Itoa(n / 26)
@@ -540,7 +548,10 @@ func saleSeating(f saleFlags) *api.Seating {
 }
 
 // checkSeats audits a --seating sale's reserved seats in the ledger (no
-// seat had by two holds or two tickets) and its seat drift.
+// seat had by two holds or two tickets), its general-admission sections
+// (never more places held or sold than the section has, every place in a
+// bucket or a hold, a number for every place sold) and its seat drift,
+// which counts the sections' places too.
 func checkSeats(ctx context.Context, sys *stack.System, res *sale.Result, out io.Writer) error {
 	l, err := ledger.Open(ctx, sys.DB.URL, ledger.Options{MaxConns: 2})
 	if err != nil {
@@ -555,6 +566,18 @@ func checkSeats(ctx context.Context, sys *stack.System, res *sale.Result, out io
 		a.Held, a.DoubleHeld, a.Mismatched, a.DoubleTicketed, res.Invariant.SeatDrift)
 	if twice := a.DoubleHeld + a.Mismatched + a.DoubleTicketed; twice != 0 || res.Invariant.SeatDrift != 0 {
 		return fmt.Errorf("%w: reserved seats had twice %d, seat drift %d", errBroken, twice, res.Invariant.SeatDrift)
+	}
+	sections, err := l.AuditSections(ctx, sys.Event.ID)
+	if err != nil {
+		return err
+	}
+	for _, s := range sections {
+		fmt.Fprintf(out, "general-admission section %s: %d places, %d held or sold (%d sold, %d numbered), %d left in its buckets\n",
+			s.Section, s.Capacity, s.Taken, s.Sold, s.Numbered, s.Remaining)
+		if s.Taken > s.Capacity || s.Remaining+s.Taken != s.Capacity || s.Numbered != s.Sold {
+			return fmt.Errorf("%w: section %s: %d places, %d taken, %d in its buckets, %d sold, %d numbered",
+				errBroken, s.Section, s.Capacity, s.Taken, s.Remaining, s.Sold, s.Numbered)
+		}
 	}
 	return nil
 }

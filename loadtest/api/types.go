@@ -37,7 +37,7 @@ type NewEvent struct {
 	MaxPerUser     int64  `json:"max_per_user,omitempty"`
 	OverflowPct    *int64 `json:"overflow_pct,omitempty"`
 	// Seating makes the event reserved seating (docs/api.md §15); Capacity
-	// must then be its number of seats.
+	// must then be its number of seats and places.
 	Seating *Seating `json:"seating,omitempty"`
 }
 
@@ -47,11 +47,13 @@ type Seating struct {
 	Sections []Section `json:"sections"`
 }
 
-// Section is a block of rows at one price, its best rows first.
+// Section is a block of rows at one price, its best rows first; or, with
+// a Capacity and no rows, a general-admission section of that many places.
 type Section struct {
-	ID    string `json:"id"`
-	Price int64  `json:"price"`
-	Rows  []Row  `json:"rows"`
+	ID       string `json:"id"`
+	Price    int64  `json:"price"`
+	Rows     []Row  `json:"rows,omitempty"`
+	Capacity int64  `json:"capacity,omitempty"`
 }
 
 // Row is a row of Seats seats.
@@ -60,10 +62,11 @@ type Row struct {
 	Seats int    `json:"seats"`
 }
 
-// Seats is the number of seats of the map.
+// Seats is the number of seats and general-admission places of the map.
 func (s Seating) Seats() int64 {
 	var n int64
 	for _, sec := range s.Sections {
+		n += sec.Capacity
 		for _, r := range sec.Rows {
 			n += int64(r.Seats)
 		}
