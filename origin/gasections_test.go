@@ -305,16 +305,18 @@ func TestGASectionDriftIsCorrected(t *testing.T) {
 }
 
 func TestGATicketsNumberTheirPlaces(t *testing.T) {
-	h := newPayHarness(t, payOptions{})
+	h := newPayHarness(t, payOptions{config: freshViews})
 	ev := h.createSeated(gaSeating(1, 4, 5), nil)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	bookings := map[string]string{}
 	buy := func(user string, body any) []any {
 		res := h.holdBody(ev.ID, user, body, "k")
 		require.Equal(t, http.StatusCreated, res.status, "%s", res.body)
 		var hj sectionHold
 		res.json(t, &hj)
 		b := h.mustBook(ev.ID, user, hj.HoldID, "pm_card_visa")
+		bookings[user] = b.BookingID
 		require.NoError(t, h.fp.WaitIdle(ctx))
 		res = h.do(http.MethodGet, "/v1/bookings/"+b.BookingID, nil, h.auth(user, ev.ID))
 		var got struct {
@@ -348,4 +350,17 @@ func TestGATicketsNumberTheirPlaces(t *testing.T) {
 	inv := h.requireSeatsOnce(ev.ID)
 	assert.Equal(t, int64(6), inv.Tickets)
 	h.requireNoSeatDrift(ev.ID)
+
+	// A cancelled booking's places go back, to Redis, the buckets and the
+	// numbers: the next buyer gets them.
+	res := h.do(http.MethodPost, "/v1/bookings/"+bookings["ann"]+"/cancellation", nil, h.auth("ann", ev.ID))
+	require.Equal(t, http.StatusOK, res.status, "%s", res.body)
+	require.NoError(t, h.fp.WaitIdle(ctx))
+	_, free = h.gaSection(ev.ID)
+	assert.Equal(t, int64(3), free)
+	left, taken := h.ledgerSection(ev.ID)
+	assert.Equal(t, [2]int64{3, 2}, [2]int64{left, taken})
+	assert.Equal(t, []any{"GA-East/1", "GA-East/2"}, buy("dan", places(2)))
+	h.requireNoSeatDrift(ev.ID)
+	assert.Equal(t, int64(5), h.requireSeatsOnce(ev.ID).Tickets)
 }
