@@ -339,12 +339,7 @@ func (h *Handler) unavailable(w http.ResponseWriter, r *http.Request, repl *cadd
 
 // wantsJSON follows docs/api.md §3: JSON when Accept mentions application/json.
 func wantsJSON(r *http.Request) bool {
-	for _, v := range r.Header.Values("Accept") {
-		if strings.Contains(v, "application/json") {
-			return true
-		}
-	}
-	return false
+	return mentions(r.Header.Values("Accept"), "application/json")
 }
 
 // maxRetryAfter is the longest a waiting client is told to wait before
