@@ -228,7 +228,6 @@ func flashSale(ctx context.Context, f saleFlags, faults []string, out, errOut io
 		"FAKEPAY_LATENCY=" + f.payLatency.String(),
 		"FAKEPAY_LATENCY_JITTER=" + f.payLatency.String(),
 	}
-	env = append(env, f.gate.env()...)
 	if has("webhooks") {
 		// Every webhook five times, each copy delayed at random: duplicates
 		// and events out of order.

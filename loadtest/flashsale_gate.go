@@ -17,9 +17,8 @@ import (
 // gateFlags is the gate rush that ends the flash sale: every ticket sold
 // scanned at the origin's gate, some shown twice at once at two gates.
 type gateFlags struct {
-	off   bool
-	cfg   gaterush.Config
-	token string
+	off bool
+	cfg gaterush.Config
 }
 
 func (g *gateFlags) register(fs *flagSet) {
@@ -40,18 +39,10 @@ func (g *gateFlags) check() error {
 	return fraction(map[string]float64{"--gate-twice": g.cfg.Twice})
 }
 
-// env is the origin's environment for the gate: a token of its own.
-func (g *gateFlags) env() []string {
-	if g.off {
-		return nil
-	}
-	g.token = gaterush.NewToken()
-	return []string{"ORIGIN_GATE_TOKEN=" + g.token}
-}
-
 // run scans every valid ticket of the sale's event, as the ledger lists
-// them, and puts the outcome in res; the sale's seed picks the tickets
-// shown twice.
+// them, each gate with a device token of its own (so the origin needs no
+// ORIGIN_GATE_TOKEN), and puts the outcome in res; the sale's seed picks
+// the tickets shown twice.
 func (g *gateFlags) run(ctx context.Context, sys *stack.System, res *sale.Result, errOut io.Writer) error {
 	if g.off {
 		return nil
@@ -69,7 +60,7 @@ func (g *gateFlags) run(ctx context.Context, sys *stack.System, res *sale.Result
 	cfg := g.cfg
 	cfg.Seed, cfg.Event = res.Config.Seed, sys.Event.ID
 	client := api.Client{HTTP: api.NewHTTPClient(cfg.Scanners*2, 10*time.Second), Base: sys.Origin.URL}
-	cfg.Gate = api.Gate{Client: client, Token: g.token}
+	cfg.Origin = client
 	cfg.Admin = api.OriginAdmin{Client: client, Token: sys.AdminToken}
 	res.GateRush, err = gaterush.Run(ctx, cfg, codes)
 	return err

@@ -90,8 +90,9 @@ type Config struct {
 	// TicketRetiredKeys are the public keys of ticket keys signed with
 	// before, whose tickets still admit (docs/origin.md, the gate).
 	TicketRetiredKeys []ticketcode.PublicKey
-	// GateToken is the bearer token of the gate devices (POST /v1/scans);
-	// with none set the gate answers 503 gate_disabled.
+	// GateToken is the bearer token the gate devices share (POST /v1/scans),
+	// beside the tokens of the devices registered in the ledger; with
+	// neither the gate answers 503 gate_disabled.
 	GateToken string
 	// PaymentWindow is how long, at least, a booking keeps its hold from
 	// now on to cover the payment (never more than the event's hold

@@ -134,7 +134,7 @@ func run(cfg config, log *slog.Logger) error {
 	}
 	log.Info("origin listening", "addr", ln.Addr().String(), "payment_provider", payments.Name())
 	if cfg.gateToken == "" {
-		log.Info("ORIGIN_GATE_TOKEN is not set: the gate (POST /v1/scans) answers 503 gate_disabled")
+		log.Info("ORIGIN_GATE_TOKEN is not set: the gate (POST /v1/scans) takes gate devices' tokens only, and answers 503 gate_disabled while none is registered")
 	}
 
 	select {

@@ -11,8 +11,31 @@ import (
 // (docs/api.md §11, the gate).
 type Gate struct {
 	Client
-	// Token is the origin's ORIGIN_GATE_TOKEN.
+	// Token is the device's own token (GateDevice.Token), or the origin's
+	// ORIGIN_GATE_TOKEN.
 	Token string
+}
+
+// GateDevice is a gate device registered at the origin.
+type GateDevice struct {
+	ID   string `json:"id"`
+	Gate string `json:"gate"`
+	// Token is the device's bearer token, given at its registration only.
+	Token string `json:"token"`
+}
+
+// AddGateDevice registers a gate device for gate.
+func (a OriginAdmin) AddGateDevice(ctx context.Context, gate, name string) (GateDevice, error) {
+	resp, err := a.Do(ctx, Request{Method: http.MethodPost, Path: "/v1/admin/gate-devices", Bearer: a.Token,
+		Body: map[string]string{"gate": gate, "name": name}})
+	if err != nil {
+		return GateDevice{}, fmt.Errorf("add gate device: %w", err)
+	}
+	if resp.Status != http.StatusCreated {
+		return GateDevice{}, resp.Unexpected("add gate device")
+	}
+	var d GateDevice
+	return d, resp.Decode(&d)
 }
 
 // Scan results.

@@ -6,8 +6,6 @@ package gaterush
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"math"
 	mrand "math/rand/v2"
@@ -21,10 +19,11 @@ import (
 
 // Config configures a rush. Zero values take the defaults named.
 type Config struct {
-	// Gate is the origin's gate; Admin reads the ledger's counts after.
-	Gate  api.Gate
-	Admin api.OriginAdmin
-	Event int64
+	// Origin is where the gates scan; Admin registers a device per gate
+	// before and reads the ledger's counts after.
+	Origin api.Client
+	Admin  api.OriginAdmin
+	Event  int64
 	// Gates is how many gates scan; default 8.
 	Gates int
 	// Twice is the share of tickets shown a second time, at another gate,
@@ -38,13 +37,6 @@ type Config struct {
 
 // Defaults are the defaults of Config.
 func Defaults() Config { return Config{Gates: 8, Twice: 0.05, Scanners: 64} }
-
-// NewToken makes a gate token for an origin started for the rush.
-func NewToken() string {
-	b := make([]byte, 16)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
 
 // maxErrors is how many unexpected answers a result keeps.
 const maxErrors = 10
@@ -81,8 +73,9 @@ func (r *Result) Broken() bool {
 		r.Ledger.DoubleAdmissions != 0 || r.Ledger.Admitted != r.Tickets
 }
 
-// Run scans every code of codes, the ones picked twice at two gates at
-// once, and reads the ledger's count after.
+// Run registers a gate device per gate, scans every code of codes with the
+// device of its gate, the ones picked twice at two gates at once, and reads
+// the ledger's count after.
 func Run(ctx context.Context, cfg Config, codes []string) (*Result, error) {
 	d := Defaults()
 	if cfg.Gates <= 0 {
@@ -109,6 +102,14 @@ func Run(ctx context.Context, cfg Config, codes []string) (*Result, error) {
 		gates []string
 	}
 	gate := func(i int) string { return fmt.Sprintf("gate-%d", i+1) }
+	devices := make(map[string]api.Gate, cfg.Gates)
+	for i := range cfg.Gates {
+		d, err := cfg.Admin.AddGateDevice(ctx, gate(i), "gate rush")
+		if err != nil {
+			return nil, fmt.Errorf("gate rush: %w", err)
+		}
+		devices[d.Gate] = api.Gate{Client: cfg.Origin, Token: d.Token}
+	}
 	order := rng.Perm(len(codes))
 	twice := int(math.Round(cfg.Twice * float64(len(codes))))
 	tickets := make([]ticket, len(codes))
@@ -141,7 +142,7 @@ func Run(ctx context.Context, cfg Config, codes []string) (*Result, error) {
 	}
 	scan := func(i int, gate string) {
 		start := time.Now()
-		a, err := cfg.Gate.Scan(ctx, tickets[i].code, gate)
+		a, err := devices[gate].Scan(ctx, tickets[i].code, gate)
 		rec.Since(start)
 		scans.Add(1)
 		switch {
