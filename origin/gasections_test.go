@@ -14,6 +14,7 @@ import (
 
 	"github.com/waitroom/waitroom/internal/testenv"
 	"github.com/waitroom/waitroom/origin"
+	"github.com/waitroom/waitroom/origin/payment"
 )
 
 // General-admission sections inside a seat map (docs/api.md §15).
@@ -363,4 +364,31 @@ func TestGATicketsNumberTheirPlaces(t *testing.T) {
 	assert.Equal(t, []any{"GA-East/1", "GA-East/2"}, buy("dan", places(2)))
 	h.requireNoSeatDrift(ev.ID)
 	assert.Equal(t, int64(5), h.requireSeatsOnce(ev.ID).Tickets)
+}
+
+func TestGALatePaymentIsRefunded(t *testing.T) {
+	h := newPayHarness(t, payOptions{config: freshViews})
+	ev := h.createSeated(gaSeating(1, 1, 4), map[string]any{"hold_ttl_seconds": 60})
+	ctx := context.Background()
+
+	// ann pays; the success lands after her hold expired, when bob has
+	// taken her places: a seat map keeps no overflow reserve.
+	res := h.holdBody(ev.ID, "ann", places(3), "k")
+	require.Equal(t, http.StatusCreated, res.status, "%s", res.body)
+	var ann sectionHold
+	res.json(t, &ann)
+	ab := h.mustBook(ev.ID, "ann", ann.HoldID, payment.MethodSilent)
+	h.expireHold(ev.ID, "ann", ann.HoldID)
+	require.Equal(t, http.StatusCreated, h.holdBody(ev.ID, "bob", places(4), "k").status, "ann's places are free")
+	require.NoError(t, h.fp.Redeliver(ctx, ab.PaymentID))
+
+	got := h.booking(ev.ID, "ann", ab.BookingID)
+	assert.Equal(t, "refunded", got.Status, "%+v", got)
+	assert.Empty(t, got.Tickets, "no ticket without a place")
+	left, taken := h.ledgerSection(ev.ID)
+	assert.Equal(t, [2]int64{0, 4}, [2]int64{left, taken}, "bob's places, and none given twice")
+	_, free := h.gaSection(ev.ID)
+	assert.Zero(t, free)
+	h.requireNoSeatDrift(ev.ID)
+	h.requireInvariant(ev.ID, 4)
 }
