@@ -100,7 +100,12 @@ func holdAnswer(ev ledger.Event, res seats.Result) response {
 		b, _ := json.Marshal(seatsUnavailableJSON{Error: a.outcome, Message: a.msg, Seats: res.Taken})
 		return response{status: a.status, body: append(b, '\n'), outcome: a.outcome}
 	case seats.SoldOut:
-		if res.Remaining > 0 {
+		switch {
+		case res.Section != "" && res.Remaining > 0:
+			return errorResponse(a.status, a.outcome, fmt.Sprintf("only %d seats are left in section %s", res.Remaining, res.Section))
+		case res.Section != "":
+			return errorResponse(a.status, a.outcome, fmt.Sprintf("section %s is sold out", res.Section))
+		case res.Remaining > 0:
 			return errorResponse(a.status, a.outcome, fmt.Sprintf("only %d seats are left", res.Remaining))
 		}
 	case seats.Unavailable:

@@ -150,7 +150,9 @@ func TestGASectionHoldIsAllOrNothing(t *testing.T) {
 
 	res = h.holdBody(ev.ID, "cat", map[string]any{"best_available": map[string]any{"section": "GA-East", "quantity": 2}}, "k1")
 	require.Equal(t, http.StatusCreated, res.status, "the last two places, by best_available: %s", res.body)
-	assert.Equal(t, "sold_out", h.holdBody(ev.ID, "dan", places(1), "k1").errorCode(t))
+	res = h.holdBody(ev.ID, "dan", places(1), "k1")
+	assert.Equal(t, "sold_out", res.errorCode(t))
+	assert.Contains(t, string(res.body), "section GA-East is sold out", "not the event: A has seats")
 
 	// A bare quantity takes the first section in the map that has them:
 	// A (4 seats) before GA-East.

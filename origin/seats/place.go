@@ -78,8 +78,10 @@ type Result struct {
 	Hold    ledger.Hold
 	// Stored is the answer kept under the Idempotency-Key (Replayed).
 	Stored *idem.StoredResponse
-	// Remaining is the seats left (SoldOut).
+	// Remaining is the seats left (SoldOut): the places left of Section
+	// when that is set, a general-admission section of the seat map.
 	Remaining int64
+	Section   string
 	// Taken are the seats asked for that another hold has
 	// (SeatsUnavailable).
 	Taken []string
@@ -223,7 +225,7 @@ func (p *Protocol) answer(ctx context.Context, req PlaceRequest, ir inventory.Ho
 		if req.Section == "" && res.Remaining == 0 && !ev.room.State().SoldOut {
 			p.registry.SyncSoldOut(ctx, ev)
 		}
-		return Result{Outcome: SoldOut, Remaining: res.Remaining}
+		return Result{Outcome: SoldOut, Remaining: res.Remaining, Section: req.Section}
 	case inventory.SeatsTaken:
 		ev.seatsTaken(res.Taken, true)
 		return Result{Outcome: SeatsUnavailable, Taken: res.Taken}
@@ -319,7 +321,7 @@ func (p *Protocol) recordHold(ctx context.Context, req PlaceRequest, ir inventor
 		// ledger wins, and the places Redis gave go back.
 		p.releases.compensate(wctx, ev, ir.HoldID)
 		p.log.Warn("ledger refused places that redis allowed", "event", ev.ID, "hold", ir.HoldID, "section", row.Section, "left", short.Left)
-		return Result{Outcome: SoldOut, Remaining: short.Left}
+		return Result{Outcome: SoldOut, Remaining: short.Left, Section: row.Section}
 
 	case errors.Is(err, ledger.ErrDuplicateKey):
 		// This key made a hold before (since released or expired, so Redis
