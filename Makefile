@@ -91,6 +91,10 @@ sim-long: ## the simulation over 200 more seeds of 300 steps (about 15 minutes o
 # scripts/services.sh (unless REDIS_URL and DATABASE_URL name running ones).
 # Pass flags with ARGS, e.g. make demo ARGS='--users 200000 --faults all'.
 ARGS ?=
+# need-wrk installs wrk (Debian package) when it is missing.
+need-wrk = @command -v wrk >/dev/null 2>&1 || { echo "installing wrk (Debian package)" >&2; \
+	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk; }
+
 .PHONY: demo demo-2m bench-strategies bench-gate bench-gateway bench-holds bench-seats bench-confirm bench-admission loadtest-bin
 
 loadtest-bin:
@@ -109,19 +113,18 @@ bench-gate: build loadtest-bin ## peak concurrency at the origin without and wit
 	scripts/services.sh $(BIN)/loadtest gate $(ARGS)
 
 bench-gateway: build loadtest-bin ## gateway throughput ratios, side by side in one Caddy, driven by wrk
-	@command -v wrk >/dev/null 2>&1 || { echo "installing wrk (Debian package)" >&2; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk; }
+	$(need-wrk)
 	scripts/services.sh $(BIN)/loadtest gateway $(ARGS)
 
 bench-admission: build loadtest-bin ## the same crowd under the fixed-rate autopilot and the closed loop, side by side
 	scripts/services.sh $(BIN)/loadtest admission $(ARGS)
 
-bench-holds: build loadtest-bin ## durable holds per second through the origin vs the bare hold script
+bench-holds: build loadtest-bin ## durable holds per second through the origin (driven by wrk) vs the bare hold script
+	$(need-wrk)
 	scripts/services.sh $(BIN)/loadtest holds $(ARGS)
 
 bench-seats: build loadtest-bin ## reserved seating: hot-seat contention, then seat map reads with wrk
-	@command -v wrk >/dev/null 2>&1 || { echo "installing wrk (Debian package)" >&2; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk; }
+	$(need-wrk)
 	scripts/services.sh $(BIN)/loadtest seats $(ARGS)
 
 bench-confirm: loadtest-bin ## confirmations per second of one event (50,000 seats, 500 concurrent payers)

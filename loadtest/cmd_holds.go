@@ -1,46 +1,55 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	_ "embed"
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net/http"
 	"net/url"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/waitroom/waitroom/inventory"
 	"github.com/waitroom/waitroom/loadtest/api"
-	"github.com/waitroom/waitroom/loadtest/pound"
 	"github.com/waitroom/waitroom/loadtest/report"
 	"github.com/waitroom/waitroom/loadtest/stack"
+	"github.com/waitroom/waitroom/loadtest/wrk"
 	"github.com/waitroom/waitroom/waitroom"
 )
 
+//go:embed holds.lua
+var holdsScript []byte
+
 func runHolds(ctx context.Context, args []string, out, errOut io.Writer) error {
-	fs := newFlags("holds", "Durable holds per second through the origin's HTTP API (token check, Lua hold,\nPostgreSQL row) at many concurrent clients, each a distinct user, on an event\nlarge enough never to sell out; then redis-benchmark runs the same hold script\n(EVALSHA) on the same Redis, and the ratio of the two is reported.", errOut)
+	fs := newFlags("holds", "Durable holds per second through the origin's HTTP API (token check, Lua hold,\nPostgreSQL row), driven by wrk at many connections, each request a distinct\nuser, on an event large enough never to sell out; then redis-benchmark runs the\nsame hold script (EVALSHA) on the same Redis, and the ratio of the two is\nreported with where a hold's CPU time went.", errOut)
 	var srv servers
 	srv.register(fs, true)
 	originBin := fs.String("origin", "bin/origin", "the origin (go build -o bin/origin ./cmd/origin)")
-	clients := fs.Int("clients", 1000, "concurrent clients")
+	clients := fs.Int("clients", 1000, "wrk connections")
+	threads := fs.Int("threads", 2, "wrk threads")
 	duration := fs.Duration("duration", 10*time.Second, "length of the measurement")
 	warmup := fs.Duration("warmup", 2*time.Second, "unmeasured load before it")
 	capacity := fs.Int64("capacity", 10_000_000, "seats of the event (never sold out)")
+	tokenRate := fs.Int("tokens-per-second", 25_000, "queue tokens signed beforehand per second of load (each used once; too few fails the run)")
 	benchN := fs.Int("bench-requests", 200_000, "redis-benchmark requests")
 	benchC := fs.Int("bench-clients", 50, "redis-benchmark connections")
+	profileDir := fs.String("profile", "", "take CPU and allocation profiles (pprof) of the origin over the measurement into this folder")
 	jsonPath := fs.String("json", "", "also write the figures to this JSON file")
 	keep := fs.Bool("keep", false, "keep the run's folder (server logs)")
 	if err := fs.parse(args); err != nil {
 		return err
 	}
-	if err := positive(map[string]float64{"clients": float64(*clients), "duration": duration.Seconds(), "capacity": float64(*capacity), "bench-requests": float64(*benchN), "bench-clients": float64(*benchC)}); err != nil {
+	if err := positive(map[string]float64{"clients": float64(*clients), "threads": float64(*threads), "duration": duration.Seconds(),
+		"capacity": float64(*capacity), "tokens-per-second": float64(*tokenRate), "bench-requests": float64(*benchN), "bench-clients": float64(*benchC)}); err != nil {
 		return err
 	}
 	if *warmup < 0 {
@@ -50,6 +59,9 @@ func runHolds(ctx context.Context, args []string, out, errOut io.Writer) error {
 		return err
 	}
 	if err := needBinary(*originBin, "go build -o bin/origin ./cmd/origin"); err != nil {
+		return err
+	}
+	if _, err := wrk.Path(); err != nil {
 		return err
 	}
 	benchBin, err := exec.LookPath("redis-benchmark")
@@ -62,10 +74,20 @@ func runHolds(ctx context.Context, args []string, out, errOut io.Writer) error {
 	}
 	defer cleanup()
 
+	env := []string{"ORIGIN_LOG_FORMAT=json"}
+	var debugURL string
+	if *profileDir != "" {
+		port, err := stack.FreePort()
+		if err != nil {
+			return err
+		}
+		debugURL = fmt.Sprintf("http://127.0.0.1:%d", port)
+		env = append(env, fmt.Sprintf("ORIGIN_DEBUG_ADDR=127.0.0.1:%d", port))
+	}
 	fmt.Fprintln(errOut, "starting the origin…")
 	sys, err := stack.Up(ctx, stack.SystemConfig{
 		OriginBin: *originBin, Dir: dir, RedisURL: srv.redisURL, DatabaseURL: srv.databaseURL, NoGateway: true,
-		OriginEnv: []string{"ORIGIN_LOG_FORMAT=json"},
+		OriginEnv: env,
 		Event:     api.NewEvent{Name: "Holds benchmark", Capacity: *capacity, Price: 90000, Currency: "inr", HoldTTLSeconds: 3600, MaxPerUser: 1},
 	})
 	if err != nil {
@@ -86,62 +108,81 @@ func runHolds(ctx context.Context, args []string, out, errOut io.Writer) error {
 		return err
 	}
 
-	client := api.NewHTTPClient(0, 30*time.Second)
-	base := sys.Origin.URL + "/v1/events/" + strconv.FormatInt(sys.Event.ID, 10) + "/holds"
-	body := []byte(`{"quantity":1}`)
-	var users atomic.Int64
-	load := func(d time.Duration) pound.Result {
-		return pound.Run(ctx, pound.Load{
-			Client: client, Workers: *clients, Duration: d,
-			Request: func(int, int64) *http.Request {
-				n := users.Add(1)
-				tok, _ := keys.Issue(fmt.Sprintf("bench-%d", n), sys.Event.ID, n, time.Hour)
-				req, _ := http.NewRequest(http.MethodPost, base, bytes.NewReader(body))
-				req.Header.Set("Content-Type", "application/json")
-				req.Header.Set(api.HeaderToken, tok.Raw)
-				req.Header.Set(api.HeaderIdempotencyKey, api.NewKey())
-				return req
-			},
-			Check: func(resp *http.Response, b []byte) error {
-				if resp.StatusCode != http.StatusCreated {
-					return fmt.Errorf("hold: %d %.200s", resp.StatusCode, b)
-				}
-				return nil
-			},
+	script := filepath.Join(dir, "holds.lua")
+	if err := os.WriteFile(script, holdsScript, 0o644); err != nil {
+		return err
+	}
+	var users int64
+	load := func(name string, d time.Duration) (wrk.Result, error) {
+		file := filepath.Join(dir, name+".tokens")
+		n := int64(*tokenRate) * int64(max(1, d.Round(time.Second)/time.Second))
+		if err := writeTokens(file, keys, sys.Event.ID, users, n); err != nil {
+			return wrk.Result{}, err
+		}
+		users += n
+		return wrk.Run(ctx, wrk.Load{
+			URL:    sys.Origin.URL + "/v1/events/" + strconv.FormatInt(sys.Event.ID, 10) + "/holds",
+			Script: script, ScriptArgs: []string{file, "/v1/events/" + strconv.FormatInt(sys.Event.ID, 10) + "/holds", api.HeaderToken, strconv.Itoa(*threads)},
+			Conns: *clients, Threads: *threads, Duration: d,
 		})
 	}
-	fmt.Fprintf(errOut, "%d clients: %s warm-up, then %s measured…\n", *clients, *warmup, *duration)
-	if *warmup > 0 {
-		load(*warmup)
+	fmt.Fprintf(errOut, "wrk, %d connections: %s warm-up, then %s measured…\n", *clients, *warmup, *duration)
+	if *warmup >= time.Second {
+		if _, err := load("warmup", *warmup); err != nil {
+			return err
+		}
 	}
 	before, err := sys.DB.SettledWrites(ctx, 15*time.Second)
 	if err != nil {
 		return err
 	}
-	http1 := load(*duration)
-	if ctx.Err() != nil {
-		return ctx.Err()
+	costBefore, err := readHoldCosts(ctx, rdb, sys.DB.URL, sys.Origin.PID())
+	if err != nil {
+		return err
+	}
+	profiles := startProfiles(ctx, debugURL, *profileDir, *duration)
+	measured, err := load("measured", *duration)
+	if err != nil {
+		return err
+	}
+	costAfter, err := readHoldCosts(ctx, rdb, sys.DB.URL, sys.Origin.PID())
+	if err != nil {
+		return err
+	}
+	if err := profiles(); err != nil {
+		return err
 	}
 	after, err := sys.DB.SettledWrites(ctx, 15*time.Second)
 	if err != nil {
 		return err
 	}
 	writes := after.Sub(before)
-	held := http1.Requests - http1.Failed
-	if http1.Failed > 0 {
-		fmt.Fprintf(errOut, "%d of %d holds failed, first: %s\n", http1.Failed, http1.Requests, http1.FirstErr)
+	held := measured.Requests - measured.Failed()
+	if measured.Failed() > 0 {
+		fmt.Fprintf(errOut, "%d of %d holds failed (%d non-2xx answers, %d socket errors; 401s mean the tokens ran out: raise --tokens-per-second)\n",
+			measured.Failed(), measured.Requests, measured.Non2xx, measured.SocketErrors)
 	}
 
 	fmt.Fprintf(errOut, "redis-benchmark: %d EVALSHA of the hold script, %d connections…\n", *benchN, *benchC)
+	bareBefore, err := readHoldCosts(ctx, rdb, sys.DB.URL, sys.Origin.PID())
+	if err != nil {
+		return err
+	}
 	raw, cmdline, err := benchHoldScript(ctx, rdb, benchBin, sys.RedisURL, *benchN, *benchC)
 	if err != nil {
 		return err
 	}
+	bareAfter, err := readHoldCosts(ctx, rdb, sys.DB.URL, sys.Origin.PID())
+	if err != nil {
+		return err
+	}
+	bare := bareAfter.sub(bareBefore)
 
-	perSecond := http1.PerSecond()
-	t := report.Table{Header: []string{"path", "holds/s", "p50", "p99", "held"}}
-	t.Add(fmt.Sprintf("origin HTTP API, %d clients (durable)", *clients), report.Rate(perSecond), report.Millis(http1.Latency.P50), report.Millis(http1.Latency.P99), report.Count(held))
-	t.Add(fmt.Sprintf("hold script alone, redis-benchmark -c %d", *benchC), report.Rate(raw), "", "", report.Count(*benchN))
+	perSecond := float64(held) / measured.Elapsed.Seconds()
+	t := report.Table{Header: []string{"path", "holds/s", "p50", "p99", "held", "client CPU"}}
+	t.Add(fmt.Sprintf("origin HTTP API, wrk -c %d (durable)", *clients), report.Rate(perSecond), report.Millis(measured.P50), report.Millis(measured.P99),
+		report.Count(held), fmt.Sprintf("%.0f%%", 100*measured.CPUShare))
+	t.Add(fmt.Sprintf("hold script alone, redis-benchmark -c %d", *benchC), report.Rate(raw), "", "", report.Count(*benchN), "")
 	t.Write(out)
 	ratio := perSecond / raw
 	// Holds whose request was cut off at the end of the warm-up land in
@@ -151,20 +192,51 @@ func runHolds(ctx context.Context, args []string, out, errOut io.Writer) error {
 		holdRows = held
 	}
 	perHold := func(n int64) float64 { return float64(n) / float64(max(holdRows, 1)) }
-	fmt.Fprintf(out, "\norigin / bare script: %.2f (goals: ≥ 12,000 durable holds/s: %s; ≥ 0.35 of the bare script: %s)\n",
-		ratio, met(perSecond >= 12000), met(ratio >= 0.35))
-	fmt.Fprintf(out, "PostgreSQL per hold: %.2f rows written, %.2f commits (goal ≤ 2 writes: %s); rows by table: %v\n",
-		perHold(writes.Rows()), perHold(writes.Commits), met(perHold(writes.Rows()) <= 2), writes.Tables)
+	fmt.Fprintf(out, "\norigin / bare script: %.2f (goals: ≥ 12,000 durable holds/s: %s; ≥ 0.35 of the bare script: %s; wrk's CPU share ≤ 40%%: %s)\n",
+		ratio, met(perSecond >= 12000), met(ratio >= 0.35), met(measured.CPUShare <= 0.4))
+	fmt.Fprintf(out, "PostgreSQL per hold: %.2f rows written, %.2f commits (%.0f commits/s; goal ≤ 2 writes: %s); rows by table: %v\n",
+		perHold(writes.Rows()), perHold(writes.Commits), float64(writes.Commits)/measured.Elapsed.Seconds(), met(perHold(writes.Rows()) <= 2), writes.Tables)
+	costs := costAfter.sub(costBefore)
+	costs.write(out, holdRows, measured.CPU)
+	fmt.Fprintf(out, "Redis CPU time per call of the bare script (redis-benchmark): %.1f µs\n", float64(bare.redis.Microseconds())/float64(*benchN))
 	fmt.Fprintf(out, "redis-benchmark command: %s\n", cmdline)
+	if *profileDir != "" {
+		fmt.Fprintf(out, "origin profiles written to %s (go tool pprof -top %s %s/cpu.pprof; -sample_index=alloc_space %s/allocs.pprof)\n",
+			*profileDir, *originBin, *profileDir, *profileDir)
+	}
 	if *jsonPath != "" {
 		return report.WriteJSON(*jsonPath, map[string]any{
-			"clients": *clients, "origin": http1, "holds_per_second": perSecond,
+			"connections": *clients, "origin": measured, "holds_per_second": perSecond,
 			"script_per_second": raw, "ratio": ratio, "postgres": writes,
 			"rows_per_hold": perHold(writes.Rows()), "commits_per_hold": perHold(writes.Commits),
-			"redis_benchmark": cmdline,
+			"redis_commands": costs.commands, "redis_benchmark": cmdline,
 		})
 	}
 	return nil
+}
+
+// writeTokens writes n queue tokens, one a line, of the users from+1 to
+// from+n, each admitted (its position its number).
+func writeTokens(path string, keys *waitroom.KeySet, event, from, n int64) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriterSize(f, 1<<20)
+	for u := from + 1; u <= from+n; u++ {
+		tok, err := keys.Issue("bench-"+strconv.FormatInt(u, 10), event, u, time.Hour)
+		if err != nil {
+			f.Close()
+			return fmt.Errorf("sign a queue token: %w", err)
+		}
+		w.WriteString(tok.Raw)
+		w.WriteByte('\n')
+	}
+	if err := w.Flush(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // signedUsers admits every position of event in the shared queue state (no

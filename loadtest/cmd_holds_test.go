@@ -17,3 +17,16 @@ func TestBenchmarkRate(t *testing.T) {
 	_, err = benchmarkRate("")
 	require.Error(t, err)
 }
+
+func TestParseCommandStats(t *testing.T) {
+	info := "# Commandstats\r\ncmdstat_evalsha:calls=3,usec=120,usec_per_call=40.00,rejected_calls=0,failed_calls=0\r\n" +
+		"cmdstat_set:calls=7,usec=14,usec_per_call=2.00,rejected_calls=0,failed_calls=0\r\n"
+	stats, err := parseCommandStats(info)
+	require.NoError(t, err)
+	assert.Equal(t, map[string]commandStat{"evalsha": {Calls: 3, Usec: 120}, "set": {Calls: 7, Usec: 14}}, stats)
+	_, err = parseCommandStats("cmdstat_get:calls=x,usec=1\r\n")
+	require.Error(t, err)
+
+	d := holdCosts{commands: stats}.sub(holdCosts{commands: map[string]commandStat{"evalsha": {Calls: 1, Usec: 20}, "set": {Calls: 7, Usec: 14}}})
+	assert.Equal(t, map[string]commandStat{"evalsha": {Calls: 2, Usec: 100}}, d.commands, "commands not called in between are left out")
+}

@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"strconv"
@@ -125,6 +126,13 @@ func run(cfg config, log *slog.Logger) error {
 		<-done
 		return fmt.Errorf("listen on %s: %w", cfg.addr, err)
 	}
+	if cfg.debugAddr != "" {
+		if err := serveProfiler(cfg.debugAddr, log); err != nil {
+			stopBG()
+			<-done
+			return err
+		}
+	}
 	httpSrv := origin.NewHTTPServer(cfg.addr, srv.Handler())
 	errc := make(chan error, 1)
 	go func() { errc <- httpSrv.Serve(ln) }()
@@ -153,6 +161,21 @@ func run(cfg config, log *slog.Logger) error {
 	if err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("shutdown: %w", err)
 	}
+	return nil
+}
+
+// serveProfiler serves the Go profiler on addr, apart from the API: what
+// the holds benchmark profiles the origin with.
+func serveProfiler(addr string, log *slog.Logger) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("profiler: listen on %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	log.Info("profiler listening", "addr", ln.Addr().String())
+	go func() { _ = http.Serve(ln, mux) }()
 	return nil
 }
 

@@ -18,13 +18,16 @@ import (
 )
 
 // Load is one measurement: Conns connections over Threads threads, each
-// sending the same request (GET URL with Header) one after the other.
+// sending the same request (GET URL with Header) one after the other, or
+// the requests a wrk Lua script (Script, given ScriptArgs) makes.
 type Load struct {
-	URL      string
-	Header   map[string]string
-	Conns    int
-	Threads  int
-	Duration time.Duration
+	URL        string
+	Header     map[string]string
+	Script     string
+	ScriptArgs []string
+	Conns      int
+	Threads    int
+	Duration   time.Duration
 }
 
 // Result is what wrk reported, and what it cost.
@@ -68,7 +71,13 @@ func Run(ctx context.Context, l Load) (Result, error) {
 	for k, v := range l.Header {
 		args = append(args, "-H", k+": "+v)
 	}
+	if l.Script != "" {
+		args = append(args, "-s", l.Script)
+	}
 	args = append(args, l.URL)
+	if len(l.ScriptArgs) > 0 {
+		args = append(append(args, "--"), l.ScriptArgs...)
+	}
 	cmd := exec.CommandContext(ctx, bin, args...)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
