@@ -159,7 +159,7 @@ func runHolds(ctx context.Context, args []string, out, errOut io.Writer) error {
 	writes := after.Sub(before)
 	held := measured.Requests - measured.Failed()
 	if measured.Failed() > 0 {
-		fmt.Fprintf(errOut, "%d of %d holds failed (%d non-2xx answers, %d socket errors; 401s mean the tokens ran out: raise --tokens-per-second)\n",
+		fmt.Fprintf(errOut, "%d of %d holds failed (%d non-2xx answers, %d socket errors; 4xx answers also come from a thread that ran out of tokens: raise --tokens-per-second)\n",
 			measured.Failed(), measured.Requests, measured.Non2xx, measured.SocketErrors)
 	}
 

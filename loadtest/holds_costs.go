@@ -24,7 +24,9 @@ import (
 // statistics.
 type holdCosts struct {
 	origin, redis, postgres time.Duration
-	commands                map[string]commandStat
+	// postgresBy is postgres by process: backends come and go.
+	postgresBy map[int]time.Duration
+	commands   map[string]commandStat
 }
 
 // commandStat is one command's line of Redis's INFO commandstats.
@@ -51,10 +53,12 @@ func readHoldCosts(ctx context.Context, rdb *redis.Client, databaseURL string, o
 	if pid, err := stack.RedisPID(ctx, "redis://"+rdb.Options().Addr); err == nil {
 		c.redis, _ = stack.CPUTime(pid)
 	}
+	c.postgresBy = map[int]time.Duration{}
 	if pids, err := stack.PostgresPIDs(ctx, databaseURL); err == nil {
 		for _, pid := range pids {
-			t, _ := stack.CPUTime(pid)
-			c.postgres += t
+			if t, err := stack.CPUTime(pid); err == nil {
+				c.postgresBy[pid] = t
+			}
 		}
 	}
 	return c, nil
@@ -88,10 +92,13 @@ func parseCommandStats(info string) (map[string]commandStat, error) {
 	return stats, nil
 }
 
-// sub is what was spent between b and c.
+// sub is what was spent between b and c. A PostgreSQL process that started
+// in between counts whole; one that ended in between is missed.
 func (c holdCosts) sub(b holdCosts) holdCosts {
-	d := holdCosts{origin: c.origin - b.origin, redis: c.redis - b.redis, postgres: c.postgres - b.postgres,
-		commands: map[string]commandStat{}}
+	d := holdCosts{origin: c.origin - b.origin, redis: c.redis - b.redis, commands: map[string]commandStat{}}
+	for pid, t := range c.postgresBy {
+		d.postgres += t - b.postgresBy[pid]
+	}
 	for name, s := range c.commands {
 		p := b.commands[name]
 		if s.Calls > p.Calls {
