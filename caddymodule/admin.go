@@ -117,6 +117,7 @@ func (a *Admin) newMux() *http.ServeMux {
 	m.Handle("POST /waitroom/events/{id}/hard_cap", a.handle(a.withEvent(a.setHardCap)))
 	m.Handle("GET /waitroom/events/{id}/lottery", a.handle(a.withEvent(a.lottery)))
 	m.Handle("GET /waitroom/events/{id}/log", a.handle(a.withEvent(a.changeLog)))
+	m.Handle("GET /waitroom/events/{id}/applied", a.handle(a.withEvent(a.applied)))
 	m.Handle("GET /waitroom/live", a.handle(a.live))
 	m.Handle("GET /waitroom/console", a.handle(a.console))
 	m.Handle(adminPrefix, a.handle(func(w http.ResponseWriter, r *http.Request) error { return a.unrouted(m, w, r) }))
@@ -346,6 +347,18 @@ func (a *Admin) changeLog(w http.ResponseWriter, r *http.Request, entry *roomEnt
 		return apiError(http.StatusServiceUnavailable, "the queue store is unavailable: %v", err)
 	}
 	return writeJSON(w, http.StatusOK, log)
+}
+
+// applied answers the watermarks this node applied and when, by its own
+// clock: how long a fleet took to agree on a change, measured by the
+// nodes rather than by whoever polls them.
+func (a *Admin) applied(w http.ResponseWriter, _ *http.Request, entry *roomEntry) error {
+	marks, dropped := entry.room.AppliedWatermarks()
+	return writeJSON(w, http.StatusOK, struct {
+		Event   int64                       `json:"event"`
+		Applied []waitroom.AppliedWatermark `json:"applied"`
+		Dropped int64                       `json:"dropped"`
+	}{entry.key.Event, marks, dropped})
 }
 
 // change applies a change to the event's state in its store and answers

@@ -100,6 +100,8 @@ type Room struct {
 	syncMu sync.Mutex
 	// changed is closed, and replaced, when the state in memory changes.
 	changed atomic.Pointer[chan struct{}]
+	// applied is when each watermark came into memory.
+	applied appliedMarks
 }
 
 // NewRoom returns a room for event that starts from opts.Defaults. It does no
@@ -155,6 +157,9 @@ func (r *Room) Changed() <-chan struct{} { return *r.changed.Load() }
 
 func (r *Room) observe(s State) {
 	if old := r.state.Swap(&s); *old != s {
+		if old.Watermark != s.Watermark {
+			r.applied.add(s.Watermark, r.opts.Now())
+		}
 		next := make(chan struct{})
 		close(*r.changed.Swap(&next))
 	}
