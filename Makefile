@@ -33,16 +33,18 @@ fuzz: ## run the fuzz targets for a short, bounded time
 
 # The Redis tests again with REDIS_URL naming a local 3-master Redis Cluster
 # (scripts/cluster.sh): the inventory scripts, the gateway's Redis store, the
-# origin's tests (sales, rebuilds, the reaper) and Caddy gateways on the
+# origin's tests (sales, rebuilds, the reaper), Caddy gateways and whole
+# flash sales through Caddy and the origin (one gateway and three) on the
 # cluster. TestRedisDown stops a server of its own, which a cluster URL
-# cannot name.
+# cannot name; nor can the sale's redis-restart fault.
 .PHONY: test-cluster test-cluster-go
 test-cluster: ## the Redis tests on a local 3-master Redis Cluster (make test runs them on one server)
 	scripts/services.sh scripts/cluster.sh $(MAKE) --no-print-directory test-cluster-go
 
 test-cluster-go:
-	REDIS_URL="$$REDIS_CLUSTER_URL" $(GO) test $(RACE) -count=1 -timeout 20m ./inventory/ ./waitroom/ ./origin/
+	REDIS_URL="$$REDIS_CLUSTER_URL" $(GO) test $(RACE) -count=1 -timeout 20m ./internal/redisurl/ ./inventory/ ./waitroom/ ./origin/
 	REDIS_URL="$$REDIS_CLUSTER_URL" $(GO) test $(RACE) -count=1 -timeout 10m -run 'Redis|TwoGateways' -skip '^TestRedisDown$$' ./caddymodule/
+	REDIS_URL="$$REDIS_CLUSTER_URL" $(GO) test $(RACE) -count=1 -timeout 10m -run '^TestFlashSale$$/^(plain|three_gateways)$$' ./loadtest/
 
 bench-go: ## Go benchmarks: queue tokens (issue, verify) and the handler's cost per request
 	$(GO) test -run '^$$' -bench . -benchmem ./waitroom ./caddymodule
@@ -95,13 +97,16 @@ ARGS ?=
 need-wrk = @command -v wrk >/dev/null 2>&1 || { echo "installing wrk (Debian package)" >&2; \
 	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk; }
 
-.PHONY: demo demo-2m bench-strategies bench-gate bench-gateway bench-holds bench-seats bench-confirm bench-admission loadtest-bin
+.PHONY: demo demo-cluster demo-2m bench-strategies bench-gate bench-gateway bench-holds bench-seats bench-confirm bench-admission loadtest-bin
 
 loadtest-bin:
 	$(GO) build -o $(BIN)/loadtest ./loadtest
 
 demo: build loadtest-bin ## a whole flash sale through Caddy + waitroom and the origin, with a report
 	scripts/services.sh $(BIN)/loadtest flashsale $(ARGS)
+
+demo-cluster: build loadtest-bin ## the demo's flash sale on a local 3-master Redis Cluster (scripts/cluster.sh)
+	scripts/services.sh scripts/cluster.sh sh -c 'exec "$$0" flashsale --redis-url "$$REDIS_CLUSTER_URL" "$$@"' $(BIN)/loadtest $(ARGS)
 
 demo-2m: build loadtest-bin ## the seed's sale: two million users over 4 minutes for 500 seats, on this machine
 	scripts/services.sh $(BIN)/loadtest flashsale --users 2000000 --window 4m --timeout 9m $(ARGS)

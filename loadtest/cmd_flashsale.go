@@ -16,6 +16,7 @@ import (
 
 	"github.com/schollz/progressbar/v3"
 
+	"github.com/waitroom/waitroom/internal/redisurl"
 	"github.com/waitroom/waitroom/loadtest/api"
 	"github.com/waitroom/waitroom/loadtest/report"
 	"github.com/waitroom/waitroom/loadtest/sale"
@@ -160,6 +161,9 @@ func (f *saleFlags) check() ([]string, error) {
 	if err := f.srv.check(!slices.Contains(faults, "redis-restart"), true); err != nil {
 		return nil, err
 	}
+	if slices.Contains(faults, "redis-restart") && redisurl.IsCluster(f.srv.redisURL) {
+		return nil, usagef("--faults redis-restart restarts a Redis server of the run's own, not the cluster %s names", f.srv.redisURL)
+	}
 	if err := needBinary(f.caddyBin, "make build"); err != nil {
 		return nil, err
 	}
@@ -261,6 +265,14 @@ func flashSale(ctx context.Context, f saleFlags, faults []string, out, errOut io
 
 	var cmds redisCounter
 	target := saleTarget(sys, &cmds)
+	// A restart resets the error counts; the run's own server answers
+	// nobody else.
+	var errsBefore map[string]int64
+	if !has("redis-restart") {
+		if errsBefore, err = stack.RedisErrors(ctx, sys.RedisURL); err != nil {
+			return nil, err
+		}
+	}
 	var inject []sale.Fault
 	if has("pg-pause") {
 		inject = append(inject, sale.Fault{Name: "PostgreSQL paused", At: f.pgPauseAt, Do: func(ctx context.Context) (string, error) {
@@ -312,6 +324,18 @@ func flashSale(ctx context.Context, f saleFlags, faults []string, out, errOut io
 	res.Memory = readMemory(ctx, sys)
 	if err := f.gate.run(ctx, sys, res, errOut); err != nil {
 		return nil, err
+	}
+	if errsBefore != nil {
+		after, err := stack.RedisErrors(ctx, sys.RedisURL)
+		if err != nil {
+			return nil, err
+		}
+		res.RedisErrors = map[string]int64{}
+		for code, n := range after {
+			if n -= errsBefore[code]; n != 0 {
+				res.RedisErrors[code] = n
+			}
+		}
 	}
 	report.PrintSale(out, res)
 	if f.seating {
@@ -508,8 +532,8 @@ func readMemory(ctx context.Context, sys *stack.System) []sale.ProcessMemory {
 		out = append(out, one(name, []int{c.PID()}, nil))
 	}
 	out = append(out, one("origin", []int{sys.Origin.PID()}, nil))
-	rpid, err := stack.RedisPID(ctx, sys.RedisURL)
-	out = append(out, one("Redis", []int{rpid}, err))
+	rpids, err := stack.RedisPIDs(ctx, sys.RedisURL)
+	out = append(out, one("Redis", rpids, err))
 	pids, err := stack.PostgresPIDs(ctx, sys.DB.URL)
 	out = append(out, one("PostgreSQL", pids, err))
 	return out

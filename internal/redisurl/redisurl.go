@@ -7,6 +7,7 @@
 package redisurl
 
 import (
+	"context"
 	"fmt"
 	"net/url"
 	"time"
@@ -32,6 +33,12 @@ func Check(u string) error {
 	return err
 }
 
+// IsCluster reports whether u is the cluster form.
+func IsCluster(u string) bool {
+	parsed, err := url.Parse(u)
+	return err == nil && parsed.Query().Has("addr")
+}
+
 // New parses u and returns a cluster client for the cluster form, a
 // single-server client otherwise. It does no I/O: go-redis connects on first
 // use.
@@ -54,7 +61,7 @@ func parse(u string, d Defaults) (*redis.Options, *redis.ClusterOptions, error) 
 		return nil, nil, fmt.Errorf("redis url: %w", err)
 	}
 	q := parsed.Query()
-	if q.Has("addr") {
+	if IsCluster(u) {
 		o, err := redis.ParseClusterURL(u)
 		if err != nil {
 			return nil, nil, fmt.Errorf("redis cluster url: %w", err)
@@ -85,5 +92,19 @@ func set[T comparable](q url.Values, name string, field *T, def T) {
 	var zero T
 	if def != zero && !q.Has(name) {
 		*field = def
+	}
+}
+
+// EachServer calls fn with a client of every server behind c: the one
+// server, or every master of a cluster, at once. Counters (INFO) and key
+// scans (SCAN) answer for one server, so a cluster is read master by master.
+func EachServer(ctx context.Context, c redis.UniversalClient, fn func(context.Context, *redis.Client) error) error {
+	switch c := c.(type) {
+	case *redis.ClusterClient:
+		return c.ForEachMaster(ctx, fn)
+	case *redis.Client:
+		return fn(ctx, c)
+	default:
+		return fmt.Errorf("redis: no servers known behind a %T", c)
 	}
 }

@@ -62,6 +62,7 @@ func TestNew(t *testing.T) {
 			defer c.Close()
 			_, isCluster := c.(*redis.ClusterClient)
 			assert.Equal(t, tt.cluster != nil, isCluster)
+			assert.Equal(t, tt.cluster != nil, IsCluster(tt.url))
 		})
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+
+	"github.com/waitroom/waitroom/waitroom"
 )
 
 // GatewayAdmin is the waiting room's API on Caddy's admin endpoint.
@@ -59,6 +61,27 @@ func (a GatewayAdmin) ChangeLog(ctx context.Context, event int64) ([]LogEntry, e
 	}
 	var log []LogEntry
 	return log, resp.Decode(&log)
+}
+
+// Applied is a gateway's own record of the watermarks it applied, and
+// when by its clock.
+type Applied struct {
+	Applied []waitroom.AppliedWatermark `json:"applied"`
+	// Dropped is how many older ones it no longer remembers.
+	Dropped int64 `json:"dropped"`
+}
+
+// Applied reads the gateway's record of the watermarks it applied.
+func (a GatewayAdmin) Applied(ctx context.Context, event int64) (Applied, error) {
+	resp, err := a.Do(ctx, Request{Method: http.MethodGet, Path: eventPath(event) + "/applied"})
+	if err != nil {
+		return Applied{}, fmt.Errorf("gateway admin applied watermarks: %w", err)
+	}
+	if resp.Status != http.StatusOK {
+		return Applied{}, resp.Unexpected("gateway admin applied watermarks")
+	}
+	var out Applied
+	return out, resp.Decode(&out)
 }
 
 // OriginAdmin is the origin's admin API.

@@ -43,8 +43,16 @@ func PrintSale(w io.Writer, r *sale.Result) {
 	if r.Gateways > 1 {
 		t.Add("gateways (sharing one Redis, the crowd round-robin)", Count(r.Gateways), "")
 		t.Add("queue positions handed out / given twice", fmt.Sprintf("%s / %s", Count(r.Positions), Count(r.DuplicatePositions)), verdict(r.DuplicatePositions == 0))
-		t.Add("watermark coherence (first gateway to last, per raise)", fmt.Sprintf("max %s", Millis(r.Coherence.Max)),
-			fmt.Sprintf("%s raises, p50 %s; goal ≤ 1 s: %s; read every 50 ms, %s reads failed", Count(r.Coherence.Count), Millis(r.Coherence.P50), verdict(r.Coherence.Max <= time.Second), Count(r.CoherenceMisses)))
+		if r.AppliedError != "" {
+			t.Add("watermark coherence by the gateways' records", "unknown", r.AppliedError)
+		} else {
+			a := r.AppliedCoherence
+			t.Add("watermark coherence by the gateways' records (first to last, per value)", fmt.Sprintf("max %s", Millis(a.Max)),
+				fmt.Sprintf("%s values, p50 %s, %s not applied by every gateway; goal ≤ 1 s: %s", Count(a.Count), Millis(a.P50), Count(r.AppliedUnreached),
+					verdict(a.Max <= time.Second && r.AppliedUnreached == 0)))
+		}
+		t.Add("watermark coherence as polled (first gateway to last, per raise)", fmt.Sprintf("max %s", Millis(r.Coherence.Max)),
+			fmt.Sprintf("%s raises, p50 %s; every gateway read every 50 ms, %s reads failed", Count(r.Coherence.Count), Millis(r.Coherence.P50), Count(r.CoherenceMisses)))
 	}
 	t.Add("OVERSOLD", Count(r.Oversold), verdict(r.Oversold == 0))
 	drift := Count(r.Invariant.Drift)
@@ -56,8 +64,11 @@ func PrintSale(w io.Writer, r *sale.Result) {
 	if r.Money != nil || r.MoneyError != "" {
 		t.Add("money", moneyFigure(r), moneyNote(r))
 	}
+	if r.RedisErrors != nil {
+		t.Add("Redis error answers", byCount(r.RedisErrors, "none"), verdict(r.RedisErrors["CROSSSLOT"] == 0)+" (CROSSSLOT: keys of one command on two hash slots)")
+	}
 	t.Add("Postgres rows written per seat sold", fmt.Sprintf("%.1f", r.WritesPerSeat),
-		fmt.Sprintf("%s rows, %s commits; %s", Count(r.PostgresRows), Count(r.PostgresCommits), byTable(r.PostgresTables)))
+		fmt.Sprintf("%s rows, %s commits; %s", Count(r.PostgresRows), Count(r.PostgresCommits), byCount(r.PostgresTables, "")))
 	t.Add("time to sell out (first hold refused)", orDash(r.SoldOutAfter > 0, Seconds(r.SoldOutAfter)), "")
 	t.Add("last seat confirmed", orDash(r.LastSaleAfter > 0, Seconds(r.LastSaleAfter)), fmt.Sprintf("sale lasted %s", Seconds(r.Duration)))
 	printPlain(w, t)
@@ -162,16 +173,20 @@ func moneyNote(r *sale.Result) string {
 	return note + ")"
 }
 
-// byTable lists rows written per table, most first.
-func byTable(tables map[string]int64) string {
-	names := make([]string, 0, len(tables))
-	for t := range tables {
+// byCount lists counts by name (rows by table, errors by code), most
+// first; empty when there are none.
+func byCount(counts map[string]int64, empty string) string {
+	if len(counts) == 0 {
+		return empty
+	}
+	names := make([]string, 0, len(counts))
+	for t := range counts {
 		names = append(names, t)
 	}
-	sort.Slice(names, func(i, j int) bool { return tables[names[i]] > tables[names[j]] })
+	sort.Slice(names, func(i, j int) bool { return counts[names[i]] > counts[names[j]] })
 	parts := make([]string, len(names))
 	for i, t := range names {
-		parts[i] = fmt.Sprintf("%s %s", t, Count(tables[t]))
+		parts[i] = fmt.Sprintf("%s %s", t, Count(counts[t]))
 	}
 	return strings.Join(parts, ", ")
 }

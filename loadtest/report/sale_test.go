@@ -64,6 +64,7 @@ func TestPrintSaleGatewaysAndMemory(t *testing.T) {
 	r := sampleResult()
 	r.Gateways, r.Positions = 3, 44000
 	r.Coherence = latency.Summary{Count: 4, P50: 100 * time.Millisecond, Max: 400 * time.Millisecond}
+	r.AppliedCoherence = latency.Summary{Count: 5, P50: 3 * time.Millisecond, Max: 250 * time.Millisecond}
 	r.Memory = []sale.ProcessMemory{
 		{Name: "loadtest (this process)", Processes: 1, PeakRSS: 300 << 20, Largest: 300 << 20},
 		{Name: "PostgreSQL", Processes: 12, PeakRSS: 480 << 20, Largest: 40 << 20},
@@ -72,18 +73,51 @@ func TestPrintSaleGatewaysAndMemory(t *testing.T) {
 	var b bytes.Buffer
 	PrintSale(&b, r)
 	out := b.String()
-	for _, want := range []string{"queue positions handed out / given twice", "44,000 / 0", "max 400 ms", "goal ≤ 1 s: ok",
+	for _, want := range []string{"queue positions handed out / given twice", "44,000 / 0", "max 400 ms", "max 250 ms", "goal ≤ 1 s: ok",
 		"300 MiB", "480 MiB", "40 MiB", "connection refused"} {
 		assert.Contains(t, out, want)
 	}
 	assert.NotContains(t, out, "FAILED")
 
-	r.DuplicatePositions = 2
 	r.Coherence.Max = 1500 * time.Millisecond
+	b.Reset()
+	PrintSale(&b, r)
+	assert.NotContains(t, b.String(), "FAILED", "the goal is judged by the gateways' records, not by the polls")
+
+	r.AppliedUnreached = 1
+	b.Reset()
+	PrintSale(&b, r)
+	assert.Contains(t, b.String(), "goal ≤ 1 s: FAILED", "a value one gateway never applied")
+
+	r.DuplicatePositions = 2
+	r.AppliedUnreached = 0
+	r.AppliedCoherence.Max = 1500 * time.Millisecond
 	b.Reset()
 	PrintSale(&b, r)
 	assert.Contains(t, b.String(), "goal ≤ 1 s: FAILED")
 	assert.True(t, r.Broken(), "a position given twice breaks the run")
+}
+
+// Redis's error answers are listed by code; a CROSSSLOT one (keys of one
+// command on two cluster slots) fails the run.
+func TestPrintSaleRedisErrors(t *testing.T) {
+	r := sampleResult()
+	var b bytes.Buffer
+	PrintSale(&b, r)
+	assert.NotContains(t, b.String(), "Redis error answers", "not read, not shown")
+
+	r.RedisErrors = map[string]int64{}
+	b.Reset()
+	PrintSale(&b, r)
+	assert.Regexp(t, `Redis error answers +none +ok`, b.String())
+	assert.False(t, r.Broken())
+
+	r.RedisErrors = map[string]int64{"NOSCRIPT": 3, "CROSSSLOT": 12}
+	b.Reset()
+	PrintSale(&b, r)
+	assert.Contains(t, b.String(), "CROSSSLOT 12, NOSCRIPT 3")
+	assert.Contains(t, b.String(), "FAILED (CROSSSLOT")
+	assert.True(t, r.Broken(), "a command refused for keys on two slots breaks the run")
 }
 
 // A captured payment in none of the honest ends fails the money line.

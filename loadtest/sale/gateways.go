@@ -1,12 +1,15 @@
 package sale
 
 import (
+	"cmp"
 	"context"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/waitroom/waitroom/loadtest/api"
 	"github.com/waitroom/waitroom/loadtest/latency"
+	"github.com/waitroom/waitroom/waitroom"
 )
 
 // Gateway is one more gateway in front of the same origin and queue store.
@@ -167,4 +170,77 @@ func (s *sim) watchCoherence(ctx context.Context) {
 		}
 		pending = kept
 	}
+}
+
+// appliedCoherence is how long the gateways took to agree on the
+// watermark by their own records of when they applied each value
+// (GET …/applied): for every value a gateway applied, from the first
+// gateway admitting by it (or a higher one) to the last. Unlike the polls
+// above it does not depend on how fast the gateways answer or this load
+// generator asks. unreached counts values some gateway never applied (nor
+// passed) before the sale ended.
+func appliedCoherence(records []api.Applied) (lag latency.Summary, unreached int64) {
+	// reach[g] is gateway g's watermark each time it rose past its
+	// highest so far: when g first admitted by at least that value.
+	reach := make([][]waitroom.AppliedWatermark, len(records))
+	// From below floor a gateway that forgot its oldest records cannot
+	// tell when it got there.
+	floor := int64(0)
+	values := map[int64]bool{}
+	for g, rec := range records {
+		if rec.Dropped > 0 && len(rec.Applied) > 0 {
+			floor = max(floor, rec.Applied[0].Watermark)
+		}
+		high := int64(0)
+		for _, m := range rec.Applied {
+			values[m.Watermark] = true
+			if m.Watermark > high {
+				high = m.Watermark
+				reach[g] = append(reach[g], m)
+			}
+		}
+	}
+	var lags []time.Duration
+	for w := range values {
+		if w <= floor {
+			continue
+		}
+		var first, last time.Time
+		reachedAll := true
+		for _, r := range reach {
+			i, _ := slices.BinarySearchFunc(r, w, func(m waitroom.AppliedWatermark, w int64) int { return cmp.Compare(m.Watermark, w) })
+			if i == len(r) {
+				reachedAll = false
+				break
+			}
+			if at := r[i].At; first.IsZero() || at.Before(first) {
+				first = at
+			}
+			if at := r[i].At; at.After(last) {
+				last = at
+			}
+		}
+		if !reachedAll {
+			unreached++
+			continue
+		}
+		lags = append(lags, last.Sub(first))
+	}
+	return latency.Summarize(lags), unreached
+}
+
+// readApplied reads every gateway's record of the watermarks it applied.
+func (s *sim) readApplied(ctx context.Context) ([]api.Applied, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	var out []api.Applied
+	for _, a := range s.target.admins() {
+		c := api.GatewayAdmin{Client: api.Client{HTTP: s.gwAdmin.HTTP, Base: a}}
+		rec, err := c.Applied(ctx, s.target.Event)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, rec)
+	}
+	return out, nil
 }

@@ -71,6 +71,11 @@ type Result struct {
 	PostgresTables  map[string]int64 `json:"postgres_rows_by_table"`
 	WritesPerSeat   float64          `json:"postgres_rows_per_seat_sold"`
 	RedisCommands   int64            `json:"redis_commands"`
+	// RedisErrors is the error answers Redis gave during the sale, by code
+	// (INFO errorstats, every server of a cluster), read by the caller
+	// (nil: not read). CROSSSLOT would be a command whose keys are not on
+	// one hash slot, which a cluster refuses.
+	RedisErrors map[string]int64 `json:"redis_errors,omitempty"`
 
 	// SoldOutAfter is when a hold was first refused for lack of seats;
 	// LastSaleAfter when the last booking was confirmed.
@@ -87,12 +92,19 @@ type Result struct {
 	// the queue positions the users were given, and DuplicatePositions
 	// those given to more than one user (must be 0). Coherence is, per
 	// raise of the watermark, the time from the first gateway showing it
-	// to the last (with more than one gateway; read every 50 ms).
+	// to the last (with more than one gateway; read every 50 ms), as this
+	// load generator saw it. AppliedCoherence is the same by the gateways'
+	// own records of when they applied each watermark, and
+	// AppliedUnreached the values some gateway never applied before the
+	// sale ended; AppliedError says why they could not be read.
 	Gateways           int             `json:"gateways"`
 	Positions          int64           `json:"positions"`
 	DuplicatePositions int64           `json:"duplicate_positions"`
 	Coherence          latency.Summary `json:"watermark_coherence"`
 	CoherenceMisses    int64           `json:"watermark_reads_failed"`
+	AppliedCoherence   latency.Summary `json:"watermark_coherence_applied"`
+	AppliedUnreached   int64           `json:"watermark_values_unreached"`
+	AppliedError       string          `json:"watermark_applied_error,omitempty"`
 	// Rates are requests (or commands, rows) per second per layer over the
 	// sale.
 	Rates map[string]float64 `json:"rates"`
@@ -164,7 +176,7 @@ type ProcessMemory struct {
 // rush admitted twice or not at all.
 func (r *Result) Broken() bool {
 	return r.Oversold != 0 || r.DuplicatePositions != 0 || r.Invariant.Drift != 0 || r.InvariantError != "" || r.DoubleBooked != 0 || r.MoneyKept() ||
-		(r.GateRush != nil && r.GateRush.Broken())
+		(r.GateRush != nil && r.GateRush.Broken()) || r.RedisErrors["CROSSSLOT"] != 0
 }
 
 // MoneyKept reports whether a captured payment ended as neither a sale
@@ -273,6 +285,13 @@ func (s *sim) result(ctx context.Context, end time.Time, before outside, timedOu
 	r.Gateways = len(s.gateways)
 	r.Positions, r.DuplicatePositions = s.positions.read()
 	r.Coherence = s.coherence.lag.Summary()
+	if len(s.gateways) > 1 {
+		if recs, err := s.readApplied(ctx); err != nil {
+			r.AppliedError = err.Error()
+		} else {
+			r.AppliedCoherence, r.AppliedUnreached = appliedCoherence(recs)
+		}
+	}
 	s.mu.Lock()
 	r.CoherenceMisses = s.coherence.misses
 	s.mu.Unlock()

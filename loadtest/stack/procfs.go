@@ -64,24 +64,24 @@ func children(pid int) []int {
 	return out
 }
 
-// RedisPID is the process id the Redis server at url reports.
-func RedisPID(ctx context.Context, url string) (int, error) {
-	opts, err := redis.ParseURL(url)
-	if err != nil {
-		return 0, err
-	}
-	rdb := redis.NewClient(opts)
-	defer rdb.Close()
-	info, err := rdb.Info(ctx, "server").Result()
-	if err != nil {
-		return 0, err
-	}
-	for _, line := range strings.Split(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "process_id:"); ok {
-			return strconv.Atoi(v)
+// RedisPIDs are the process ids the Redis at url reports: one, or one per
+// master of a cluster.
+func RedisPIDs(ctx context.Context, url string) ([]int, error) {
+	var pids []int
+	err := eachRedisServer(ctx, url, func(ctx context.Context, c *redis.Client) error {
+		info, err := c.Info(ctx, "server").Result()
+		if err != nil {
+			return err
 		}
-	}
-	return 0, errors.New("redis INFO has no process_id")
+		v, ok := infoValues(info)["process_id"]
+		if !ok {
+			return errors.New("redis INFO has no process_id")
+		}
+		pid, err := strconv.Atoi(v)
+		pids = append(pids, pid)
+		return err
+	})
+	return pids, err
 }
 
 // PostgresPIDs are the server's processes: the postmaster first, then its

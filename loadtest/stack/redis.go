@@ -7,10 +7,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/waitroom/waitroom/internal/redisurl"
 	"github.com/waitroom/waitroom/inventory"
 )
 
@@ -72,33 +74,86 @@ func (r *Redis) Restart(ctx context.Context) error {
 // Stop ends the server.
 func (r *Redis) Stop() error { return r.proc.Stop(5 * time.Second) }
 
-// RedisCommands reads the server's count of commands processed.
-func RedisCommands(ctx context.Context, url string) (int64, error) {
-	opts, err := redis.ParseURL(url)
+// eachRedisServer calls fn with every server of the Redis at url: the one
+// server, or each master of a cluster (the cluster URL form, internal/
+// redisurl), one at a time.
+func eachRedisServer(ctx context.Context, url string, fn func(context.Context, *redis.Client) error) error {
+	rdb, err := redisurl.New(url, redisurl.Defaults{})
 	if err != nil {
-		return 0, err
+		return err
 	}
-	rdb := redis.NewClient(opts)
 	defer rdb.Close()
-	info, err := rdb.Info(ctx, "stats").Result()
-	if err != nil {
-		return 0, err
-	}
+	var mu sync.Mutex
+	return redisurl.EachServer(ctx, rdb, func(ctx context.Context, c *redis.Client) error {
+		mu.Lock()
+		defer mu.Unlock()
+		return fn(ctx, c)
+	})
+}
+
+// infoValues are the key:value lines of an INFO answer.
+func infoValues(info string) map[string]string {
+	out := map[string]string{}
 	for _, line := range strings.Split(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "total_commands_processed:"); ok {
-			return strconv.ParseInt(v, 10, 64)
+		if k, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok && !strings.HasPrefix(k, "#") {
+			out[k] = v
 		}
 	}
-	return 0, fmt.Errorf("redis INFO has no total_commands_processed")
+	return out
+}
+
+// RedisCommands reads the count of commands processed, added up over the
+// servers of a cluster.
+func RedisCommands(ctx context.Context, url string) (int64, error) {
+	var total int64
+	err := eachRedisServer(ctx, url, func(ctx context.Context, c *redis.Client) error {
+		info, err := c.Info(ctx, "stats").Result()
+		if err != nil {
+			return err
+		}
+		v, ok := infoValues(info)["total_commands_processed"]
+		if !ok {
+			return fmt.Errorf("redis INFO has no total_commands_processed")
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		total += n
+		return err
+	})
+	return total, err
+}
+
+// RedisErrors reads the error answers the servers gave so far, by error
+// code (INFO errorstats: CROSSSLOT, MOVED, NOSCRIPT…), added up over the
+// servers of a cluster.
+func RedisErrors(ctx context.Context, url string) (map[string]int64, error) {
+	out := map[string]int64{}
+	err := eachRedisServer(ctx, url, func(ctx context.Context, c *redis.Client) error {
+		info, err := c.Info(ctx, "errorstats").Result()
+		if err != nil {
+			return err
+		}
+		for k, v := range infoValues(info) {
+			code, ok := strings.CutPrefix(k, "errorstat_")
+			if !ok {
+				continue
+			}
+			n, err := strconv.ParseInt(strings.TrimPrefix(v, "count="), 10, 64)
+			if err != nil {
+				return fmt.Errorf("redis INFO errorstats %s: %w", k, err)
+			}
+			out[code] += n
+		}
+		return nil
+	})
+	return out, err
 }
 
 // RedisKeyExists reports whether an event's inventory is loaded.
 func RedisKeyExists(ctx context.Context, url string, event int64) (bool, error) {
-	opts, err := redis.ParseURL(url)
+	rdb, err := redisurl.New(url, redisurl.Defaults{})
 	if err != nil {
 		return false, err
 	}
-	rdb := redis.NewClient(opts)
 	defer rdb.Close()
 	n, err := rdb.Exists(ctx, inventory.KeysFor(event).Remaining).Result()
 	return n == 1, err

@@ -221,30 +221,28 @@ func (s *System) Failed() error {
 }
 
 // RemoveEventKeys deletes every key of an event (queue state, inventory)
-// from a Redis that outlives the run.
+// from a Redis that outlives the run. On a cluster every master is
+// scanned; the keys an event has on one share its hash tag, so one DEL
+// takes them.
 func RemoveEventKeys(ctx context.Context, url string, events ...int64) error {
-	opts, err := redis.ParseURL(url)
-	if err != nil {
-		return err
-	}
-	rdb := redis.NewClient(opts)
-	defer rdb.Close()
-	for _, e := range events {
-		iter := rdb.Scan(ctx, 0, "*"+hashtag.Event(e)+"*", 1000).Iterator()
-		var keys []string
-		for iter.Next(ctx) {
-			keys = append(keys, iter.Val())
-		}
-		if err := iter.Err(); err != nil {
-			return fmt.Errorf("remove keys of event %d: %w", e, err)
-		}
-		if len(keys) > 0 {
-			if err := rdb.Del(ctx, keys...).Err(); err != nil {
+	return eachRedisServer(ctx, url, func(ctx context.Context, rdb *redis.Client) error {
+		for _, e := range events {
+			iter := rdb.Scan(ctx, 0, "*"+hashtag.Event(e)+"*", 1000).Iterator()
+			var keys []string
+			for iter.Next(ctx) {
+				keys = append(keys, iter.Val())
+			}
+			if err := iter.Err(); err != nil {
 				return fmt.Errorf("remove keys of event %d: %w", e, err)
 			}
+			if len(keys) > 0 {
+				if err := rdb.Del(ctx, keys...).Err(); err != nil {
+					return fmt.Errorf("remove keys of event %d: %w", e, err)
+				}
+			}
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 func randomHex(n int) string {
