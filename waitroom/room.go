@@ -73,7 +73,8 @@ type Room struct {
 	// joined is the end (unix ms) of the last restore the room added what
 	// it remembers to, so it does so once per restore.
 	joined atomic.Int64
-	// wake asks Run for a refresh now: a join found the state lost.
+	// wake asks Run for a refresh now: a join found the state lost, or a
+	// read at a change notice failed or found a restore.
 	wake chan struct{}
 	// ready is closed once the room has read the store (or failed to) and
 	// no restore holds new positions back.
@@ -329,10 +330,15 @@ func (r *Room) Join(ctx context.Context) (int64, error) {
 // wakeOn asks Run for a refresh now when err says the store lost the state.
 func (r *Room) wakeOn(err error) {
 	if errors.Is(err, ErrNoState) || errors.Is(err, ErrRestoring) {
-		select {
-		case r.wake <- struct{}{}:
-		default:
-		}
+		r.wakeUp()
+	}
+}
+
+// wakeUp asks Run for a refresh now.
+func (r *Room) wakeUp() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
 	}
 }
 
@@ -359,9 +365,15 @@ func (r *Room) EstimateWait(position int64) (wait time.Duration, ok bool) {
 }
 
 // Run keeps the room's state fresh until ctx ends: it follows the store's
-// change notices, polls as a safety net, and drives the autopilot.
+// change notices (followNotices), polls as a safety net, and drives the
+// autopilot.
 func (r *Room) Run(ctx context.Context) {
-	changed := r.store.Watch(ctx, r.event)
+	followed := make(chan struct{})
+	go func() {
+		defer close(followed)
+		r.followNotices(ctx, r.store.Watch(ctx, r.event))
+	}()
+	defer func() { <-followed }()
 	poll := time.NewTicker(r.opts.PollInterval)
 	defer poll.Stop()
 	var pilot <-chan time.Time
@@ -408,8 +420,6 @@ func (r *Room) Run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-changed:
-			refresh()
 		case <-r.wake:
 			refresh()
 		case <-restored.C:
@@ -434,6 +444,31 @@ func (r *Room) Run(ctx context.Context) {
 			}
 			if err := steer(ctx); err != nil && !errors.Is(err, context.Canceled) {
 				r.opts.Logger.Warn("autopilot skipped a step", "event", r.event, "error", err)
+			}
+		}
+	}
+}
+
+// followNotices reads the state at each of the store's change notices
+// until ctx ends. It runs beside Run's loop rather than in it, so a raise
+// reaches memory one read after its notice, never behind the autopilot's
+// step, the poll's presence sync or the hard cap's derivation, each of
+// them several round trips to the store. Notices that come during a read
+// are taken together by the next one.
+func (r *Room) followNotices(ctx context.Context, changed <-chan struct{}) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case _, ok := <-changed:
+			if !ok {
+				return
+			}
+			s, err := r.Refresh(ctx)
+			if err != nil || s.Restoring(r.opts.Now()) {
+				// The loop reports a store gone or back, and times the
+				// restore's end.
+				r.wakeUp()
 			}
 		}
 	}
