@@ -2,6 +2,7 @@ package caddymodule
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
@@ -65,16 +66,17 @@ func (s storeSpec) key() string {
 
 // storeEntry is a pooled store.
 type storeEntry struct {
-	store  waitroom.Store
-	client redis.UniversalClient // nil for the memory store
+	store   waitroom.Store
+	clients []redis.UniversalClient // none for the memory store
 }
 
-// Destruct closes the Redis client once no config uses it.
+// Destruct closes the Redis clients once no config uses them.
 func (e *storeEntry) Destruct() error {
-	if e.client != nil {
-		return e.client.Close()
+	var errs []error
+	for _, c := range e.clients {
+		errs = append(errs, c.Close())
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // acquireStore returns the pooled store for spec; release it with
@@ -88,9 +90,16 @@ func acquireStore(spec storeSpec) (*storeEntry, error) {
 		if err != nil {
 			return nil, fmt.Errorf("store: %w", err)
 		}
+		// The rooms' refreshes get connections the crowd's joins cannot
+		// take (waitroom.RedisOptions.Control).
+		control, err := waitroom.NewRedisClient(spec.redisURL)
+		if err != nil {
+			_ = client.Close()
+			return nil, fmt.Errorf("store: %w", err)
+		}
 		return &storeEntry{
-			store:  waitroom.NewRedisStore(client, waitroom.RedisOptions{Lease: spec.lease, Now: poolClock}),
-			client: client,
+			store:   waitroom.NewRedisStore(client, waitroom.RedisOptions{Lease: spec.lease, Control: control, Now: poolClock}),
+			clients: []redis.UniversalClient{client, control},
 		}, nil
 	})
 	if err != nil {

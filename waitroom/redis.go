@@ -22,7 +22,10 @@ import (
 // tag (package hashtag), as every key of the inventory does, so one event lives on one
 // Redis Cluster slot.
 type RedisStore struct {
-	rdb     redis.UniversalClient
+	rdb redis.UniversalClient
+	// ctl carries the rooms' own reads and writes of the state (and its
+	// change log), the change notices and leases (RedisOptions.Control).
+	ctl     redis.UniversalClient
 	lease   int64
 	node    string
 	restore time.Duration
@@ -53,6 +56,13 @@ type RedisOptions struct {
 	// RestoreWindow is how long a restore of lost state holds new
 	// positions back (Defaults.Restore). Default: DefaultRestoreWindow.
 	RestoreWindow time.Duration
+	// Control, when set, is a client of the same Redis with connections
+	// of its own for the state's reads and writes, the change notices and
+	// the leases: under a crowd the request path's joins can hold every
+	// connection of the main client's pool, and a room's refresh would
+	// queue behind them (seconds on a starved machine) before it learns a
+	// raise. The client is the caller's to close. Nil: the main client.
+	Control redis.UniversalClient
 	// Now is the clock of restore windows; time.Now when nil. Every node
 	// compares its own clock with the window's end, so clocks should agree
 	// to well within the window.
@@ -73,7 +83,10 @@ func NewRedisStore(rdb redis.UniversalClient, opts RedisOptions) *RedisStore {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &RedisStore{rdb: rdb, lease: opts.Lease, node: opts.Node, restore: opts.RestoreWindow,
+	if opts.Control == nil {
+		opts.Control = rdb
+	}
+	return &RedisStore{rdb: rdb, ctl: opts.Control, lease: opts.Lease, node: opts.Node, restore: opts.RestoreWindow,
 		now: opts.Now, events: make(map[int64]*redisEvent)}
 }
 
@@ -248,7 +261,7 @@ func (r *RedisStore) decodeState(event int64, fields *redis.SliceCmd, last *redi
 
 // State implements Store.
 func (r *RedisStore) State(ctx context.Context, event int64) (State, error) {
-	p := r.rdb.Pipeline()
+	p := r.ctl.Pipeline()
 	fields, last := readState(ctx, p, event)
 	if _, err := p.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return State{}, unavailable("read state", err)
@@ -333,7 +346,7 @@ func (r *RedisStore) Update(ctx context.Context, event int64, c Change) (State, 
 			}
 			vals[i] = b
 		}
-		p := r.rdb.Pipeline()
+		p := r.ctl.Pipeline()
 		p.LPush(ctx, logKey(event), vals...)
 		p.LTrim(ctx, logKey(event), 0, MaxLogEntries-1)
 		if _, err := p.Exec(ctx); err != nil {
@@ -371,7 +384,7 @@ func isOverflow(err error) bool {
 func (r *RedisStore) apply(ctx context.Context, event int64, op string, writes func(redis.Pipeliner)) (State, error) {
 	var fields *redis.SliceCmd
 	var last *redis.StringCmd
-	_, err := r.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+	_, err := r.ctl.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		writes(p)
 		fields, last = readState(ctx, p, event)
 		p.Publish(ctx, changedChannel(event), r.node)
@@ -404,7 +417,7 @@ func boolInt(b bool) int {
 // watcher's polling.
 func (r *RedisStore) Watch(ctx context.Context, event int64) <-chan struct{} {
 	out := make(chan struct{}, 1)
-	ps := r.rdb.Subscribe(ctx, changedChannel(event))
+	ps := r.ctl.Subscribe(ctx, changedChannel(event))
 	go func() {
 		defer ps.Close()
 		msgs := ps.Channel()
@@ -429,7 +442,7 @@ func (r *RedisStore) Watch(ctx context.Context, event int64) <-chan struct{} {
 // Lead implements Store with SET NX PX: whoever sets the key first holds the
 // lease until it expires.
 func (r *RedisStore) Lead(ctx context.Context, event int64, name string, ttl time.Duration) (bool, error) {
-	ok, err := r.rdb.SetNX(ctx, leaseKey(event, name), r.node, ttl).Result()
+	ok, err := r.ctl.SetNX(ctx, leaseKey(event, name), r.node, ttl).Result()
 	if err != nil {
 		return false, unavailable("lease "+name, err)
 	}
