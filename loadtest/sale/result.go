@@ -105,6 +105,9 @@ type Result struct {
 	AppliedCoherence   latency.Summary `json:"watermark_coherence_applied"`
 	AppliedUnreached   int64           `json:"watermark_values_unreached"`
 	AppliedError       string          `json:"watermark_applied_error,omitempty"`
+	// Applied is each gateway's record itself, first gateway first, for
+	// the JSON report.
+	Applied []api.Applied `json:"watermarks_applied,omitempty"`
 	// Rates are requests (or commands, rows) per second per layer over the
 	// sale.
 	Rates map[string]float64 `json:"rates"`
@@ -289,6 +292,7 @@ func (s *sim) result(ctx context.Context, end time.Time, before outside, timedOu
 		if recs, err := s.readApplied(ctx); err != nil {
 			r.AppliedError = err.Error()
 		} else {
+			r.Applied = recs
 			r.AppliedCoherence, r.AppliedUnreached = appliedCoherence(recs)
 		}
 	}
