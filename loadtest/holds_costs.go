@@ -50,8 +50,8 @@ func readHoldCosts(ctx context.Context, rdb *redis.Client, databaseURL string, o
 	if c.commands, err = parseCommandStats(info); err != nil {
 		return c, err
 	}
-	if pid, err := stack.RedisPID(ctx, "redis://"+rdb.Options().Addr); err == nil {
-		c.redis, _ = stack.CPUTime(pid)
+	if pids, err := stack.RedisPIDs(ctx, "redis://"+rdb.Options().Addr); err == nil && len(pids) == 1 {
+		c.redis, _ = stack.CPUTime(pids[0])
 	}
 	c.postgresBy = map[int]time.Duration{}
 	if pids, err := stack.PostgresPIDs(ctx, databaseURL); err == nil {
