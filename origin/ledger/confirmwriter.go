@@ -196,12 +196,8 @@ func (w *ConfirmWriter) write(batch []*confirmWrite) {
 	// The batch waits as long as its latest deadline: each confirmation's
 	// own deadline is checked by the server, so one item's nearer deadline
 	// does not cut the others' transaction short.
-	ctx := context.Background()
-	if !latest.IsZero() {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, latest)
-		defer cancel()
-	}
+	ctx, cancel := untilDeadline(context.Background(), latest)
+	defer cancel()
 	cs := make([]Confirmation, len(send))
 	for i, cw := range send {
 		cs[i] = cw.c

@@ -151,12 +151,8 @@ func (w *HoldWriter) writeBatch(batch []*holdWrite) {
 	if len(send) == 0 {
 		return
 	}
-	ctx := context.Background()
-	if !deadline.IsZero() {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, deadline)
-		defer cancel()
-	}
+	ctx, cancel := untilDeadline(context.Background(), deadline)
+	defer cancel()
 	inserted, outcome, err := w.ledger.InsertHolds(ctx, rows, deadlines)
 	var pgErr *pgconn.PgError
 	switch {

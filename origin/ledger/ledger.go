@@ -110,6 +110,15 @@ type querier interface {
 // runs: the named operations that must commit together run on it.
 type Tx struct{ tx pgx.Tx }
 
+// untilDeadline is ctx ending at deadline, or ctx itself when deadline is
+// zero (no deadline).
+func untilDeadline(ctx context.Context, deadline time.Time) (context.Context, context.CancelFunc) {
+	if deadline.IsZero() {
+		return ctx, func() {}
+	}
+	return context.WithDeadline(ctx, deadline)
+}
+
 // InTx runs fn in one transaction and commits it if fn returns nil. With a
 // non-zero deadline the transaction commits only before it, by the
 // server's own clock (ErrPastDeadline otherwise), checked last, after the
@@ -117,11 +126,8 @@ type Tx struct{ tx pgx.Tx }
 // was lost is reported as ErrUncertain: it may still be applied, until the
 // deadline.
 func (l *Ledger) InTx(ctx context.Context, deadline time.Time, fn func(Tx) error) error {
-	if !deadline.IsZero() {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, deadline)
-		defer cancel()
-	}
+	ctx, cancel := untilDeadline(ctx, deadline)
+	defer cancel()
 	var ferr error
 	err := pgx.BeginTxFunc(ctx, l.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
 		if ferr = fn(Tx{tx}); ferr != nil {
