@@ -416,6 +416,7 @@ func TestCreateEvent(t *testing.T) {
 		"fractional seats":   {"capacity": 10.5},
 		"capacity as string": {"capacity": "10"},
 		"unknown field":      {"venue": "Wankhede"},
+		"NUL in the name":    {"name": "Fi\x00nal"},
 	}
 	for name, over := range bad {
 		t.Run(name, func(t *testing.T) {
@@ -425,6 +426,20 @@ func TestCreateEvent(t *testing.T) {
 			assert.Equal(t, "invalid_request", res.errorCode(t))
 		})
 	}
+	t.Run("an escaped backslash before u0000 is text", func(t *testing.T) {
+		h := h.with(t)
+		res := h.do(http.MethodPost, "/v1/events", valid(map[string]any{"name": `Fi\u0000nal`}), admin())
+		require.Equal(t, http.StatusCreated, res.status, "%s", res.body)
+		var ev eventJSON
+		res.json(t, &ev)
+		assert.Equal(t, `Fi\u0000nal`, ev.Name)
+	})
+	t.Run("body not UTF-8", func(t *testing.T) {
+		h := h.with(t)
+		res := h.do(http.MethodPost, "/v1/events", "{\"name\":\"Fi\xffnal\",\"capacity\":5,\"price\":1,\"currency\":\"inr\"}", admin())
+		assert.Equal(t, http.StatusBadRequest, res.status, "%s", res.body)
+		assert.Equal(t, "invalid_request", res.errorCode(t))
+	})
 	t.Run("body over 64 KiB", func(t *testing.T) {
 		h := h.with(t)
 		res := h.do(http.MethodPost, "/v1/events", valid(map[string]any{"name": strings.Repeat("n", 70<<10)}), admin())

@@ -115,6 +115,15 @@ func decodeStrict(body []byte, v any) *response {
 	if trimmed[0] != '{' {
 		return bad("the request body must be a JSON object")
 	}
+	// JSON is UTF-8 (RFC 8259), and the ledger's text columns refuse
+	// anything else and NUL: decoding would turn a stray byte into U+FFFD
+	// silently and keep a \u0000, which PostgreSQL then refuses with a 503.
+	if !utf8.Valid(trimmed) {
+		return bad("the request body is not UTF-8")
+	}
+	if escapesNUL(trimmed) {
+		return bad("the request body holds a \\u0000 escape: NUL is not allowed in a string")
+	}
 	dec := json.NewDecoder(bytes.NewReader(trimmed))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
@@ -124,6 +133,22 @@ func decodeStrict(body []byte, v any) *response {
 		return bad("invalid JSON: data after the object")
 	}
 	return nil
+}
+
+// escapesNUL reports whether a JSON text holds the escape \u0000. In JSON
+// a backslash only ever starts a two-character escape, so skipping the
+// character after each one keeps "\\u0000" (a backslash, then text) apart.
+func escapesNUL(b []byte) bool {
+	for i := 0; i < len(b); i++ {
+		if b[i] != '\\' {
+			continue
+		}
+		if bytes.HasPrefix(b[i+1:], []byte("u0000")) {
+			return true
+		}
+		i++
+	}
+	return false
 }
 
 // pathID parses a positive integer id from the path; ok is false (and 404
