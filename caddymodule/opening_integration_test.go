@@ -74,6 +74,11 @@ http://localhost:%d {
 	lotteryPath := "/waitroom/events/" + evs + "/lottery"
 	code, _, raw := adminCall(t, adminPort, http.MethodPost, "/waitroom/events/"+evs+"/watermark", `{"set": 5}`)
 	require.Equal(t, http.StatusOK, code, raw)
+	// The admin API changed one gateway's room; the other learns it by the
+	// change notice, or by its next poll should its subscription not have
+	// been up yet. The whole walk takes less than a poll.
+	require.Eventually(t, func() bool { return everyRoomAt(ev, 5) }, 10*time.Second, 5*time.Millisecond,
+		"both gateways know the watermark")
 
 	// Before the opening: the commitment only.
 	code, before, raw := adminCall(t, adminPort, http.MethodGet, lotteryPath, "")
@@ -235,4 +240,17 @@ http://localhost:%d {
 	assert.Equal(t, "waiting", join(plain, "203.0.113.1").Header.Get(HeaderStatus))
 	assert.Equal(t, "waiting", join(plain, "203.0.113.2").Header.Get(HeaderStatus))
 	assert.Equal(t, http.StatusTooManyRequests, join(plain, "203.0.113.3").StatusCode)
+}
+
+// everyRoomAt reports whether every room of event in this process (one per
+// gateway here) holds watermark in memory.
+func everyRoomAt(event, watermark int64) bool {
+	at := true
+	rooms.Range(func(_, v any) bool {
+		if e := v.(*roomEntry); e.key.Event == event && e.room.State().Watermark != watermark {
+			at = false
+		}
+		return at
+	})
+	return at
 }
