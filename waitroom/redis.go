@@ -42,14 +42,32 @@ type redisEvent struct {
 	// high is the highest counter value this node has had from Redis: a
 	// counter found below it was lost, and is put back above it.
 	high int64
+	// taking is set while a take for arrivals without a lease is in
+	// flight; the arrivals that come meanwhile gather in gathering, and
+	// the next take gives them all their positions at once.
+	taking    bool
+	gathering *positionBatch
+}
+
+// positionBatch is the arrivals that gathered while a take was in flight:
+// n of them, given last-n+1..last in the order they came.
+type positionBatch struct {
+	n    int64
+	last int64
+	err  error
+	done chan struct{}
 }
 
 // RedisOptions tunes a RedisStore.
 type RedisOptions struct {
 	// Lease is how many positions a node takes from Redis at once. 1 (the
-	// default) is strict first-come-first-served across the fleet; a larger
-	// block saves a round trip per arrival at the cost of ordering between
-	// nodes being approximate within a block.
+	// default) is strict first-come-first-served across the fleet: an
+	// arrival is given a position above every one handed out before it
+	// asked. The arrivals that meet on a node while its take is in flight
+	// share the next take, in the order they came, so a crowd costs a
+	// round trip per batch, not per arrival. A larger block saves the
+	// round trip even when arrivals come one at a time, at the cost of
+	// ordering between nodes being approximate within a block.
 	Lease int64
 	// Node names this process in leases; random when empty.
 	Node string
@@ -181,15 +199,7 @@ func (r *RedisStore) take(ctx context.Context, event, n, floor int64) (int64, er
 // NextPosition implements Store.
 func (r *RedisStore) NextPosition(ctx context.Context, event int64) (int64, error) {
 	if r.lease == 1 {
-		pos, err := r.take(ctx, event, 1, r.high(event))
-		if err != nil {
-			return 0, err
-		}
-		r.mu.Lock()
-		e := r.event(event)
-		e.high = max(e.high, pos)
-		r.mu.Unlock()
-		return pos, nil
+		return r.nextGathered(ctx, event)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -205,6 +215,70 @@ func (r *RedisStore) NextPosition(ctx context.Context, event int64) (int64, erro
 	pos := e.next
 	e.next++
 	return pos, nil
+}
+
+// takeTimeout bounds a take made for a batch of arrivals: it answers them
+// all, so no one request's context may cut it short. The client's own
+// timeouts (NewRedisClient) end it well before.
+const takeTimeout = 5 * time.Second
+
+// nextGathered joins the batch of arrivals gathering for event's next take,
+// and starts the takes when none is in flight: one arrival alone is taken
+// at once, as before; arrivals that come while it is in flight gather and
+// are taken together when it returns. Positions stay dense and in arrival
+// order; a waiter whose context ends leaves its position unused, as a
+// reply lost in flight does.
+func (r *RedisStore) nextGathered(ctx context.Context, event int64) (int64, error) {
+	r.mu.Lock()
+	e := r.event(event)
+	b := e.gathering
+	if b == nil {
+		b = &positionBatch{done: make(chan struct{})}
+		e.gathering = b
+	}
+	b.n++
+	nth := b.n
+	if !e.taking {
+		e.taking = true
+		go r.takeBatches(event, e)
+	}
+	r.mu.Unlock()
+	select {
+	case <-b.done:
+	case <-ctx.Done():
+		return 0, unavailable("next position", ctx.Err())
+	}
+	if b.err != nil {
+		return 0, b.err
+	}
+	return b.last - b.n + nth, nil
+}
+
+// takeBatches takes the gathered batches of e, one call each, until none
+// is left.
+func (r *RedisStore) takeBatches(event int64, e *redisEvent) {
+	for {
+		r.mu.Lock()
+		b := e.gathering
+		if b == nil {
+			e.taking = false
+			r.mu.Unlock()
+			return
+		}
+		e.gathering = nil
+		floor := e.high
+		r.mu.Unlock()
+
+		ctx, cancel := context.WithTimeout(context.Background(), takeTimeout)
+		b.last, b.err = r.take(ctx, event, b.n, floor)
+		cancel()
+		if b.err == nil {
+			r.mu.Lock()
+			e.high = max(e.high, b.last)
+			r.mu.Unlock()
+		}
+		close(b.done)
+	}
 }
 
 // readState queues the reads of event's state on p.

@@ -1,0 +1,111 @@
+package waitroom
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/waitroom/waitroom/internal/testenv"
+)
+
+// TestArrivalsMeetingATakeShareTheNext holds a take in flight while
+// arrivals gather behind it, one at a time: one more script call gives them
+// the next positions, dense and in the order they came, and the one that
+// gave up waiting leaves its position unused.
+func TestArrivalsMeetingATakeShareTheNext(t *testing.T) {
+	rdb := testenv.Redis(t)
+	hook := &holdTake{held: make(chan struct{}), release: make(chan struct{})}
+	rdb.AddHook(hook)
+	s := NewRedisStore(rdb, RedisOptions{})
+	ctx := context.Background()
+	evt := testenv.EventID()
+	_, err := s.Ensure(ctx, evt, Defaults{})
+	require.NoError(t, err)
+	// The script loaded (EVALSHA alone from here on) and position 1 taken.
+	pos, err := s.NextPosition(ctx, evt)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), pos)
+
+	hook.armed.Store(true)
+	first := make(chan int64, 1)
+	go func() {
+		p, err := s.NextPosition(ctx, evt)
+		assert.NoError(t, err)
+		first <- p
+	}()
+	<-hook.held
+
+	const n, quitter = 20, 7
+	got := make([]int64, n)
+	errs := make([]error, n)
+	quit, giveUp := context.WithCancel(ctx)
+	gaveUp := make(chan error, 1)
+	var wg sync.WaitGroup
+	for i := range n {
+		if i == quitter {
+			go func() { _, err := s.NextPosition(quit, evt); gaveUp <- err }()
+		} else {
+			wg.Go(func() { got[i], errs[i] = s.NextPosition(ctx, evt) })
+		}
+		require.Eventually(t, func() bool { return s.gathered(evt) == int64(i+1) }, 10*time.Second, time.Millisecond,
+			"arrival %d never joined the batch", i)
+	}
+	giveUp()
+	assert.ErrorIs(t, <-gaveUp, ErrUnavailable, "it returns when its context ends, the take still in flight")
+	close(hook.release)
+	wg.Wait()
+
+	assert.Equal(t, int64(2), <-first)
+	for i := range n {
+		if i != quitter {
+			assert.NoError(t, errs[i])
+			assert.Equal(t, int64(3+i), got[i], "arrival %d", i)
+		}
+	}
+	assert.Equal(t, int64(2), hook.calls.Load(), "the held take and one for the whole batch")
+	st, err := s.State(ctx, evt)
+	require.NoError(t, err)
+	assert.Equal(t, int64(2+n), st.LastPosition)
+}
+
+// gathered is how many arrivals wait for event's next take.
+func (r *RedisStore) gathered(event int64) int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if b := r.event(event).gathering; b != nil {
+		return b.n
+	}
+	return 0
+}
+
+// holdTake counts the script calls once armed, and holds the first one
+// until release is closed.
+type holdTake struct {
+	armed         atomic.Bool
+	calls         atomic.Int64
+	held, release chan struct{}
+}
+
+func (h *holdTake) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *holdTake) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+func (h *holdTake) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if name := cmd.Name(); h.armed.Load() && (name == "evalsha" || name == "eval") {
+			if h.calls.Add(1) == 1 {
+				close(h.held)
+				<-h.release
+			}
+		}
+		return next(ctx, cmd)
+	}
+}
