@@ -3,6 +3,8 @@ package origin
 import (
 	"net/http"
 	"strconv"
+
+	"github.com/waitroom/waitroom/origin/ledger"
 )
 
 // handleTrail answers a buyer's audit trail in an event (admin).
@@ -17,6 +19,10 @@ func (s opsAPI) handleTrail(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	user := r.PathValue("id")
+	if !ledger.IsText(user) {
+		writeError(w, http.StatusBadRequest, "invalid_request", "the user id is not UTF-8 text")
+		return
+	}
 	ctx := r.Context()
 	if _, err := s.seats.Registry().Event(ctx, event); err != nil {
 		lookupFailed(w, err, "event")

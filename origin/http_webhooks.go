@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/waitroom/waitroom/origin/ledger"
 	"github.com/waitroom/waitroom/origin/payment"
 )
 
@@ -39,6 +40,14 @@ func (s bookingsAPI) handleWebhook(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		s.metrics.webhooks.WithLabelValues("invalid").Inc()
 		writeError(w, http.StatusBadRequest, "invalid_request", "the webhook body is not an event: "+err.Error())
+		return
+	}
+	// stripe-go keeps the raw bytes of an id given as a bare string (an
+	// expandable field), and a \u0000 escape decodes to a NUL: left in, the
+	// event would fail at the ledger on every redelivery.
+	if !ledger.IsText(ev.ID, ev.Type, ev.PaymentID, ev.BookingID, ev.Currency, ev.RefundID, ev.FailureCode, ev.FailureMessage) {
+		s.metrics.webhooks.WithLabelValues("invalid").Inc()
+		writeError(w, http.StatusBadRequest, "invalid_request", "the webhook event holds a string that is not UTF-8 text")
 		return
 	}
 	s.metrics.webhooksReceived.Inc()

@@ -167,6 +167,8 @@ func TestAuditTrail(t *testing.T) {
 		{"event not a number", "/v1/admin/users/ann/trail?event=final", admin(), http.StatusBadRequest, "invalid_request"},
 		{"event not positive", "/v1/admin/users/ann/trail?event=0", admin(), http.StatusBadRequest, "invalid_request"},
 		{"unknown event", fmt.Sprintf("/v1/admin/users/ann/trail?event=%d", ev.ID+1_000_000), admin(), http.StatusNotFound, "not_found"},
+		{"user id with a NUL", fmt.Sprintf("/v1/admin/users/a%%00n/trail?event=%d", ev.ID), admin(), http.StatusBadRequest, "invalid_request"},
+		{"user id not UTF-8", fmt.Sprintf("/v1/admin/users/a%%FFn/trail?event=%d", ev.ID), admin(), http.StatusBadRequest, "invalid_request"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res := h.with(t).do(http.MethodGet, tc.path, nil, tc.headers)

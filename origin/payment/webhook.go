@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/stripe/stripe-go/v85"
 	"github.com/stripe/stripe-go/v85/webhook"
@@ -166,9 +165,6 @@ func parseEvent(body []byte) (Event, error) {
 		return Event{}, fmt.Errorf("parse webhook event %s: %w: object is %q, not an event", se.ID, ErrMalformedEvent, se.Object)
 	}
 	ev := Event{ID: se.ID, Type: string(se.Type), Kind: eventKinds[se.Type], Created: time.Unix(se.Created, 0).UTC()}
-	if !isText(ev.ID, ev.Type) {
-		return Event{}, fmt.Errorf("parse webhook event: %w: id or type is not UTF-8 text", ErrMalformedEvent)
-	}
 	if !ev.Known() {
 		return ev, nil
 	}
@@ -217,24 +213,7 @@ func parseEvent(body []byte) (Event, error) {
 	if ev.PaymentID == "" {
 		return ev, fmt.Errorf("parse webhook event %s: %w: no payment id in data.object", se.ID, ErrMalformedEvent)
 	}
-	if !isText(ev.PaymentID, ev.BookingID, ev.Currency, ev.RefundID, ev.FailureCode, ev.FailureMessage) {
-		return ev, fmt.Errorf("parse webhook event %s: %w: data.object holds a string that is not UTF-8 text", se.ID, ErrMalformedEvent)
-	}
 	return ev, nil
-}
-
-// isText reports whether every string is one the ledger can store: stripe-go
-// keeps the raw bytes of an id given as a bare string (an expandable field),
-// so invalid UTF-8 gets through JSON decoding, and a \u0000 escape decodes to
-// a NUL, which PostgreSQL's text refuses. Left in, either would fail every
-// redelivery of the event with a 503 instead of one 400.
-func isText(ss ...string) bool {
-	for _, s := range ss {
-		if !utf8.ValidString(s) || strings.IndexByte(s, 0) >= 0 {
-			return false
-		}
-	}
-	return true
 }
 
 // refundStatus reduces Stripe's refund status: canceled returns no money
