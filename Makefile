@@ -119,7 +119,7 @@ bench-gate: build loadtest-bin ## peak concurrency at the origin without and wit
 
 bench-gateway: build loadtest-bin ## gateway throughput ratios, side by side in one Caddy, driven by wrk
 	$(need-wrk)
-	scripts/services.sh $(BIN)/loadtest gateway $(ARGS)
+	SERVICES=redis scripts/services.sh $(BIN)/loadtest gateway $(ARGS)
 
 bench-admission: build loadtest-bin ## the same crowd under the fixed-rate autopilot and the closed loop, side by side
 	scripts/services.sh $(BIN)/loadtest admission $(ARGS)

@@ -8,6 +8,9 @@
 # runs the command, and stops what it started when the command ends. Servers
 # named by a URL are used as they are and never touched otherwise.
 #
+# SERVICES names the servers the command needs: "redis postgres" (the
+# default), or one of them.
+#
 # Missing packages (redis-server, postgresql) are installed with apt when
 # running as root; otherwise it stops and names them.
 set -euo pipefail
@@ -109,7 +112,9 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-if [ -z "${REDIS_URL:-}" ]; then
+services=" ${SERVICES:-redis postgres} "
+
+if [ -z "${REDIS_URL:-}" ] && [[ $services == *" redis "* ]]; then
 	need_package redis-server command -v redis-server
 	mkdir -p "$workdir/redis"
 	# A port can still be taken between the check and the bind: try another.
@@ -130,7 +135,7 @@ if [ -z "${REDIS_URL:-}" ]; then
 	log "redis at $REDIS_URL"
 fi
 
-if [ -z "${DATABASE_URL:-}" ]; then
+if [ -z "${DATABASE_URL:-}" ] && [[ $services == *" postgres "* ]]; then
 	need_package postgresql pg_bindir
 	bindir=$(pg_bindir)
 	pgdata="$workdir/pg"
