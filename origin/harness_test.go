@@ -100,7 +100,9 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 	ts := httptest.NewServer(h.srv.Handler())
 	t.Cleanup(ts.Close)
 	h.url = ts.URL
-	h.client = &http.Client{Transport: checkedTransport(t, &http.Transport{MaxIdleConnsPerHost: 600}), Timeout: 30 * time.Second}
+	// The timeout only ends a hung request: 500 concurrent buyers under the
+	// race detector on a starved machine have waited 30 s for an answer.
+	h.client = &http.Client{Transport: checkedTransport(t, &http.Transport{MaxIdleConnsPerHost: 600}), Timeout: 2 * time.Minute}
 	t.Cleanup(h.client.CloseIdleConnections)
 	return h
 }
