@@ -49,15 +49,6 @@ type redisEvent struct {
 	gathering *positionBatch
 }
 
-// positionBatch is the arrivals that gathered while a take was in flight:
-// n of them, given last-n+1..last in the order they came.
-type positionBatch struct {
-	n    int64
-	last int64
-	err  error
-	done chan struct{}
-}
-
 // RedisOptions tunes a RedisStore.
 type RedisOptions struct {
 	// Lease is how many positions a node takes from Redis at once. 1 (the
@@ -137,17 +128,6 @@ var ensureLua string
 
 var ensureScript = redis.NewScript(ensureLua)
 
-//go:embed next.lua
-var nextLua string
-
-var nextScript = redis.NewScript(nextLua)
-
-// Answers of next.lua that are not a position.
-const (
-	nextLost      = -1
-	nextRestoring = -2
-)
-
 const (
 	fieldWatermark    = "watermark"
 	fieldHardCap      = "hard_cap"
@@ -172,113 +152,6 @@ func (r *RedisStore) event(id int64) *redisEvent {
 		r.events[id] = e
 	}
 	return e
-}
-
-// high is the highest counter value this node has had for event.
-func (r *RedisStore) high(event int64) int64 {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.event(event).high
-}
-
-// take runs next.lua for n positions and returns the last one taken.
-func (r *RedisStore) take(ctx context.Context, event, n, floor int64) (int64, error) {
-	last, err := nextScript.Run(ctx, r.rdb, []string{stateKey(event), positionsKey(event)},
-		n, r.now().UnixMilli(), floor).Int64()
-	switch {
-	case err != nil:
-		return 0, unavailable("next position", err)
-	case last == nextLost:
-		return 0, fmt.Errorf("next position: %w", ErrNoState)
-	case last == nextRestoring:
-		return 0, fmt.Errorf("next position: %w", ErrRestoring)
-	}
-	return last, nil
-}
-
-// NextPosition implements Store.
-func (r *RedisStore) NextPosition(ctx context.Context, event int64) (int64, error) {
-	if r.lease == 1 {
-		return r.nextGathered(ctx, event)
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	e := r.event(event)
-	if e.next == 0 || e.next > e.last {
-		last, err := r.take(ctx, event, r.lease, e.high)
-		if err != nil {
-			return 0, err
-		}
-		e.next, e.last = last-r.lease+1, last
-		e.high = max(e.high, last)
-	}
-	pos := e.next
-	e.next++
-	return pos, nil
-}
-
-// takeTimeout bounds a take made for a batch of arrivals: it answers them
-// all, so no one request's context may cut it short. The client's own
-// timeouts (NewRedisClient) end it well before.
-const takeTimeout = 5 * time.Second
-
-// nextGathered joins the batch of arrivals gathering for event's next take,
-// and starts the takes when none is in flight: one arrival alone is taken
-// at once, as before; arrivals that come while it is in flight gather and
-// are taken together when it returns. Positions stay dense and in arrival
-// order; a waiter whose context ends leaves its position unused, as a
-// reply lost in flight does.
-func (r *RedisStore) nextGathered(ctx context.Context, event int64) (int64, error) {
-	r.mu.Lock()
-	e := r.event(event)
-	b := e.gathering
-	if b == nil {
-		b = &positionBatch{done: make(chan struct{})}
-		e.gathering = b
-	}
-	b.n++
-	nth := b.n
-	if !e.taking {
-		e.taking = true
-		go r.takeBatches(event, e)
-	}
-	r.mu.Unlock()
-	select {
-	case <-b.done:
-	case <-ctx.Done():
-		return 0, unavailable("next position", ctx.Err())
-	}
-	if b.err != nil {
-		return 0, b.err
-	}
-	return b.last - b.n + nth, nil
-}
-
-// takeBatches takes the gathered batches of e, one call each, until none
-// is left.
-func (r *RedisStore) takeBatches(event int64, e *redisEvent) {
-	for {
-		r.mu.Lock()
-		b := e.gathering
-		if b == nil {
-			e.taking = false
-			r.mu.Unlock()
-			return
-		}
-		e.gathering = nil
-		floor := e.high
-		r.mu.Unlock()
-
-		ctx, cancel := context.WithTimeout(context.Background(), takeTimeout)
-		b.last, b.err = r.take(ctx, event, b.n, floor)
-		cancel()
-		if b.err == nil {
-			r.mu.Lock()
-			e.high = max(e.high, b.last)
-			r.mu.Unlock()
-		}
-		close(b.done)
-	}
 }
 
 // readState queues the reads of event's state on p.
