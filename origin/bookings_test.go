@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/waitroom/waitroom/internal/testenv"
 	"github.com/waitroom/waitroom/inventory"
 	"github.com/waitroom/waitroom/origin"
 	"github.com/waitroom/waitroom/origin/booking"
@@ -330,7 +331,9 @@ func TestConcurrentConfirmationsOfOneHold(t *testing.T) {
 }
 
 func TestDoubleClickOnPay(t *testing.T) {
-	h := newPayHarness(t, payOptions{})
+	// A Redis of its own: the test empties it, which the tests of other
+	// packages sharing a server must never see.
+	h := newPayHarness(t, payOptions{redisURL: testenv.StartRedis(t).URL()})
 	ev := h.createEvent(map[string]any{"capacity": 5})
 	hold := h.holdOne(ev.ID, "ann", 1)
 
@@ -377,7 +380,7 @@ func TestDoubleClickOnPay(t *testing.T) {
 	assert.Equal(t, int64(1), h.fp.Charges())
 
 	// Redis lost its idempotency records: the ledger answers the same bytes.
-	require.NoError(t, h.rdb.FlushDB(context.Background()).Err())
+	require.NoError(t, h.rdb.FlushAll(context.Background()).Err())
 	replay := h.book(ev.ID, "ann", hold.HoldID, payment.MethodVisa, "click")
 	require.Equal(t, http.StatusAccepted, replay.status, "%s", replay.body)
 	assert.Equal(t, string(first), string(replay.body))
@@ -389,7 +392,9 @@ func TestDoubleClickOnPay(t *testing.T) {
 // the booking with its tickets, as every answer carrying a confirmed
 // booking has them.
 func TestRetryOfConfirmedBookingWithoutItsAnswer(t *testing.T) {
-	h := newPayHarness(t, payOptions{})
+	// A Redis of its own, emptied below (a shared one, or one master of a
+	// cluster, would keep the record the test means to lose).
+	h := newPayHarness(t, payOptions{redisURL: testenv.StartRedis(t).URL()})
 	ev := h.createEvent(map[string]any{"capacity": 5})
 	hold := h.holdOne(ev.ID, "ann", 1)
 	res := h.book(ev.ID, "ann", hold.HoldID, payment.MethodVisa, "click")
@@ -400,7 +405,7 @@ func TestRetryOfConfirmedBookingWithoutItsAnswer(t *testing.T) {
 
 	_, err := h.ledger.Pool().Exec(context.Background(), `UPDATE bookings SET response = NULL WHERE id = $1`, b.BookingID)
 	require.NoError(t, err)
-	require.NoError(t, h.rdb.FlushDB(context.Background()).Err())
+	require.NoError(t, h.rdb.FlushAll(context.Background()).Err())
 	retry := h.book(ev.ID, "ann", hold.HoldID, payment.MethodVisa, "click")
 	require.Less(t, retry.status, 300, "%s", retry.body)
 	var got bookingJSON
