@@ -1,6 +1,4 @@
--- held.lua: a queue position whose holder went on to hold seats, and, when
--- asked, the holder's admission kept past its window (one round trip for
--- the origin's two notes of a new hold).
+-- held.lua: a queue position whose holder went on to hold seats.
 --
 -- The first hold made with a position sets its bit and is listed among
 -- the recent ones with when it was made; later holds of the same position
@@ -9,17 +7,11 @@
 -- KEYS[1] -> the event's bitmap of positions that held
 -- KEYS[2] -> the event's list of recent first holds, "position:unix ms",
 --            newest first
--- KEYS[3] -> (with ARGV[5] > 0) the holder's admission extension
--- ARGV[1] -> the position (below 1: none, nothing marked)
+-- ARGV[1] -> the position
 -- ARGV[2] -> when the hold was made, unix ms
 -- ARGV[3] -> how many recent holds the list keeps
--- ARGV[4] -> until when the admission is kept, unix ms
--- ARGV[5] -> for how long from now, ms (0: no extension)
 -- returns 1 for the position's first hold, else 0
-if tonumber(ARGV[5]) > 0 then
-  redis.call('SET', KEYS[3], ARGV[4], 'PX', ARGV[5])
-end
-if tonumber(ARGV[1]) < 1 or redis.call('SETBIT', KEYS[1], ARGV[1], 1) == 1 then
+if redis.call('SETBIT', KEYS[1], ARGV[1], 1) == 1 then
   return 0
 end
 redis.call('LPUSH', KEYS[2], ARGV[1] .. ':' .. ARGV[2])
