@@ -116,8 +116,9 @@ func decodeStrict(body []byte, v any) *response {
 		return bad("the request body must be a JSON object")
 	}
 	// JSON is UTF-8 (RFC 8259), and the ledger's text columns refuse
-	// anything else and NUL: decoding would turn a stray byte into U+FFFD
-	// silently and keep a \u0000, which PostgreSQL then refuses with a 503.
+	// anything else and NUL (ledger.IsText): decoding would turn a stray
+	// byte into U+FFFD silently and keep a \u0000, which PostgreSQL would
+	// refuse, and the answer would be a 503 instead of this 400.
 	if !utf8.Valid(trimmed) {
 		return bad("the request body is not UTF-8")
 	}
