@@ -147,6 +147,31 @@ func (l *Ledger) InTx(ctx context.Context, deadline time.Time, fn func(Tx) error
 	return err
 }
 
+// deadlockAttempts is how many times retryDeadlock runs a write.
+const deadlockAttempts = 3
+
+// retryDeadlock runs write, again while PostgreSQL chose it as a
+// deadlock's victim (SQLSTATE 40P01) and ctx lasts: the server rolled the
+// whole transaction back, so running it again is safe. The ledger takes
+// its locks in one order where it can; what it cannot order (a new hold
+// waiting on the unique index for the user's hold the reaper is ending, a
+// reaper batch ending holds whose seats a claim is taking) is rare, and
+// its victim should not cost a buyer the seats.
+func retryDeadlock(ctx context.Context, write func() error) error {
+	var err error
+	for range deadlockAttempts {
+		if err = write(); !isDeadlock(err) || ctx.Err() != nil {
+			return err
+		}
+	}
+	return err
+}
+
+func isDeadlock(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "40P01" // deadlock_detected
+}
+
 // Savepoint runs fn in a savepoint of tx: if fn fails, what it did is
 // undone and tx goes on.
 func (t Tx) Savepoint(ctx context.Context, fn func(Tx) error) error {

@@ -29,7 +29,11 @@ const (
 
 	// When no single bucket could give the places: every bucket of the
 	// section locked, waiting, in bucket order (the one order every
-	// statement that waits for buckets takes them in).
+	// statement that waits for buckets takes them in), as the first
+	// statement of its transaction. sqlTakePlaces may leave a bucket locked
+	// that it found too short once locked (PostgreSQL keeps the lock of a
+	// row that fails the recheck), and waiting for the others with it
+	// held deadlocks.
 	sqlLockSectionBuckets = `SELECT bucket, remaining FROM ga_inventory
 		WHERE event_id = $1 AND section = $2 ORDER BY bucket FOR UPDATE`
 	// Then the places across them: $4[i] from bucket $3[i], each a

@@ -59,7 +59,7 @@ func (l *Ledger) InsertSeatedHold(ctx context.Context, h Hold, now time.Time) (W
 		deadline = *d
 	}
 	seats := slices.Sorted(slices.Values(h.Seats))
-	err := l.InTx(ctx, deadline, func(tx Tx) error {
+	write := func(tx Tx) error {
 		if _, err := tx.tx.Exec(ctx, sqlExpireLapsedHoldOfUser, h.EventID, h.UserID, now); err != nil {
 			return fmt.Errorf("expire lapsed hold: %w", err)
 		}
@@ -81,7 +81,8 @@ func (l *Ledger) InsertSeatedHold(ctx context.Context, h Hold, now time.Time) (W
 			return &SeatsTakenError{Seats: taken}
 		}
 		return nil
-	})
+	}
+	err := retryDeadlock(ctx, func() error { return l.InTx(ctx, deadline, write) })
 	if cerr := constraintError(err); cerr != nil {
 		return WriteFailed, fmt.Errorf("insert seated hold %s: %w", h.ID, cerr)
 	}

@@ -17,8 +17,8 @@ import (
 // takes its places with a conditional decrement of one bucket that no
 // other hold has locked, starting from a random one, so the holds of one
 // section do not queue on one row; only when no single bucket can give
-// them does it lock every bucket of the section, in order, and take them
-// across several. Places go back to their buckets when the hold ends (the
+// them does it lock every bucket of the section, in order and in a
+// transaction of its own, and take them across several. Places go back to their buckets when the hold ends (the
 // holds_ga_follow trigger), and each sold place gets a number of the map
 // (ga_places) for its ticket.
 
@@ -79,9 +79,9 @@ func (l *Ledger) InsertSectionHold(ctx context.Context, h Hold, now time.Time) (
 	if d := deadlineOf(ctx); d != nil {
 		deadline = *d
 	}
-	write := func() error {
+	write := func(across bool) error {
 		return l.InTx(ctx, deadline, func(tx Tx) error {
-			buckets, err := tx.takePlaces(ctx, h.EventID, h.Section, h.Quantity, now)
+			buckets, err := tx.takePlaces(ctx, h.EventID, h.Section, h.Quantity, now, across)
 			if err != nil {
 				return err
 			}
@@ -96,14 +96,24 @@ func (l *Ledger) InsertSectionHold(ctx context.Context, h Hold, now time.Time) (
 			return nil
 		})
 	}
-	err := write()
+	// A transaction that found no single bucket with the places may still
+	// hold one it locked and then saw too short: it is rolled back, and a
+	// new one takes every bucket in order, holding none before.
+	take := func() error {
+		err := write(false)
+		if errors.Is(err, errNoBucketHasAll) {
+			err = write(true)
+		}
+		return err
+	}
+	err := retryDeadlock(ctx, take)
 	if constraintError(err) == ErrLiveHoldExists {
 		// The user's previous hold may have lapsed without the reaper
 		// marking it: marked on its own first, since its places go back
 		// to buckets this transaction would otherwise lock out of order.
 		tag, xerr := l.pool.Exec(ctx, sqlExpireLapsedHoldOfUser, h.EventID, h.UserID, now)
 		if xerr == nil && tag.RowsAffected() > 0 {
-			err = write()
+			err = retryDeadlock(ctx, take)
 		}
 	}
 	if cerr := constraintError(err); cerr != nil {
@@ -120,22 +130,31 @@ func (l *Ledger) InsertSectionHold(ctx context.Context, h Hold, now time.Time) (
 	return Classify(err), fmt.Errorf("insert section hold %s: %w", h.ID, err)
 }
 
+// errNoBucketHasAll: no bucket this transaction could lock had the places
+// on its own.
+var errNoBucketHasAll = errors.New("no single bucket has the places")
+
 // takePlaces takes n places of section from its buckets and returns the
-// bucket of each: from one bucket if any unlocked one has them all, else
-// across the buckets, all locked in order; a *SectionSoldOutError when
-// they have fewer, even once the section's lapsed holds are expired.
-func (t Tx) takePlaces(ctx context.Context, event int64, section string, n int64, now time.Time) ([]int32, error) {
-	var bucket int32
-	err := t.tx.QueryRow(ctx, sqlTakePlaces, event, section, n, rand.IntN(maxSectionBuckets)).Scan(&bucket)
-	if err == nil {
+// bucket of each. Unless across, from one bucket that no other
+// transaction has locked and that has them all, or errNoBucketHasAll. With
+// across, from every bucket of the section, all locked in order, which
+// must be the first locks the transaction takes; a *SectionSoldOutError
+// when they have fewer, even once the section's lapsed holds are expired.
+func (t Tx) takePlaces(ctx context.Context, event int64, section string, n int64, now time.Time, across bool) ([]int32, error) {
+	if !across {
+		var bucket int32
+		err := t.tx.QueryRow(ctx, sqlTakePlaces, event, section, n, rand.IntN(maxSectionBuckets)).Scan(&bucket)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil, errNoBucketHasAll
+		}
+		if err != nil {
+			return nil, fmt.Errorf("take places of section %s: %w", section, err)
+		}
 		out := make([]int32, n)
 		for i := range out {
 			out[i] = bucket
 		}
 		return out, nil
-	}
-	if !errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("take places of section %s: %w", section, err)
 	}
 	var left int64
 	for attempt := 0; attempt < 2; attempt++ {

@@ -206,3 +206,65 @@ func TestConcurrentSectionHoldsNeverOversell(t *testing.T) {
 	assert.Equal(t, a.Taken, counts["GA-East"])
 	assert.LessOrEqual(t, a.Taken, held)
 }
+
+// TestSectionHoldOutlivesItsDeadlock makes a new hold of a section the
+// victim of a deadlock the ledger cannot order away: the reaper ends the
+// user's lapsed hold (its places going back to their bucket) while the
+// user's new hold, with another bucket taken, waits on the unique index
+// for that very row. PostgreSQL rolls the new hold back; the ledger writes
+// it again, and the buyer gets the place.
+func TestSectionHoldOutlivesItsDeadlock(t *testing.T) {
+	l := testLedger(t, testenv.Postgres(t))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ev := sectionEvent(t, l, 150)
+	lapsed := sectionRow(ev.ID, "ann", 1)
+	lapsed.ExpiresAt = writerNow.Add(-time.Second)
+	_, err := l.InsertSectionHold(ctx, lapsed, writerNow)
+	require.NoError(t, err)
+
+	// The reaper's side, stopped halfway: the lapsed hold ended, its
+	// bucket locked by the trigger. It waits long before it looks for a
+	// deadlock, so the new hold is the one PostgreSQL rolls back.
+	reaper, err := l.Pool().Begin(ctx)
+	require.NoError(t, err)
+	defer reaper.Rollback(context.Background())
+	_, err = reaper.Exec(ctx, `SET LOCAL deadlock_timeout = '1min'`)
+	require.NoError(t, err)
+	_, err = reaper.Exec(ctx, `UPDATE holds SET status = 'expired', updated_at = $2 WHERE id = $1`, lapsed.ID, writerNow)
+	require.NoError(t, err)
+
+	fresh := sectionRow(ev.ID, "ann", 1)
+	fresh.IdempotencyKey = "k-ann-again"
+	done := make(chan error, 1)
+	go func() {
+		_, err := l.InsertSectionHold(ctx, fresh, writerNow)
+		done <- err
+	}()
+	require.Eventually(t, func() bool {
+		var waiting bool
+		err := l.Pool().QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE 'INSERT INTO holds%')`).Scan(&waiting)
+		return err == nil && waiting
+	}, 30*time.Second, 10*time.Millisecond, "the new hold waits on the unique index for the reaper")
+
+	// The reaper wants every bucket, the new hold's among them: a cycle.
+	// Its statement can only return once the new hold's transaction is
+	// gone, and that cannot commit while it waits for the reaper.
+	_, err = reaper.Exec(ctx, `SELECT 1 FROM ga_inventory WHERE event_id = $1 AND section = 'GA-East' ORDER BY bucket FOR UPDATE`, ev.ID)
+	require.NoError(t, err)
+	select {
+	case err := <-done:
+		t.Fatalf("the new hold ended before the reaper did: %v", err)
+	default:
+	}
+	require.NoError(t, reaper.Commit(ctx))
+
+	require.NoError(t, <-done, "the deadlock's victim is written again")
+	assert.Equal(t, StatusPending, mustHold(t, l, fresh.ID).Status)
+	assert.Equal(t, StatusExpired, mustHold(t, l, lapsed.ID).Status)
+	audit, err := l.AuditSections(ctx, ev.ID)
+	require.NoError(t, err)
+	require.Len(t, audit, 1)
+	assert.Equal(t, SectionAudit{Section: "GA-East", Capacity: 150, Remaining: 149, Taken: 1}, audit[0])
+}
