@@ -291,7 +291,10 @@ func TestOpeningPositionsAreAUniformPermutation(t *testing.T) {
 			chi += d * d / expected
 		}
 	}
-	// 81 degrees of freedom: the 0.999 quantile is about 126.3.
+	// 81 degrees of freedom. The draw's seed is random, so the bound is
+	// the 1 − 10⁻⁶ quantile, about 156.8 (Wilson–Hilferty), not the usual
+	// 0.999 one (126.3), which would fail one run in a thousand; an order
+	// that kept any link to arrival time is thousands over it.
 	t.Logf("chi-square %.1f (81 df)", chi)
-	assert.Less(t, chi, 126.3)
+	assert.Less(t, chi, 156.8)
 }
