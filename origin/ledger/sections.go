@@ -18,9 +18,9 @@ import (
 // other hold has locked, starting from a random one, so the holds of one
 // section do not queue on one row; only when no single bucket can give
 // them does it lock every bucket of the section, in order and in a
-// transaction of its own, and take them across several. Places go back to their buckets when the hold ends (the
-// holds_ga_follow trigger), and each sold place gets a number of the map
-// (ga_places) for its ticket.
+// transaction of its own, and take them across several. Places go back to
+// their buckets when the hold ends (the holds_ga_follow trigger), and each
+// sold place gets a number of the map (ga_places) for its ticket.
 
 // SectionSoldOutError is a hold of a section refused by the ledger: the
 // section's buckets have fewer places left than asked for, Left in all.
@@ -79,9 +79,9 @@ func (l *Ledger) InsertSectionHold(ctx context.Context, h Hold, now time.Time) (
 	if d := deadlineOf(ctx); d != nil {
 		deadline = *d
 	}
-	write := func(across bool) error {
+	write := func(takePlaces func(Tx) ([]int32, error)) error {
 		return l.InTx(ctx, deadline, func(tx Tx) error {
-			buckets, err := tx.takePlaces(ctx, h.EventID, h.Section, h.Quantity, now, across)
+			buckets, err := takePlaces(tx)
 			if err != nil {
 				return err
 			}
@@ -100,9 +100,9 @@ func (l *Ledger) InsertSectionHold(ctx context.Context, h Hold, now time.Time) (
 	// hold one it locked and then saw too short: it is rolled back, and a
 	// new one takes every bucket in order, holding none before.
 	take := func() error {
-		err := write(false)
+		err := write(func(tx Tx) ([]int32, error) { return tx.takeFromOne(ctx, h.EventID, h.Section, h.Quantity) })
 		if errors.Is(err, errNoBucketHasAll) {
-			err = write(true)
+			err = write(func(tx Tx) ([]int32, error) { return tx.takeFromAll(ctx, h.EventID, h.Section, h.Quantity, now) })
 		}
 		return err
 	}
@@ -134,28 +134,30 @@ func (l *Ledger) InsertSectionHold(ctx context.Context, h Hold, now time.Time) (
 // on its own.
 var errNoBucketHasAll = errors.New("no single bucket has the places")
 
-// takePlaces takes n places of section from its buckets and returns the
-// bucket of each. Unless across, from one bucket that no other
-// transaction has locked and that has them all, or errNoBucketHasAll. With
-// across, from every bucket of the section, all locked in order, which
-// must be the first locks the transaction takes; a *SectionSoldOutError
-// when they have fewer, even once the section's lapsed holds are expired.
-func (t Tx) takePlaces(ctx context.Context, event int64, section string, n int64, now time.Time, across bool) ([]int32, error) {
-	if !across {
-		var bucket int32
-		err := t.tx.QueryRow(ctx, sqlTakePlaces, event, section, n, rand.IntN(maxSectionBuckets)).Scan(&bucket)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil, errNoBucketHasAll
-		}
-		if err != nil {
-			return nil, fmt.Errorf("take places of section %s: %w", section, err)
-		}
-		out := make([]int32, n)
-		for i := range out {
-			out[i] = bucket
-		}
-		return out, nil
+// takeFromOne takes n places of section from one bucket that no other
+// transaction has locked and that has them all, and returns the bucket of
+// each; errNoBucketHasAll when there is none.
+func (t Tx) takeFromOne(ctx context.Context, event int64, section string, n int64) ([]int32, error) {
+	var bucket int32
+	err := t.tx.QueryRow(ctx, sqlTakePlaces, event, section, n, rand.IntN(maxSectionBuckets)).Scan(&bucket)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, errNoBucketHasAll
 	}
+	if err != nil {
+		return nil, fmt.Errorf("take places of section %s: %w", section, err)
+	}
+	out := make([]int32, n)
+	for i := range out {
+		out[i] = bucket
+	}
+	return out, nil
+}
+
+// takeFromAll takes n places of section across its buckets, all locked in
+// order, which must be the first locks the transaction takes, and returns
+// the bucket of each; a *SectionSoldOutError when they have fewer, even
+// once the section's lapsed holds are expired.
+func (t Tx) takeFromAll(ctx context.Context, event int64, section string, n int64, now time.Time) ([]int32, error) {
 	var left int64
 	for attempt := 0; attempt < 2; attempt++ {
 		var buckets, counts []int32
