@@ -18,6 +18,8 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -44,31 +46,44 @@ func main() {
 		handler = slog.NewJSONHandler(os.Stderr, nil)
 	}
 	log := slog.New(handler)
-	if err := run(cfg, log); err != nil {
+	redis.SetLogger(redisLog{log.With("component", "go-redis")})
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ln, err := net.Listen("tcp", cfg.addr)
+	if err != nil {
+		log.Error("origin stopped", "error", fmt.Errorf("listen on %s: %w", cfg.addr, err))
+		os.Exit(1)
+	}
+	if err := run(ctx, ln, cfg, log); err != nil {
 		log.Error("origin stopped", "error", err)
 		os.Exit(1)
 	}
 }
 
-func run(cfg config, log *slog.Logger) error {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+// run serves the origin on ln until ctx ends. It answers at once and waits
+// for its servers behind the listener: in an orchestrated start PostgreSQL
+// and Redis are rarely up first, and an origin that exited would only be
+// restarted into the same race.
+func run(ctx context.Context, ln net.Listener, cfg config, log *slog.Logger) error {
+	waiting := newWaitList("PostgreSQL", "Redis")
+	front := &switchHandler{}
+	front.set(origin.Starting(waiting.String))
+	httpSrv := origin.NewHTTPServer(cfg.addr, front)
+	errc := make(chan error, 1)
+	go func() { errc <- httpSrv.Serve(ln) }()
+	log.Info("origin listening, waiting for PostgreSQL and Redis", "addr", ln.Addr().String())
 
-	startCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	lg, err := ledger.Open(startCtx, cfg.databaseURL, ledger.Options{})
+	lg, rdb, err := connect(ctx, cfg, log, waiting)
 	if err != nil {
-		return fmt.Errorf("DATABASE_URL: %w", err)
+		_ = httpSrv.Close()
+		if ctx.Err() != nil {
+			log.Info("stopped while waiting for " + waiting.String())
+			return nil
+		}
+		return err
 	}
 	defer lg.Close()
-	rdb, err := newRedisClient(cfg.redisURL)
-	if err != nil {
-		return fmt.Errorf("REDIS_URL: %w", err)
-	}
 	defer rdb.Close()
-	if err := rdb.Ping(startCtx).Err(); err != nil {
-		return fmt.Errorf("REDIS_URL: ping redis: %w", err)
-	}
 
 	// Background work (fakepay's webhook deliveries included) stops only
 	// after the HTTP server has drained, so a request in flight still finds
@@ -120,12 +135,6 @@ func run(cfg config, log *slog.Logger) error {
 		srv.Run(bg)
 	}()
 
-	ln, err := net.Listen("tcp", cfg.addr)
-	if err != nil {
-		stopBG()
-		<-done
-		return fmt.Errorf("listen on %s: %w", cfg.addr, err)
-	}
 	if cfg.debugAddr != "" {
 		if err := serveProfiler(cfg.debugAddr, log); err != nil {
 			stopBG()
@@ -133,14 +142,12 @@ func run(cfg config, log *slog.Logger) error {
 			return err
 		}
 	}
-	httpSrv := origin.NewHTTPServer(cfg.addr, srv.Handler())
-	errc := make(chan error, 1)
-	go func() { errc <- httpSrv.Serve(ln) }()
 	if f, ok := payments.(*payment.Fakepay); ok && cfg.payment.Fakepay.WebhookURL == "" {
-		// Known only now that the port is bound (ORIGIN_ADDR may ask for :0).
+		// Known only once the port is bound (ORIGIN_ADDR may ask for :0).
 		f.SetWebhookURL(selfURL(ln.Addr()) + "/v1/webhooks/fakepay")
 	}
-	log.Info("origin listening", "addr", ln.Addr().String(), "payment_provider", payments.Name())
+	front.set(srv.Handler())
+	log.Info("origin ready", "addr", ln.Addr().String(), "payment_provider", payments.Name())
 	if cfg.gateToken == "" {
 		log.Info("ORIGIN_GATE_TOKEN is not set: the gate (POST /v1/scans) takes gate devices' tokens only, and answers 503 gate_disabled while none is registered")
 	}
@@ -162,6 +169,54 @@ func run(cfg config, log *slog.Logger) error {
 		return fmt.Errorf("shutdown: %w", err)
 	}
 	return nil
+}
+
+// connect waits for PostgreSQL (opened and migrated) and Redis (answering
+// a PING), both at once, until each is up or ctx ends.
+func connect(ctx context.Context, cfg config, log *slog.Logger, waiting *waitList) (*ledger.Ledger, redis.UniversalClient, error) {
+	rdb, err := newRedisClient(cfg.redisURL)
+	if err != nil {
+		return nil, nil, fmt.Errorf("REDIS_URL: %w", err)
+	}
+	var (
+		lg     *ledger.Ledger
+		pgErr  error
+		redErr error
+		wg     sync.WaitGroup
+	)
+	wg.Go(func() {
+		lg, pgErr = awaitServer(ctx, log, "PostgreSQL", func(ctx context.Context) (*ledger.Ledger, error) {
+			return ledger.Open(ctx, cfg.databaseURL, ledger.Options{})
+		})
+		if pgErr == nil {
+			waiting.done("PostgreSQL")
+		}
+	})
+	wg.Go(func() {
+		_, redErr = awaitServer(ctx, log, "Redis", func(ctx context.Context) (struct{}, error) {
+			return struct{}{}, rdb.Ping(ctx).Err()
+		})
+		if redErr == nil {
+			waiting.done("Redis")
+		}
+	})
+	wg.Wait()
+	if err := errors.Join(pgErr, redErr); err != nil {
+		if lg != nil {
+			lg.Close()
+		}
+		_ = rdb.Close()
+		return nil, nil, err
+	}
+	return lg, rdb, nil
+}
+
+// redisLog sends go-redis's own log lines (pool dials, reconnects) through
+// the origin's logger instead of the standard library's.
+type redisLog struct{ log *slog.Logger }
+
+func (l redisLog) Printf(ctx context.Context, format string, v ...any) {
+	l.log.WarnContext(ctx, strings.TrimSpace(fmt.Sprintf(format, v...)))
 }
 
 // serveProfiler serves the Go profiler on addr, apart from the API: what

@@ -1,0 +1,152 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/waitroom/waitroom/internal/testenv"
+)
+
+// syncBuffer is a log sink the origin's goroutines write to while the test
+// reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestOriginWaitsForItsServers starts the origin before PostgreSQL and
+// Redis answer: it must listen at once, say it is not ready, become ready by
+// itself once both are up, and survive Redis going away and coming back.
+func TestOriginWaitsForItsServers(t *testing.T) {
+	pgURL, err := url.Parse(testenv.Postgres(t))
+	require.NoError(t, err)
+	pg := testenv.NewProxy(t, pgURL.Host)
+	pg.Cut() // PostgreSQL refuses connections until Restore
+	pgURL.Host = pg.Addr()
+	rds := testenv.StartRedis(t)
+	rds.Stop()
+
+	cfg, err := loadConfig(nil, func(name string) string {
+		return map[string]string{
+			"DATABASE_URL":       pgURL.String(),
+			"REDIS_URL":          rds.URL(),
+			"WAITROOM_KEYS":      "k1:" + strings.Repeat("a", 32),
+			"ORIGIN_ADMIN_TOKEN": "secret",
+		}[name]
+	}, io.Discard)
+	require.NoError(t, err)
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	base := "http://" + ln.Addr().String()
+	logs := &syncBuffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan error, 1)
+	go func() { stopped <- run(ctx, ln, cfg, slog.New(slog.NewTextHandler(logs, nil))) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-stopped:
+			assert.NoError(t, err)
+		case <-time.After(30 * time.Second):
+			t.Error("the origin did not stop")
+		}
+	})
+
+	get := func(path string) (int, map[string]any) {
+		t.Helper()
+		resp, err := http.Get(base + path)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		var body any
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&body))
+		obj, _ := body.(map[string]any) // a list for /v1/events
+		return resp.StatusCode, obj
+	}
+	// waitFor polls until the origin reaches the state check wants; the
+	// origin retries on its own backoff, so the test only waits, bounded.
+	waitFor := func(what string, check func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for !check() {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting until %s; logs:\n%s", what, logs.String())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+
+	code, body := get("/healthz")
+	assert.Equal(t, http.StatusOK, code, "alive while it waits, so an orchestrator does not restart it")
+	assert.Equal(t, "starting", body["status"])
+	code, body = get("/readyz")
+	assert.Equal(t, http.StatusServiceUnavailable, code)
+	assert.Equal(t, "unavailable", body["error"])
+	assert.Equal(t, "starting: waiting for PostgreSQL and Redis", body["message"])
+	code, _ = get("/v1/events")
+	assert.Equal(t, http.StatusServiceUnavailable, code, "the API is not served before its servers are up")
+	waitFor("both failures are logged", func() bool {
+		out := logs.String()
+		return strings.Contains(out, "waiting for PostgreSQL") && strings.Contains(out, "waiting for Redis")
+	})
+
+	rds.Start()
+	waitFor("only PostgreSQL is waited for", func() bool {
+		_, body := get("/readyz")
+		msg, _ := body["message"].(string)
+		return strings.HasSuffix(msg, "waiting for PostgreSQL")
+	})
+
+	pg.Restore()
+	waitFor("the origin is ready", func() bool {
+		code, _ := get("/readyz")
+		return code == http.StatusOK
+	})
+	code, _ = get("/v1/events")
+	assert.Equal(t, http.StatusOK, code)
+
+	out := logs.String()
+	assert.Contains(t, out, "PostgreSQL is up")
+	assert.Contains(t, out, "Redis is up")
+	// The proxy's refusals come as a reset or an EOF: two kinds, however
+	// many tries.
+	assert.LessOrEqual(t, strings.Count(out, `msg="waiting for PostgreSQL"`), 2,
+		"one line per kind of failure, not one per try:\n%s", out)
+
+	// Later, a server going away makes the origin unready, never gone.
+	rds.Stop()
+	waitFor("Redis's loss is seen", func() bool {
+		code, _ := get("/readyz")
+		return code == http.StatusServiceUnavailable
+	})
+	rds.Start()
+	waitFor("the origin is ready again", func() bool {
+		code, _ := get("/readyz")
+		return code == http.StatusOK
+	})
+}
