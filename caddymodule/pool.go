@@ -86,6 +86,9 @@ func acquireStore(spec storeSpec) (*storeEntry, error) {
 		if spec.redisURL == "" {
 			return &storeEntry{store: waitroom.NewMemoryStore(nil)}, nil
 		}
+		// go-redis's own lines (failed dials, reconnects) go to Caddy's
+		// current default logger, not past it to stderr.
+		redis.SetLogger(redisurl.Logger{Log: roomLogger()})
 		client, err := waitroom.NewRedisClient(spec.redisURL)
 		if err != nil {
 			return nil, fmt.Errorf("store: %w", err)

@@ -18,7 +18,6 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -46,7 +45,7 @@ func main() {
 		handler = slog.NewJSONHandler(os.Stderr, nil)
 	}
 	log := slog.New(handler)
-	redis.SetLogger(redisLog{log.With("component", "go-redis")})
+	redis.SetLogger(redisurl.Logger{Log: log})
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	ln, err := net.Listen("tcp", cfg.addr)
@@ -209,14 +208,6 @@ func connect(ctx context.Context, cfg config, log *slog.Logger, waiting *waitLis
 		return nil, nil, err
 	}
 	return lg, rdb, nil
-}
-
-// redisLog sends go-redis's own log lines (pool dials, reconnects) through
-// the origin's logger instead of the standard library's.
-type redisLog struct{ log *slog.Logger }
-
-func (l redisLog) Printf(ctx context.Context, format string, v ...any) {
-	l.log.WarnContext(ctx, strings.TrimSpace(fmt.Sprintf(format, v...)))
 }
 
 // serveProfiler serves the Go profiler on addr, apart from the API: what
