@@ -141,3 +141,22 @@ bench-confirm: loadtest-bin ## confirmations per second of one event (50,000 sea
 	scripts/services.sh $(BIN)/loadtest confirm $(ARGS)
 
 include xcaddy.mk
+
+# The backend recipes (examples/backends): the Go, Node and Python checks of
+# the gateway's X-Waitroom-Token against the shared token table
+# (edge/cloudflare/testdata/verdicts.json). Node's jose comes from the
+# lockfile, Python's PyJWT from Debian's python3-jwt (installed when missing
+# and running as root).
+RECIPES := examples/backends
+.PHONY: test-recipes
+test-recipes: $(RECIPES)/node/node_modules/.package-lock.json ## the backend recipes (Go, Node, Python) against the shared token table
+	$(GO) test -count=1 ./$(RECIPES)/...
+	cd $(RECIPES)/node && npm test
+	@/usr/bin/python3 -c 'import jwt' 2>/dev/null || { \
+		if [ "$$(id -u)" != 0 ]; then echo "test-recipes: install python3-jwt (Debian)" >&2; exit 1; fi; \
+		echo "installing python3-jwt (Debian package)" >&2; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-jwt; }
+	cd $(RECIPES)/python && /usr/bin/python3 -m unittest -v
+
+$(RECIPES)/node/node_modules/.package-lock.json: $(RECIPES)/node/package-lock.json
+	cd $(RECIPES)/node && npm ci --no-audit --no-fund

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"hash"
+	"math"
 	"strconv"
 	"strings"
 	"sync"
@@ -229,6 +230,9 @@ func (ks *KeySet) verify(raw string, event int64) (Ticket, error) {
 	if err != nil {
 		return Ticket{}, fmt.Errorf("%w: %w", ErrInvalidToken, err)
 	}
+	if err := wholeSecondTimes(raw); err != nil {
+		return Ticket{}, fmt.Errorf("%w: %w", ErrInvalidToken, err)
+	}
 	if c.Event != event {
 		return Ticket{}, fmt.Errorf("%w: %w: token is for event %d, not %d", ErrInvalidToken, ErrWrongEvent, c.Event, event)
 	}
@@ -243,6 +247,41 @@ func (ks *KeySet) verify(raw string, event int64) (Ticket, error) {
 	}
 	ks.seen.put(raw, t)
 	return t, nil
+}
+
+// wholeSecondTimes refuses a token whose exp, iat or nbf is not a JSON
+// number of whole seconds (1e9 and 1.0 are whole; 1.5 and "1" are not). The
+// gateway only ever signs whole seconds; the JWT library would also take a
+// fraction (truncated) or a number in a string, which every
+// other checker of these tokens (the edge Worker, the backend recipes with
+// their own JWT libraries) would judge differently. Only a token whose
+// signature verified gets here, so this runs once per token the cache has
+// not seen.
+func wholeSecondTimes(raw string) error {
+	_, rest, _ := strings.Cut(raw, ".")
+	payload, _, _ := strings.Cut(rest, ".")
+	b, err := base64.RawURLEncoding.DecodeString(payload)
+	if err != nil {
+		return err
+	}
+	var times struct {
+		Exp, Iat, Nbf json.RawMessage
+	}
+	if err := json.Unmarshal(b, &times); err != nil {
+		return err
+	}
+	for _, v := range []struct {
+		name string
+		raw  json.RawMessage
+	}{{"exp", times.Exp}, {"iat", times.Iat}, {"nbf", times.Nbf}} {
+		if v.raw == nil || string(v.raw) == "null" {
+			continue
+		}
+		if f, err := strconv.ParseFloat(string(v.raw), 64); err != nil || f != math.Trunc(f) {
+			return fmt.Errorf("%s is not a whole number of seconds", v.name)
+		}
+	}
+	return nil
 }
 
 func (ks *KeySet) keyFor(t *jwt.Token) (any, error) {

@@ -65,22 +65,17 @@ function json(bytes) {
 
 const isObject = (v) => typeof v === "object" && v !== null && !Array.isArray(v);
 
-// A JSON number, or a string holding one: what a NumericDate takes.
-const NUMBER_TEXT = /^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?$/;
-
-// numericDate is a claim's time in ms, truncated to the second as the Go
-// library keeps it; undefined when absent (or null), NaN when malformed.
+// numericDate is a claim's time in ms; undefined when absent (or null), NaN
+// when it is not a whole number of seconds, which the gateway refuses too
+// (it signs only whole seconds).
 function numericDate(v) {
   if (v === undefined || v === null) {
     return undefined;
   }
-  if (typeof v === "string" && NUMBER_TEXT.test(v)) {
-    v = Number(v);
-  }
-  if (typeof v !== "number") {
+  if (!Number.isSafeInteger(v)) {
     return NaN;
   }
-  return Math.floor(v) * 1000;
+  return v * 1000;
 }
 
 // claimsOf checks the types the gateway decodes the claims into; null when
