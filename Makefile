@@ -102,6 +102,10 @@ ARGS ?=
 need-wrk = @command -v wrk >/dev/null 2>&1 || { echo "installing wrk (Debian package)" >&2; \
 	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk; }
 
+.PHONY: up
+up: build loadtest-bin ## the product on this machine to try in a browser (storefront, console); Ctrl-C stops it
+	scripts/services.sh $(BIN)/loadtest up $(ARGS)
+
 .PHONY: demo demo-cluster demo-2m bench-strategies bench-gate bench-gateway bench-holds bench-seats bench-confirm bench-admission loadtest-bin
 
 loadtest-bin:

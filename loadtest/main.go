@@ -37,6 +37,7 @@ var commands = []command{
 	{"holds", "durable holds per second through the origin vs the bare hold script", runHolds},
 	{"seats", "reserved seating: hot-seat contention (specific seats, best available) and seat map reads with wrk", runSeats},
 	{"confirm", "confirmations per second of one event: 50,000 seats, 500 concurrent payers", runConfirm},
+	{"up", "the product on this machine for a person to try, until Ctrl-C: origin, Caddy, a demo event", runUp},
 	{"bots", "one bot client at 200 joins/s among 5,000 humans, with and without the challenge and join_rate", runBots},
 }
 

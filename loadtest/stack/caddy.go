@@ -60,6 +60,12 @@ type CaddyConfig struct {
 	// to the Caddyfile.
 	Secret string
 	Sites  []Site
+	// Caddyfile, when set, is run instead of one made from Sites (which
+	// then only name the ports to wait for), with Env added to Caddy's
+	// environment and the admin endpoint on AdminPort.
+	Caddyfile string
+	Env       []string
+	AdminPort int
 }
 
 // Caddy is a running Caddy.
@@ -137,25 +143,33 @@ func WriteCaddyfile(path string, cfg CaddyConfig, adminPort int) error {
 // StartCaddy writes the Caddyfile into cfg.Dir, runs Caddy on it and waits
 // until the admin endpoint and every site answer.
 func StartCaddy(ctx context.Context, cfg CaddyConfig) (*Caddy, error) {
-	adminPort, err := FreePort()
-	if err != nil {
-		return nil, err
-	}
-	path := filepath.Join(cfg.Dir, "Caddyfile")
-	if err := WriteCaddyfile(path, cfg, adminPort); err != nil {
-		return nil, err
+	adminPort, path := cfg.AdminPort, cfg.Caddyfile
+	if path == "" {
+		var err error
+		if adminPort, err = FreePort(); err != nil {
+			return nil, err
+		}
+		path = filepath.Join(cfg.Dir, "Caddyfile")
+		if err := WriteCaddyfile(path, cfg, adminPort); err != nil {
+			return nil, err
+		}
 	}
 	p, err := StartProc("caddy", cfg.Bin, []string{"run", "--config", path, "--adapter", "caddyfile"},
-		[]string{
+		append([]string{
 			"WAITROOM_SECRET=" + cfg.Secret,
 			// Caddy's state (autosave, certificates) stays in the run's folder.
 			"XDG_DATA_HOME=" + filepath.Join(cfg.Dir, "caddy-data"),
 			"XDG_CONFIG_HOME=" + filepath.Join(cfg.Dir, "caddy-config"),
-		}, filepath.Join(cfg.Dir, "caddy.log"))
+		}, cfg.Env...), filepath.Join(cfg.Dir, "caddy.log"))
 	if err != nil {
 		return nil, err
 	}
 	c := &Caddy{Proc: p, AdminURL: fmt.Sprintf("http://127.0.0.1:%d", adminPort), Sites: cfg.Sites}
+	if cfg.Caddyfile != "" {
+		// A Caddyfile of its own names its admin localhost, and Caddy
+		// answers only the hosts its admin allows.
+		c.AdminURL = fmt.Sprintf("http://localhost:%d", adminPort)
+	}
 	client := &http.Client{Timeout: time.Second}
 	err = waitUntil(ctx, p, 30*time.Second, func(ctx context.Context) error {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, c.AdminURL+"/config/", nil)

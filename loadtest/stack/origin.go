@@ -22,6 +22,8 @@ type OriginConfig struct {
 	// Env is added last, so it may override the above (e.g. the reaper's
 	// interval or fakepay's behaviour).
 	Env []string
+	// Port is the loopback port to listen on; 0: a free one.
+	Port int
 }
 
 // Origin is a running origin.
@@ -33,9 +35,12 @@ type Origin struct {
 // StartOrigin runs the origin on a free port and waits until /readyz
 // answers 200 (Redis and Postgres reachable, migrations applied).
 func StartOrigin(ctx context.Context, cfg OriginConfig) (*Origin, error) {
-	port, err := FreePort()
-	if err != nil {
-		return nil, err
+	port := cfg.Port
+	if port == 0 {
+		var err error
+		if port, err = FreePort(); err != nil {
+			return nil, err
+		}
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	env := []string{

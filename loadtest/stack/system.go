@@ -9,6 +9,8 @@ import (
 	"math/big"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -52,6 +54,14 @@ type SystemConfig struct {
 	// Upstream, when set, is what the gateway proxies to instead of the
 	// origin (e.g. a counting proxy in front of it).
 	Upstream func(originURL string) (string, error)
+	// OriginPort is the origin's port; 0: a free one.
+	OriginPort int
+	// Caddyfile, when set, is the gateway's Caddyfile instead of one made
+	// for the run: it reads the site's port, the admin's, the event, the
+	// origin's address and the Redis URL from the environment
+	// (examples/Caddyfile), on SitePort and AdminPort.
+	Caddyfile           string
+	SitePort, AdminPort int
 }
 
 // System is a running product.
@@ -112,7 +122,7 @@ func Up(ctx context.Context, cfg SystemConfig) (s *System, err error) {
 	if s.Origin, err = StartOrigin(ctx, OriginConfig{
 		Bin: cfg.OriginBin, Dir: cfg.Dir, DatabaseURL: originDB, RedisURL: s.RedisURL,
 		Keys: s.KeyID + ":" + s.Secret, AdminToken: s.AdminToken, WebhookSecret: s.WebhookSecret,
-		TicketKey: randomHex(32), Env: cfg.OriginEnv,
+		TicketKey: randomHex(32), Env: cfg.OriginEnv, Port: cfg.OriginPort,
 	}); err != nil {
 		return s, err
 	}
@@ -133,6 +143,21 @@ func Up(ctx context.Context, cfg SystemConfig) (s *System, err error) {
 		if upstream, err = cfg.Upstream(s.Origin.URL); err != nil {
 			return s, err
 		}
+	}
+	if cfg.Caddyfile != "" {
+		site := Site{Port: cfg.SitePort}
+		if s.Caddy, err = StartCaddy(ctx, CaddyConfig{Bin: cfg.CaddyBin, Dir: cfg.Dir, Secret: s.Secret, Sites: []Site{site},
+			Caddyfile: cfg.Caddyfile, AdminPort: cfg.AdminPort, Env: []string{
+				"WAITROOM_PORT=" + strconv.Itoa(cfg.SitePort),
+				"WAITROOM_ADMIN_PORT=" + strconv.Itoa(cfg.AdminPort),
+				"WAITROOM_EVENT=" + strconv.FormatInt(s.Event.ID, 10),
+				"ORIGIN_ADDR=" + strings.TrimPrefix(upstream, "http://"),
+				"REDIS_URL=" + s.RedisURL,
+			}}); err != nil {
+			return s, err
+		}
+		s.Gateway = site.URL()
+		return s, nil
 	}
 	port, err := FreePort()
 	if err != nil {
