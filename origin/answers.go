@@ -169,8 +169,15 @@ var scanAnswers = map[string]struct {
 	ledger.ScanAdmitted:    {http.StatusOK, ""},
 	ledger.ScanAlreadyUsed: {http.StatusConflict, "the ticket was used already"},
 	ledger.ScanVoid:        {http.StatusGone, "the ticket is void: its booking was cancelled or refunded"},
+	ledger.ScanWrongEvent:  {http.StatusConflict, "the ticket is for another event"},
 	scanInvalid:            {http.StatusBadRequest, "not a ticket code"},
+	scanBeforeIssue:        {http.StatusBadRequest, "scanned_at is before the ticket was issued: set the device's clock"},
 }
+
+// scanBeforeIssue is the result of an offline scan dated before its ticket
+// was issued (ledger.ErrScanBeforeIssue): a request the gate got wrong,
+// answered as one, and not recorded.
+const scanBeforeIssue = "invalid_request"
 
 // scanAnswer is what a scan comes to, before it is put in either form.
 type scanAnswer struct {
@@ -179,6 +186,8 @@ type scanAnswer struct {
 	msg       string
 	ticket    *ticketJSON
 	scannedAt time.Time
+	// event is the ticket's event, said when it is not the gate's.
+	event int64
 	// first is the ticket's first admission; displaced the later admission
 	// it took the place of.
 	first, displaced *ledger.Scan
@@ -186,7 +195,11 @@ type scanAnswer struct {
 
 func scanAnswerOf(o ledger.ScanOutcome) scanAnswer {
 	t := ticketsJSON([]ledger.Ticket{o.Ticket})[0]
-	return scanAnswer{result: o.Result, ticket: &t, scannedAt: o.Scan.ScannedAt, first: o.First, displaced: o.Displaced}
+	a := scanAnswer{result: o.Result, ticket: &t, scannedAt: o.Scan.ScannedAt, first: o.First, displaced: o.Displaced}
+	if o.Result == ledger.ScanWrongEvent {
+		a.event = o.Ticket.EventID
+	}
+	return a
 }
 
 // scanJSON is a scan's answer: the body of POST /v1/scans for one scan, an
@@ -199,9 +212,12 @@ type scanJSON struct {
 	// Error and Message: a refusal's.
 	Error   string `json:"error,omitempty"`
 	Message string `json:"message,omitempty"`
-	// Result is admitted, already_used, ticket_void or invalid_ticket.
+	// Result is admitted, already_used, ticket_void, wrong_event,
+	// invalid_ticket or invalid_request.
 	Result string      `json:"result"`
 	Ticket *ticketJSON `json:"ticket,omitempty"`
+	// Event is a wrong_event's: the event the ticket is for.
+	Event int64 `json:"event,omitempty"`
 	// Gate is the gate that admitted the ticket: this scan's when
 	// admitted, the first scan's when already used.
 	Gate           string `json:"gate,omitempty"`
@@ -223,7 +239,7 @@ func scanTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 
 func (a scanAnswer) body() scanJSON {
 	ans := scanAnswers[a.result]
-	j := scanJSON{Status: ans.status, Result: a.result, Ticket: a.ticket}
+	j := scanJSON{Status: ans.status, Result: a.result, Ticket: a.ticket, Event: a.event}
 	if a.result != ledger.ScanAdmitted {
 		j.Error, j.Message = a.result, ans.msg
 		if a.msg != "" {
@@ -247,6 +263,10 @@ func (a scanAnswer) body() scanJSON {
 
 // single is the answer to a request of one scan.
 func (a scanAnswer) single() response {
+	if a.result == scanBeforeIssue {
+		// Alone, a request refused as any other is.
+		return errorResponse(http.StatusBadRequest, "invalid_request", scanAnswers[a.result].msg)
+	}
 	j := a.body()
 	j.Status = 0
 	b, _ := json.Marshal(j)

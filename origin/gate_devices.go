@@ -16,9 +16,10 @@ import (
 )
 
 // Gate devices (docs/api.md §11, docs/origin.md "the gate"): each device
-// the operator registers has a token of its own, bound to one gate, so a
-// lost device is revoked alone and its scans name its gate whatever its
-// body says. The shared ORIGIN_GATE_TOKEN keeps working beside them.
+// the operator registers has a token of its own, bound to one gate of one
+// event, so a lost device is revoked alone, its scans name its gate
+// whatever its body says, and it admits its event's tickets only. The
+// shared ORIGIN_GATE_TOKEN keeps working beside them.
 
 // deviceTokenPrefix starts every device token, so one is told from the
 // shared gate token and found by secret scanners.
@@ -54,10 +55,13 @@ func parseDeviceToken(token string) (id, secret string, ok bool) {
 	return id, secret, true
 }
 
-// gateCaller is who scans: a registered device (its id and gate), or the
-// holder of the shared gate token (device "").
+// gateCaller is who scans: a registered device (its id, gate, event and
+// when it was registered), or the holder of the shared gate token (device
+// "", the rest zero).
 type gateCaller struct {
 	device, gate string
+	event        int64
+	since        time.Time
 }
 
 var errGateDisabled = errorResponse(http.StatusServiceUnavailable, "gate_disabled",
@@ -82,7 +86,7 @@ func (s scansAPI) gateAuth(w http.ResponseWriter, r *http.Request) (gateCaller, 
 		case err == nil:
 			sum := sha256.Sum256([]byte(secret))
 			if subtle.ConstantTimeCompare(sum[:], cred.SecretHash) == 1 {
-				return gateCaller{device: id, gate: cred.Gate}, true
+				return gateCaller{device: id, gate: cred.Gate, event: cred.Event, since: cred.CreatedAt}, true
 			}
 		case !errors.Is(err, ledger.ErrNotFound):
 			s.log.Warn("gate device credential not read", "device", id, "error", err)
@@ -108,8 +112,11 @@ func (s scansAPI) gateAuth(w http.ResponseWriter, r *http.Request) (gateCaller, 
 
 // deviceJSON is <gate device> of docs/api.md §11.
 type deviceJSON struct {
-	ID         string  `json:"id"`
-	Gate       string  `json:"gate"`
+	ID   string `json:"id"`
+	Gate string `json:"gate"`
+	// Event is null for a device registered before devices had an event
+	// (revoked by migration 012).
+	Event      *int64  `json:"event"`
 	Name       string  `json:"name"`
 	CreatedAt  string  `json:"created_at"`
 	RevokedAt  *string `json:"revoked_at"`
@@ -127,7 +134,7 @@ func deviceBody(d ledger.GateDevice) deviceJSON {
 		s := scanTime(*t)
 		return &s
 	}
-	return deviceJSON{ID: d.ID, Gate: d.Gate, Name: d.Name, CreatedAt: scanTime(d.CreatedAt),
+	return deviceJSON{ID: d.ID, Gate: d.Gate, Event: d.Event, Name: d.Name, CreatedAt: scanTime(d.CreatedAt),
 		RevokedAt: opt(d.RevokedAt), LastScanAt: opt(d.LastScanAt)}
 }
 
@@ -135,7 +142,7 @@ func deviceBody(d ledger.GateDevice) deviceJSON {
 const maxDeviceName = 100
 
 // handleAddDevice serves POST /v1/admin/gate-devices: a device registered
-// for a gate, with its token, shown this once.
+// for a gate of an event, with its token, shown this once.
 func (s scansAPI) handleAddDevice(w http.ResponseWriter, r *http.Request) {
 	if bodyTooLarge(w, r) || !s.gate.isAdmin(w, r) {
 		return
@@ -146,8 +153,9 @@ func (s scansAPI) handleAddDevice(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req struct {
-		Gate string `json:"gate"`
-		Name string `json:"name"`
+		Gate  string `json:"gate"`
+		Event *int64 `json:"event"`
+		Name  string `json:"name"`
 	}
 	if bad := decodeStrict(body, &req); bad != nil {
 		writeResponse(w, *bad)
@@ -157,19 +165,26 @@ func (s scansAPI) handleAddDevice(w http.ResponseWriter, r *http.Request) {
 	case !gateName.MatchString(req.Gate):
 		writeError(w, http.StatusBadRequest, "invalid_request", "gate must be 1–64 letters, digits and . _ : - (e.g. north-3)")
 		return
+	case req.Event == nil || *req.Event <= 0:
+		writeError(w, http.StatusBadRequest, "invalid_request", "event must be the id of the event whose tickets the device admits (a positive integer)")
+		return
 	case len(req.Name) > maxDeviceName:
 		writeError(w, http.StatusBadRequest, "invalid_request", "name is at most 100 bytes")
 		return
 	}
+	if _, err := s.ledger.Event(r.Context(), *req.Event); err != nil {
+		lookupFailed(w, err, "event")
+		return
+	}
 	id, token, hash := newDeviceToken()
-	d, err := s.ledger.AddGateDevice(r.Context(), ledger.NewGateDevice{ID: id, Gate: req.Gate, Name: req.Name,
+	d, err := s.ledger.AddGateDevice(r.Context(), ledger.NewGateDevice{ID: id, Gate: req.Gate, Event: *req.Event, Name: req.Name,
 		SecretHash: hash, CreatedAt: s.cfg.Clock().UTC()})
 	if err != nil {
 		s.log.Warn("gate device not registered", "gate", req.Gate, "error", err)
 		writeResponse(w, errUnavailable)
 		return
 	}
-	s.log.Info("gate device registered", "device", d.ID, "gate", d.Gate)
+	s.log.Info("gate device registered", "device", d.ID, "gate", d.Gate, "event", *req.Event)
 	j := deviceBody(d)
 	j.Token = token
 	writeJSON(w, http.StatusCreated, j)

@@ -21,6 +21,7 @@ import (
 type deviceJSON struct {
 	ID         string  `json:"id"`
 	Gate       string  `json:"gate"`
+	Event      *int64  `json:"event"`
 	Name       string  `json:"name"`
 	CreatedAt  string  `json:"created_at"`
 	RevokedAt  *string `json:"revoked_at"`
@@ -28,9 +29,9 @@ type deviceJSON struct {
 	Token      string  `json:"token"`
 }
 
-func (h *payHarness) addDevice(gate, name string) deviceJSON {
+func (h *payHarness) addDevice(event int64, gate, name string) deviceJSON {
 	h.t.Helper()
-	res := h.do(http.MethodPost, "/v1/admin/gate-devices", map[string]any{"gate": gate, "name": name}, admin())
+	res := h.do(http.MethodPost, "/v1/admin/gate-devices", map[string]any{"gate": gate, "event": event, "name": name}, admin())
 	require.Equal(h.t, http.StatusCreated, res.status, "%s", res.body)
 	var d deviceJSON
 	res.json(h.t, &d)
@@ -64,7 +65,7 @@ func TestGateDeviceScansAtItsGate(t *testing.T) {
 	h := newGateHarness(t)
 	ev := h.createEvent(map[string]any{"capacity": 10})
 	_, tks := h.tickets(ev.ID, "ann", 4, payment.MethodVisa)
-	north := h.addDevice("north-3", "scanner 12")
+	north := h.addDevice(ev.ID, "north-3", "scanner 12")
 	assert.Equal(t, "north-3", north.Gate)
 	assert.Equal(t, "scanner 12", north.Name)
 	assert.Nil(t, north.RevokedAt)
@@ -93,8 +94,8 @@ func TestGateDeviceScansAtItsGate(t *testing.T) {
 	require.Len(t, u.Results, 1)
 	assert.Equal(t, "admitted", u.Results[0].Result)
 
-	assert.Equal(t, http.StatusOK, h.scan(tks[3].Code, "south-1").status, "the shared token scans as before")
-	res = h.do(http.MethodPost, "/v1/scans", map[string]any{"code": tks[3].Code}, gateAuth())
+	assert.Equal(t, http.StatusOK, h.scan(ev.ID, tks[3].Code, "south-1").status, "the shared token scans as before")
+	res = h.do(http.MethodPost, "/v1/scans", map[string]any{"code": tks[3].Code, "event": ev.ID}, gateAuth())
 	assert.Equal(t, http.StatusBadRequest, res.status, "the shared token names its gate")
 
 	ctx := context.Background()
@@ -120,9 +121,9 @@ func TestGateDeviceRevocation(t *testing.T) {
 	h := newGateHarness(t)
 	ev := h.createEvent(map[string]any{"capacity": 10})
 	_, tks := h.tickets(ev.ID, "ann", 3, payment.MethodVisa)
-	lost := h.addDevice("north-3", "lost")
+	lost := h.addDevice(ev.ID, "north-3", "lost")
 	h.clock.Advance(time.Second)
-	kept := h.addDevice("south-1", "")
+	kept := h.addDevice(ev.ID, "south-1", "")
 
 	// A second origin node over the same ledger.
 	other := h.newServer(h.clock, func(c *origin.Config) { c.Payments, c.TicketKey, c.GateToken = h.fp, ticketKey, gateToken })
@@ -192,14 +193,17 @@ func TestGateDeviceRevocation(t *testing.T) {
 	} {
 		var body any
 		if tc.method == http.MethodPost && strings.HasSuffix(tc.path, "gate-devices") {
-			body = map[string]any{"gate": "west-1"}
+			body = map[string]any{"gate": "west-1", "event": ev.ID}
 		}
 		res := h.do(tc.method, tc.path, body, tc.headers)
 		assert.Equal(t, tc.status, res.status, "%s: %s", name, res.body)
 	}
 	for name, body := range map[string]any{
-		"no gate": map[string]any{"name": "x"}, "bad gate": map[string]any{"gate": "north 3"},
-		"long name": map[string]any{"gate": "north-3", "name": strings.Repeat("n", 101)}, "unknown field": map[string]any{"gate": "n", "token": "x"},
+		"no gate": map[string]any{"name": "x", "event": ev.ID}, "bad gate": map[string]any{"gate": "north 3", "event": ev.ID},
+		"long name":     map[string]any{"gate": "north-3", "event": ev.ID, "name": strings.Repeat("n", 101)},
+		"unknown field": map[string]any{"gate": "n", "event": ev.ID, "token": "x"},
+		"no event":      map[string]any{"gate": "north-3"}, "event 0": map[string]any{"gate": "north-3", "event": 0},
+		"event not a number": map[string]any{"gate": "north-3", "event": "42"},
 	} {
 		res := h.do(http.MethodPost, "/v1/admin/gate-devices", body, admin())
 		require.Equal(t, http.StatusBadRequest, res.status, "%s: %s", name, res.body)
@@ -214,7 +218,7 @@ func TestGateDevicesWithoutSharedToken(t *testing.T) {
 	h := newPayHarness(t, payOptions{})
 	ev := h.createEvent(map[string]any{"capacity": 10})
 	_, tks := h.tickets(ev.ID, "ann", 1, payment.MethodVisa)
-	body := map[string]any{"code": tks[0].Code, "gate": "north-3"}
+	body := map[string]any{"code": tks[0].Code, "gate": "north-3", "event": ev.ID}
 
 	closed := func(name string) {
 		t.Helper()
@@ -225,7 +229,7 @@ func TestGateDevicesWithoutSharedToken(t *testing.T) {
 		}
 	}
 	closed("no device yet")
-	d := h.addDevice("north-3", "")
+	d := h.addDevice(ev.ID, "north-3", "")
 	res := h.do(http.MethodPost, "/v1/scans", body, gateAuth())
 	require.Equal(t, http.StatusUnauthorized, res.status, "a device exists: the gate is open, to its token only")
 	res = h.do(http.MethodPost, "/v1/scans", body, bearerOf(d.Token))
@@ -273,7 +277,7 @@ func TestVoidFeed(t *testing.T) {
 	h := newGateHarness(t)
 	ev := h.createEvent(map[string]any{"capacity": 20})
 	other := h.createEvent(map[string]any{"capacity": 5})
-	device := bearerOf(h.addDevice("field-1", "").Token)
+	device := bearerOf(h.addDevice(ev.ID, "field-1", "").Token)
 
 	empty, cursor := h.readVoids(ev.ID, "", 1000, device)
 	assert.Empty(t, empty)
@@ -302,7 +306,7 @@ func TestVoidFeed(t *testing.T) {
 	h.cancel(ev.ID, "eve", b.BookingID)
 	got, _ = h.readVoids(ev.ID, same, 3, device)
 	assert.Equal(t, []string{tks[0].Code}, got, "only what was voided since")
-	res := h.scan(tks[0].Code, "north-3")
+	res := h.scan(ev.ID, tks[0].Code, "north-3")
 	assert.Equal(t, http.StatusGone, res.status, "what the feed lists the gate refuses online")
 
 	for name, tc := range map[string]struct {
@@ -315,7 +319,8 @@ func TestVoidFeed(t *testing.T) {
 		"admin token":   {fmt.Sprintf("event=%d", ev.ID), admin(), http.StatusUnauthorized, "unauthorized"},
 		"no event":      {"", device, http.StatusBadRequest, "invalid_request"},
 		"bad event":     {"event=final", device, http.StatusBadRequest, "invalid_request"},
-		"unknown event": {fmt.Sprintf("event=%d", ev.ID+1_000_000), device, http.StatusNotFound, "not_found"},
+		"unknown event": {fmt.Sprintf("event=%d", ev.ID+1_000_000), gateAuth(), http.StatusNotFound, "not_found"},
+		"another event": {fmt.Sprintf("event=%d", other.ID), device, http.StatusForbidden, "wrong_event"},
 		"bad cursor":    {fmt.Sprintf("event=%d&since=xyz", ev.ID), device, http.StatusBadRequest, "invalid_request"},
 		"forged cursor": {fmt.Sprintf("event=%d&since=%s", ev.ID, "MTox"), device, http.StatusBadRequest, "invalid_request"},
 		"limit 0":       {fmt.Sprintf("event=%d&limit=0", ev.ID), device, http.StatusBadRequest, "invalid_request"},

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"net/http"
 	"regexp"
 	"slices"
@@ -17,7 +18,9 @@ import (
 
 // The gate (docs/api.md §10): POST /v1/scans admits a ticket once, online
 // or, for a device that verified codes itself, by the upload of its scans;
-// GET /v1/scans/keys gives devices the public keys they verify with.
+// GET /v1/scans/keys gives devices the public keys they verify with. A gate
+// admits to one event: a device's, or the one a scan with the shared token
+// names, and refuses every other event's tickets.
 
 // MaxScansPerUpload is the most scans one upload carries.
 const MaxScansPerUpload = 256
@@ -39,8 +42,11 @@ type scansAPI struct{ *Server }
 // scanRequest is the body of POST /v1/scans: one scan (code, and
 // scanned_at for a scan made offline), or an upload (scans).
 type scanRequest struct {
-	Code      *string        `json:"code"`
-	Gate      string         `json:"gate"`
+	Code *string `json:"code"`
+	Gate string  `json:"gate"`
+	// Event is the event the gate admits to: required with the shared
+	// token, the device's own when left out.
+	Event     *int64         `json:"event"`
 	ScannedAt *string        `json:"scanned_at"`
 	Scans     []uploadedScan `json:"scans"`
 }
@@ -52,8 +58,9 @@ type uploadedScan struct {
 
 // parse reads the request of caller into the scans to record, at now;
 // upload says whether it was the upload form. A device's scans are at its
-// gate: a body that names it may leave it out, one that names another is
-// refused, since the device was set up for somewhere else.
+// gate and for its event: a body that names them may leave them out, one
+// that names others is refused, since the device was set up for somewhere
+// else. The shared token names both.
 func (req *scanRequest) parse(caller gateCaller, now time.Time) (scans []ledger.NewScan, upload bool, bad *response) {
 	invalid := func(msg string) ([]ledger.NewScan, bool, *response) {
 		r := errorResponse(http.StatusBadRequest, "invalid_request", msg)
@@ -69,9 +76,19 @@ func (req *scanRequest) parse(caller gateCaller, now time.Time) (scans []ledger.
 				"this device is registered for gate "+caller.gate+", not "+req.Gate)
 			return nil, false, &r
 		}
+		switch {
+		case req.Event == nil:
+			req.Event = &caller.event
+		case *req.Event != caller.event:
+			r := errWrongEvent(caller.event, *req.Event)
+			return nil, false, &r
+		}
 	}
 	if !gateName.MatchString(req.Gate) {
 		return invalid("gate must be 1–64 letters, digits and . _ : - (e.g. north-3)")
+	}
+	if req.Event == nil || *req.Event <= 0 {
+		return invalid("event must be the id of the event the gate admits to (a positive integer)")
 	}
 	scanTime := func(s string) (time.Time, string) {
 		t, err := time.Parse(time.RFC3339Nano, s)
@@ -80,12 +97,16 @@ func (req *scanRequest) parse(caller gateCaller, now time.Time) (scans []ledger.
 			return time.Time{}, "scanned_at must be an RFC 3339 time"
 		case t.After(now.Add(maxScanAhead)):
 			return time.Time{}, "scanned_at is ahead of the origin's clock by more than " + maxScanAhead.String() + ": set the device's clock"
+		case t.Before(caller.since):
+			// The device did not exist yet: its clock is behind, or the
+			// scan was made up.
+			return time.Time{}, "scanned_at is before this device was registered: set the device's clock"
 		}
 		return t, ""
 	}
 	switch {
 	case req.Code != nil && req.Scans == nil:
-		sc := ledger.NewScan{Code: *req.Code, Gate: req.Gate, Device: caller.device}
+		sc := ledger.NewScan{Code: *req.Code, Gate: req.Gate, Event: *req.Event, Device: caller.device}
 		if req.ScannedAt != nil {
 			t, msg := scanTime(*req.ScannedAt)
 			if msg != "" {
@@ -103,17 +124,24 @@ func (req *scanRequest) parse(caller gateCaller, now time.Time) (scans []ledger.
 			if msg != "" {
 				return invalid("scans: " + msg)
 			}
-			scans = append(scans, ledger.NewScan{Code: u.Code, Gate: req.Gate, ScannedAt: t, Offline: true, Device: caller.device})
+			scans = append(scans, ledger.NewScan{Code: u.Code, Gate: req.Gate, Event: *req.Event, ScannedAt: t, Offline: true, Device: caller.device})
 		}
 		return scans, true, nil
 	}
-	return invalid(`the body is {"code","gate"[,"scanned_at"]} or {"gate","scans":[{"code","scanned_at"}, …]}`)
+	return invalid(`the body is {"code","gate","event"[,"scanned_at"]} or {"gate","event","scans":[{"code","scanned_at"}, …]}`)
+}
+
+// errWrongEvent refuses a device's request for another event than its own.
+func errWrongEvent(own, asked int64) response {
+	return errorResponse(http.StatusForbidden, "wrong_event",
+		fmt.Sprintf("this device is registered for event %d, not %d", own, asked))
 }
 
 // uploadJSON is the answer to an upload: each scan's answer, in the order
 // of the request.
 type uploadJSON struct {
 	Gate    string     `json:"gate"`
+	Event   int64      `json:"event"`
 	Results []scanJSON `json:"results"`
 }
 
@@ -143,6 +171,14 @@ func (s scansAPI) handleScan(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := contextWithTimeout(r, scanTimeout)
 	defer cancel()
+	if caller.device == "" {
+		// A device's event exists (the ledger's reference); one the
+		// shared token names may not.
+		if _, err := s.ledger.Event(ctx, *req.Event); err != nil {
+			lookupFailed(w, err, "event")
+			return
+		}
+	}
 	if !upload {
 		a, err := s.scan(ctx, scans[0], now)
 		if err != nil {
@@ -160,7 +196,7 @@ func (s scansAPI) handleScan(w http.ResponseWriter, r *http.Request) {
 		order[i] = i
 	}
 	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(scans[a].ScannedAt.UnixNano(), scans[b].ScannedAt.UnixNano()) })
-	out := uploadJSON{Gate: req.Gate, Results: make([]scanJSON, len(scans))}
+	out := uploadJSON{Gate: req.Gate, Event: *req.Event, Results: make([]scanJSON, len(scans))}
 	for _, i := range order {
 		a, err := s.scan(ctx, scans[i], now)
 		if err != nil {
@@ -176,23 +212,27 @@ func (s scansAPI) handleScan(w http.ResponseWriter, r *http.Request) {
 }
 
 // scan verifies a code and records its scan. A code is judged expired by
-// the time it was scanned, so an upload made after the end still counts.
+// the time it was scanned, so an upload made after the end still counts;
+// an expired code of another event is the ledger's to refuse as such.
 func (s scansAPI) scan(ctx context.Context, sc ledger.NewScan, now time.Time) (scanAnswer, error) {
 	at := now
 	if sc.Offline {
 		at = sc.ScannedAt
 	}
-	_, err := s.verifier.Verify(sc.Code, at)
+	c, err := s.verifier.Verify(sc.Code, at)
 	switch {
-	case errors.Is(err, ticketcode.ErrExpired):
+	case errors.Is(err, ticketcode.ErrExpired) && c.EventID == sc.Event:
 		s.metrics.scans.WithLabelValues("expired").Inc()
 		return scanAnswer{result: ledger.ScanVoid, msg: "the ticket has expired", scannedAt: at}, nil
-	case err != nil:
+	case err != nil && !errors.Is(err, ticketcode.ErrExpired):
 		s.metrics.scans.WithLabelValues(scanInvalid).Inc()
 		return scanAnswer{result: scanInvalid}, nil
 	}
 	o, err := s.ledger.RecordScan(ctx, sc, s.cfg.Clock)
 	switch {
+	case errors.Is(err, ledger.ErrScanBeforeIssue):
+		s.metrics.scans.WithLabelValues("before_issue").Inc()
+		return scanAnswer{result: scanBeforeIssue}, nil
 	case errors.Is(err, ledger.ErrNotFound):
 		// Signed, yet never issued: only the holder of the signing key
 		// could have made it.
@@ -203,6 +243,11 @@ func (s scansAPI) scan(ctx context.Context, sc ledger.NewScan, now time.Time) (s
 		return scanAnswer{}, err
 	}
 	s.metrics.scans.WithLabelValues(o.Result).Inc()
+	if o.Result == ledger.ScanWrongEvent {
+		a := scanAnswerOf(o)
+		a.msg = fmt.Sprintf("the ticket is for event %d; this gate admits to event %d", o.Ticket.EventID, sc.Event)
+		return a, nil
+	}
 	if o.Displaced != nil {
 		s.metrics.scans.WithLabelValues("double_admission").Inc()
 		s.log.Warn("a ticket was let in twice: an offline scan uploaded late was earlier than its admission",
@@ -239,11 +284,12 @@ type scanTotalsJSON struct {
 	Admitted         int64 `json:"admitted"`
 	AlreadyUsed      int64 `json:"already_used"`
 	Void             int64 `json:"ticket_void"`
+	WrongEvent       int64 `json:"wrong_event"`
 	DoubleAdmissions int64 `json:"double_admissions"`
 }
 
-// handleScanTotals serves GET /v1/admin/events/{id}/scans: the event's
-// scans counted in the ledger.
+// handleScanTotals serves GET /v1/admin/events/{id}/scans: the scans at
+// the event's gates counted in the ledger.
 func (s scansAPI) handleScanTotals(w http.ResponseWriter, r *http.Request) {
 	if !s.gate.isAdmin(w, r) {
 		return
@@ -262,7 +308,7 @@ func (s scansAPI) handleScanTotals(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, scanTotalsJSON{Event: id, Admitted: t.Admitted, AlreadyUsed: t.AlreadyUsed,
-		Void: t.Void, DoubleAdmissions: t.DoubleAdmissions})
+		Void: t.Void, WrongEvent: t.WrongEvent, DoubleAdmissions: t.DoubleAdmissions})
 }
 
 // maxVoidPage is the most tickets one read of the void feed returns, and
@@ -279,15 +325,21 @@ type voidFeedJSON struct {
 
 // handleVoidFeed serves GET /v1/scans/void?event=&since=&limit=: the
 // event's tickets voided since the cursor, for a device that verifies
-// codes offline to refuse them (docs/origin.md, the gate).
+// codes offline to refuse them (docs/origin.md, the gate). A device reads
+// its own event's feed only.
 func (s scansAPI) handleVoidFeed(w http.ResponseWriter, r *http.Request) {
-	if _, ok := s.gateAuth(w, r); !ok {
+	caller, ok := s.gateAuth(w, r)
+	if !ok {
 		return
 	}
 	q := r.URL.Query()
 	event, err := strconv.ParseInt(q.Get("event"), 10, 64)
 	if err != nil || event <= 0 {
 		writeError(w, http.StatusBadRequest, "invalid_request", "event must be an event id (a positive integer)")
+		return
+	}
+	if caller.device != "" && event != caller.event {
+		writeResponse(w, errWrongEvent(caller.event, event))
 		return
 	}
 	since, err := ledger.ParseVoidCursor(q.Get("since"))

@@ -59,14 +59,14 @@ func (h *payHarness) tickets(event int64, user string, qty int, method string) (
 	return got, got.Tickets
 }
 
-func (h *payHarness) scan(code, gate string) result {
+func (h *payHarness) scan(event int64, code, gate string) result {
 	h.t.Helper()
-	return h.do(http.MethodPost, "/v1/scans", map[string]any{"code": code, "gate": gate}, gateAuth())
+	return h.do(http.MethodPost, "/v1/scans", map[string]any{"code": code, "gate": gate, "event": event}, gateAuth())
 }
 
-func (h *payHarness) upload(gate string, scans ...map[string]any) uploadJSON {
+func (h *payHarness) upload(event int64, gate string, scans ...map[string]any) uploadJSON {
 	h.t.Helper()
-	res := h.do(http.MethodPost, "/v1/scans", map[string]any{"gate": gate, "scans": scans}, gateAuth())
+	res := h.do(http.MethodPost, "/v1/scans", map[string]any{"gate": gate, "event": event, "scans": scans}, gateAuth())
 	require.Equal(h.t, http.StatusOK, res.status, "%s", res.body)
 	var u uploadJSON
 	res.json(h.t, &u)
@@ -91,7 +91,7 @@ func TestScanAdmitsOnce(t *testing.T) {
 	ev := h.createEvent(map[string]any{"capacity": 10})
 	_, tks := h.tickets(ev.ID, "ann", 2, payment.MethodVisa)
 
-	first := h.scan(tks[0].Code, "north-3")
+	first := h.scan(ev.ID, tks[0].Code, "north-3")
 	require.Equal(t, http.StatusOK, first.status, "%s", first.body)
 	var a scanJSON
 	first.json(t, &a)
@@ -103,7 +103,7 @@ func TestScanAdmitsOnce(t *testing.T) {
 
 	h.clock.Advance(90 * time.Second)
 	for _, gate := range []string{"south-1", "north-3"} {
-		again := h.scan(tks[0].Code, gate)
+		again := h.scan(ev.ID, tks[0].Code, gate)
 		require.Equal(t, http.StatusConflict, again.status, "%s", again.body)
 		assert.Equal(t, "already_used", again.errorCode(t))
 		var u scanJSON
@@ -113,7 +113,7 @@ func TestScanAdmitsOnce(t *testing.T) {
 		assert.True(t, parseTime(t, u.ScannedAt).Equal(h.clock.Now()))
 		assert.Equal(t, tks[0], *u.Ticket)
 	}
-	other := h.scan(tks[1].Code, "south-1")
+	other := h.scan(ev.ID, tks[1].Code, "south-1")
 	assert.Equal(t, http.StatusOK, other.status, "the booking's other ticket is its own: %s", other.body)
 
 	scans, err := h.ledger.ScansOf(context.Background(), tks[0].Code)
@@ -130,6 +130,7 @@ type scanTotals struct {
 	Admitted         int64 `json:"admitted"`
 	AlreadyUsed      int64 `json:"already_used"`
 	Void             int64 `json:"ticket_void"`
+	WrongEvent       int64 `json:"wrong_event"`
 	DoubleAdmissions int64 `json:"double_admissions"`
 }
 
@@ -156,7 +157,7 @@ func TestConcurrentScansAdmitOne(t *testing.T) {
 	for i := range n {
 		wg.Go(func() {
 			h.clock.Advance(time.Millisecond)
-			answers[i] = h.scan(tks[0].Code, fmt.Sprintf("gate-%d", i%8))
+			answers[i] = h.scan(ev.ID, tks[0].Code, fmt.Sprintf("gate-%d", i%8))
 		})
 	}
 	wg.Wait()
@@ -190,7 +191,7 @@ func TestScanVoidTicket(t *testing.T) {
 	annB, refunded := h.tickets(ev.ID, "ann", 2, payment.MethodVisa)
 	bobB, cancelled := h.tickets(ev.ID, "bob", 1, payment.MethodRefundFails)
 	atProvider, refundedThere := h.tickets(ev.ID, "cat", 1, payment.MethodVisa)
-	require.Equal(t, http.StatusOK, h.scan(refunded[0].Code, "north-3").status, "used, then cancelled")
+	require.Equal(t, http.StatusOK, h.scan(ev.ID, refunded[0].Code, "north-3").status, "used, then cancelled")
 
 	assert.Equal(t, "refunded", h.cancel(ev.ID, "ann", annB.BookingID).Status)
 	assert.Equal(t, "cancelled", h.cancel(ev.ID, "bob", bobB.BookingID).Status, "its refund failed: cancelled, the tickets void all the same")
@@ -205,7 +206,7 @@ func TestScanVoidTicket(t *testing.T) {
 		"refunded, scanned before": refunded[0].Code, "refunded": refunded[1].Code,
 		"cancelled": cancelled[0].Code, "refunded at the provider": refundedThere[0].Code,
 	} {
-		res := h.scan(code, "south-1")
+		res := h.scan(ev.ID, code, "south-1")
 		require.Equal(t, http.StatusGone, res.status, "%s: %s", name, res.body)
 		assert.Equal(t, "ticket_void", res.errorCode(t), name)
 		var v scanJSON
@@ -235,21 +236,24 @@ func TestScanRefusesForgedAndMalformed(t *testing.T) {
 		"empty": "", "garbage": "not-a-ticket", "tampered": tamper(tks[0].Code), "truncated": tks[0].Code[:40],
 		"signed by another key": otherKey, "signed, never issued": neverIssued,
 	} {
-		res := h.scan(code, "north-3")
+		res := h.scan(ev.ID, code, "north-3")
 		require.Equal(t, http.StatusBadRequest, res.status, "%s: %s", name, res.body)
 		assert.Equal(t, "invalid_ticket", res.errorCode(t), name)
 	}
 	now := h.clock.Now()
 	for name, body := range map[string]any{
-		"no gate":            map[string]any{"code": tks[0].Code},
-		"bad gate":           map[string]any{"code": tks[0].Code, "gate": "north 3"},
-		"no code":            map[string]any{"gate": "north-3"},
-		"code and scans":     map[string]any{"code": tks[0].Code, "gate": "north-3", "scans": []any{offline(tks[0].Code, now)}},
-		"empty upload":       map[string]any{"gate": "north-3", "scans": []any{}},
-		"unknown field":      map[string]any{"code": tks[0].Code, "gate": "north-3", "seat": 1},
-		"bad scan time":      map[string]any{"code": tks[0].Code, "gate": "north-3", "scanned_at": "yesterday"},
-		"scan in the future": map[string]any{"code": tks[0].Code, "gate": "north-3", "scanned_at": now.Add(6 * time.Minute).Format(time.RFC3339)},
-		"upload, no time":    map[string]any{"gate": "north-3", "scans": []any{map[string]any{"code": tks[0].Code}}},
+		"no gate":            map[string]any{"code": tks[0].Code, "event": ev.ID},
+		"bad gate":           map[string]any{"code": tks[0].Code, "event": ev.ID, "gate": "north 3"},
+		"no event":           map[string]any{"code": tks[0].Code, "gate": "north-3"},
+		"event 0":            map[string]any{"code": tks[0].Code, "gate": "north-3", "event": 0},
+		"no code":            map[string]any{"gate": "north-3", "event": ev.ID},
+		"code and scans":     map[string]any{"code": tks[0].Code, "gate": "north-3", "event": ev.ID, "scans": []any{offline(tks[0].Code, now)}},
+		"empty upload":       map[string]any{"gate": "north-3", "event": ev.ID, "scans": []any{}},
+		"upload, no event":   map[string]any{"gate": "north-3", "scans": []any{offline(tks[0].Code, now)}},
+		"unknown field":      map[string]any{"code": tks[0].Code, "gate": "north-3", "event": ev.ID, "seat": 1},
+		"bad scan time":      map[string]any{"code": tks[0].Code, "gate": "north-3", "event": ev.ID, "scanned_at": "yesterday"},
+		"scan in the future": map[string]any{"code": tks[0].Code, "gate": "north-3", "event": ev.ID, "scanned_at": now.Add(6 * time.Minute).Format(time.RFC3339)},
+		"upload, no time":    map[string]any{"gate": "north-3", "event": ev.ID, "scans": []any{map[string]any{"code": tks[0].Code}}},
 		"not json":           "{",
 	} {
 		res := h.do(http.MethodPost, "/v1/scans", body, gateAuth())
@@ -263,7 +267,7 @@ func TestScanNeedsTheGateToken(t *testing.T) {
 	h := newGateHarness(t)
 	ev := h.createEvent(map[string]any{"capacity": 10})
 	_, tks := h.tickets(ev.ID, "ann", 1, payment.MethodVisa)
-	body := map[string]any{"code": tks[0].Code, "gate": "north-3"}
+	body := map[string]any{"code": tks[0].Code, "gate": "north-3", "event": ev.ID}
 	for name, headers := range map[string]map[string]string{
 		"none":            nil,
 		"wrong":           {"Authorization": "Bearer " + gateToken + "x"},
@@ -274,7 +278,7 @@ func TestScanNeedsTheGateToken(t *testing.T) {
 		require.Equal(t, http.StatusUnauthorized, res.status, name)
 		assert.Equal(t, "unauthorized", res.errorCode(t), name)
 	}
-	assert.Equal(t, http.StatusOK, h.scan(tks[0].Code, "north-3").status, "nothing was recorded before")
+	assert.Equal(t, http.StatusOK, h.scan(ev.ID, tks[0].Code, "north-3").status, "nothing was recorded before")
 
 	off := newPayHarness(t, payOptions{})
 	res := off.do(http.MethodPost, "/v1/scans", body, gateAuth())
@@ -319,9 +323,9 @@ func TestOfflineUploadEarlierScanWins(t *testing.T) {
 
 	// Online: tks[0] at north-3 a minute after the device let it in.
 	h.clock.Advance(time.Minute)
-	require.Equal(t, http.StatusOK, h.scan(tks[0].Code, "north-3").status)
+	require.Equal(t, http.StatusOK, h.scan(ev.ID, tks[0].Code, "north-3").status)
 	h.clock.Advance(time.Minute)
-	require.Equal(t, http.StatusOK, h.scan(tks[2].Code, "north-3").status)
+	require.Equal(t, http.StatusOK, h.scan(ev.ID, tks[2].Code, "north-3").status)
 
 	h.clock.Advance(10 * time.Minute)
 	batch := []map[string]any{
@@ -332,7 +336,7 @@ func TestOfflineUploadEarlierScanWins(t *testing.T) {
 		offline(tks[3].Code, t0.Add(2*time.Minute)),         // the earlier listed last
 		offline(tamper(tks[1].Code), t0.Add(6*time.Second)), // forged
 	}
-	u := h.upload("field-1", batch...)
+	u := h.upload(ev.ID, "field-1", batch...)
 	r := u.Results
 	for i, want := range []struct {
 		status int
@@ -352,7 +356,7 @@ func TestOfflineUploadEarlierScanWins(t *testing.T) {
 	assert.True(t, parseTime(t, r[3].FirstScannedAt).Equal(t0.Add(2*time.Minute)))
 
 	// Online scans now see the device's scan as the first.
-	res := h.scan(tks[0].Code, "north-3")
+	res := h.scan(ev.ID, tks[0].Code, "north-3")
 	require.Equal(t, http.StatusConflict, res.status)
 	var used scanJSON
 	res.json(t, &used)
@@ -371,7 +375,7 @@ func TestOfflineUploadEarlierScanWins(t *testing.T) {
 
 	// The device's answer was lost: it uploads again, and each scan is
 	// answered as the ledger stands, recorded once.
-	again := h.upload("field-1", batch...)
+	again := h.upload(ev.ID, "field-1", batch...)
 	for i := range batch {
 		assert.Equal(t, r[i].Status, again.Results[i].Status, "scan %d", i)
 		assert.Equal(t, r[i].Gate, again.Results[i].Gate, "scan %d", i)
@@ -379,7 +383,7 @@ func TestOfflineUploadEarlierScanWins(t *testing.T) {
 	h.requireScanTotals(ev.ID, scanTotals{Admitted: 4, AlreadyUsed: 3, DoubleAdmissions: 1})
 
 	// One offline scan alone, with its device time.
-	one := h.do(http.MethodPost, "/v1/scans", map[string]any{"code": tks[1].Code, "gate": "field-2",
+	one := h.do(http.MethodPost, "/v1/scans", map[string]any{"code": tks[1].Code, "gate": "field-2", "event": ev.ID,
 		"scanned_at": t0.Add(time.Second).Format(time.RFC3339Nano)}, gateAuth())
 	require.Equal(t, http.StatusOK, one.status, "earlier than field-1's: %s", one.body)
 	var won scanJSON
@@ -413,7 +417,7 @@ func TestScanAfterKeyRotation(t *testing.T) {
 	n.url = ts.URL
 	node := &payHarness{harness: &n, fp: h.fp}
 
-	res := node.scan(tks[0].Code, "north-3")
+	res := node.scan(ev.ID, tks[0].Code, "north-3")
 	require.Equal(t, http.StatusOK, res.status, "%s", res.body)
 	keys := node.do(http.MethodGet, "/v1/scans/keys", nil, nil)
 	require.Equal(t, http.StatusOK, keys.status)
@@ -439,8 +443,8 @@ func TestOnlineScanNeverDisplaces(t *testing.T) {
 	n.url = ts.URL
 	node := &payHarness{harness: &n, fp: h.fp}
 
-	require.Equal(t, http.StatusOK, h.scan(tks[0].Code, "north-3").status)
-	res := node.scan(tks[0].Code, "south-1")
+	require.Equal(t, http.StatusOK, h.scan(ev.ID, tks[0].Code, "north-3").status)
+	res := node.scan(ev.ID, tks[0].Code, "south-1")
 	require.Equal(t, http.StatusConflict, res.status, "%s", res.body)
 	var u scanJSON
 	res.json(t, &u)
@@ -479,7 +483,7 @@ func TestScanSeatedTicket(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "A-1-7", claims.Seat, "the code carries the seat id")
 
-	first := h.scan(got.Tickets[0].Code, "north-3")
+	first := h.scan(ev.ID, got.Tickets[0].Code, "north-3")
 	require.Equal(t, http.StatusOK, first.status, "%s", first.body)
 	var a struct {
 		Result string       `json:"result"`
@@ -488,5 +492,5 @@ func TestScanSeatedTicket(t *testing.T) {
 	first.json(t, &a)
 	assert.Equal(t, "admitted", a.Result)
 	assert.Equal(t, "A-1-7", a.Ticket.Seat)
-	assert.Equal(t, http.StatusConflict, h.scan(got.Tickets[0].Code, "south-1").status)
+	assert.Equal(t, http.StatusConflict, h.scan(ev.ID, got.Tickets[0].Code, "south-1").status)
 }

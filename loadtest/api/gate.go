@@ -8,26 +8,30 @@ import (
 )
 
 // Gate is a gate device online: it scans ticket codes at the origin
-// (docs/api.md §11, the gate).
+// (docs/api.md §11, the gate) for one event.
 type Gate struct {
 	Client
 	// Token is the device's own token (GateDevice.Token), or the origin's
 	// ORIGIN_GATE_TOKEN.
 	Token string
+	// Event is the event the gate admits to: required with the shared
+	// token, 0 for a device's (the one it was registered for).
+	Event int64
 }
 
 // GateDevice is a gate device registered at the origin.
 type GateDevice struct {
-	ID   string `json:"id"`
-	Gate string `json:"gate"`
+	ID    string `json:"id"`
+	Gate  string `json:"gate"`
+	Event int64  `json:"event"`
 	// Token is the device's bearer token, given at its registration only.
 	Token string `json:"token"`
 }
 
-// AddGateDevice registers a gate device for gate.
-func (a OriginAdmin) AddGateDevice(ctx context.Context, gate, name string) (GateDevice, error) {
+// AddGateDevice registers a gate device for gate of event.
+func (a OriginAdmin) AddGateDevice(ctx context.Context, event int64, gate, name string) (GateDevice, error) {
 	resp, err := a.Do(ctx, Request{Method: http.MethodPost, Path: "/v1/admin/gate-devices", Bearer: a.Token,
-		Body: map[string]string{"gate": gate, "name": name}})
+		Body: map[string]any{"gate": gate, "event": event, "name": name}})
 	if err != nil {
 		return GateDevice{}, fmt.Errorf("add gate device: %w", err)
 	}
@@ -42,6 +46,7 @@ func (a OriginAdmin) AddGateDevice(ctx context.Context, gate, name string) (Gate
 const (
 	ScanAdmitted    = "admitted"
 	ScanAlreadyUsed = "already_used"
+	ScanWrongEvent  = "wrong_event"
 )
 
 // ScanAnswer is the answer to a scan.
@@ -52,12 +57,17 @@ type ScanAnswer struct {
 	// was used already, when.
 	Gate           string `json:"gate"`
 	FirstScannedAt string `json:"first_scanned_at"`
+	// Event is a wrong_event's: the event the ticket is for.
+	Event int64 `json:"event"`
 }
 
 // Scan scans code at gate.
 func (g Gate) Scan(ctx context.Context, code, gate string) (ScanAnswer, error) {
-	resp, err := g.Do(ctx, Request{Method: http.MethodPost, Path: "/v1/scans", Bearer: g.Token,
-		Body: map[string]string{"code": code, "gate": gate}})
+	body := map[string]any{"code": code, "gate": gate}
+	if g.Event != 0 {
+		body["event"] = g.Event
+	}
+	resp, err := g.Do(ctx, Request{Method: http.MethodPost, Path: "/v1/scans", Bearer: g.Token, Body: body})
 	if err != nil {
 		return ScanAnswer{}, fmt.Errorf("scan: %w", err)
 	}
@@ -79,10 +89,11 @@ type ScanTotals struct {
 	Admitted         int64 `json:"admitted"`
 	AlreadyUsed      int64 `json:"already_used"`
 	Void             int64 `json:"ticket_void"`
+	WrongEvent       int64 `json:"wrong_event"`
 	DoubleAdmissions int64 `json:"double_admissions"`
 }
 
-// ScanTotals reads the event's scans counted in the ledger.
+// ScanTotals reads the scans at the event's gates counted in the ledger.
 func (a OriginAdmin) ScanTotals(ctx context.Context, event int64) (ScanTotals, error) {
 	path := "/v1/admin/events/" + strconv.FormatInt(event, 10) + "/scans"
 	resp, err := a.Do(ctx, Request{Method: http.MethodGet, Path: path, Bearer: a.Token})

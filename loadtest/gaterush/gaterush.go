@@ -20,10 +20,12 @@ import (
 // Config configures a rush. Zero values take the defaults named.
 type Config struct {
 	// Origin is where the gates scan; Admin registers a device per gate
-	// before and reads the ledger's counts after.
+	// for Event before and reads the ledger's counts after.
 	Origin api.Client
 	Admin  api.OriginAdmin
-	Event  int64
+	// Event is the event whose tickets are scanned: every gate's device is
+	// registered for it, as a gate admits to one event.
+	Event int64
 	// Gates is how many gates scan; default 8.
 	Gates int
 	// Twice is the share of tickets shown a second time, at another gate,
@@ -67,15 +69,16 @@ type Result struct {
 }
 
 // Broken reports whether a ticket was admitted twice or not at all, by the
-// answers or by the ledger.
+// answers or by the ledger, or refused as another event's: every ticket of
+// a rush is of its event.
 func (r *Result) Broken() bool {
 	return r.DoubleAdmissions != 0 || r.NeverAdmitted != 0 || r.LedgerError != "" ||
-		r.Ledger.DoubleAdmissions != 0 || r.Ledger.Admitted != r.Tickets
+		r.Ledger.DoubleAdmissions != 0 || r.Ledger.Admitted != r.Tickets || r.Ledger.WrongEvent != 0
 }
 
-// Run registers a gate device per gate, scans every code of codes with the
-// device of its gate, the ones picked twice at two gates at once, and reads
-// the ledger's count after.
+// Run registers a gate device per gate for the event, scans every code of
+// codes (the event's tickets) with the device of its gate, the ones picked
+// twice at two gates at once, and reads the ledger's count after.
 func Run(ctx context.Context, cfg Config, codes []string) (*Result, error) {
 	d := Defaults()
 	if cfg.Gates <= 0 {
@@ -86,6 +89,9 @@ func Run(ctx context.Context, cfg Config, codes []string) (*Result, error) {
 	}
 	if cfg.Scanners <= 0 {
 		cfg.Scanners = d.Scanners
+	}
+	if cfg.Event <= 0 {
+		return nil, fmt.Errorf("gate rush: want the event the gates admit to (got %d)", cfg.Event)
 	}
 	if cfg.Twice < 0 || cfg.Twice > 1 || cfg.Gates < 2 {
 		return nil, fmt.Errorf("gate rush: want a share shown twice within [0, 1] and at least 2 gates (got %v, %d)", cfg.Twice, cfg.Gates)
@@ -104,7 +110,7 @@ func Run(ctx context.Context, cfg Config, codes []string) (*Result, error) {
 	gate := func(i int) string { return fmt.Sprintf("gate-%d", i+1) }
 	devices := make(map[string]api.Gate, cfg.Gates)
 	for i := range cfg.Gates {
-		d, err := cfg.Admin.AddGateDevice(ctx, gate(i), "gate rush")
+		d, err := cfg.Admin.AddGateDevice(ctx, cfg.Event, gate(i), "gate rush")
 		if err != nil {
 			return nil, fmt.Errorf("gate rush: %w", err)
 		}

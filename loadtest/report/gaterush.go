@@ -19,6 +19,9 @@ func printGateRush(w io.Writer, r *gaterush.Result) {
 	t.Add("DOUBLE ADMISSIONS", Count(r.DoubleAdmissions), verdict(r.DoubleAdmissions == 0 && r.Ledger.DoubleAdmissions == 0)+
 		fmt.Sprintf(" (ledger: %s)", Count(r.Ledger.DoubleAdmissions)))
 	t.Add("tickets never admitted", Count(r.NeverAdmitted), verdict(r.NeverAdmitted == 0 && r.Ledger.Admitted == r.Tickets))
+	if r.Ledger.WrongEvent > 0 {
+		t.Add("refused as another event's", "", verdict(false)+fmt.Sprintf(" (ledger: %s)", Count(r.Ledger.WrongEvent)))
+	}
 	if r.Unexpected > 0 {
 		t.Add("other answers", Count(r.Unexpected), "")
 	}

@@ -11,10 +11,15 @@ import (
 	"time"
 )
 
-// GateDevice is a gate device the operator registered (migration 009).
+// GateDevice is a gate device the operator registered (migrations 009,
+// 012).
 type GateDevice struct {
-	ID        string     `db:"id"`
-	Gate      string     `db:"gate"`
+	ID   string `db:"id"`
+	Gate string `db:"gate"`
+	// Event is the event whose tickets the device scans; nil only for a
+	// device registered before devices had one, which migration 012
+	// revoked.
+	Event     *int64     `db:"event_id"`
 	Name      string     `db:"name"`
 	CreatedAt time.Time  `db:"created_at"`
 	RevokedAt *time.Time `db:"revoked_at"`
@@ -26,13 +31,14 @@ type GateDevice struct {
 // token's secret, which the ledger never sees.
 type NewGateDevice struct {
 	ID, Gate, Name string
+	Event          int64
 	SecretHash     []byte
 	CreatedAt      time.Time
 }
 
 // AddGateDevice registers a device.
 func (l *Ledger) AddGateDevice(ctx context.Context, d NewGateDevice) (GateDevice, error) {
-	rows, err := l.pool.Query(ctx, sqlInsertDevice, d.ID, d.Gate, d.Name, d.SecretHash, d.CreatedAt)
+	rows, err := l.pool.Query(ctx, sqlInsertDevice, d.ID, d.Gate, d.Name, d.SecretHash, d.CreatedAt, d.Event)
 	return collectOne[GateDevice](rows, err, "register gate device")
 }
 
@@ -57,8 +63,12 @@ func (l *Ledger) RevokeGateDevice(ctx context.Context, id string, at time.Time) 
 
 // GateCredential is what a device's token is checked against.
 type GateCredential struct {
-	Gate       string `db:"gate"`
-	SecretHash []byte `db:"secret_hash"`
+	Gate  string `db:"gate"`
+	Event int64  `db:"event_id"`
+	// CreatedAt is when the device was registered: it scanned nothing
+	// before.
+	CreatedAt  time.Time `db:"created_at"`
+	SecretHash []byte    `db:"secret_hash"`
 }
 
 // GateCredential reads the credential of a device not revoked; ErrNotFound

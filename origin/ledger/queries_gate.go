@@ -6,38 +6,42 @@ package ledger
 // scans of one ticket, and its voiding, are decided one at a time.
 const (
 	scanColumns          = `gate, scanned_at, recorded_at, offline, result, first, coalesce(device_id::text, '') AS device_id`
-	sqlLockScannedTicket = `SELECT ` + ticketColumns + `, valid FROM tickets WHERE code = $1 FOR UPDATE`
+	sqlLockScannedTicket = `SELECT ` + ticketColumns + `, valid, issued_at FROM tickets WHERE code = $1 FOR UPDATE`
 	sqlFirstScan         = `SELECT ` + scanColumns + ` FROM scans WHERE code = $1 AND first`
 	sqlUploadedScan      = `SELECT ` + scanColumns + ` FROM scans
-		WHERE code = $1 AND gate = $2 AND scanned_at = $3 AND offline`
+		WHERE code = $1 AND gate = $2 AND gate_event_id = $3 AND scanned_at = $4 AND offline`
 	sqlUnmarkFirstScan = `UPDATE scans SET first = false WHERE code = $1 AND first`
-	sqlInsertScan      = `INSERT INTO scans (code, event_id, gate, scanned_at, recorded_at, offline, result, first, device_id)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`
+	sqlInsertScan      = `INSERT INTO scans (code, event_id, gate, scanned_at, recorded_at, offline, result, first, device_id, gate_event_id)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`
 	sqlValidTicketCodes = `SELECT code FROM tickets WHERE event_id = $1 AND valid ORDER BY code`
 	sqlScansOf          = `SELECT ` + scanColumns + ` FROM scans WHERE code = $1 ORDER BY scanned_at, id`
-	sqlScanTotals       = `SELECT
+	// An event's scans are the scans at its gates: another event's
+	// tickets refused there included, its own refused elsewhere not.
+	sqlScanTotals = `SELECT
 			count(*) FILTER (WHERE first) AS admitted,
 			count(*) FILTER (WHERE result = 'already_used') AS already_used,
 			count(*) FILTER (WHERE result = 'ticket_void') AS void,
-			(SELECT count(*) FROM (SELECT 1 FROM scans WHERE event_id = $1 AND result = 'admitted'
+			count(*) FILTER (WHERE result = 'wrong_event') AS wrong_event,
+			(SELECT count(*) FROM (SELECT 1 FROM scans WHERE gate_event_id = $1 AND result = 'admitted'
 				GROUP BY code HAVING count(*) > 1) AS twice) AS double_admissions
-		FROM scans WHERE event_id = $1`
+		FROM scans WHERE gate_event_id = $1`
 )
 
 // Gate devices (gate.go). A device's token is its id and a secret; the
 // row keeps SHA-256 of the secret only.
 const (
-	deviceColumns = `id::text AS id, gate, name, created_at, revoked_at,
+	deviceColumns = `id::text AS id, gate, event_id, name, created_at, revoked_at,
 		(SELECT max(s.recorded_at) FROM scans s WHERE s.device_id = d.id) AS last_scan_at`
-	sqlInsertDevice = `INSERT INTO gate_devices AS d (id, gate, name, secret_hash, created_at)
-		VALUES ($1, $2, $3, $4, $5) RETURNING ` + deviceColumns
+	sqlInsertDevice = `INSERT INTO gate_devices AS d (id, gate, name, secret_hash, created_at, event_id)
+		VALUES ($1, $2, $3, $4, $5, $6) RETURNING ` + deviceColumns
 	sqlDevices = `SELECT ` + deviceColumns + ` FROM gate_devices d ORDER BY created_at, id`
 	sqlDevice  = `SELECT ` + deviceColumns + ` FROM gate_devices d WHERE id = $1`
 	// A device revoked before keeps the time it was revoked at.
 	sqlRevokeDevice = `UPDATE gate_devices AS d SET revoked_at = coalesce(revoked_at, $2) WHERE id = $1
 		RETURNING ` + deviceColumns
-	sqlDeviceCredential = `SELECT gate, secret_hash FROM gate_devices WHERE id = $1 AND revoked_at IS NULL`
-	sqlAnyActiveDevice  = `SELECT EXISTS (SELECT 1 FROM gate_devices WHERE revoked_at IS NULL)`
+	sqlDeviceCredential = `SELECT gate, event_id, created_at, secret_hash FROM gate_devices
+		WHERE id = $1 AND revoked_at IS NULL`
+	sqlAnyActiveDevice = `SELECT EXISTS (SELECT 1 FROM gate_devices WHERE revoked_at IS NULL)`
 )
 
 // The feed of voided tickets (gate.go), read between two snapshots: the

@@ -14,12 +14,22 @@ const (
 	ScanAdmitted    = "admitted"
 	ScanAlreadyUsed = "already_used"
 	ScanVoid        = "ticket_void"
+	// ScanWrongEvent is a ticket of another event than the gate's: refused,
+	// and recorded at the gate's event.
+	ScanWrongEvent = "wrong_event"
 )
+
+// ErrScanBeforeIssue is an offline scan dated before its ticket was
+// issued: no device scanned it then, and taken as earliest it would take
+// the admission from whoever used the ticket.
+var ErrScanBeforeIssue = errors.New("scanned before the ticket was issued")
 
 // NewScan is a scan of a ticket at a gate.
 type NewScan struct {
 	Code string
 	Gate string
+	// Event is the event the gate scans for; a ticket of another is refused.
+	Event int64
 	// ScannedAt is when a device scanned offline, by its clock; left zero
 	// for an online scan, which is made when the ledger holds the ticket.
 	// Kept to the microsecond.
@@ -45,7 +55,7 @@ type Scan struct {
 
 // ScanOutcome is what a scan comes to.
 type ScanOutcome struct {
-	// Result is ScanAdmitted, ScanAlreadyUsed or ScanVoid.
+	// Result is ScanAdmitted, ScanAlreadyUsed, ScanVoid or ScanWrongEvent.
 	Result string
 	Ticket Ticket
 	// Scan is this scan as recorded.
@@ -64,7 +74,8 @@ type ScanOutcome struct {
 // scannedTicket is a ticket as a scan reads it, its row locked.
 type scannedTicket struct {
 	Ticket
-	Valid bool `db:"valid"`
+	Valid    bool      `db:"valid"`
+	IssuedAt time.Time `db:"issued_at"`
 }
 
 // RecordScan records a scan and says whether it admits. The ticket's row is
@@ -75,7 +86,10 @@ type scannedTicket struct {
 // online scans follow the order they were decided in. An offline scan
 // uploaded late admits when it is earlier than the recorded admission, and
 // takes its place (ScanOutcome.Displaced): the ticket admits to its
-// earliest scan. ErrNotFound: the code is no ticket's.
+// earliest scan. A ticket of another event than s.Event is refused
+// (ScanWrongEvent), whatever its state, and recorded. ErrNotFound: the
+// code is no ticket's; ErrScanBeforeIssue: an offline scan dated before
+// the ticket was issued, not recorded.
 func (l *Ledger) RecordScan(ctx context.Context, s NewScan, clock func() time.Time) (ScanOutcome, error) {
 	var out ScanOutcome
 	err := pgx.BeginTxFunc(ctx, l.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
@@ -90,6 +104,9 @@ func (l *Ledger) RecordScan(ctx context.Context, s NewScan, clock func() time.Ti
 			s.ScannedAt = now
 		}
 		s.ScannedAt = s.ScannedAt.UTC().Truncate(time.Microsecond)
+		if s.Offline && s.ScannedAt.Before(t.IssuedAt) {
+			return ErrScanBeforeIssue
+		}
 		out.Ticket = t.Ticket
 		first, err := optionalScan(tx.Query(ctx, sqlFirstScan, s.Code))
 		if err != nil {
@@ -98,13 +115,15 @@ func (l *Ledger) RecordScan(ctx context.Context, s NewScan, clock func() time.Ti
 		out.First = first
 		this := Scan{Gate: s.Gate, ScannedAt: s.ScannedAt, RecordedAt: now, Offline: s.Offline, Device: s.Device}
 		if s.Offline {
-			again, err := optionalScan(tx.Query(ctx, sqlUploadedScan, s.Code, s.Gate, s.ScannedAt))
+			again, err := optionalScan(tx.Query(ctx, sqlUploadedScan, s.Code, s.Gate, s.Event, s.ScannedAt))
 			if err != nil {
 				return fmt.Errorf("read uploaded scan: %w", err)
 			}
 			if again != nil {
 				out.Scan, out.Replayed = *again, true
 				switch {
+				case again.Result == ScanWrongEvent:
+					out.Result = ScanWrongEvent
 				case !t.Valid:
 					out.Result = ScanVoid
 				case again.First:
@@ -118,6 +137,8 @@ func (l *Ledger) RecordScan(ctx context.Context, s NewScan, clock func() time.Ti
 			}
 		}
 		switch {
+		case t.EventID != s.Event:
+			this.Result = ScanWrongEvent
 		case !t.Valid:
 			this.Result = ScanVoid
 		case first == nil:
@@ -138,7 +159,7 @@ func (l *Ledger) RecordScan(ctx context.Context, s NewScan, clock func() time.Ti
 		if s.Device != "" {
 			device = &s.Device
 		}
-		if _, err := tx.Exec(ctx, sqlInsertScan, s.Code, t.EventID, s.Gate, s.ScannedAt, now, s.Offline, this.Result, this.First, device); err != nil {
+		if _, err := tx.Exec(ctx, sqlInsertScan, s.Code, t.EventID, s.Gate, s.ScannedAt, now, s.Offline, this.Result, this.First, device, s.Event); err != nil {
 			return fmt.Errorf("insert scan: %w", err)
 		}
 		out.Result, out.Scan = this.Result, this
@@ -177,12 +198,14 @@ type ScanTotals struct {
 	// AlreadyUsed and Void count the scans refused.
 	AlreadyUsed int64 `db:"already_used"`
 	Void        int64 `db:"void"`
+	// WrongEvent counts the tickets of other events refused at its gates.
+	WrongEvent int64 `db:"wrong_event"`
 	// DoubleAdmissions counts the tickets more than one scan let in: only
 	// offline scans, which verify without the ledger, can make one.
 	DoubleAdmissions int64 `db:"double_admissions"`
 }
 
-// ScanTotals counts the event's scans.
+// ScanTotals counts the scans at the event's gates.
 func (l *Ledger) ScanTotals(ctx context.Context, event int64) (ScanTotals, error) {
 	rows, err := l.pool.Query(ctx, sqlScanTotals, event)
 	return collectOne[ScanTotals](rows, err, fmt.Sprintf("count scans of event %d", event))

@@ -1,0 +1,67 @@
+package ledger
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/waitroom/waitroom/internal/testenv"
+)
+
+// unmigrate012 puts the gate's tables back as they were before migration
+// 012, and forgets it was applied.
+const unmigrate012 = `
+ALTER TABLE gate_devices DROP CONSTRAINT gate_devices_event;
+ALTER TABLE gate_devices DROP COLUMN event_id;
+ALTER TABLE scans DROP CONSTRAINT scans_own_event;
+ALTER TABLE scans DROP CONSTRAINT scans_result_check;
+ALTER TABLE scans DROP COLUMN gate_event_id;
+ALTER TABLE scans ADD CONSTRAINT scans_result_check CHECK (result IN ('admitted', 'already_used', 'ticket_void'));
+CREATE UNIQUE INDEX scans_uploaded_once ON scans (code, gate, scanned_at) WHERE offline;
+DELETE FROM schema_migrations WHERE version = 12;
+`
+
+// The devices registered before a device had an event are revoked by the
+// upgrade: nothing says which event's tickets they may admit. One revoked
+// before keeps its time.
+func TestMigration012RevokesDevicesWithoutEvent(t *testing.T) {
+	ctx := context.Background()
+	dbURL := testenv.Postgres(t)
+	l := testLedger(t, dbURL)
+	_, err := l.pool.Exec(ctx, unmigrate012)
+	require.NoError(t, err)
+	revokedAt := time.Date(2026, 4, 1, 9, 0, 0, 0, time.UTC)
+	active, revoked := uuid.NewString(), uuid.NewString()
+	hash := make([]byte, 32)
+	for _, d := range []struct {
+		id        string
+		revokedAt *time.Time
+	}{{active, nil}, {revoked, &revokedAt}} {
+		_, err := l.pool.Exec(ctx, `INSERT INTO gate_devices (id, gate, secret_hash, created_at, revoked_at) VALUES ($1, 'north-3', $2, $3, $4)`,
+			d.id, hash, revokedAt.Add(-time.Hour), d.revokedAt)
+		require.NoError(t, err)
+	}
+
+	upgraded := testLedger(t, dbURL)
+	_, err = upgraded.GateCredential(ctx, active)
+	require.ErrorIs(t, err, ErrNotFound, "the device with no event scans no more")
+	ok, err := upgraded.AnyGateDevice(ctx)
+	require.NoError(t, err)
+	assert.False(t, ok)
+	for _, id := range []string{active, revoked} {
+		d, err := upgraded.GateDevice(ctx, id)
+		require.NoError(t, err)
+		assert.Nil(t, d.Event, id)
+		require.NotNil(t, d.RevokedAt, id)
+	}
+	d, err := upgraded.GateDevice(ctx, revoked)
+	require.NoError(t, err)
+	assert.True(t, d.RevokedAt.Equal(revokedAt), "revoked before: its time kept")
+
+	_, err = upgraded.pool.Exec(ctx, `UPDATE gate_devices SET revoked_at = NULL WHERE id = $1`, active)
+	assert.Error(t, err, "a device scanning for no event cannot be made again")
+}
