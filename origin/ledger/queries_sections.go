@@ -97,16 +97,30 @@ const (
 	// The ledger's own account of each section: its places, those left in
 	// its buckets, those of holds that have not ended (a lapsed hold the
 	// reaper has not marked still has its places in the buckets' count),
-	// those sold, and the numbers given to sold places.
-	sqlAuditSections = `SELECT p.section,
+	// those sold, the numbers given to holds, and the faults a number or a
+	// ticket can have (see SectionAudit).
+	sqlAuditSections = `WITH p AS (
+			SELECT section, count(*) AS capacity, count(hold_id) AS numbered
+			FROM ga_places WHERE event_id = $1 GROUP BY section),
+		t AS (
+			SELECT gp.section, gp.n, gp.hold_id AS numbered_to, b.hold_id AS ticket_hold
+			FROM tickets tk
+			JOIN ga_places gp ON gp.event_id = tk.event_id AND gp.n = tk.seat
+			JOIN bookings b ON b.id = tk.booking_id
+			WHERE tk.event_id = $1 AND tk.valid)
+		SELECT p.section,
 			p.capacity,
 			coalesce((SELECT sum(remaining) FROM ga_inventory g WHERE g.event_id = $1 AND g.section = p.section), 0)::bigint AS remaining,
 			coalesce((SELECT sum(quantity) FROM holds h WHERE h.event_id = $1 AND h.ga_section = p.section
 				AND h.status IN ('pending', 'confirmed')), 0)::bigint AS taken,
 			coalesce((SELECT sum(quantity) FROM holds h WHERE h.event_id = $1 AND h.ga_section = p.section
 				AND h.status = 'confirmed'), 0)::bigint AS sold,
-			p.numbered
-		FROM (SELECT section, count(*) AS capacity, count(hold_id) AS numbered
-			FROM ga_places WHERE event_id = $1 GROUP BY section) p
+			p.numbered,
+			(SELECT count(DISTINCT t.n) FROM t WHERE t.section = p.section) AS ticketed,
+			(SELECT count(*) FROM ga_places gp WHERE gp.event_id = $1 AND gp.section = p.section AND gp.hold_id IS NOT NULL
+				AND NOT EXISTS (SELECT 1 FROM holds h WHERE h.id = gp.hold_id AND h.status = 'confirmed')) AS stray,
+			(SELECT count(*) FROM t WHERE t.section = p.section AND t.numbered_to IS DISTINCT FROM t.ticket_hold) AS unmatched,
+			(SELECT count(*) FROM (SELECT n FROM t WHERE t.section = p.section GROUP BY n HAVING count(*) > 1) d) AS double_ticketed
+		FROM p
 		ORDER BY p.section`
 )
