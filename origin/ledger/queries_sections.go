@@ -42,14 +42,32 @@ const (
 		FROM unnest($3::int[], $4::int[]) AS t (bucket, q)
 		WHERE g.event_id = $1 AND g.section = $2 AND g.bucket = t.bucket AND g.remaining >= t.q`
 	// Lazy expiry: the section's pending holds past their expiry at $3
-	// are free already (Redis reclaimed them); marking them expired gives
-	// their places back to the buckets (the holds_ga_follow trigger). A
-	// hold another transaction has locked (the reaper's) is left to it.
-	sqlExpireLapsedOfSection = `UPDATE holds SET status = 'expired', updated_at = $3
-		WHERE status = 'pending' AND id IN (
-			SELECT id FROM holds
-			WHERE event_id = $1 AND ga_section = $2 AND status = 'pending' AND expires_at < $3
-			FOR UPDATE SKIP LOCKED)`
+	// are free (Redis reclaimed them); marking them expired gives their
+	// places back to the buckets (the holds_ga_follow trigger). A hold
+	// another transaction has locked (the reaper's) is left to it. One of
+	// them may be confirmed in Redis, its confirmation's ledger step having
+	// failed, and Redis never reclaims a confirmed hold: each is noted as
+	// owed a release in Redis (releases_owed), in this transaction, which
+	// the origin makes after it (the reaper's pass). The count is of the
+	// holds expired.
+	sqlExpireLapsedOfSection = `WITH ended AS (
+			UPDATE holds SET status = 'expired', updated_at = $3
+			WHERE status = 'pending' AND id IN (
+				SELECT id FROM holds
+				WHERE event_id = $1 AND ga_section = $2 AND status = 'pending' AND expires_at < $3
+				FOR UPDATE SKIP LOCKED)
+			RETURNING id, event_id)
+		INSERT INTO releases_owed (hold_id, event_id, noted_at)
+		SELECT id, event_id, $3 FROM ended
+		ON CONFLICT (hold_id) DO NOTHING`
+
+	// The releases Redis is owed (of event $1, or of every event when $1
+	// is 0), oldest first, at most $2; and those made.
+	sqlReleasesOwed = `SELECT hold_id::text AS hold_id, event_id FROM releases_owed
+		WHERE $1::bigint = 0 OR event_id = $1
+		ORDER BY noted_at, hold_id
+		LIMIT $2`
+	sqlReleasesMade = `DELETE FROM releases_owed WHERE hold_id = ANY($1::uuid[])`
 
 	// A general-admission section's hold, written alone in its own
 	// transaction with the decrement of its buckets; otherwise as
@@ -66,8 +84,10 @@ const (
 	// section that no other confirmation has locked (so confirmations of
 	// one section do not wait on each other). The claimed rows are read
 	// apart: the statement's own scan of ga_places sees them as they were.
+	// Only a confirmed hold is given numbers: the places of one that ended
+	// are back in the buckets, maybe sold to another hold already.
 	sqlSeatsOfHold = `WITH h AS (
-			SELECT ga_section, quantity FROM holds WHERE id = $2 AND ga_section IS NOT NULL),
+			SELECT ga_section, quantity FROM holds WHERE id = $2 AND ga_section IS NOT NULL AND status = 'confirmed'),
 		want AS (
 			SELECT h.ga_section, h.quantity - (SELECT count(*) FROM ga_places WHERE event_id = $1 AND hold_id = $2) AS n
 			FROM h),

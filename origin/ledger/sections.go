@@ -70,8 +70,9 @@ func insertPlaces(ctx context.Context, tx pgx.Tx, e Event) error {
 // the section's last places may be spread over them, and a hold refused
 // while the section has them would be a 409 Redis does not give. Holds of
 // the section past their expiry at now count as free (they are marked
-// expired when the buckets fall short). ctx's deadline is the write's, as
-// for InsertHold.
+// expired when the buckets fall short, each noted as owed a release in
+// Redis: see OwedRelease). ctx's deadline is the write's, as for
+// InsertHold.
 func (l *Ledger) InsertSectionHold(ctx context.Context, h Hold, now time.Time) (WriteOutcome, error) {
 	if h.Section == "" || len(h.Seats) > 0 || h.Quantity < 1 {
 		return WriteFailed, fmt.Errorf("insert section hold %s: a section and a quantity, no seats, are required", h.ID)
@@ -215,6 +216,31 @@ func (t Tx) takeAcross(ctx context.Context, event int64, section string, n int64
 		return nil, fmt.Errorf("take places of section %s: %d of %d buckets had their places", section, tag.RowsAffected(), len(from))
 	}
 	return out, nil
+}
+
+// OwedRelease is a hold of a section that the ledger ended on its own (a
+// new hold of the section expired it, lapsed, when the buckets fell
+// short), whose places Redis may still count: it may be confirmed there,
+// its confirmation's ledger step having failed, and Redis never reclaims
+// a confirmed hold. Its release in Redis is owed until ReleasesMade.
+type OwedRelease struct {
+	HoldID  string `db:"hold_id"`
+	EventID int64  `db:"event_id"`
+}
+
+// ReleasesOwed reads up to limit of the releases Redis is owed, of event
+// (0: of every event), oldest first.
+func (l *Ledger) ReleasesOwed(ctx context.Context, event int64, limit int) ([]OwedRelease, error) {
+	rows, err := l.pool.Query(ctx, sqlReleasesOwed, event, limit)
+	return collectAll[OwedRelease](rows, err, "read releases owed")
+}
+
+// ReleasesMade forgets the owed releases of the holds ids, made in Redis.
+func (l *Ledger) ReleasesMade(ctx context.Context, ids []string) error {
+	if _, err := l.pool.Exec(ctx, sqlReleasesMade, ids); err != nil {
+		return fmt.Errorf("forget %d releases made: %w", len(ids), err)
+	}
+	return nil
 }
 
 // SectionCounts reads the places of event's general-admission sections
