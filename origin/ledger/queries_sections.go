@@ -42,14 +42,32 @@ const (
 		FROM unnest($3::int[], $4::int[]) AS t (bucket, q)
 		WHERE g.event_id = $1 AND g.section = $2 AND g.bucket = t.bucket AND g.remaining >= t.q`
 	// Lazy expiry: the section's pending holds past their expiry at $3
-	// are free already (Redis reclaimed them); marking them expired gives
-	// their places back to the buckets (the holds_ga_follow trigger). A
-	// hold another transaction has locked (the reaper's) is left to it.
-	sqlExpireLapsedOfSection = `UPDATE holds SET status = 'expired', updated_at = $3
-		WHERE status = 'pending' AND id IN (
-			SELECT id FROM holds
-			WHERE event_id = $1 AND ga_section = $2 AND status = 'pending' AND expires_at < $3
-			FOR UPDATE SKIP LOCKED)`
+	// are free (Redis reclaimed them); marking them expired gives their
+	// places back to the buckets (the holds_ga_follow trigger). A hold
+	// another transaction has locked (the reaper's) is left to it. One of
+	// them may be confirmed in Redis, its confirmation's ledger step having
+	// failed, and Redis never reclaims a confirmed hold: each is noted as
+	// owed a release in Redis (releases_owed), in this transaction, which
+	// the origin makes after it (the reaper's pass). The count is of the
+	// holds expired.
+	sqlExpireLapsedOfSection = `WITH ended AS (
+			UPDATE holds SET status = 'expired', updated_at = $3
+			WHERE status = 'pending' AND id IN (
+				SELECT id FROM holds
+				WHERE event_id = $1 AND ga_section = $2 AND status = 'pending' AND expires_at < $3
+				FOR UPDATE SKIP LOCKED)
+			RETURNING id, event_id)
+		INSERT INTO releases_owed (hold_id, event_id, noted_at)
+		SELECT id, event_id, $3 FROM ended
+		ON CONFLICT (hold_id) DO NOTHING`
+
+	// The releases Redis is owed (of event $1, or of every event when $1
+	// is 0), oldest first, at most $2; and those made.
+	sqlReleasesOwed = `SELECT hold_id::text AS hold_id, event_id FROM releases_owed
+		WHERE $1::bigint = 0 OR event_id = $1
+		ORDER BY noted_at, hold_id
+		LIMIT $2`
+	sqlReleasesMade = `DELETE FROM releases_owed WHERE hold_id = ANY($1::uuid[])`
 
 	// A general-admission section's hold, written alone in its own
 	// transaction with the decrement of its buckets; otherwise as
@@ -66,8 +84,10 @@ const (
 	// section that no other confirmation has locked (so confirmations of
 	// one section do not wait on each other). The claimed rows are read
 	// apart: the statement's own scan of ga_places sees them as they were.
+	// Only a confirmed hold is given numbers: the places of one that ended
+	// are back in the buckets, maybe sold to another hold already.
 	sqlSeatsOfHold = `WITH h AS (
-			SELECT ga_section, quantity FROM holds WHERE id = $2 AND ga_section IS NOT NULL),
+			SELECT ga_section, quantity FROM holds WHERE id = $2 AND ga_section IS NOT NULL AND status = 'confirmed'),
 		want AS (
 			SELECT h.ga_section, h.quantity - (SELECT count(*) FROM ga_places WHERE event_id = $1 AND hold_id = $2) AS n
 			FROM h),
@@ -97,16 +117,30 @@ const (
 	// The ledger's own account of each section: its places, those left in
 	// its buckets, those of holds that have not ended (a lapsed hold the
 	// reaper has not marked still has its places in the buckets' count),
-	// those sold, and the numbers given to sold places.
-	sqlAuditSections = `SELECT p.section,
+	// those sold, the numbers given to holds, and the faults a number or a
+	// ticket can have (see SectionAudit).
+	sqlAuditSections = `WITH p AS (
+			SELECT section, count(*) AS capacity, count(hold_id) AS numbered
+			FROM ga_places WHERE event_id = $1 GROUP BY section),
+		t AS (
+			SELECT gp.section, gp.n, gp.hold_id AS numbered_to, b.hold_id AS ticket_hold
+			FROM tickets tk
+			JOIN ga_places gp ON gp.event_id = tk.event_id AND gp.n = tk.seat
+			JOIN bookings b ON b.id = tk.booking_id
+			WHERE tk.event_id = $1 AND tk.valid)
+		SELECT p.section,
 			p.capacity,
 			coalesce((SELECT sum(remaining) FROM ga_inventory g WHERE g.event_id = $1 AND g.section = p.section), 0)::bigint AS remaining,
 			coalesce((SELECT sum(quantity) FROM holds h WHERE h.event_id = $1 AND h.ga_section = p.section
 				AND h.status IN ('pending', 'confirmed')), 0)::bigint AS taken,
 			coalesce((SELECT sum(quantity) FROM holds h WHERE h.event_id = $1 AND h.ga_section = p.section
 				AND h.status = 'confirmed'), 0)::bigint AS sold,
-			p.numbered
-		FROM (SELECT section, count(*) AS capacity, count(hold_id) AS numbered
-			FROM ga_places WHERE event_id = $1 GROUP BY section) p
+			p.numbered,
+			(SELECT count(DISTINCT t.n) FROM t WHERE t.section = p.section) AS ticketed,
+			(SELECT count(*) FROM ga_places gp WHERE gp.event_id = $1 AND gp.section = p.section AND gp.hold_id IS NOT NULL
+				AND NOT EXISTS (SELECT 1 FROM holds h WHERE h.id = gp.hold_id AND h.status = 'confirmed')) AS stray,
+			(SELECT count(*) FROM t WHERE t.section = p.section AND t.numbered_to IS DISTINCT FROM t.ticket_hold) AS unmatched,
+			(SELECT count(*) FROM (SELECT n FROM t WHERE t.section = p.section GROUP BY n HAVING count(*) > 1) d) AS double_ticketed
+		FROM p
 		ORDER BY p.section`
 )

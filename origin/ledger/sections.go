@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -69,8 +70,9 @@ func insertPlaces(ctx context.Context, tx pgx.Tx, e Event) error {
 // the section's last places may be spread over them, and a hold refused
 // while the section has them would be a 409 Redis does not give. Holds of
 // the section past their expiry at now count as free (they are marked
-// expired when the buckets fall short). ctx's deadline is the write's, as
-// for InsertHold.
+// expired when the buckets fall short, each noted as owed a release in
+// Redis: see OwedRelease). ctx's deadline is the write's, as for
+// InsertHold.
 func (l *Ledger) InsertSectionHold(ctx context.Context, h Hold, now time.Time) (WriteOutcome, error) {
 	if h.Section == "" || len(h.Seats) > 0 || h.Quantity < 1 {
 		return WriteFailed, fmt.Errorf("insert section hold %s: a section and a quantity, no seats, are required", h.ID)
@@ -216,6 +218,31 @@ func (t Tx) takeAcross(ctx context.Context, event int64, section string, n int64
 	return out, nil
 }
 
+// OwedRelease is a hold of a section that the ledger ended on its own (a
+// new hold of the section expired it, lapsed, when the buckets fell
+// short), whose places Redis may still count: it may be confirmed there,
+// its confirmation's ledger step having failed, and Redis never reclaims
+// a confirmed hold. Its release in Redis is owed until ReleasesMade.
+type OwedRelease struct {
+	HoldID  string `db:"hold_id"`
+	EventID int64  `db:"event_id"`
+}
+
+// ReleasesOwed reads up to limit of the releases Redis is owed, of event
+// (0: of every event), oldest first.
+func (l *Ledger) ReleasesOwed(ctx context.Context, event int64, limit int) ([]OwedRelease, error) {
+	rows, err := l.pool.Query(ctx, sqlReleasesOwed, event, limit)
+	return collectAll[OwedRelease](rows, err, "read releases owed")
+}
+
+// ReleasesMade forgets the owed releases of the holds ids, made in Redis.
+func (l *Ledger) ReleasesMade(ctx context.Context, ids []string) error {
+	if _, err := l.pool.Exec(ctx, sqlReleasesMade, ids); err != nil {
+		return fmt.Errorf("forget %d releases made: %w", len(ids), err)
+	}
+	return nil
+}
+
 // SectionCounts reads the places of event's general-admission sections
 // that live holds have at now (confirmed, or pending and not past their
 // expiry), by section; a section no live hold has is absent.
@@ -239,20 +266,86 @@ type SectionAudit struct {
 	// Capacity is the section's places; Remaining those left in its
 	// buckets; Taken those of holds not ended (pending, even past their
 	// expiry until marked, or confirmed); Sold those confirmed; Numbered
-	// the place numbers given to sold places. A sound section has
-	// Remaining + Taken == Capacity and Numbered == Sold.
+	// the place numbers given to holds.
 	Capacity  int64 `db:"capacity"`
 	Remaining int64 `db:"remaining"`
 	Taken     int64 `db:"taken"`
 	Sold      int64 `db:"sold"`
 	Numbered  int64 `db:"numbered"`
+	// Ticketed counts the section's places with a valid ticket.
+	Ticketed int64 `db:"ticketed"`
+	// Stray counts numbered places whose hold is not confirmed (ended, or
+	// not sold yet): a number no sale has.
+	Stray int64 `db:"stray"`
+	// Unmatched counts valid tickets of the section whose place is not
+	// numbered to their booking's hold; DoubleTicketed the places with more
+	// than one valid ticket.
+	Unmatched      int64 `db:"unmatched"`
+	DoubleTicketed int64 `db:"double_ticketed"`
 }
+
+// Faults says what is wrong with the section, nil when it is sound: every
+// place is in a bucket or a live hold (Remaining + Taken == Capacity), each
+// place sold has a number (Numbered == Sold) and only those (Stray == 0),
+// and every valid ticket's place is its own hold's and no other valid
+// ticket's (Unmatched == 0, DoubleTicketed == 0).
+func (a SectionAudit) Faults() []string {
+	var out []string
+	if a.Remaining+a.Taken != a.Capacity {
+		out = append(out, fmt.Sprintf("%d places left in the buckets and %d taken by holds, of %d", a.Remaining, a.Taken, a.Capacity))
+	}
+	if a.Numbered != a.Sold {
+		out = append(out, fmt.Sprintf("%d places numbered for %d sold", a.Numbered, a.Sold))
+	}
+	if a.Stray != 0 {
+		out = append(out, fmt.Sprintf("%d places numbered to a hold that is not sold", a.Stray))
+	}
+	if a.Unmatched != 0 {
+		out = append(out, fmt.Sprintf("%d valid tickets whose place is not their hold's", a.Unmatched))
+	}
+	if a.DoubleTicketed != 0 {
+		out = append(out, fmt.Sprintf("%d places with more than one valid ticket", a.DoubleTicketed))
+	}
+	return out
+}
+
+// ErrSectionsUnsound: a general-admission section's account does not add
+// up (SectionAudit.Faults).
+var ErrSectionsUnsound = errors.New("general-admission sections unsound")
 
 // AuditSections reads the account of each general-admission section of
 // event, in section order.
 func (l *Ledger) AuditSections(ctx context.Context, event int64) ([]SectionAudit, error) {
 	rows, err := l.pool.Query(ctx, sqlAuditSections, event)
 	return collectAll[SectionAudit](rows, err, fmt.Sprintf("audit sections of event %d", event))
+}
+
+// CheckSections audits event's general-admission sections, in one
+// snapshot, and returns their accounts; with an error matching
+// ErrSectionsUnsound that names every fault when one of them is not sound.
+// Meant for tests and the simulation, with the sale at rest or not: every
+// change of a section (a hold, its end, its numbers and tickets) commits
+// in one transaction, so no snapshot sees one half-done.
+func (l *Ledger) CheckSections(ctx context.Context, event int64) ([]SectionAudit, error) {
+	var audit []SectionAudit
+	err := pgx.BeginTxFunc(ctx, l.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, sqlAuditSections, event)
+		audit, err = collectAll[SectionAudit](rows, err, fmt.Sprintf("audit sections of event %d", event))
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	var faults []string
+	for _, a := range audit {
+		for _, f := range a.Faults() {
+			faults = append(faults, fmt.Sprintf("section %s: %s", a.Section, f))
+		}
+	}
+	if len(faults) > 0 {
+		return audit, fmt.Errorf("event %d: %w: %s", event, ErrSectionsUnsound, strings.Join(faults, "; "))
+	}
+	return audit, nil
 }
 
 // placeLabel names the seat a ticket row shows: a reserved seat's id, or a

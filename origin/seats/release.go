@@ -2,6 +2,7 @@ package seats
 
 import (
 	"context"
+	"errors"
 
 	"github.com/waitroom/waitroom/inventory"
 	"github.com/waitroom/waitroom/origin/ledger"
@@ -111,8 +112,13 @@ func (rs *Releases) release(ctx context.Context, ev *Event, holdID string, r pen
 }
 
 // RetryReleases retries the seat releases Redis could not take, each in the
-// mode it was started in.
+// mode it was started in, then makes those the ledger notes Redis is owed
+// (releaseOwed).
 func (rs *Releases) RetryReleases(ctx context.Context) error {
+	return errors.Join(rs.retryReleases(ctx), rs.releaseOwed(ctx))
+}
+
+func (rs *Releases) retryReleases(ctx context.Context) error {
 	rs.pendingMu.Lock()
 	todo := make(map[string]pendingRelease, len(rs.unreleased))
 	for id, r := range rs.unreleased {
@@ -134,6 +140,64 @@ func (rs *Releases) RetryReleases(ctx context.Context) error {
 		}
 		rs.pendingMu.Unlock()
 		if res.Seats > 0 && ev.room.State().SoldOut {
+			rs.registry.SyncSoldOut(ctx, ev)
+		}
+	}
+	return nil
+}
+
+// owedBatch is how many of the ledger's owed releases one read takes.
+const owedBatch = 100
+
+// releaseOwed makes the releases the ledger notes Redis is owed: holds of
+// a general-admission section that it ended on its own (a new hold of the
+// section expired them, lapsed, when its buckets fell short), which may
+// still be confirmed in Redis, their confirmation's ledger step having
+// failed. Redis never reclaims a confirmed hold, so until released there
+// it keeps places the ledger has given back. Each is released whatever its
+// flag (inventory.AnyHold: the ledger has the hold over for good), then
+// forgotten. A release made twice (by two nodes, or again after its
+// forgetting failed) finds the hold gone and gives nothing back: the
+// places come back once.
+func (rs *Releases) releaseOwed(ctx context.Context) error {
+	for {
+		owed, err := rs.ledger.ReleasesOwed(ctx, 0, owedBatch)
+		if err != nil || len(owed) == 0 {
+			return err
+		}
+		made := make([]string, 0, len(owed))
+		var errs []error
+		for _, o := range owed {
+			if err := rs.releaseOne(ctx, o); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			made = append(made, o.HoldID)
+		}
+		if len(made) > 0 {
+			if err := rs.ledger.ReleasesMade(ctx, made); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		if len(errs) > 0 || len(owed) < owedBatch {
+			return errors.Join(errs...)
+		}
+	}
+}
+
+// releaseOne makes one owed release.
+func (rs *Releases) releaseOne(ctx context.Context, o ledger.OwedRelease) error {
+	ev, err := rs.registry.Event(ctx, o.EventID)
+	if err != nil {
+		return err
+	}
+	res, err := rs.runRelease(ctx, o.HoldID, pendingRelease{event: o.EventID, mode: inventory.AnyHold})
+	if err != nil {
+		return err
+	}
+	if res.Seats > 0 {
+		rs.log.Info("places of a hold the ledger expired returned in redis", "event", o.EventID, "hold", o.HoldID, "places", res.Seats)
+		if ev.room.State().SoldOut {
 			rs.registry.SyncSoldOut(ctx, ev)
 		}
 	}
