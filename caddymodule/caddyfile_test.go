@@ -242,11 +242,16 @@ func TestCaddyfileExample(t *testing.T) {
 	require.NoError(t, json.Unmarshal(out, &cfg))
 	require.NoError(t, caddy.Validate(&cfg))
 
-	// The waitroom comes before the reverse proxy in the site's route.
+	// The provider's webhooks are routed before the room and never meet
+	// it; everything else meets the room before the reverse proxy.
+	hooks := strings.Index(string(out), `"/v1/webhooks/*"`)
 	wr := strings.Index(string(out), `"handler":"waitroom"`)
-	rp := strings.Index(string(out), `"handler":"reverse_proxy"`)
+	rp := strings.LastIndex(string(out), `"handler":"reverse_proxy"`)
+	require.Positive(t, hooks)
 	require.Positive(t, wr)
+	assert.Less(t, hooks, wr)
 	assert.Less(t, wr, rp)
+	assert.Equal(t, 1, strings.Count(string(out), `"handler":"waitroom"`))
 
 	t.Setenv("WAITROOM_SECRET", "")
 	require.NoError(t, json.Unmarshal(out, &cfg))
