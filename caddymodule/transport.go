@@ -36,11 +36,8 @@ func (h *Handler) verify(r *http.Request, headerToken string) (t waitroom.Ticket
 		t = got
 		return true
 	}
-	if headerToken != "" && try(headerToken) {
-		return t, true, true
-	}
-	for _, c := range r.CookiesNamed(h.cookieName) {
-		if c.Value != "" && try(c.Value) {
+	for _, raw := range h.tokenCandidates(r, headerToken) {
+		if try(raw) {
 			return t, true, true
 		}
 	}
@@ -48,6 +45,60 @@ func (h *Handler) verify(r *http.Request, headerToken string) (t waitroom.Ticket
 		return pre, true, true
 	}
 	return waitroom.Ticket{}, presented, false
+}
+
+// maxTokenCandidates bounds the tokens verified for one request: each is an
+// HMAC and a JSON parse, and a request may carry thousands of cookies named
+// for the event. A browser sends one, two while an older cookie of another
+// path or domain lingers.
+const maxTokenCandidates = 4
+
+// maxTokenLen is the longest value taken for a token; one of ours is a few
+// hundred bytes, a long account id included.
+const maxTokenLen = 4096
+
+// tokenCandidates are the tokens verify checks, in order, at most
+// maxTokenCandidates: the header's, then the cookies signed with the current
+// key, then the others (an older key's, or forged), each group in the order
+// sent. Past the bound a token is not looked at, so a client that floods
+// its own request may lose its place, never the gateway its time.
+func (h *Handler) tokenCandidates(r *http.Request, headerToken string) []string {
+	out := make([]string, 0, maxTokenCandidates)
+	if headerToken != "" {
+		out = append(out, headerToken)
+	}
+	var others []string
+	// Read the header as net/http's Request.CookiesNamed would, without a
+	// Cookie allocated per pair: a flood costs a scan, not thousands of
+	// allocations.
+	for _, line := range r.Header["Cookie"] {
+		for part := range strings.SplitSeq(line, ";") {
+			if len(out) == maxTokenCandidates {
+				return out
+			}
+			name, v, ok := strings.Cut(strings.TrimSpace(part), "=")
+			if !ok || name != h.cookieName {
+				continue
+			}
+			if len(v) > 1 && v[0] == '"' && v[len(v)-1] == '"' {
+				v = v[1 : len(v)-1]
+			}
+			switch {
+			case v == "" || len(v) > maxTokenLen:
+			case h.keys.SignedNow(v):
+				out = append(out, v)
+			case len(others) < maxTokenCandidates:
+				others = append(others, v)
+			}
+		}
+	}
+	for _, v := range others {
+		if len(out) == maxTokenCandidates {
+			break
+		}
+		out = append(out, v)
+	}
+	return out
 }
 
 // renew re-issues t (same user and position, fresh expiry) once less than
