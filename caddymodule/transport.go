@@ -143,6 +143,38 @@ func (h *Handler) giveToken(w http.ResponseWriter, r *http.Request, t waitroom.T
 	hdr[HeaderToken] = vals[1:]
 }
 
+// keepTokenPrivate makes an answer that hands out a token (a renewal on an
+// admitted answer, whose caching the site decides) private: a shared cache
+// must never give one visitor's token to another. The site's other
+// directives stay; public and s-maxage go, private is added unless the
+// answer is private or no-store already.
+func keepTokenPrivate(hdr http.Header) {
+	if len(hdr[HeaderToken]) == 0 {
+		return
+	}
+	var kept []string
+	private := false
+	for _, v := range hdr.Values("Cache-Control") {
+		for d := range strings.SplitSeq(v, ",") {
+			d = strings.TrimSpace(d)
+			name, _, _ := strings.Cut(d, "=")
+			switch strings.ToLower(strings.TrimSpace(name)) {
+			case "":
+				continue
+			case "public", "s-maxage":
+				continue
+			case "private", "no-store":
+				private = true
+			}
+			kept = append(kept, d)
+		}
+	}
+	if !private {
+		kept = append([]string{"private"}, kept...)
+	}
+	hdr.Set("Cache-Control", strings.Join(kept, ", "))
+}
+
 // cookieSuffix is what follows "<name>=<token>" in the Set-Cookie value of
 // a token, as http.Cookie.String writes it (tested): a token is base64url
 // and dots, so nothing in it needs the sanitising http.SetCookie does byte

@@ -1,11 +1,15 @@
 package caddymodule
 
 import (
+	"context"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -127,5 +131,52 @@ func BenchmarkCookieFlood(b *testing.B) {
 	b.ResetTimer()
 	for range b.N {
 		h.verify(r, "")
+	}
+}
+
+// TestRenewedTokenIsKeptOutOfSharedCaches: an admitted answer that carries
+// a renewed token (cookie and header) is private, whatever the site said
+// about caching it; one without a token keeps the site's word.
+func TestRenewedTokenIsKeptOutOfSharedCaches(t *testing.T) {
+	clk := newClock()
+	h := &Handler{Watermark: 10, TokenTTL: caddy.Duration(30 * time.Minute)}
+	h.now = clk.Now
+	provision(t, h)
+	tok, _ := join(t, h)
+
+	for _, c := range []struct {
+		name, site, want string
+		renewed          bool
+	}{
+		{"fresh token, site says public", "public, max-age=60", "public, max-age=60", false},
+		{"renewed, site says public", "public, max-age=60, s-maxage=300", "private, max-age=60", true},
+		{"renewed, site says nothing", "", "private", true},
+		{"renewed, site says no-store", "no-store", "no-store", true},
+		{"renewed, site says private", "private, max-age=5", "private, max-age=5", true},
+		{"renewed, site says max-age", "max-age=60, must-revalidate", "private, max-age=60, must-revalidate", true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			raw := tok
+			if c.renewed {
+				tk, err := h.keys.Issue("v_renew", h.Event, 1, 10*time.Minute) // under half its life left
+				require.NoError(t, err)
+				raw = tk.Raw
+			}
+			r := get(h, raw)
+			repl := caddy.NewReplacer()
+			r = r.WithContext(context.WithValue(r.Context(), caddy.ReplacerCtxKey, repl))
+			rec := httptest.NewRecorder()
+			next := caddyhttp.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) error {
+				if c.site != "" {
+					w.Header().Set("Cache-Control", c.site)
+				}
+				_, err := w.Write([]byte("origin"))
+				return err
+			})
+			require.NoError(t, h.ServeHTTP(rec, r, next))
+			require.Equal(t, StatusAdmitted, rec.Header().Get(HeaderStatus))
+			assert.Equal(t, c.renewed, rec.Header().Get("Set-Cookie") != "", "renewed")
+			assert.Equal(t, []string{c.want}, rec.Header().Values("Cache-Control"))
+		})
 	}
 }
