@@ -44,6 +44,37 @@ export function cookies(header, name) {
 // maxTokenCandidates). A request offering more is left to it: which of them
 // it looks at is its choice, and the Worker's CPU is not spent on a flood.
 export const MAX_TOKENS = 4;
+// The longest value the gateway takes for a token (maxTokenLen); a longer
+// one is no token at all.
+export const MAX_TOKEN_LEN = 4096;
+
+// signedNow is the start of the tokens the gateway signs now, with its
+// signing key kid (waitroom.KeySet.SignedNow): their encoded header, as Go's
+// encoding/json writes it.
+export function signedNow(kid) {
+  const header = JSON.stringify({ alg: "HS256", kid: String(kid), typ: "JWT" })
+    .replace(/</g, "\\u003c").replace(/>/g, "\\u003e").replace(/&/g, "\\u0026")
+    .replace(/\u2028/g, "\\u2028").replace(/\u2029/g, "\\u2029");
+  let bin = "";
+  for (const b of new TextEncoder().encode(header)) {
+    bin += String.fromCharCode(b);
+  }
+  return btoa(bin).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "") + ".";
+}
+
+// offeredTokens are a request's tokens in the order the gateway verifies
+// them: the header's, then the cookies signed with the current key, then
+// the others, each in the order sent; an empty value is none, and so is an
+// overlong cookie.
+export function offeredTokens(request, event, kids) {
+  const usable = (v) => v !== "" && v.length <= MAX_TOKEN_LEN;
+  const header = request.headers.get(TOKEN_HEADER) ?? "";
+  const all = cookies(request.headers.get("Cookie"), COOKIE_PREFIX + event).filter(usable);
+  const prefix = kids.length > 0 ? signedNow(kids[0]) : null;
+  const current = all.filter((v) => prefix !== null && v.startsWith(prefix));
+  const others = all.filter((v) => !(prefix !== null && v.startsWith(prefix)));
+  return [...(header !== "" ? [header] : []), ...current, ...others];
+}
 
 const admits = (s, pos) => pos >= 1 && !s.paused && pos <= s.watermark && !beyondCap(s, pos);
 const beyondCap = (s, pos) => s.hard_cap > 0 && pos > s.hard_cap;
@@ -65,16 +96,12 @@ export async function judge(request, state, keys, nowMs) {
   const kids = Array.isArray(state.key_ids) ? state.key_ids : [];
   let presented = false;
   let preQueue = null;
-  const offered = [request.headers.get(TOKEN_HEADER) ?? "",
-    ...cookies(request.headers.get("Cookie"), COOKIE_PREFIX + event)];
-  if (offered.filter((raw) => raw !== "").length > MAX_TOKENS) {
+  const offered = offeredTokens(request, event, kids);
+  if (offered.length > MAX_TOKENS) {
     return { verdict: "pass", why: "more tokens than the gateway looks at" };
   }
   let ticket = null;
   for (const raw of offered) {
-    if (raw === "") {
-      continue;
-    }
     presented = true;
     const t = await verify(raw, event, keys, kids, nowMs);
     if (t === "unknown") {
