@@ -442,6 +442,13 @@ func requestVerdicts(t *testing.T, keys []waitroom.Key) (soldOutPages map[string
 		{name: "empty cookie", cookies: func(int64) []string { return []string{""} }},
 		{name: "forged header, admitted cookie", header: forged, cookies: cookie(at(5))},
 		{name: "forged cookie, then an admitted one", cookies: func(event int64) []string { return []string{forged(event), at(5)(event)} }},
+		{name: "the old key's waiting token, then an admitted one", cookies: func(event int64) []string {
+			return []string{issue(t, issuer(t, keys[1:], -time.Minute), event, 11, 30*time.Minute), at(5)(event)}
+		}},
+		{name: "a value longer than a token", cookies: func(int64) []string { return []string{strings.Repeat("a", 5000)} }},
+		{name: "five forged cookies, then an admitted one", cookies: func(event int64) []string {
+			return []string{forged(event), forged(event), forged(event), forged(event), forged(event), at(5)(event)}
+		}},
 		{name: "pre-queue header, waiting cookie", header: preQueue, cookies: cookie(at(11))},
 	}
 	// The sold-out page's language, as the gateway chooses it.

@@ -341,6 +341,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	}
 	if h.JoinRate != nil {
 		h.limiter = newJoinLimiter(h.JoinRate.Joins, time.Duration(h.JoinRate.Per))
+		h.warnSpoofableClients(ctx)
 	}
 
 	if err := registerMetrics(ctx.GetMetricsRegistry()); err != nil {

@@ -4,10 +4,14 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"reflect"
+	"sort"
 	"sync"
 	"time"
 
+	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
 	"golang.org/x/time/rate"
 )
 
@@ -107,4 +111,50 @@ func clientKey(r *http.Request) string {
 		return p.String()
 	}
 	return addr.String()
+}
+
+// warnSpoofableClients warns, when a join rate is set, of every HTTP server
+// that trusts proxies without trusted_proxies_strict: there Caddy takes the
+// leftmost X-Forwarded-For address, which the client writes itself, so a
+// client gets a fresh allowance with every address it makes up. A handler
+// cannot tell which server holds it, so every such server is named.
+func (h *Handler) warnSpoofableClients(ctx caddy.Context) {
+	if h.JoinRate == nil {
+		return
+	}
+	app, err := ctx.AppIfConfigured("http")
+	if err != nil {
+		return
+	}
+	httpApp, ok := app.(*caddyhttp.App)
+	if !ok {
+		return
+	}
+	names := make([]string, 0, len(httpApp.Servers))
+	for name := range httpApp.Servers {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if spoofableClientIP(httpApp.Servers[name]) {
+			h.logger.Warn("join_rate counts the leftmost X-Forwarded-For address, which the client can write: set trusted_proxies_strict",
+				zap.Int64("event", h.Event), zap.String("server", name))
+		}
+	}
+}
+
+// spoofableClientIP reports whether srv takes a client's address from a
+// header the client may have written: it trusts some proxies, and not
+// strictly. A server already provisioned has loaded its trusted_proxies
+// into a field of its own (and cleared the raw one); one not yet
+// provisioned still holds the raw config.
+func spoofableClientIP(srv *caddyhttp.Server) bool {
+	if srv == nil || srv.TrustedProxiesStrict > 0 {
+		return false
+	}
+	if srv.TrustedProxiesRaw != nil || srv.TrustedProxiesUnix {
+		return true
+	}
+	f := reflect.ValueOf(srv).Elem().FieldByName("trustedProxies")
+	return f.IsValid() && f.Kind() == reflect.Interface && !f.IsNil()
 }

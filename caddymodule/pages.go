@@ -98,21 +98,66 @@ func mentions(values []string, s string) bool {
 	return false
 }
 
-// catalogPage is the page in text's language, linking to u in the others.
+// catalogPage is the page in text's language, linking to itself in the
+// others.
 func (h *Handler) catalogPage(text locale.Text, u *url.URL) (Page, error) {
+	return h.languagePage(text, keptQuery(u))
+}
+
+// languagePage is the page in text's language, its language links keeping
+// query (encoded, without lang). A link is the query alone ("?…&lang=de"):
+// it keeps the page's path without writing it, so a path the visitor chose
+// (one starting with "//" would make a link to another host) never
+// reaches the page.
+func (h *Handler) languagePage(text locale.Text, query string) (Page, error) {
 	p := Page{Text: text}
+	prefix := "?"
+	if query != "" {
+		prefix = "?" + query + "&"
+	}
 	for _, l := range h.catalog.Languages() {
 		name, err := l.T("lang_name")
 		if err != nil {
 			return Page{}, err
 		}
-		q := u.Query()
-		q.Set(langParam, l.Lang())
 		p.Languages = append(p.Languages, LanguageLink{
-			Lang: l.Lang(), Name: name, Href: u.EscapedPath() + "?" + q.Encode(), Current: l.Lang() == text.Lang(),
+			Lang: l.Lang(), Name: name, Href: prefix + langParam + "=" + url.QueryEscape(l.Lang()), Current: l.Lang() == text.Lang(),
 		})
 	}
 	return p, nil
+}
+
+// keptQuery is the query of u the language links keep: all of it but lang.
+func keptQuery(u *url.URL) string {
+	if u.RawQuery == "" {
+		return ""
+	}
+	q := u.Query()
+	q.Del(langParam)
+	return q.Encode()
+}
+
+// linkHref writes a link's href as the pages' templates do.
+var linkHref = template.Must(template.New("href").Parse(`<a href="{{.}}">`))
+
+// linkQuery is what a shell's links get where shellQuery stood: the kept
+// query of u and its "&", escaped as the template escapes a link.
+func linkQuery(u *url.URL) (string, error) {
+	q := keptQuery(u)
+	if q == "" {
+		return "", nil
+	}
+	return escapeLinkQuery(q)
+}
+
+// escapeLinkQuery is q and its "&" as they are written in a link.
+func escapeLinkQuery(q string) (string, error) {
+	var b strings.Builder
+	if err := linkHref.Execute(&b, "?"+q+"&"); err != nil {
+		return "", err
+	}
+	s := strings.TrimSuffix(strings.TrimPrefix(b.String(), `<a href="?`), `">`)
+	return s, nil
 }
 
 // loadPages sets up the handler's pages: the catalogs, and the configured
@@ -214,10 +259,14 @@ func (h *Handler) wait(w http.ResponseWriter, r *http.Request, repl *caddy.Repla
 		}
 		return h.render(w, h.WaitingStatus, h.waitingPage, page)
 	}
-	key := shellKey{lang: text.Lang(), words: words, path: r.URL.EscapedPath(), query: r.URL.RawQuery, paused: s.Paused, retry: retry}
+	key := shellKey{lang: text.Lang(), words: words, paused: s.Paused, retry: retry}
+	query, err := linkQuery(r.URL)
+	if err != nil {
+		return caddyhttp.Error(http.StatusInternalServerError, err)
+	}
 	sh, ok := h.shells.get(key)
 	if !ok {
-		if sh, ok, err = h.waitingShell(text, r.URL, page); err != nil {
+		if sh, ok, err = h.waitingShell(text, page); err != nil {
 			return caddyhttp.Error(http.StatusInternalServerError, err)
 		}
 		if !ok {
@@ -232,15 +281,15 @@ func (h *Handler) wait(w http.ResponseWriter, r *http.Request, repl *caddy.Repla
 	}
 	b := getBody()
 	defer putBody(b)
-	*b = sh.fill(*b, text.Number(t.Position), text.Number(ahead))
+	*b = sh.fill(*b, text.Number(t.Position), text.Number(ahead), query)
 	return writeHTML(w, h.WaitingStatus, *b)
 }
 
 // waitingShell renders the default waiting page of page's key with the
-// stand-in numbers, and cuts it where they are.
-func (h *Handler) waitingShell(text locale.Text, u *url.URL, page WaitingPage) (shell, bool, error) {
+// stand-ins, and cuts it where they are.
+func (h *Handler) waitingShell(text locale.Text, page WaitingPage) (shell, bool, error) {
 	var err error
-	if page.Page, err = h.catalogPage(text, u); err != nil {
+	if page.Page, err = h.languagePage(text, shellQuery); err != nil {
 		return shell{}, false, err
 	}
 	page.Position, page.Ahead = shellPosition, shellAhead
@@ -248,7 +297,11 @@ func (h *Handler) waitingShell(text locale.Text, u *url.URL, page WaitingPage) (
 	if err := defaultWaitingPage.Execute(&b, page); err != nil {
 		return shell{}, false, fmt.Errorf("waitroom page %s: %w", defaultWaitingPage.Name(), err)
 	}
-	sh, ok := cut(b.String(), template.HTMLEscapeString(text.Number(shellPosition)), template.HTMLEscapeString(text.Number(shellAhead)))
+	query, err := escapeLinkQuery(shellQuery)
+	if err != nil {
+		return shell{}, false, err
+	}
+	sh, ok := cut(b.String(), template.HTMLEscapeString(text.Number(shellPosition)), template.HTMLEscapeString(text.Number(shellAhead)), query)
 	return sh, ok, nil
 }
 

@@ -84,7 +84,8 @@ func TestPageLanguage(t *testing.T) {
 }
 
 // TestLanguageLinks: every page links to itself in the other languages,
-// keeping its path and query.
+// keeping its path and query: a link of the query alone, so the path, which
+// the visitor chose, is never written into the page.
 func TestLanguageLinks(t *testing.T) {
 	h := provision(t, &Handler{})
 	res := serve(t, h, htmlGet(h, "/buy?item=7&lang=de"))
@@ -101,8 +102,27 @@ func TestLanguageLinks(t *testing.T) {
 		got = append(got, current+text(a)+" "+attr(a, "href"))
 	}
 	assert.Equal(t, []string{
-		"English /buy?item=7&lang=en", "*Deutsch /buy?item=7&lang=de", "Español /buy?item=7&lang=es", "日本語 /buy?item=7&lang=ja",
+		"English ?item=7&lang=en", "*Deutsch ?item=7&lang=de", "Español ?item=7&lang=es", "日本語 ?item=7&lang=ja",
 	}, got)
+}
+
+// TestLanguageLinksStayOnTheSite: a path that starts with // (or /\) would
+// make a link written with it point to another host.
+func TestLanguageLinksStayOnTheSite(t *testing.T) {
+	h := provision(t, &Handler{})
+	for _, target := range []string{"//evil.example/x", "//evil.example/x?lang=de", "/%2F%2Fevil.example/x", "/\\evil.example/x"} {
+		for _, res := range []result{serve(t, h, htmlGet(h, target)), serve(t, h, htmlGet(h, target, "Accept-Language", "de"))} {
+			nav := find(parse(t, res.rec.Body.String(), true), tag("nav"))
+			require.NotNil(t, nav, target)
+			for _, a := range findAll(nav, tag("a")) {
+				base, err := url.Parse("http://tickets.test" + target)
+				require.NoError(t, err)
+				ref, err := url.Parse(attr(a, "href"))
+				require.NoError(t, err, target)
+				assert.Equal(t, "tickets.test", base.ResolveReference(ref).Host, "%s: %s", target, attr(a, "href"))
+			}
+		}
+	}
 }
 
 // TestOperatorLocales: a catalog file in the locales directory adds a

@@ -31,7 +31,7 @@ func TestWaitingShellIsTheTemplatesPage(t *testing.T) {
 			}{{false, words, 12}, {false, "", 2}, {true, "", 30}} {
 				page := WaitingPage{Event: h.Event, AdmittedThrough: 5000, EstimatedWaitSeconds: 240,
 					EstimatedWait: c.words, Paused: c.paused, RetryAfterSeconds: c.retry}
-				sh, ok, err := h.waitingShell(text, u, page)
+				sh, ok, err := h.waitingShell(text, page)
 				require.NoError(t, err)
 				require.True(t, ok, "the stand-ins occur once each")
 				for _, n := range []struct{ pos, ahead int64 }{{1, 0}, {12400, 7399}, {1_234_567, 999}, {9_000_000_000, 8_999_994_999}} {
@@ -42,7 +42,9 @@ func TestWaitingShellIsTheTemplatesPage(t *testing.T) {
 					want.Position, want.Ahead = n.pos, n.ahead
 					var b strings.Builder
 					require.NoError(t, defaultWaitingPage.Execute(&b, want), name)
-					assert.Equal(t, b.String(), string(sh.fill(nil, text.Number(n.pos), text.Number(n.ahead))), name)
+					query, err := linkQuery(u)
+					require.NoError(t, err)
+					assert.Equal(t, b.String(), string(sh.fill(nil, text.Number(n.pos), text.Number(n.ahead), query)), name)
 				}
 			}
 		}
@@ -53,22 +55,48 @@ func TestWaitingShellIsTheTemplatesPage(t *testing.T) {
 // no shell.
 func TestCutRefusesAmbiguousPages(t *testing.T) {
 	for _, page := range []string{"no numbers", "7 and 7 and 8", "8 then 7", "7 and 8 and 8"} {
-		_, ok := cut(page, "7", "8")
+		_, ok := cut(page, "7", "8", "Q")
 		assert.False(t, ok, page)
 	}
-	sh, ok := cut("a 7 b 8 c", "7", "8")
+	sh, ok := cut("a 7 b 8 c", "7", "8", "Q")
 	require.True(t, ok)
-	assert.Equal(t, "x a &lt;1&gt; b 2 c", string(sh.fill([]byte("x "), "<1>", "2")))
+	assert.Equal(t, "x a &lt;1&gt; b 2 c", string(sh.fill([]byte("x "), "<1>", "2", "q")))
+	sh, ok = cut("Q a 7 Q b 8 cQ", "7", "8", "Q")
+	require.True(t, ok)
+	assert.Equal(t, "q&amp; a 1 q&amp; b 2 cq&amp;", string(sh.fill(nil, "1", "2", "q&amp;")))
 }
 
-// The cache starts over past its bound rather than growing with the URLs
-// visitors choose.
-func TestShellsAreBounded(t *testing.T) {
+// The cache starts over past its bound in bytes rather than growing with
+// what visitors choose.
+func TestShellsAreBoundedByBytes(t *testing.T) {
 	var c shells
-	for i := range maxShells + 10 {
-		c.put(shellKey{path: fmt.Sprint(i)}, shell{})
+	big := strings.Repeat("x", 64<<10)
+	for i := range 2 * maxShellBytes / len(big) {
+		c.put(shellKey{lang: fmt.Sprint(i)}, shell{parts: []string{big}})
 	}
-	assert.LessOrEqual(t, len(c.m), maxShells)
-	_, ok := c.get(shellKey{path: fmt.Sprint(maxShells + 9)})
+	assert.LessOrEqual(t, c.bytes, maxShellBytes)
+	total := 0
+	for _, sh := range c.m {
+		total += sh.size()
+	}
+	assert.Equal(t, total, c.bytes)
+	_, ok := c.get(shellKey{lang: fmt.Sprint(2*maxShellBytes/len(big) - 1)})
 	assert.True(t, ok, "the newest is kept")
+}
+
+// The waiting page's shell is keyed by what the page says, not by the URL
+// the visitor chose: any path and query share one shell.
+func TestShellsAreNotKeyedByTheURL(t *testing.T) {
+	h := provision(t, &Handler{})
+	for i := range 3 {
+		join(t, h)
+		tok, _ := tokenAt(t, h, 1)
+		for _, target := range []string{"/buy", "/buy?x=" + fmt.Sprint(i), "/other/" + fmt.Sprint(i) + "?utm=" + strings.Repeat("y", 1000)} {
+			r := htmlGet(h, target)
+			r.Header.Set(HeaderToken, tok)
+			res := serve(t, h, r)
+			require.Equal(t, StatusWaiting, res.status(), target)
+		}
+	}
+	assert.Len(t, h.shells.m, 1)
 }

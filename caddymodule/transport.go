@@ -36,11 +36,8 @@ func (h *Handler) verify(r *http.Request, headerToken string) (t waitroom.Ticket
 		t = got
 		return true
 	}
-	if headerToken != "" && try(headerToken) {
-		return t, true, true
-	}
-	for _, c := range r.CookiesNamed(h.cookieName) {
-		if c.Value != "" && try(c.Value) {
+	for _, raw := range h.tokenCandidates(r, headerToken) {
+		if try(raw) {
 			return t, true, true
 		}
 	}
@@ -48,6 +45,60 @@ func (h *Handler) verify(r *http.Request, headerToken string) (t waitroom.Ticket
 		return pre, true, true
 	}
 	return waitroom.Ticket{}, presented, false
+}
+
+// maxTokenCandidates bounds the tokens verified for one request: each is an
+// HMAC and a JSON parse, and a request may carry thousands of cookies named
+// for the event. A browser sends one, two while an older cookie of another
+// path or domain lingers.
+const maxTokenCandidates = 4
+
+// maxTokenLen is the longest value taken for a token; one of ours is a few
+// hundred bytes, a long account id included.
+const maxTokenLen = 4096
+
+// tokenCandidates are the tokens verify checks, in order, at most
+// maxTokenCandidates: the header's, then the cookies signed with the current
+// key, then the others (an older key's, or forged), each group in the order
+// sent. Past the bound a token is not looked at, so a client that floods
+// its own request may lose its place, never the gateway its time.
+func (h *Handler) tokenCandidates(r *http.Request, headerToken string) []string {
+	out := make([]string, 0, maxTokenCandidates)
+	if headerToken != "" {
+		out = append(out, headerToken)
+	}
+	var others []string
+	// Read the header as net/http's Request.CookiesNamed would, without a
+	// Cookie allocated per pair: a flood costs a scan, not thousands of
+	// allocations.
+	for _, line := range r.Header["Cookie"] {
+		for part := range strings.SplitSeq(line, ";") {
+			if len(out) == maxTokenCandidates {
+				return out
+			}
+			name, v, ok := strings.Cut(strings.TrimSpace(part), "=")
+			if !ok || name != h.cookieName {
+				continue
+			}
+			if len(v) > 1 && v[0] == '"' && v[len(v)-1] == '"' {
+				v = v[1 : len(v)-1]
+			}
+			switch {
+			case v == "" || len(v) > maxTokenLen:
+			case h.keys.SignedNow(v):
+				out = append(out, v)
+			case len(others) < maxTokenCandidates:
+				others = append(others, v)
+			}
+		}
+	}
+	for _, v := range others {
+		if len(out) == maxTokenCandidates {
+			break
+		}
+		out = append(out, v)
+	}
+	return out
 }
 
 // renew re-issues t (same user and position, fresh expiry) once less than
@@ -90,6 +141,38 @@ func (h *Handler) giveToken(w http.ResponseWriter, r *http.Request, t waitroom.T
 		hdr["Set-Cookie"] = vals[:1:1]
 	}
 	hdr[HeaderToken] = vals[1:]
+}
+
+// keepTokenPrivate makes an answer that hands out a token (a renewal on an
+// admitted answer, whose caching the site decides) private: a shared cache
+// must never give one visitor's token to another. The site's other
+// directives stay; public and s-maxage go, private is added unless the
+// answer is private or no-store already.
+func keepTokenPrivate(hdr http.Header) {
+	if len(hdr[HeaderToken]) == 0 {
+		return
+	}
+	var kept []string
+	private := false
+	for _, v := range hdr.Values("Cache-Control") {
+		for d := range strings.SplitSeq(v, ",") {
+			d = strings.TrimSpace(d)
+			name, _, _ := strings.Cut(d, "=")
+			switch strings.ToLower(strings.TrimSpace(name)) {
+			case "":
+				continue
+			case "public", "s-maxage":
+				continue
+			case "private", "no-store":
+				private = true
+			}
+			kept = append(kept, d)
+		}
+	}
+	if !private {
+		kept = append([]string{"private"}, kept...)
+	}
+	hdr.Set("Cache-Control", strings.Join(kept, ", "))
 }
 
 // cookieSuffix is what follows "<name>=<token>" in the Set-Cookie value of

@@ -49,6 +49,7 @@ func (cw *commandWriter) command() {
 	}
 	cw.done = true
 	hdr := cw.Header()
+	keepTokenPrivate(hdr)
 	var revoke bool
 	for name, vals := range hdr {
 		if !sameHeaderName(name, HeaderCommand) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 )
 
 // Correction is what Correct did.
@@ -18,6 +19,9 @@ type Correction struct {
 	// Places is by how many places the general-admission sections' counts
 	// were set right, in all.
 	Places int64
+	// Lapsed counts the holds of add not added for expiring before
+	// notBefore.
+	Lapsed int64
 }
 
 // Correct brings an event's keys in line with the ledger without stopping
@@ -33,15 +37,23 @@ type Correction struct {
 // it. A hold whose ledger row is not written yet keeps its seats until
 // its own request settles it. Read the ledger after the Redis state the
 // drops were chosen from: a hold is added only if Redis still lacks it when
-// the script runs. It fails with ErrNotLoaded, or ErrFrozen while a rebuild
-// holds the fence (the rebuild sets everything anyway).
-func (inv *Inventory) Correct(ctx context.Context, event, sellable int64, sections map[string]int64, add []LiveHold, drop []string) (Correction, error) {
+// the script runs. A pending hold of add expiring before notBefore (zero:
+// no bound) is not added: a node whose clock is ahead may have reclaimed
+// it, and its seats gone to another hold, so the caller passes its clock
+// plus how far apart the nodes' clocks may be. It fails with ErrNotLoaded,
+// or ErrFrozen while a rebuild holds the fence (the rebuild sets everything
+// anyway).
+func (inv *Inventory) Correct(ctx context.Context, event, sellable int64, sections map[string]int64, notBefore time.Time, add []LiveHold, drop []string) (Correction, error) {
 	capacities, err := sectionsArg(sections)
 	if err != nil {
 		return Correction{}, fmt.Errorf("correct event %d: %w", event, err)
 	}
-	args := make([]any, 0, 3+4*len(add)+len(drop))
-	args = append(args, sellable, capacities, len(add))
+	bound := int64(0)
+	if !notBefore.IsZero() {
+		bound = ms(notBefore)
+	}
+	args := make([]any, 0, 4+4*len(add)+len(drop))
+	args = append(args, sellable, capacities, bound, len(add))
 	for _, h := range add {
 		rec, err := json.Marshal(h.record())
 		if err != nil {
@@ -60,7 +72,7 @@ func (inv *Inventory) Correct(ctx context.Context, event, sellable int64, sectio
 	if err != nil {
 		return Correction{}, fmt.Errorf("correct event %d: %w", event, err)
 	}
-	r, err := parseReply(vals, 7)
+	r, err := parseReply(vals, 8)
 	if err != nil {
 		return Correction{}, fmt.Errorf("correct event %d: %w", event, err)
 	}
@@ -70,7 +82,7 @@ func (inv *Inventory) Correct(ctx context.Context, event, sellable int64, sectio
 	case notLoaded:
 		return Correction{}, fmt.Errorf("correct event %d: %w", event, ErrNotLoaded)
 	}
-	c := Correction{Before: r.int(1), After: r.int(2), Added: r.int(3), Dropped: r.int(4), Seats: r.int(5), Places: r.int(6)}
+	c := Correction{Before: r.int(1), After: r.int(2), Added: r.int(3), Dropped: r.int(4), Seats: r.int(5), Places: r.int(6), Lapsed: r.int(7)}
 	return c, r.err
 }
 

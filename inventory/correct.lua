@@ -20,26 +20,35 @@
 -- ARGV[1] -> sellable seats of the event
 -- ARGV[2] -> the general-admission sections' capacities (JSON object
 --            section -> places; {} for none)
--- ARGV[3] -> n, the number of holds to add
--- ARGV[4 .. 3+4n] -> four values per hold to add: hold id, user id, record
+-- ARGV[3] -> not before, unix ms (0: none): a pending hold to add that
+--            expires before it is not added. Another node, its clock
+--            ahead of the caller's, may have reclaimed it already and its
+--            seats gone to another hold; the caller passes its clock plus
+--            how far apart the nodes' clocks may be.
+-- ARGV[4] -> n, the number of holds to add
+-- ARGV[5 .. 4+4n] -> four values per hold to add: hold id, user id, record
 --              (JSON), expires_at ms (-1: not in the expiry index); one that
 --              Redis has by now is left as it is
--- ARGV[4+4n ..] -> ids of holds to drop (a buyer's record of no seats stays)
+-- ARGV[5+4n ..] -> ids of holds to drop (a buyer's record of no seats stays)
 -- returns {outcome, remaining before, remaining after, added, dropped,
 --          seats whose owner was wrong (missing, stray or another hold's),
---          places by which the sections' counts were wrong}
+--          places by which the sections' counts were wrong, holds not added
+--          for expiring before ARGV[3]}
 --   outcome: "ok", "not_loaded" or "frozen" (nothing changed)
 if redis.call('EXISTS', KEYS[5]) == 1 then
-  return {'frozen', 0, 0, 0, 0, 0, 0}
+  return {'frozen', 0, 0, 0, 0, 0, 0, 0}
 end
 if redis.call('EXISTS', KEYS[1]) == 0 then
-  return {'not_loaded', 0, 0, 0, 0, 0, 0}
+  return {'not_loaded', 0, 0, 0, 0, 0, 0, 0}
 end
-local n = tonumber(ARGV[3])
-local added, dropped = 0, 0
-for i = 4, 3 + 4 * n, 4 do
+local notBefore = tonumber(ARGV[3])
+local n = tonumber(ARGV[4])
+local added, dropped, lapsed = 0, 0, 0
+for i = 5, 4 + 4 * n, 4 do
   local id, user, rec, exp = ARGV[i], ARGV[i + 1], ARGV[i + 2], tonumber(ARGV[i + 3])
-  if redis.call('HEXISTS', KEYS[3], id) == 0 then
+  if exp >= 0 and exp < notBefore then
+    lapsed = lapsed + 1
+  elseif redis.call('HEXISTS', KEYS[3], id) == 0 then
     redis.call('HSET', KEYS[3], id, rec)
     if exp >= 0 then
       redis.call('ZADD', KEYS[4], exp, id)
@@ -51,7 +60,7 @@ for i = 4, 3 + 4 * n, 4 do
     added = added + 1
   end
 end
-for i = 4 + 4 * n, #ARGV do
+for i = 5 + 4 * n, #ARGV do
   local id = ARGV[i]
   local rec = redis.call('HGET', KEYS[3], id)
   if rec then
@@ -117,4 +126,4 @@ if after < 0 then
   after = 0
 end
 redis.call('SET', KEYS[1], after)
-return {'ok', before, after, added, dropped, fixed, placesFixed}
+return {'ok', before, after, added, dropped, fixed, placesFixed, lapsed}

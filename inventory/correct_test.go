@@ -27,7 +27,7 @@ func TestCorrect(t *testing.T) {
 
 	dan := inventory.LiveHold{ID: "lost", User: "dan", Quantity: 4, ExpiresAt: t0.Add(time.Hour)}
 	again := inventory.LiveHold{ID: "kept", User: "ann", Quantity: 1, ExpiresAt: t0.Add(time.Hour)}
-	c, err := inv.Correct(ctx, event, 12, nil, []inventory.LiveHold{dan, again}, []string{"ended", "buyer", "unknown"})
+	c, err := inv.Correct(ctx, event, 12, nil, time.Time{}, []inventory.LiveHold{dan, again}, []string{"ended", "buyer", "unknown"})
 	require.NoError(t, err)
 	// 12 sellable − ann 1 − cat 2 − dan 4.
 	assert.Equal(t, inventory.Correction{Before: 11, After: 5, Added: 1, Dropped: 1}, c)
@@ -41,7 +41,7 @@ func TestCorrect(t *testing.T) {
 	assert.Equal(t, int64(4), res.Seats, "dan's hold is a hold like any other")
 
 	// Nothing to correct: nothing changes.
-	c, err = inv.Correct(ctx, event, 12, nil, nil, nil)
+	c, err = inv.Correct(ctx, event, 12, nil, time.Time{}, nil, nil)
 	require.NoError(t, err)
 	assert.Equal(t, c.Before, c.After)
 }
@@ -122,4 +122,32 @@ func TestReleaseDroppingBuyer(t *testing.T) {
 	res, err = inv.Release(ctx, event, c.HoldID, inventory.DropBuyer)
 	require.NoError(t, err)
 	assert.Equal(t, inventory.ReleaseResult{Outcome: inventory.Released, Remaining: 2, Seats: 1}, res)
+}
+
+// TestCorrectNeverPutsBackAReclaimedHold: a node whose clock is ahead
+// reclaimed a lapsed hold; the corrector, its clock behind, still reads the
+// hold live in the ledger. A hold expiring before the corrector's bound
+// (its clock plus the nodes' skew margin) is not added back: its seats
+// could be another buyer's by now.
+func TestCorrectNeverPutsBackAReclaimedHold(t *testing.T) {
+	ctx := context.Background()
+	lapsed := inventory.LiveHold{ID: "lapsed", User: "ann", Quantity: 2, ExpiresAt: t0}
+	inv, _, event := loaded(t, 10, lapsed)
+
+	// The node ahead reclaims it.
+	_, seats, _, err := inv.Reclaim(ctx, event, t0.Add(time.Millisecond))
+	require.NoError(t, err)
+	require.Equal(t, int64(2), seats)
+	require.Equal(t, int64(12), remaining(t, inv, event))
+
+	// The corrector's clock is 500 ms behind; the margin is a second.
+	const margin = time.Second
+	slow := t0.Add(time.Millisecond - 500*time.Millisecond)
+	later := inventory.LiveHold{ID: "later", User: "bob", Quantity: 3, ExpiresAt: slow.Add(margin + time.Second)}
+	c, err := inv.Correct(ctx, event, 12, nil, slow.Add(margin), []inventory.LiveHold{lapsed, later}, nil)
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), c.Added, "only the hold that cannot have lapsed on any node is put back")
+	assert.Equal(t, int64(1), c.Lapsed)
+	assert.Equal(t, int64(12-3), remaining(t, inv, event), "the reclaimed seats stay free")
+	assert.Equal(t, inventory.Held, hold(t, inv, event, "ann", 1, t0).Outcome, "ann's lapsed hold is gone")
 }

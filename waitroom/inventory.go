@@ -83,13 +83,16 @@ var errNoInventoryStore = errors.New("the store keeps no inventory")
 
 // Inventory is the origin's last figures the room read (Run reads them at
 // every poll), and whether they are known and fresh: published at most
-// InventoryFresh ago.
+// InventoryFresh ago, and dated at most InventoryFresh ahead of the room's
+// clock (an origin's clock may be a little ahead; figures from far ahead
+// would stay fresh until that time).
 func (r *Room) Inventory() (Inventory, bool) {
 	p := r.inventory.Load()
 	if p == nil {
 		return Inventory{}, false
 	}
-	return *p, r.opts.Now().Sub(p.At) <= InventoryFresh
+	age := r.opts.Now().Sub(p.At)
+	return *p, age <= InventoryFresh && age >= -InventoryFresh
 }
 
 // syncInventory reads the published figures into memory.
@@ -105,7 +108,13 @@ func (r *Room) syncInventory(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if cur := r.inventory.Load(); cur == nil || !inv.At.Before(cur.At) {
+	// Figures dated past what a clock's skew explains are not kept: newer
+	// ones would be taken for older and shut out until that date.
+	ahead := r.opts.Now().Add(InventoryFresh)
+	if inv.At.After(ahead) {
+		return nil
+	}
+	if cur := r.inventory.Load(); cur == nil || !inv.At.Before(cur.At) || cur.At.After(ahead) {
 		r.inventory.Store(&inv)
 	}
 	return nil

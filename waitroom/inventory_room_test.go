@@ -49,6 +49,54 @@ func TestRoomInventoryIsFreshOrUnknown(t *testing.T) {
 	}
 }
 
+// TestRoomInventoryFromTheFutureIsNotBelieved: figures dated ahead of the
+// gateway's clock (an origin whose clock runs fast) are neither fresh nor
+// kept, so they cannot shut out the figures published after them.
+func TestRoomInventoryFromTheFutureIsNotBelieved(t *testing.T) {
+	for name, store := range map[string]func(*fakeClock) Store{
+		"memory": func(c *fakeClock) Store { return NewMemoryStore(c.Now) },
+		"redis": func(c *fakeClock) Store {
+			return NewRedisStore(testenv.Redis(t), RedisOptions{Now: c.Now})
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			evt := testenv.EventID()
+			clock := newClock()
+			s := store(clock)
+			origin := NewRoom(s, evt, RoomOptions{Follow: true, Now: clock.Now})
+			gateway := NewRoom(s, evt, RoomOptions{Now: clock.Now})
+
+			require.NoError(t, origin.PublishInventory(ctx, Inventory{Remaining: 1, At: clock.Now().Add(time.Hour)}))
+			_, err := gateway.Refresh(ctx)
+			require.NoError(t, err)
+			_, ok := gateway.Inventory()
+			assert.False(t, ok, "an hour ahead: not fresh")
+
+			// Within the freshness of the clock ahead is a clock's skew.
+			require.NoError(t, origin.PublishInventory(ctx, Inventory{Remaining: 2, At: clock.Now().Add(InventoryFresh)}))
+			_, err = gateway.Refresh(ctx)
+			require.NoError(t, err)
+			inv, ok := gateway.Inventory()
+			assert.True(t, ok)
+			assert.Equal(t, int64(2), inv.Remaining)
+
+			// A far-future record read by the gateway does not hide the
+			// figures published after it.
+			require.NoError(t, origin.PublishInventory(ctx, Inventory{Remaining: 3, At: clock.Now().Add(time.Hour)}))
+			_, err = gateway.Refresh(ctx)
+			require.NoError(t, err)
+			clock.Advance(InventoryFresh + time.Second)
+			require.NoError(t, origin.PublishInventory(ctx, Inventory{Remaining: 4}))
+			_, err = gateway.Refresh(ctx)
+			require.NoError(t, err)
+			inv, ok = gateway.Inventory()
+			assert.True(t, ok, "the figures published now are fresh")
+			assert.Equal(t, int64(4), inv.Remaining)
+		})
+	}
+}
+
 // TestRoomDerivesHardCap: with a hard cap per seat remaining, the room
 // keeps the hard cap at the watermark plus k positions per seat the origin
 // says remain, logged with why; a fixed hard cap ends it.

@@ -31,7 +31,9 @@ type State struct {
 	SoldOut   bool  `json:"sold_out"`
 	Paused    bool  `json:"paused"`
 	Watermark int64 `json:"watermark"`
-	// HardCap is the last position that can ever be admitted; 0 means none.
+	// HardCap is the last position admitted for now; 0 means none. It can
+	// be raised live, or follow the remaining seats, so the Worker never
+	// answers 410 by it.
 	HardCap int64 `json:"hard_cap"`
 	// KeyIDs are the kids of the gateway's key set, signing key first.
 	KeyIDs []string `json:"key_ids"`
@@ -42,8 +44,8 @@ type State struct {
 	// first.
 	Languages []string `json:"languages"`
 	// SoldOutPages is the gateway's sold-out page in each language,
-	// rendered for the path "/": its links to the other languages are
-	// "/?lang=<tag>".
+	// rendered for a request without a query: its links to the other
+	// languages are "?lang=<tag>", which keep any path.
 	SoldOutPages map[string]string `json:"sold_out_pages"`
 }
 

@@ -137,7 +137,10 @@ func (rc *Recovery) Correct(ctx context.Context, ev *Event) (inventory.Correctio
 	if rc.beforeCorrect != nil {
 		rc.beforeCorrect()
 	}
-	c, err := rc.inv.Correct(ctx, ev.ID, ev.Sellable, ev.sectionCapacities(), add, ended)
+	// A hold this node reads live may have lapsed by the clock of another
+	// node, ahead of this one by up to the margin, and been reclaimed there,
+	// its seats gone to another hold: such a hold is not put back.
+	c, err := rc.inv.Correct(ctx, ev.ID, ev.Sellable, ev.sectionCapacities(), rc.now().Add(rc.cfg.ClockSkewMargin), add, ended)
 	if err != nil {
 		return c, err
 	}
@@ -172,7 +175,7 @@ func (rc *Recovery) dropEndedSince(ctx context.Context, ev *Event, added []inven
 	if err != nil || len(ended) == 0 {
 		return c, err
 	}
-	again, err := rc.inv.Correct(ctx, ev.ID, ev.Sellable, ev.sectionCapacities(), nil, ended)
+	again, err := rc.inv.Correct(ctx, ev.ID, ev.Sellable, ev.sectionCapacities(), time.Time{}, nil, ended)
 	if err != nil {
 		return c, err
 	}

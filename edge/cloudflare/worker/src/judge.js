@@ -40,6 +40,42 @@ export function cookies(header, name) {
   return out;
 }
 
+// The most tokens of a request the gateway verifies (caddymodule/transport.go
+// maxTokenCandidates). A request offering more is left to it: which of them
+// it looks at is its choice, and the Worker's CPU is not spent on a flood.
+export const MAX_TOKENS = 4;
+// The longest value the gateway takes for a token (maxTokenLen); a longer
+// one is no token at all.
+export const MAX_TOKEN_LEN = 4096;
+
+// signedNow is the start of the tokens the gateway signs now, with its
+// signing key kid (waitroom.KeySet.SignedNow): their encoded header, as Go's
+// encoding/json writes it.
+export function signedNow(kid) {
+  const header = JSON.stringify({ alg: "HS256", kid: String(kid), typ: "JWT" })
+    .replace(/</g, "\\u003c").replace(/>/g, "\\u003e").replace(/&/g, "\\u0026")
+    .replace(/\u2028/g, "\\u2028").replace(/\u2029/g, "\\u2029");
+  let bin = "";
+  for (const b of new TextEncoder().encode(header)) {
+    bin += String.fromCharCode(b);
+  }
+  return btoa(bin).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "") + ".";
+}
+
+// offeredTokens are a request's tokens in the order the gateway verifies
+// them: the header's, then the cookies signed with the current key, then
+// the others, each in the order sent; an empty value is none, and so is an
+// overlong cookie.
+export function offeredTokens(request, event, kids) {
+  const usable = (v) => v !== "" && v.length <= MAX_TOKEN_LEN;
+  const header = request.headers.get(TOKEN_HEADER) ?? "";
+  const all = cookies(request.headers.get("Cookie"), COOKIE_PREFIX + event).filter(usable);
+  const prefix = kids.length > 0 ? signedNow(kids[0]) : null;
+  const current = all.filter((v) => prefix !== null && v.startsWith(prefix));
+  const others = all.filter((v) => !(prefix !== null && v.startsWith(prefix)));
+  return [...(header !== "" ? [header] : []), ...current, ...others];
+}
+
 const admits = (s, pos) => pos >= 1 && !s.paused && pos <= s.watermark && !beyondCap(s, pos);
 const beyondCap = (s, pos) => s.hard_cap > 0 && pos > s.hard_cap;
 
@@ -49,21 +85,23 @@ export async function judge(request, state, keys, nowMs) {
   if (!state || state.v !== STATE_VERSION) {
     return { verdict: "pass", why: "no state" };
   }
-  if (!state.sold_out && !(state.hard_cap > 0)) {
-    // Nothing the edge could turn away.
+  if (!state.sold_out) {
+    // The edge answers 410 only for a state that cannot change back while
+    // its KV value lags: an event the operator sold out. A hard cap can be
+    // raised live, or is derived from the remaining seats at every poll,
+    // so a token past it is the gateway's to judge.
     return { verdict: "pass", why: "open" };
   }
   const event = state.event;
   const kids = Array.isArray(state.key_ids) ? state.key_ids : [];
   let presented = false;
   let preQueue = null;
-  const offered = [request.headers.get(TOKEN_HEADER) ?? "",
-    ...cookies(request.headers.get("Cookie"), COOKIE_PREFIX + event)];
+  const offered = offeredTokens(request, event, kids);
+  if (offered.length > MAX_TOKENS) {
+    return { verdict: "pass", why: "more tokens than the gateway looks at" };
+  }
   let ticket = null;
   for (const raw of offered) {
-    if (raw === "") {
-      continue;
-    }
     presented = true;
     const t = await verify(raw, event, keys, kids, nowMs);
     if (t === "unknown") {
@@ -82,10 +120,15 @@ export async function judge(request, state, keys, nowMs) {
     if (admits(state, ticket.position)) {
       return { verdict: "pass", why: "admitted" };
     }
-    if (beyondCap(state, ticket.position) || (state.sold_out && ticket.position > state.watermark)) {
+    if (ticket.position > state.watermark) {
       return { verdict: "sold_out", tokenHolder: true };
     }
-    return { verdict: "pass", why: "waiting" };
+    if (beyondCap(state, ticket.position)) {
+      // Below the watermark of a sold-out event, the cap alone keeps it
+      // out, and a raised cap lets it in.
+      return { verdict: "pass", why: "past a hard cap, which can move" };
+    }
+    return { verdict: "pass", why: "paused" };
   }
   if (preQueue) {
     return { verdict: "pass", why: "pre-queue" };
@@ -101,8 +144,6 @@ export async function judge(request, state, keys, nowMs) {
 export const LANG_PARAM = "lang";
 export const LANG_COOKIE = "waitroom_lang";
 
-// A path the gateway writes into its language links as it is.
-const PLAIN_PATH = /^[A-Za-z0-9\/._~-]*$/;
 const PLAIN_LANG_QUERY = /^\?lang=[A-Za-z0-9-]*$/;
 const Q_VALUE = /^(0(\.[0-9]{0,3})?|1(\.0{0,3})?)$/;
 
@@ -152,8 +193,8 @@ export function language(request, url, langs) {
 // soldOut is the gateway's 410: JSON when Accept names application/json,
 // the gateway's own page otherwise; shared-cacheable only for a request
 // that carried no token. It is null when the edge cannot give the page
-// exactly as the gateway would (see language; a path or query the
-// gateway would write into the page's links otherwise).
+// exactly as the gateway would (see language; a query the gateway would
+// keep in the page's links otherwise).
 export function soldOut(request, state, tokenHolder) {
   const headers = new Headers({
     [STATUS_HEADER]: "sold_out",
@@ -168,13 +209,13 @@ export function soldOut(request, state, tokenHolder) {
   const langs = Array.isArray(state.languages) ? state.languages : [];
   const lang = language(request, url, langs);
   const page = lang && state.sold_out_pages?.[lang];
-  if (!page || !PLAIN_PATH.test(url.pathname) || !(url.search === "" || PLAIN_LANG_QUERY.test(url.search))) {
+  if (!page || !(url.search === "" || PLAIN_LANG_QUERY.test(url.search))) {
     return null;
   }
   headers.set("Content-Type", "text/html; charset=utf-8");
   headers.set("Content-Language", lang);
   headers.append("Vary", "Accept-Language");
-  // The page was rendered for "/": its links carry the request's path.
-  const body = page.replaceAll('href="/?lang=', `href="${url.pathname}?lang=`);
-  return new Response(body, { status: 410, headers });
+  // The page's links are queries alone ("?lang=de"): they keep whatever
+  // path the page is at.
+  return new Response(page, { status: 410, headers });
 }
