@@ -161,7 +161,10 @@ type Steering struct {
 //     Cloudflare to keep the pace, none to run ahead of the closed loop
 //     should the site stop converting;
 //
-// both within Cloudflare's bounds, so a quiet room still shows 200.
+// both rounded up to two significant figures, so that gateways whose views
+// differ by a poll compute the same numbers (and a room already so is not
+// written), and within Cloudflare's bounds, so a quiet room still shows
+// 200.
 func SteeringOf(f Figures) Steering {
 	perMinute := clampUsers(int64(math.Ceil(f.AdmittedPerMinute)))
 	return Steering{
@@ -171,7 +174,21 @@ func SteeringOf(f Figures) Steering {
 	}
 }
 
-func clampUsers(n int64) int64 { return min(max(n, MinWaitingRoomUsers), MaxWaitingRoomUsers) }
+func clampUsers(n int64) int64 {
+	return min(max(roundUp2(n), MinWaitingRoomUsers), MaxWaitingRoomUsers)
+}
+
+// roundUp2 rounds n up to two significant figures.
+func roundUp2(n int64) int64 {
+	unit := int64(1)
+	for v := n; v >= 100; v /= 10 {
+		unit *= 10
+	}
+	if r := n % unit; r != 0 {
+		return satAdd(n-r, unit)
+	}
+	return n
+}
 
 // satAdd adds without overflowing.
 func satAdd(a, b int64) int64 {

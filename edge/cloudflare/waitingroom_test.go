@@ -401,7 +401,11 @@ func TestSteeringOf(t *testing.T) {
 		"sold out": {Figures{SoldOut: true, AdmittedPerMinute: 1000}, Steering{QueueAll: true, NewUsersPerMinute: 1000, TotalActiveUsers: 1000}},
 		"paused":   {Figures{Paused: true}, Steering{QueueAll: true, NewUsersPerMinute: 200, TotalActiveUsers: 200}},
 		"busy": {Figures{AdmittedPerMinute: 1200.2, Undecided: 600, Holding: 350},
-			Steering{NewUsersPerMinute: 1201, TotalActiveUsers: 2151}},
+			Steering{NewUsersPerMinute: 1300, TotalActiveUsers: 2300}},
+		"two figures": {Figures{AdmittedPerMinute: 287, Undecided: 10_001},
+			Steering{NewUsersPerMinute: 290, TotalActiveUsers: 11_000}},
+		"round already": {Figures{AdmittedPerMinute: 300, Undecided: 4_700},
+			Steering{NewUsersPerMinute: 300, TotalActiveUsers: 5_000}},
 		"huge": {Figures{AdmittedPerMinute: 1e12, Undecided: math.MaxInt64, Holding: 5},
 			Steering{NewUsersPerMinute: math.MaxInt32, TotalActiveUsers: math.MaxInt32}},
 	} {
