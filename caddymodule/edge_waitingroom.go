@@ -64,8 +64,10 @@ type waitingRoomSteerer struct {
 	// decision is how long an admitted user is counted as deciding: the
 	// closed loop's decision time.
 	decision time.Duration
-	cancel   context.CancelFunc
-	done     sync.WaitGroup
+	// now is the rooms' clock, which dates the watermarks they applied.
+	now    func() time.Time
+	cancel context.CancelFunc
+	done   sync.WaitGroup
 }
 
 // newWaitingRoomSteerer sets up the driver of h's cloudflare_waiting_room.
@@ -81,7 +83,7 @@ func (h *Handler) newWaitingRoomSteerer() (*waitingRoomSteerer, error) {
 	if c := h.Autopilot.closedLoop(); c != nil {
 		decision = c.DecisionTime
 	}
-	return &waitingRoomSteerer{driver: driver, decision: decision}, nil
+	return &waitingRoomSteerer{driver: driver, decision: decision, now: poolClock}, nil
 }
 
 // start steers by room's state once the room has read it from the store,
@@ -108,7 +110,7 @@ func (s *waitingRoomSteerer) start(parent context.Context, room *waitroom.Room) 
 			changed := room.Changed()
 			marks, _ := room.AppliedWatermarks()
 			inv, _ := room.Inventory()
-			s.driver.Steer(cloudflare.SteeringOf(cloudflare.FiguresOf(room.State(), marks, inv, time.Now(), s.decision)))
+			s.driver.Steer(cloudflare.SteeringOf(cloudflare.FiguresOf(room.State(), marks, inv, s.now(), s.decision)))
 			select {
 			case <-ctx.Done():
 				return
