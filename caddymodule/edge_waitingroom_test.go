@@ -176,3 +176,28 @@ func TestSoldOutQueuesAllAtCloudflare(t *testing.T) {
 	for b = next(patches); b["queue_all"] != false; b = next(patches) {
 	}
 }
+
+func TestAdmissionsSetCloudflaresRates(t *testing.T) {
+	url, patches, _ := waitingRoomStandIn(t)
+	h := provision(t, &Handler{CloudflareWaitingRoom: &CloudflareWaitingRoom{ZoneID: "zone", WaitingRoomID: "room",
+		APIToken: "cf-test-token", APIURL: url, Debounce: caddy.Duration(time.Millisecond)}})
+
+	// Two raises: the second admits 2,000 positions, within the last two
+	// minutes (1,000 a minute) and within the decision time (2,000
+	// deciding), plus one minute's headroom.
+	update(t, h, waitroom.Change{SetWatermark: ptr(int64(1000))})
+	update(t, h, waitroom.Change{SetWatermark: ptr(int64(3000))})
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case b := <-patches:
+			if b["new_users_per_minute"] == 1000.0 {
+				assert.Equal(t, 3000.0, b["total_active_users"])
+				assert.Equal(t, false, b["queue_all"])
+				return
+			}
+		case <-deadline:
+			t.Fatal("the rates never reached the stand-in")
+		}
+	}
+}
