@@ -413,6 +413,11 @@ func (w *WaitingRoom) syncEvent(ctx context.Context) error {
 	if err := pager.Err(); err != nil {
 		return fmt.Errorf("list the events of waiting room %s: %w", w.cfg.WaitingRoomID, err)
 	}
+	if found == nil && !end.After(w.now()) {
+		// The opening is over: an event in the past is nothing to keep (and
+		// the API refuses one).
+		return nil
+	}
 	if found != nil && sameTime(found.PrequeueStartTime, prequeue) && sameTime(found.EventStartTime, start) &&
 		sameTime(found.EventEndTime, end) && found.ShuffleAtEventStart && !found.Suspended {
 		return nil

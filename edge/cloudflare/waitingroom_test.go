@@ -356,6 +356,18 @@ func TestWaitingRoomKeepsOneEventForTheOpening(t *testing.T) {
 	assert.Equal(t, "2030-01-31T09:30:00Z", api.events[id]["prequeue_start_time"])
 }
 
+func TestWaitingRoomMakesNoEventForAPastOpening(t *testing.T) {
+	api := newRoomAPI(t)
+	w, clk := newTestWaitingRoom(t, api, testOpening)
+	clk.now = testOpening.Add(OpeningEventLength)
+	next, err := w.RunOnce(context.Background())
+	require.NoError(t, err)
+	assert.True(t, next.IsZero())
+	_, calls, _ := api.requests()
+	assert.Equal(t, []string{"GET " + eventPath}, calls, "looked for, not created")
+	assert.Empty(t, api.events)
+}
+
 func TestWaitingRoomRetriesTheEvent(t *testing.T) {
 	api := newRoomAPI(t, 0, http.StatusServiceUnavailable)
 	w, clk := newTestWaitingRoom(t, api, testOpening)
