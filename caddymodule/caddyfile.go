@@ -70,6 +70,14 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //			api_url      <url>
 //			debounce     <duration>
 //		}
+//		cloudflare_waiting_room {
+//			zone_id         <id>
+//			waiting_room_id <id>
+//			api_token       <token>
+//			api_url         <url>
+//			debounce        <duration>
+//			prequeue        <duration>
+//		}
 //	}
 //
 // event and at least one key are required; key may be repeated (the first
@@ -274,6 +282,12 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return err
 			}
 			h.CloudflareKV = kv
+		case "cloudflare_waiting_room":
+			wr, err := parseCloudflareWaitingRoom(d)
+			if err != nil {
+				return err
+			}
+			h.CloudflareWaitingRoom = wr
 		default:
 			return d.Errf("unrecognized waitroom subdirective %q", sub)
 		}

@@ -236,6 +236,10 @@ type Handler struct {
 	// for the edge Worker (docs/edge.md). Default: not published.
 	CloudflareKV *CloudflareKV `json:"cloudflare_kv,omitempty"`
 
+	// Keeps a Cloudflare Waiting Room in step with the room (docs/edge.md).
+	// Default: none.
+	CloudflareWaitingRoom *CloudflareWaitingRoom `json:"cloudflare_waiting_room,omitempty"`
+
 	keys       *waitroom.KeySet
 	room       *roomEntry
 	roomKey    roomKey
@@ -268,6 +272,7 @@ type Handler struct {
 	challengePg  *template.Template
 	limitedPage  *template.Template
 	edge         *edgePublisher
+	cfRoom       *waitingRoomSteerer
 }
 
 // CaddyModule returns the Caddy module information.
@@ -371,6 +376,11 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 			return err
 		}
 	}
+	if h.CloudflareWaitingRoom != nil {
+		if h.cfRoom, err = h.newWaitingRoomSteerer(); err != nil {
+			return err
+		}
+	}
 	room, err := acquireRoom(h.roomKey, spec, h.seed)
 	if err != nil {
 		return err
@@ -387,6 +397,9 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	}
 	if h.edge != nil {
 		h.edge.start(ctx, room.room)
+	}
+	if h.cfRoom != nil {
+		h.cfRoom.start(ctx, room.room)
 	}
 	return nil
 }
@@ -438,6 +451,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 // Cleanup releases the room (and, with it, the store) once no config uses it.
 func (h *Handler) Cleanup() error {
 	h.edge.stop()
+	h.cfRoom.stop()
 	if h.room == nil {
 		return nil
 	}
