@@ -77,7 +77,7 @@ func TestStorefrontBadInput(t *testing.T) {
 		b := s.shopper().enter("tamper", ev)
 		key := b.get(fmt.Sprintf("/events/%d", ev)).key(t)
 		for name, form := range map[string]url.Values{
-			"a seat not on the map": {"key": {key}, "mode": {"seats"}, "seat": {"Z-9-9"}},
+			"a seat not on the map":        {"key": {key}, "mode": {"seats"}, "seat": {"Z-9-9"}},
 			"a standing section as a seat": {"key": {key}, "mode": {"seats"}, "seat": {"GA-East"}},
 			"no key":                       {"mode": {"seats"}, "seat": {"A-1-1"}},
 			"a bad key":                    {"key": {"x"}, "mode": {"seats"}, "seat": {"A-1-1"}},

@@ -12,7 +12,6 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -34,31 +33,13 @@ var (
 	buyerKey  = []byte("buyer-key-0123456789abcdef-0123456789")
 )
 
-// clock is the injected time: expiry tests move it instead of sleeping.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
 // shop is an origin over real Redis and PostgreSQL charging through
 // fakepay, served by httptest, with its storefront at /.
 type shop struct {
 	t     *testing.T
 	url   string
 	srv   *origin.Server
-	clock *clock
+	clock *testenv.Clock
 	keys  *waitroom.KeySet
 	store *waitroom.RedisStore
 	fp    *payment.Fakepay
@@ -71,7 +52,7 @@ type shopOptions struct {
 
 func newShop(t *testing.T, o shopOptions) *shop {
 	t.Helper()
-	c := &clock{t: time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)}
+	c := testenv.NewClock(time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC))
 	rdb, err := redisurl.New(testenv.RedisURL(t), redisurl.Defaults{PoolSize: 50})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = rdb.Close() })

@@ -243,29 +243,44 @@ func (s *Store) handleHold(w http.ResponseWriter, r *http.Request) {
 			s.log.Warn("storefront: idempotency claim not given up", "error", err)
 		}
 	}
-	switch res.Outcome {
-	case seats.Held, seats.Replayed, seats.AlreadyHeld:
-		if res.Hold.ID != "" {
-			seeOther(w, r, "/holds/"+res.Hold.ID)
-			return
-		}
-		again(http.StatusServiceUnavailable, "shop_err_unavailable")
-	case seats.SoldOut:
-		if res.Remaining > 0 {
-			again(http.StatusConflict, "shop_err_only_left", "Count", res.Remaining)
-			return
-		}
-		again(http.StatusConflict, "shop_err_sold_out")
-	case seats.SeatsUnavailable:
-		chosen = slices.DeleteFunc(chosen, func(id string) bool { return slices.Contains(res.Taken, id) })
-		again(http.StatusConflict, "shop_err_seats_taken", "Seats", strings.Join(res.Taken, ", "))
-	case seats.KeyReused:
-		again(http.StatusUnprocessableEntity, "shop_err_form")
-	case seats.InProgress:
-		again(http.StatusConflict, "shop_err_in_progress")
-	default:
-		again(http.StatusServiceUnavailable, "shop_err_unavailable")
+	if ok := res.Outcome == seats.Held || res.Outcome == seats.Replayed || res.Outcome == seats.AlreadyHeld; ok && res.Hold.ID != "" {
+		seeOther(w, r, "/holds/"+res.Hold.ID)
+		return
 	}
+	no := refusalOf(holdRefusals, res.Outcome)
+	var data []any
+	switch {
+	case res.Outcome == seats.SoldOut && res.Remaining > 0:
+		no.msg, data = "shop_err_only_left", []any{"Count", res.Remaining}
+	case res.Outcome == seats.SeatsUnavailable:
+		chosen = slices.DeleteFunc(chosen, func(id string) bool { return slices.Contains(res.Taken, id) })
+		data = []any{"Seats", strings.Join(res.Taken, ", ")}
+	}
+	again(no.status, no.msg, data...)
+}
+
+// refusal is how a page answers an outcome it refuses: the status, and
+// the message it shows.
+type refusal struct {
+	status int
+	msg    string
+}
+
+// refusalOf is the refusal of outcome in table; an outcome the table
+// lacks is a service that cannot answer now.
+func refusalOf[O comparable](table map[O]refusal, outcome O) refusal {
+	if r, ok := table[outcome]; ok {
+		return r
+	}
+	return refusal{http.StatusServiceUnavailable, "shop_err_unavailable"}
+}
+
+// holdRefusals are the hold form's refusals (docs/api.md §16).
+var holdRefusals = map[seats.Outcome]refusal{
+	seats.SoldOut:          {http.StatusConflict, "shop_err_sold_out"},
+	seats.SeatsUnavailable: {http.StatusConflict, "shop_err_seats_taken"},
+	seats.KeyReused:        {http.StatusUnprocessableEntity, "shop_err_form"},
+	seats.InProgress:       {http.StatusConflict, "shop_err_in_progress"},
 }
 
 // validKey: a form's idempotency key, as the page wrote it (a UUID).

@@ -193,15 +193,18 @@ func (s *Store) handlePay(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		seeOther(w, r, "/bookings/"+b.ID)
-	case booking.HoldExpired:
-		again(http.StatusGone, "shop_err_hold_expired")
-	case booking.HoldNotActive:
-		again(http.StatusConflict, "shop_err_hold_gone")
-	case booking.KeyReused:
-		again(http.StatusUnprocessableEntity, "shop_err_form")
 	default:
-		again(http.StatusServiceUnavailable, "shop_err_unavailable")
+		no := refusalOf(bookingRefusals, res.Outcome)
+		again(no.status, no.msg)
 	}
+}
+
+// bookingRefusals are the pay form's refusals (docs/api.md §16); a
+// declined card is a booking, failed.
+var bookingRefusals = map[booking.Outcome]refusal{
+	booking.HoldExpired:   {http.StatusGone, "shop_err_hold_expired"},
+	booking.HoldNotActive: {http.StatusConflict, "shop_err_hold_gone"},
+	booking.KeyReused:     {http.StatusUnprocessableEntity, "shop_err_form"},
 }
 
 // A booking: its status until it settles, its tickets, its cancellation.
