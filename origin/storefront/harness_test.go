@@ -48,6 +48,8 @@ type shop struct {
 type shopOptions struct {
 	// noPayments: an origin without a payment provider.
 	noPayments bool
+	// quietWebhooks: fakepay sends no webhook until the test sets its URL.
+	quietWebhooks bool
 }
 
 func newShop(t *testing.T, o shopOptions) *shop {
@@ -85,7 +87,7 @@ func newShop(t *testing.T, o shopOptions) *shop {
 	ts := httptest.NewServer(s.srv.Handler())
 	t.Cleanup(ts.Close)
 	s.url = ts.URL
-	if s.fp != nil {
+	if s.fp != nil && !o.quietWebhooks {
 		s.fp.SetWebhookURL(ts.URL + "/v1/webhooks/fakepay")
 	}
 	return s

@@ -1,6 +1,7 @@
 package storefront_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -163,4 +164,30 @@ func TestStorefrontBuyerCookieSecure(t *testing.T) {
 	noToken := s.shopper().get("/")
 	assert.NotContains(t, strings.Join(noToken.header.Values("Set-Cookie"), "\n"), storefront.BuyerCookie,
 		"no token, no buyer to remember")
+}
+
+// A booking whose payment is not settled yet reloads itself (a meta
+// refresh, no script) until it is.
+func TestStorefrontPendingBookingRefreshes(t *testing.T) {
+	s := newShop(t, shopOptions{quietWebhooks: true})
+	ev := s.gaEvent("Pending")
+	b := s.shopper().enter("grace", ev)
+	key := b.get(fmt.Sprintf("/events/%d", ev)).key(t)
+	hold := b.follow(b.post(fmt.Sprintf("/events/%d/holds", ev), url.Values{"key": {key}, "mode": {"quantity"}, "quantity": {"2"}}))
+	pending := b.follow(b.pay(hold, "pm_card_visa"))
+	assert.Contains(t, pending.body, `data-status="payment_pending"`)
+	assert.Contains(t, pending.body, `<meta http-equiv="refresh" content="2">`)
+	assert.Contains(t, pending.body, `role="status" aria-live="polite"`)
+	assert.Empty(t, pending.header.Get("X-Waitroom-Command"), "not bought yet")
+
+	id := strings.TrimPrefix(b.lastPath, "/bookings/")
+	bk, err := s.srv.Ledger().Booking(context.Background(), id)
+	require.NoError(t, err)
+	s.fp.SetWebhookURL(s.url + "/v1/webhooks/fakepay")
+	require.NoError(t, s.fp.Redeliver(context.Background(), bk.PaymentID))
+	done := b.get(b.lastPath)
+	assert.Contains(t, done.body, `data-status="confirmed"`)
+	assert.NotContains(t, done.body, `http-equiv="refresh"`)
+	assert.Len(t, ticketImg.FindAllStringSubmatch(done.body, -1), 2)
+	assert.Contains(t, done.body, "Seat #", "a general-admission ticket's seat number")
 }

@@ -6,6 +6,7 @@ import (
 	"html/template"
 	"net/http"
 	"net/url"
+	"path"
 	"strings"
 	"time"
 
@@ -100,18 +101,18 @@ func (s *Store) render(w http.ResponseWriter, r *http.Request, status int, name 
 		v.Text = s.text(w, r)
 	}
 	v.now = s.now()
+	page := r.URL.Path
+	if r.Method == http.MethodPost {
+		// A form answered again: its language links lead to the page the
+		// form is on (/events/1/holds → /events/1).
+		page = path.Dir(page)
+	}
 	for _, l := range s.catalog.Languages() {
 		q := r.URL.Query()
 		q.Set("lang", l.Lang())
 		name, _ := l.T("lang_name")
 		v.Langs = append(v.Langs, langLink{Tag: l.Lang(), Name: name, Current: l.Lang() == v.Lang(),
-			Href: (&url.URL{Path: r.URL.Path, RawQuery: q.Encode()}).String()})
-	}
-	if r.Method != http.MethodGet {
-		// A re-rendered form: its language links lead to the page it came from.
-		for i := range v.Langs {
-			v.Langs[i].Href = "?lang=" + url.QueryEscape(v.Langs[i].Tag)
-		}
+			Href: (&url.URL{Path: page, RawQuery: q.Encode()}).String()})
 	}
 	var buf bytes.Buffer
 	if err := s.pages[name].t.Execute(&buf, v); err != nil {
