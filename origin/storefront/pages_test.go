@@ -3,6 +3,7 @@ package storefront_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -190,4 +191,35 @@ func TestStorefrontPendingBookingRefreshes(t *testing.T) {
 	assert.NotContains(t, done.body, `http-equiv="refresh"`)
 	assert.Len(t, ticketImg.FindAllStringSubmatch(done.body, -1), 2)
 	assert.Contains(t, done.body, "Seat #", "a general-admission ticket's seat number")
+}
+
+// The pages are light: a small stylesheet and script, cached; the pages
+// compressed for a browser that takes gzip.
+func TestStorefrontAssetsAndWeight(t *testing.T) {
+	s := newShop(t, shopOptions{})
+	ev := s.seatedEvent("Weight")
+	b := s.shopper().enter("heidi", ev)
+	for file, kind := range map[string]string{"shop.css": "text/css", "shop.js": "text/javascript"} {
+		res := b.get("/assets/" + file)
+		require.Equal(t, http.StatusOK, res.status, file)
+		assert.Contains(t, res.header.Get("Content-Type"), kind)
+		assert.Contains(t, res.header.Get("Cache-Control"), "max-age=")
+		assert.Less(t, len(res.body), 3<<10, file)
+	}
+	assert.Equal(t, http.StatusNotFound, b.get("/assets/nothing.css").status)
+
+	req, err := http.NewRequest(http.MethodGet, s.url+fmt.Sprintf("/events/%d", ev), nil)
+	require.NoError(t, err)
+	req.Header.Set("Accept-Encoding", "gzip")
+	resp, err := http.DefaultTransport.RoundTrip(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	assert.Equal(t, "gzip", resp.Header.Get("Content-Encoding"))
+	plain := b.get(fmt.Sprintf("/events/%d", ev))
+	t.Logf("event page with a 20-seat map: %d bytes, %d gzipped", len(plain.body), len(raw))
+	assert.Less(t, len(raw), 3<<10, "the event page, compressed")
+	assert.Equal(t, "no-store", plain.header.Get("Cache-Control"))
+	assert.Contains(t, plain.header.Get("Content-Security-Policy"), "script-src 'self'")
 }

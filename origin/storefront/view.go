@@ -2,6 +2,7 @@ package storefront
 
 import (
 	"bytes"
+	"compress/gzip"
 	"fmt"
 	"html/template"
 	"net/http"
@@ -128,8 +129,33 @@ func (s *Store) render(w http.ResponseWriter, r *http.Request, status int, name 
 	h.Set("Referrer-Policy", "same-origin")
 	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'self'; script-src 'self'; img-src 'self'; "+
 		"form-action 'self'; base-uri 'none'; frame-ancestors 'none'")
+	h.Add("Vary", "Accept-Encoding")
+	body := buf.Bytes()
+	if len(body) > gzipAbove && acceptsGzip(r) {
+		var gz bytes.Buffer
+		zw, _ := gzip.NewWriterLevel(&gz, gzip.BestSpeed)
+		_, _ = zw.Write(body)
+		if zw.Close() == nil {
+			h.Set("Content-Encoding", "gzip")
+			body = gz.Bytes()
+		}
+	}
 	w.WriteHeader(status)
-	_, _ = w.Write(buf.Bytes())
+	_, _ = w.Write(body)
+}
+
+// gzipAbove is the size of a page worth compressing: a seat map's markup
+// repeats itself and shrinks tenfold.
+const gzipAbove = 1400
+
+func acceptsGzip(r *http.Request) bool {
+	for _, part := range strings.Split(r.Header.Get("Accept-Encoding"), ",") {
+		name, q, _ := strings.Cut(strings.TrimSpace(part), ";")
+		if strings.EqualFold(strings.TrimSpace(name), "gzip") && strings.ReplaceAll(q, " ", "") != "q=0" {
+			return true
+		}
+	}
+	return false
 }
 
 // fail shows a page of its own with one message.
