@@ -1,6 +1,7 @@
 package storefront_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -8,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/waitroom/waitroom/waitroom"
 )
 
 // Every refusal re-renders the page with a message, and keeps what the
@@ -136,6 +139,14 @@ func TestStorefrontBadInput(t *testing.T) {
 		res = w.post(fmt.Sprintf("/events/%d/holds", waiting), url.Values{"key": {key}, "mode": {"seats"}, "seat": {"A-1-5"}})
 		assert.Equal(t, http.StatusForbidden, res.status)
 		assert.Contains(t, res.body, "It is not your turn yet")
+
+		// One change: the room never admits between the two.
+		paused, watermark := true, int64(10)
+		_, err := s.store.Update(context.Background(), waiting, waitroom.Change{SetWatermark: &watermark, Paused: &paused})
+		require.NoError(t, err)
+		res = w.post(fmt.Sprintf("/events/%d/holds", waiting), url.Values{"key": {key}, "mode": {"seats"}, "seat": {"A-1-5"}})
+		assert.Equal(t, http.StatusServiceUnavailable, res.status)
+		assert.Contains(t, res.body, "The sale is paused for a moment")
 	})
 
 	t.Run("no such page", func(t *testing.T) {
