@@ -12,6 +12,7 @@ import (
 
 	"github.com/waitroom/waitroom/locale"
 	"github.com/waitroom/waitroom/origin/ledger"
+	"github.com/waitroom/waitroom/origin/seatmap"
 	"github.com/waitroom/waitroom/origin/seats"
 )
 
@@ -163,28 +164,34 @@ func (s *Store) renderEvent(w http.ResponseWriter, r *http.Request, status int, 
 					Free: min(max(sv.Places(sec.ID), 0), sec.Capacity)})
 				continue
 			}
-			view := sectionView{ID: sec.ID, Price: sec.Price}
-			n := 0
-			for _, row := range sec.Rows {
-				n += row.Seats
-			}
-			view.Large = n > maxMapSeats
-			for _, row := range sec.Rows {
-				if view.Large {
-					break
-				}
-				rv := rowView{ID: row.ID}
-				for i := 1; i <= row.Seats; i++ {
-					id := sec.ID + "-" + row.ID + "-" + strconv.Itoa(i)
-					rv.Seats = append(rv.Seats, seatView{ID: id, N: i, State: string(sv.State(id)), Chosen: slices.Contains(chosen, id)})
-				}
-				view.Rows = append(view.Rows, rv)
-			}
-			p.Sections = append(p.Sections, view)
+			rows := rowsOf(sec, sv, chosen)
+			p.Sections = append(p.Sections, sectionView{ID: sec.ID, Price: sec.Price, Rows: rows, Large: rows == nil})
 		}
 	}
 	v.Title, v.Data = ev.Name, p
 	s.render(w, r, status, "event", v)
+}
+
+// rowsOf is the section's rows with each seat's state; nil for a section
+// too large to show seat by seat.
+func rowsOf(sec seatmap.Section, sv *seats.SeatView, chosen []string) []rowView {
+	n := 0
+	for _, row := range sec.Rows {
+		n += row.Seats
+	}
+	if n > maxMapSeats {
+		return nil
+	}
+	var rows []rowView
+	for _, row := range sec.Rows {
+		rv := rowView{ID: row.ID}
+		for i := 1; i <= row.Seats; i++ {
+			id := seatmap.SeatID(sec.ID, row.ID, i)
+			rv.Seats = append(rv.Seats, seatView{ID: id, N: i, State: string(sv.State(id)), Chosen: slices.Contains(chosen, id)})
+		}
+		rows = append(rows, rv)
+	}
+	return rows
 }
 
 // handleHold takes an event page's form: a quantity, the seats chosen, the
@@ -239,7 +246,7 @@ func (s *Store) handleHold(w http.ResponseWriter, r *http.Request) {
 	if res.Claim != "" && res.Outcome != seats.Held {
 		// The pages keep no answer under the key: a form sent again is
 		// judged again.
-		if err := s.cfg.Idempotency.AbandonClaim(context0(r), req.Scope, res.Claim); err != nil {
+		if err := s.cfg.Idempotency.AbandonClaim(detached(r), req.Scope, res.Claim); err != nil {
 			s.log.Warn("storefront: idempotency claim not given up", "error", err)
 		}
 	}

@@ -18,9 +18,9 @@ import (
 	"github.com/waitroom/waitroom/origin/seats"
 )
 
-// context0 is the request's context, not ended by the buyer hanging up:
+// detached is the request's context, not ended by the buyer hanging up:
 // what a request began is finished.
-func context0(r *http.Request) context.Context { return context.WithoutCancel(r.Context()) }
+func detached(r *http.Request) context.Context { return context.WithoutCancel(r.Context()) }
 
 // holdScope is the idempotency record of a hold form: the pages' own kind,
 // so a page's key never answers an API request.
@@ -145,7 +145,7 @@ func (s *Store) handleRelease(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	err := s.cfg.Seats.ReleaseHold(context0(r), h)
+	err := s.cfg.Seats.ReleaseHold(detached(r), h)
 	switch {
 	case errors.Is(err, ledger.ErrHoldNotActive):
 		t := s.text(w, r)
@@ -179,7 +179,7 @@ func (s *Store) handlePay(w http.ResponseWriter, r *http.Request) {
 		again(http.StatusBadRequest, "shop_err_form")
 		return
 	}
-	ctx := context0(r)
+	ctx := detached(r)
 	res := s.cfg.Bookings.Create(ctx, booking.Request{Event: ev, Hold: h, User: h.UserID, Key: key, Method: method,
 		Digest: idem.RequestDigest("storefront\x00" + h.ID + "\x00" + method)})
 	switch res.Outcome {
@@ -298,7 +298,7 @@ func (s *Store) handleCancel(w http.ResponseWriter, r *http.Request) {
 		s.renderBooking(w, r, http.StatusServiceUnavailable, b, view{Text: t, Error: msg(t, "shop_err_payments_off")})
 		return
 	}
-	_, err := s.cfg.Bookings.Cancel(context0(r), b.ID)
+	_, err := s.cfg.Bookings.Cancel(detached(r), b.ID)
 	switch {
 	case errors.Is(err, booking.ErrBookingNotCancellable):
 		s.renderBooking(w, r, http.StatusConflict, b, view{Text: t, Error: msg(t, "shop_err_not_cancellable")})

@@ -47,8 +47,7 @@ type Config struct {
 	Provider string
 	// Ticket verifies the request's queue token for an event.
 	Ticket func(r *http.Request, event int64) (waitroom.Ticket, bool)
-	// Admitted is the hold's admission check, MayPay the payment's (the
-	// watermark only: a pause must not stop a buyer who holds seats).
+	// Admitted is the hold's admission check.
 	Admitted func(ctx context.Context, ev *seats.Event, position int64) bool
 	// Paused reports whether a buyer at position would be admitted but
 	// for a pause of the sale.
