@@ -148,6 +148,7 @@ func TestStorefrontLanguages(t *testing.T) {
 	assert.Contains(t, de.body, `<html lang="de">`)
 	assert.Contains(t, de.body, "Veranstaltungen")
 	assert.Equal(t, "de", de.header.Get("Content-Language"))
+	assert.Contains(t, de.body, "900,00 INR", "German money")
 	ja := b.get("/?lang=ja")
 	assert.Contains(t, ja.body, "イベント")
 	assert.Equal(t, "ja", b.cookie("waitroom_lang").Value)

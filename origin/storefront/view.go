@@ -64,7 +64,13 @@ func (v view) Money(amount int64, currency string) string {
 	if amount < 0 {
 		sign, amount = "-", -amount
 	}
-	return fmt.Sprintf("%s%s.%02d %s", sign, v.Number(amount/100), amount%100, strings.ToUpper(currency))
+	// The decimal mark is the one the grouping does not use: 2,400.00 in
+	// English, 2.400,00 in German.
+	mark := "."
+	if strings.Contains(v.Number(1_000_000), ".") {
+		mark = ","
+	}
+	return fmt.Sprintf("%s%s%s%02d %s", sign, v.Number(amount/100), mark, amount%100, strings.ToUpper(currency))
 }
 
 // Clock writes a time of day in UTC, as the hold's expiry.
