@@ -13,7 +13,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
-	"github.com/waitroom/waitroom/caddymodule/locale"
+	"github.com/waitroom/waitroom/locale"
 	"github.com/waitroom/waitroom/waitroom"
 )
 

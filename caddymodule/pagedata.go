@@ -1,6 +1,6 @@
 package caddymodule
 
-import "github.com/waitroom/waitroom/caddymodule/locale"
+import "github.com/waitroom/waitroom/locale"
 
 // What the pages are executed with (waiting_template and sold_out_template
 // are executed with WaitingPage and SoldOutPage), and the JSON forms of the

@@ -77,6 +77,13 @@ func (g *gate) reachedWatermark(ctx context.Context, ev *seats.Event, position i
 	return g.judge(ctx, ev, func(st waitroom.State) bool { return position <= st.Watermark })
 }
 
+// pausedOnly reports whether position would be admitted but for a pause
+// of the sale: a wait, not a refusal.
+func pausedOnly(ev *seats.Event, position int64) bool {
+	st := ev.Room().State()
+	return st.Paused && position <= st.Watermark && !st.BeyondCap(position)
+}
+
 // judgeTimeout bounds the store read of an admission check shared by every
 // request waiting on it.
 const judgeTimeout = 2 * time.Second

@@ -215,7 +215,7 @@ func (s holdsAPI) createHold(w http.ResponseWriter, r *http.Request) response {
 		return *bad
 	}
 	if !s.gate.admitted(ctx, ev, ticket.Position) {
-		if st := ev.Room().State(); st.Paused && ticket.Position <= st.Watermark && !st.BeyondCap(ticket.Position) {
+		if pausedOnly(ev, ticket.Position) {
 			// Admitted, while the sale is paused: a wait, not a refusal.
 			r := unavailableResponse("the sale is paused; retry shortly")
 			r.retryAfter = pausedRetryAfter

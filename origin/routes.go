@@ -9,7 +9,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// Handler serves the origin's HTTP API (docs/api.md §5–§13; docs/openapi.yaml).
+// Handler serves the origin's HTTP API (docs/api.md §5–§13; docs/openapi.yaml)
+// and the storefront's pages.
 func (s *Server) Handler() http.Handler {
 	events, holds, bookings, ops := eventsAPI{s}, holdsAPI{s}, bookingsAPI{s}, opsAPI{s}
 	scans := scansAPI{s}
@@ -39,6 +40,7 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{Registry: s.cfg.Registry}))
 	mux.HandleFunc("GET /healthz", ops.handleHealthz)
 	mux.HandleFunc("GET /readyz", ops.handleReadyz)
+	s.shop.Register(mux) // the buyer's pages, at / (package storefront)
 	return s.publisher.errors.count(s.recoverer(jsonFallback(mux)))
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/waitroom/waitroom/origin/maintenance"
 	"github.com/waitroom/waitroom/origin/payment"
 	"github.com/waitroom/waitroom/origin/seats"
+	"github.com/waitroom/waitroom/origin/storefront"
 	"github.com/waitroom/waitroom/origin/ticketcode"
 	"github.com/waitroom/waitroom/waitroom"
 )
@@ -100,6 +101,10 @@ type Config struct {
 	PaymentWindow time.Duration
 	// PaymentTimeout bounds one call to the provider; default 20 s.
 	PaymentTimeout time.Duration
+	// BuyerKey signs the storefront's buyer cookie, at least
+	// storefront.MinBuyerKeyLen bytes; every origin node needs the same
+	// one. Default a random key: the cookies of a restarted node are void.
+	BuyerKey []byte
 }
 
 func (c *Config) defaults() error {
@@ -175,6 +180,8 @@ type Server struct {
 	gate     *gate
 	// seatMaps are the rendered seat maps of reserved-seating events.
 	seatMaps seatMaps
+	// shop is the buyer's pages (package storefront).
+	shop *storefront.Store
 
 	reaper    *maintenance.Reaper
 	drift     *maintenance.DriftCorrector
@@ -239,6 +246,9 @@ func New(cfg Config, l *ledger.Ledger, rdb redis.UniversalClient) (*Server, erro
 			return nil, err
 		}
 		s.payments = maintenance.NewPaymentReconciler(cfg.PaymentReconciler, l, s.bookings.Settlement())
+	}
+	if s.shop, err = s.newStorefront(); err != nil {
+		return nil, fmt.Errorf("origin config: %w", err)
 	}
 	return s, nil
 }

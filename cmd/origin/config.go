@@ -11,6 +11,7 @@ import (
 
 	"github.com/waitroom/waitroom/internal/redisurl"
 	"github.com/waitroom/waitroom/origin/payment"
+	"github.com/waitroom/waitroom/origin/storefront"
 	"github.com/waitroom/waitroom/origin/ticketcode"
 	"github.com/waitroom/waitroom/waitroom"
 )
@@ -37,6 +38,9 @@ type config struct {
 	// one is made at start.
 	ticketKey         []byte
 	ticketRetiredKeys []ticketcode.PublicKey
+	// buyerKey signs the storefront's buyer cookie; nil: a random one at
+	// start.
+	buyerKey []byte
 	// gateToken is empty when the gate is off (POST /v1/scans answers 503).
 	gateToken                string
 	paymentWindow            time.Duration
@@ -161,6 +165,12 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (co
 		errs = append(errs, fmt.Errorf("TICKET_KEY is malformed: at least %d bytes are required", ticketcode.MinSecretLen))
 	case c.payment.Provider == payment.NameStripe:
 		errs = append(errs, fmt.Errorf("TICKET_KEY is required with PAYMENT_PROVIDER=stripe"))
+	}
+	switch key := getenv("ORIGIN_BUYER_KEY"); {
+	case len(key) >= storefront.MinBuyerKeyLen:
+		c.buyerKey = []byte(key)
+	case key != "":
+		errs = append(errs, fmt.Errorf("ORIGIN_BUYER_KEY is malformed: at least %d bytes are required", storefront.MinBuyerKeyLen))
 	}
 	if c.ticketRetiredKeys, err = ticketcode.ParsePublicKeys(getenv("TICKET_RETIRED_KEYS")); err != nil {
 		errs = append(errs, fmt.Errorf("TICKET_RETIRED_KEYS is malformed: %w", err))

@@ -75,6 +75,10 @@ func TestLoadConfig(t *testing.T) {
 			assert.Equal(t, []byte(strings.Repeat("t", 32)), c.ticketKey)
 		}},
 		{name: "short ticket key", env: with("TICKET_KEY", "short"), wantErr: "TICKET_KEY is malformed"},
+		{name: "buyer key", env: with("ORIGIN_BUYER_KEY", strings.Repeat("b", 32)), check: func(t *testing.T, c config) {
+			assert.Equal(t, []byte(strings.Repeat("b", 32)), c.buyerKey)
+		}},
+		{name: "short buyer key", env: with("ORIGIN_BUYER_KEY", "short"), wantErr: "ORIGIN_BUYER_KEY is malformed"},
 		{name: "no gate by default", env: valid, check: func(t *testing.T, c config) {
 			assert.Empty(t, c.gateToken, "the gate answers 503 until a token is set")
 			assert.Empty(t, c.ticketRetiredKeys)

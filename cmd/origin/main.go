@@ -96,6 +96,9 @@ func run(ctx context.Context, ln net.Listener, cfg config, log *slog.Logger) err
 		_, _ = rand.Read(ticketKey)
 		log.Warn("TICKET_KEY is not set: tickets are signed with a random key and will not verify after a restart or on another node")
 	}
+	if cfg.buyerKey == nil {
+		log.Warn("ORIGIN_BUYER_KEY is not set: the storefront's buyer cookies are signed with a random key and are void after a restart or on another node")
+	}
 	cfg.payment.Fakepay.Logger = log
 	payments, err := payment.New(bg, cfg.payment)
 	if err != nil {
@@ -117,6 +120,7 @@ func run(ctx context.Context, ln net.Listener, cfg config, log *slog.Logger) err
 		TicketKey:         ticketKey,
 		TicketRetiredKeys: cfg.ticketRetiredKeys,
 		GateToken:         cfg.gateToken,
+		BuyerKey:          cfg.buyerKey,
 		PaymentWindow:     cfg.paymentWindow,
 		PaymentReconciler: maintenance.PaymentReconcilerConfig{
 			Interval: cfg.paymentReconcileInterval, PendingAfter: cfg.paymentPendingAfter,

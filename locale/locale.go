@@ -1,7 +1,9 @@
-// Package locale translates the gateway's pages. Its catalogs are go-i18n
+// Package locale translates the gateway's pages and the origin's
+// storefront, from one set of catalogs. Its catalogs are go-i18n
 // message files, one per language, named after the language (de.toml,
 // pt-BR.json): the embedded ones (catalogs/: English, Spanish, German,
-// Japanese) and those of an operator's directory, which add languages or
+// Japanese; the origin's storefront keeps its messages in files of their
+// own, shop.de.toml) and those of an operator's directory, which add languages or
 // replace messages of the embedded ones. A message a catalog lacks is
 // taken from English.
 //

@@ -68,6 +68,7 @@ func TestEveryLanguageHasEveryMessage(t *testing.T) {
 			continue
 		}
 		assert.ElementsMatch(t, ids, messageIDs(t, "catalogs/"+x.Lang()+".toml"), x.Lang())
+		assert.ElementsMatch(t, messageIDs(t, "catalogs/shop.en.toml"), messageIDs(t, "catalogs/shop."+x.Lang()+".toml"), "the storefront's, "+x.Lang())
 		name, err := x.T("lang_name")
 		require.NoError(t, err)
 		english, _ := en.T("lang_name")

@@ -1,0 +1,355 @@
+package storefront
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/waitroom/waitroom/origin/booking"
+	"github.com/waitroom/waitroom/origin/idem"
+	"github.com/waitroom/waitroom/origin/ledger"
+	"github.com/waitroom/waitroom/origin/payment"
+	"github.com/waitroom/waitroom/origin/seats"
+)
+
+// detached is the request's context, not ended by the buyer hanging up:
+// what a request began is finished.
+func detached(r *http.Request) context.Context { return context.WithoutCancel(r.Context()) }
+
+// holdScope is the idempotency record of a hold form: the pages' own kind,
+// so a page's key never answers an API request.
+func holdScope(event int64, user, key string) idem.Scope {
+	return idem.Scope{Kind: "storefront-holds", Event: event, User: user, Key: key}
+}
+
+func holdDigest(req seats.PlaceRequest, best bool) string {
+	return idem.RequestDigest("storefront\x00" + strconv.FormatBool(best) + "\x00" + req.Section + "\x00" +
+		strconv.FormatInt(req.Quantity, 10) + "\x00" + strings.Join(req.Seats, ","))
+}
+
+// A hold: its seats, its amount, its countdown, its release, its payment.
+
+type holdPage struct {
+	Hold      ledger.Hold
+	Event     ledger.Event
+	Status    string
+	Seats     []string
+	Key       string
+	Cards     []card
+	Card      string
+	Payable   bool
+	ExpiresIn int64
+}
+
+// card is a payment method the pay form offers.
+type card struct{ Token, Label string }
+
+// cardsOf are the payment methods of the provider: its test cards. fakepay
+// takes Stripe's test payment methods, and so does Stripe in test mode.
+func cardsOf(provider string) []card {
+	switch provider {
+	case payment.NameFakepay, payment.NameStripe:
+		return []card{
+			{payment.MethodVisa, "shop_card_visa"},
+			{"pm_card_mastercard", "shop_card_mastercard"},
+			{payment.MethodDeclined, "shop_card_declined"},
+			{"pm_card_chargeDeclinedInsufficientFunds", "shop_card_insufficient"},
+		}
+	}
+	return nil
+}
+
+// ownHold is the path's hold if it is the buyer's; else a page saying there
+// is none (someone else's hold is no one's to this buyer).
+func (s *Store) ownHold(w http.ResponseWriter, r *http.Request) (ledger.Hold, *seats.Event, bool) {
+	id, err := uuid.Parse(r.PathValue("id"))
+	if err != nil {
+		s.fail(w, r, http.StatusNotFound, "shop_err_not_found")
+		return ledger.Hold{}, nil, false
+	}
+	h, err := s.cfg.Ledger.Hold(r.Context(), id.String())
+	if err != nil {
+		s.lookupFailed(w, r, err)
+		return ledger.Hold{}, nil, false
+	}
+	if !s.buyerOf(w, r, h.EventID).owns(h.UserID) {
+		s.fail(w, r, http.StatusNotFound, "shop_err_not_found")
+		return ledger.Hold{}, nil, false
+	}
+	ev, err := s.cfg.Seats.Registry().Event(r.Context(), h.EventID)
+	if err != nil {
+		s.lookupFailed(w, r, err)
+		return ledger.Hold{}, nil, false
+	}
+	return h, ev, true
+}
+
+func (s *Store) lookupFailed(w http.ResponseWriter, r *http.Request, err error) {
+	if errors.Is(err, ledger.ErrNotFound) {
+		s.fail(w, r, http.StatusNotFound, "shop_err_not_found")
+		return
+	}
+	s.fail(w, r, http.StatusServiceUnavailable, "shop_err_unavailable")
+}
+
+func (s *Store) handleHoldPage(w http.ResponseWriter, r *http.Request) {
+	h, ev, ok := s.ownHold(w, r)
+	if !ok {
+		return
+	}
+	if h.StatusAt(s.now()) == ledger.StatusConfirmed {
+		if b, err := s.cfg.Ledger.Bookings().LiveOfHold(r.Context(), h.ID); err == nil {
+			seeOther(w, r, "/bookings/"+b.ID)
+			return
+		}
+	}
+	s.renderHold(w, r, http.StatusOK, h, ev, view{}, "")
+}
+
+// renderHold shows the hold page; card is the method last chosen.
+func (s *Store) renderHold(w http.ResponseWriter, r *http.Request, status int, h ledger.Hold, ev *seats.Event, v view, card string) {
+	if cur, err := s.cfg.Ledger.Hold(r.Context(), h.ID); err == nil {
+		h = cur
+	}
+	if v.Text.Lang() == "" {
+		v.Text = s.text(w, r)
+	}
+	now := s.now()
+	p := holdPage{Hold: h, Event: ev.Event, Status: h.StatusAt(now), Seats: h.Seats, Key: uuid.NewString(),
+		Cards: cardsOf(s.cfg.Provider), Card: card, ExpiresIn: max(int64(h.ExpiresAt.Sub(now)/time.Second), 0)}
+	if h.Section != "" {
+		p.Seats = []string{h.Section}
+	}
+	p.Payable = p.Status == ledger.StatusPending && s.cfg.Bookings != nil
+	if p.Card == "" && len(p.Cards) > 0 {
+		p.Card = p.Cards[0].Token
+	}
+	switch {
+	case p.Status == ledger.StatusExpired && v.Error == "":
+		v.Error = msg(v.Text, "shop_err_hold_expired")
+	case s.cfg.Bookings == nil && v.Error == "":
+		v.Error = msg(v.Text, "shop_err_payments_off")
+	}
+	v.Title, v.Data = msg(v.Text, "shop_hold_title"), p
+	s.render(w, r, status, "hold", v)
+}
+
+func (s *Store) handleRelease(w http.ResponseWriter, r *http.Request) {
+	h, ev, ok := s.ownHold(w, r)
+	if !ok {
+		return
+	}
+	err := s.cfg.Seats.ReleaseHold(detached(r), h)
+	switch {
+	case errors.Is(err, ledger.ErrHoldNotActive):
+		t := s.text(w, r)
+		s.renderHold(w, r, http.StatusConflict, h, ev, view{Text: t, Error: msg(t, "shop_err_hold_gone")}, "")
+	case err != nil:
+		t := s.text(w, r)
+		s.renderHold(w, r, http.StatusServiceUnavailable, h, ev, view{Text: t, Error: msg(t, "shop_err_unavailable")}, "")
+	default:
+		seeOther(w, r, "/events/"+strconv.FormatInt(h.EventID, 10)+"?released=1")
+	}
+}
+
+// handlePay takes the pay form: a booking of the hold, charged at once.
+func (s *Store) handlePay(w http.ResponseWriter, r *http.Request) {
+	h, ev, ok := s.ownHold(w, r)
+	if !ok {
+		return
+	}
+	t := s.text(w, r)
+	f := r.PostForm
+	method := f.Get("card")
+	again := func(status int, id string, data ...any) {
+		s.renderHold(w, r, status, h, ev, view{Text: t, Error: msg(t, id, data...)}, method)
+	}
+	if s.cfg.Bookings == nil {
+		again(http.StatusServiceUnavailable, "shop_err_payments_off")
+		return
+	}
+	key := f.Get("key")
+	if !validKey(key) || !slices.ContainsFunc(cardsOf(s.cfg.Provider), func(c card) bool { return c.Token == method }) {
+		again(http.StatusBadRequest, "shop_err_form")
+		return
+	}
+	ctx := detached(r)
+	res := s.cfg.Bookings.Create(ctx, booking.Request{Event: ev, Hold: h, User: h.UserID, Key: key, Method: method,
+		Digest: idem.RequestDigest("storefront\x00" + h.ID + "\x00" + method)})
+	switch res.Outcome {
+	case booking.Created, booking.Replayed, booking.Existing, booking.Declined:
+		b := res.Booking
+		if cur, err := s.cfg.Ledger.Booking(ctx, b.ID); err == nil {
+			b = cur
+		}
+		if b.Status == ledger.BookingFailed {
+			again(http.StatusPaymentRequired, "shop_err_declined", "Reason", b.StatusReason)
+			return
+		}
+		seeOther(w, r, "/bookings/"+b.ID)
+	default:
+		no := refusalOf(bookingRefusals, res.Outcome)
+		again(no.status, no.msg)
+	}
+}
+
+// bookingRefusals are the pay form's refusals (docs/api.md §16); a
+// declined card is a booking, failed.
+var bookingRefusals = map[booking.Outcome]refusal{
+	booking.HoldExpired:   {http.StatusGone, "shop_err_hold_expired"},
+	booking.HoldNotActive: {http.StatusConflict, "shop_err_hold_gone"},
+	booking.KeyReused:     {http.StatusUnprocessableEntity, "shop_err_form"},
+}
+
+// A booking: its status until it settles, its tickets, its cancellation.
+
+type bookingPage struct {
+	Booking ledger.Booking
+	Event   ledger.Event
+	Tickets []ticketView
+	// Settling: the page reloads itself until the payment or the refund
+	// settles.
+	Settling bool
+}
+
+type ticketView struct {
+	Seat, QR string
+}
+
+func ticketsOf(ts []ledger.Ticket) []ticketView {
+	out := make([]ticketView, 0, len(ts))
+	for _, t := range ts {
+		seat := t.SeatID
+		if seat == "" {
+			seat = "#" + strconv.FormatInt(t.Seat, 10)
+		}
+		out = append(out, ticketView{Seat: seat, QR: "/v1/tickets/" + t.Code + ".png"})
+	}
+	return out
+}
+
+func (s *Store) ownBooking(w http.ResponseWriter, r *http.Request) (ledger.Booking, bool) {
+	id, err := uuid.Parse(r.PathValue("id"))
+	if err != nil {
+		s.fail(w, r, http.StatusNotFound, "shop_err_not_found")
+		return ledger.Booking{}, false
+	}
+	b, err := s.cfg.Ledger.Booking(r.Context(), id.String())
+	if err != nil {
+		s.lookupFailed(w, r, err)
+		return ledger.Booking{}, false
+	}
+	if !s.buyerOf(w, r, b.EventID).owns(b.UserID) {
+		s.fail(w, r, http.StatusNotFound, "shop_err_not_found")
+		return ledger.Booking{}, false
+	}
+	return b, true
+}
+
+func (s *Store) handleBooking(w http.ResponseWriter, r *http.Request) {
+	b, ok := s.ownBooking(w, r)
+	if !ok {
+		return
+	}
+	s.renderBooking(w, r, http.StatusOK, b, view{})
+}
+
+// refreshSeconds is how often a settling booking's page reloads.
+const refreshSeconds = 2
+
+func (s *Store) renderBooking(w http.ResponseWriter, r *http.Request, status int, b ledger.Booking, v view) {
+	ctx := r.Context()
+	if v.Text.Lang() == "" {
+		v.Text = s.text(w, r)
+	}
+	p := bookingPage{Booking: b, Settling: b.Status == ledger.BookingPaymentPending || b.RefundStatus == ledger.RefundPending}
+	if ev, err := s.cfg.Seats.Registry().Event(ctx, b.EventID); err == nil {
+		p.Event = ev.Event
+	}
+	if b.Status == ledger.BookingConfirmed {
+		ts, err := s.cfg.Ledger.TicketsOf(ctx, b.ID)
+		if err != nil {
+			s.fail(w, r, http.StatusServiceUnavailable, "shop_err_unavailable")
+			return
+		}
+		p.Tickets = ticketsOf(ts)
+	}
+	if p.Settling {
+		v.Refresh = refreshSeconds
+	}
+	s.cfg.Confirmed(w.Header(), b.Status)
+	v.Title, v.Data = msg(v.Text, "shop_booking_title"), p
+	s.render(w, r, status, "booking", v)
+}
+
+func (s *Store) handleCancel(w http.ResponseWriter, r *http.Request) {
+	b, ok := s.ownBooking(w, r)
+	if !ok {
+		return
+	}
+	t := s.text(w, r)
+	if s.cfg.Bookings == nil {
+		s.renderBooking(w, r, http.StatusServiceUnavailable, b, view{Text: t, Error: msg(t, "shop_err_payments_off")})
+		return
+	}
+	_, err := s.cfg.Bookings.Cancel(detached(r), b.ID)
+	switch {
+	case errors.Is(err, booking.ErrBookingNotCancellable):
+		s.renderBooking(w, r, http.StatusConflict, b, view{Text: t, Error: msg(t, "shop_err_not_cancellable")})
+	case err != nil:
+		s.log.Warn("storefront: cancellation failed", "booking", b.ID, "error", err)
+		s.renderBooking(w, r, http.StatusServiceUnavailable, b, view{Text: t, Error: msg(t, "shop_err_unavailable")})
+	default:
+		seeOther(w, r, "/bookings/"+b.ID)
+	}
+}
+
+// My tickets: every booking of the buyer, in every event.
+
+type ticketsPage struct{ Bookings []bookingItem }
+
+type bookingItem struct {
+	Booking ledger.Booking
+	Event   string
+	Tickets []ticketView
+}
+
+func (s *Store) handleMyTickets(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	b := s.buyerOf(w, r, 0)
+	t := s.text(w, r)
+	var p ticketsPage
+	if len(b.subjects) > 0 {
+		evs, err := s.cfg.Seats.Registry().LoadEvents(ctx)
+		if err != nil {
+			s.fail(w, r, http.StatusServiceUnavailable, "shop_err_unavailable")
+			return
+		}
+		for _, ev := range evs {
+			for _, user := range b.subjects {
+				tr, err := s.cfg.Ledger.Trail(ctx, ev.ID, user)
+				if err != nil {
+					s.fail(w, r, http.StatusServiceUnavailable, "shop_err_unavailable")
+					return
+				}
+				for _, bk := range tr.Bookings {
+					item := bookingItem{Booking: bk, Event: ev.Name}
+					for _, tk := range tr.Tickets {
+						if tk.BookingID == bk.ID && tk.Valid {
+							item.Tickets = append(item.Tickets, ticketsOf([]ledger.Ticket{tk.Ticket})...)
+						}
+					}
+					p.Bookings = append(p.Bookings, item)
+				}
+			}
+		}
+	}
+	slices.SortFunc(p.Bookings, func(a, b bookingItem) int { return b.Booking.CreatedAt.Compare(a.Booking.CreatedAt) })
+	s.render(w, r, http.StatusOK, "tickets", view{Text: t, Title: msg(t, "shop_my_tickets"), Data: p})
+}
