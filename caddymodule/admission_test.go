@@ -313,3 +313,41 @@ func TestAccountRevocationOutlivesTheWindow(t *testing.T) {
 		assert.Equal(t, StatusWaiting, res.status(), "the revocation ended: a place at the back")
 	})
 }
+
+// TestAccountWithAVisitorLikeID: an account whose id starts as an
+// anonymous visitor's does (v_) is still an account: its token's renewals
+// keep its one position, so a new device of it gets that position, and a
+// pre-queue token of it yields the account's position.
+func TestAccountWithAVisitorLikeID(t *testing.T) {
+	const user = "v_bob"
+	t.Run("renewals keep its position", func(t *testing.T) {
+		clk := useClock(t)
+		h := provision(t, &Handler{UserID: "{http.request.header.X-User-ID}"})
+		res := do(t, h, asUser(get(h, ""), user))
+		tok, pos := placedToken(t, h, res)
+		tk, err := h.keys.Verify(tok, h.Event)
+		require.NoError(t, err)
+		assert.True(t, tk.Account, "the token says it is an account's")
+		// The store's entry of the account lapses (it lives token_ttl from
+		// its last claim, by the store's own clock); the renewal of its
+		// token claims the position again.
+		require.NoError(t, h.room.room.Store().(waitroom.AccountStore).ForgetAccount(context.Background(), h.Event, user))
+		clk.Advance(h.ttl/2 + time.Second)
+		res = do(t, h, asUser(get(h, tok), user))
+		require.Equal(t, pos, res.waiting(t).Position)
+		require.NotNil(t, res.cookie(t, h.cookieName), "renewed")
+
+		res = do(t, h, asUser(get(h, ""), user))
+		assert.Equal(t, pos, res.waiting(t).Position, "a new device of the account: its one position")
+	})
+	t.Run("its pre-queue token yields the account's position", func(t *testing.T) {
+		clk := useClock(t)
+		h := provision(t, &Handler{UserID: "{http.request.header.X-User-ID}"})
+		_, pos := placedToken(t, h, do(t, h, asUser(get(h, ""), user)))
+		do(t, h, get(h, "")) // another arrival
+		pre, err := h.keys.IssuePreQueueAccount(user, h.Event, clk.Now().Add(time.Hour))
+		require.NoError(t, err)
+		_, got := placedToken(t, h, do(t, h, asUser(withToken(h, pre.Raw), user)))
+		assert.Equal(t, pos, got, "the opening taken out of the config: the account's one position")
+	})
+}

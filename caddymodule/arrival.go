@@ -78,7 +78,7 @@ func (h *Handler) serveArrival(w http.ResponseWriter, r *http.Request, next cadd
 		cancel()
 		switch {
 		case err == nil:
-			return h.enterPreQueue(w, r, repl, user)
+			return h.enterPreQueue(w, r, repl, user, account)
 		case !errors.Is(err, waitroom.ErrEntriesClosed):
 			return h.unavailable(w, r, repl, err)
 		}
@@ -119,7 +119,7 @@ func (h *Handler) join(w http.ResponseWriter, r *http.Request, next caddyhttp.Ha
 	if s.BeyondCap(pos) {
 		return h.soldOut(w, r, repl, pos, presented)
 	}
-	t, err := h.keys.Issue(user, h.Event, pos, h.ttl)
+	t, err := h.issue(user, account, pos)
 	if err != nil {
 		return caddyhttp.Error(http.StatusInternalServerError, err)
 	}

@@ -16,10 +16,14 @@ import (
 // answers, and those of the challenge and the join rate, are in pages.go.
 
 // enterPreQueue gives a new entrant its pre-queue token and the answer.
-func (h *Handler) enterPreQueue(w http.ResponseWriter, r *http.Request, repl *caddy.Replacer, user string) error {
+func (h *Handler) enterPreQueue(w http.ResponseWriter, r *http.Request, repl *caddy.Replacer, user string, account bool) error {
 	// Valid from now until a token's life after the opening, so an entrant
 	// who closes the page comes back to the place the draw gives it.
-	t, err := h.keys.IssuePreQueue(user, h.Event, h.opensAt.Add(h.ttl))
+	issue := h.keys.IssuePreQueue
+	if account {
+		issue = h.keys.IssuePreQueueAccount
+	}
+	t, err := issue(user, h.Event, h.opensAt.Add(h.ttl))
 	if err != nil {
 		return caddyhttp.Error(http.StatusInternalServerError, err)
 	}
@@ -38,7 +42,7 @@ func (h *Handler) enterPreQueue(w http.ResponseWriter, r *http.Request, repl *ca
 // admission window ended, the token admits no more: its bearer is a new
 // arrival (an account is done), as the position's own token would be.
 func (h *Handler) servePreQueueTicket(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, repl *caddy.Replacer, t waitroom.Ticket, solution string) error {
-	account := h.isAccount(t.Subject)
+	account := h.isAccount(t)
 	if _, revoked := h.room.room.SubjectRevoked(t.Subject); account && revoked {
 		return h.completed(w, r, repl, 0)
 	}
@@ -82,14 +86,14 @@ func (h *Handler) servePreQueueTicket(w http.ResponseWriter, r *http.Request, ne
 	cancel()
 
 	s := h.room.room.State()
-	yielded := waitroom.Ticket{Subject: t.Subject, Event: h.Event, Position: pos}
+	yielded := waitroom.Ticket{Subject: t.Subject, Event: h.Event, Position: pos, Account: t.Account}
 	switch h.holds(r, s, yielded) {
 	case ticketCompleted:
 		return h.completed(w, r, repl, pos)
 	case ticketSpent:
 		return h.serveArrival(w, r, next, repl, s, true, solution)
 	}
-	placed, err := h.keys.Issue(t.Subject, h.Event, pos, h.ttl)
+	placed, err := h.issue(t.Subject, account, pos)
 	if err != nil {
 		return caddyhttp.Error(http.StatusInternalServerError, err)
 	}

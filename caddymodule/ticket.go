@@ -33,7 +33,7 @@ const (
 // by the position it yielded, so it never admits where that position's
 // token would not.
 func (h *Handler) holds(r *http.Request, s waitroom.State, t waitroom.Ticket) ticketHold {
-	account := h.isAccount(t.Subject)
+	account := h.isAccount(t)
 	if h.room.room.Revoked(t.Subject, t.Position) {
 		if account {
 			return ticketCompleted
@@ -90,8 +90,17 @@ func (h *Handler) windowOver(r *http.Request, t waitroom.Ticket) bool {
 	return !extended
 }
 
-// isAccount tells whether subject, a token's, is an account's id (from
+// isAccount tells whether t is an account's token (its user id from
 // user_id) rather than an anonymous visitor's.
-func (h *Handler) isAccount(subject string) bool {
-	return h.UserID != "" && !waitroom.IsVisitorID(subject)
+func (h *Handler) isAccount(t waitroom.Ticket) bool {
+	return h.UserID != "" && t.IsAccount()
+}
+
+// issue signs a token with a position for user, an account's (marked so)
+// or an anonymous visitor's.
+func (h *Handler) issue(user string, account bool, pos int64) (waitroom.Ticket, error) {
+	if account {
+		return h.keys.IssueAccount(user, h.Event, pos, h.ttl)
+	}
+	return h.keys.Issue(user, h.Event, pos, h.ttl)
 }
