@@ -69,3 +69,68 @@ func TestRoomAdmissionWindow(t *testing.T) {
 		})
 	}
 }
+
+// TestAdmissionWindowStartsAtHandout: with the watermark set ahead of the
+// arrivals, a position's window runs from its handout, not from the
+// watermark's passing it before anyone held it.
+func TestAdmissionWindowStartsAtHandout(t *testing.T) {
+	for name, store := range map[string]func(*fakeClock) Store{
+		"memory": func(c *fakeClock) Store { return NewMemoryStore(c.Now) },
+		"redis": func(c *fakeClock) Store {
+			return NewRedisStore(testenv.Redis(t), RedisOptions{Now: c.Now})
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			clock := newClock()
+			ctx := context.Background()
+			r := NewRoom(store(clock), testenv.EventID(), RoomOptions{Now: clock.Now, AdmissionWindow: time.Minute,
+				Defaults: Defaults{Watermark: 10}})
+			_, err := r.Refresh(ctx)
+			require.NoError(t, err)
+			clock.Advance(2 * time.Minute)
+			_, err = r.Refresh(ctx)
+			require.NoError(t, err)
+
+			pos, err := r.Join(ctx)
+			require.NoError(t, err)
+			assert.False(t, r.AdmissionOver(pos), "handed out just now")
+			clock.Advance(59 * time.Second)
+			_, err = r.Refresh(ctx)
+			require.NoError(t, err)
+			assert.False(t, r.AdmissionOver(pos))
+			clock.Advance(2 * time.Second)
+			assert.True(t, r.AdmissionOver(pos), "a minute after its handout")
+		})
+	}
+}
+
+// TestPreQueueClaim: the position a pre-queue token was handed outside the
+// draw is the first one claimed, for every later claim.
+func TestPreQueueClaim(t *testing.T) {
+	for name, store := range map[string]func(*fakeClock) PreQueueStore{
+		"memory": func(c *fakeClock) PreQueueStore { return NewMemoryStore(c.Now) },
+		"redis": func(c *fakeClock) PreQueueStore {
+			return NewRedisStore(testenv.Redis(t), RedisOptions{Now: c.Now})
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			s, ev, ctx := store(newClock()), testenv.EventID(), context.Background()
+			_, ok, err := s.PreQueuePosition(ctx, ev, "v_a")
+			require.NoError(t, err)
+			assert.False(t, ok)
+			got, err := s.ClaimPreQueue(ctx, ev, "v_a", 7, time.Hour)
+			require.NoError(t, err)
+			assert.Equal(t, int64(7), got)
+			got, err = s.ClaimPreQueue(ctx, ev, "v_a", 9, time.Hour)
+			require.NoError(t, err)
+			assert.Equal(t, int64(7), got, "the first claim stays")
+			pos, ok, err := s.PreQueuePosition(ctx, ev, "v_a")
+			require.NoError(t, err)
+			assert.True(t, ok)
+			assert.Equal(t, int64(7), pos)
+			_, ok, err = s.PreQueuePosition(ctx, ev, "v_b")
+			require.NoError(t, err)
+			assert.False(t, ok)
+		})
+	}
+}
