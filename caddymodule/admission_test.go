@@ -351,3 +351,28 @@ func TestAccountWithAVisitorLikeID(t *testing.T) {
 		assert.Equal(t, pos, got, "the opening taken out of the config: the account's one position")
 	})
 }
+
+// TestAccountRevocationOnAnotherGateway: a gateway sharing the store holds
+// an account's revocation past its window as the one that saw it does.
+func TestAccountRevocationOnAnotherGateway(t *testing.T) {
+	clk := useClock(t)
+	store := testenv.RedisURL(t)
+	ev := testenv.EventID()
+	setUpEvent(t, store, ev)
+	a := provision(t, &Handler{Event: ev, Store: store, UserID: "{http.request.header.X-User-ID}"})
+	// Another lease: another store client and room, as on another node.
+	b := provision(t, &Handler{Event: ev, Store: store, Lease: 2, UserID: "{http.request.header.X-User-ID}"})
+	setWatermark(t, a, 1)
+	res := do(t, a, asUser(get(a, ""), "alice"))
+	tok, pos := placedToken(t, a, res)
+	require.Equal(t, pos, admittedAt(res))
+	serveRevoking(t, a, asUser(get(a, tok), "alice"))
+
+	clk.Advance(DefaultAdmissionWindow + time.Minute)
+	refresh(t, a)
+	refresh(t, b)
+	for name, h := range map[string]*Handler{"a": a, "b": b} {
+		assert.Equal(t, StatusCompleted, do(t, h, asUser(get(h, ""), "alice")).status(), "a new device at %s", name)
+		assert.Equal(t, StatusCompleted, do(t, h, asUser(get(h, tok), "alice")).status(), "the token at %s", name)
+	}
+}
