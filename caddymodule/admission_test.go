@@ -376,3 +376,38 @@ func TestAccountRevocationOnAnotherGateway(t *testing.T) {
 		assert.Equal(t, StatusCompleted, do(t, h, asUser(get(h, tok), "alice")).status(), "the token at %s", name)
 	}
 }
+
+// TestAccountEntrantAfterItsWindow: an account's drawn position, once its
+// window ended, is given up as any account's is: neither its pre-queue token
+// nor a new device of it is admitted there again.
+func TestAccountEntrantAfterItsWindow(t *testing.T) {
+	eachStore(t, func(t *testing.T, h *Handler, clk *clock) {
+		h.LotterySeed = testSeed
+		h.UserID = "{http.request.header.X-User-ID}"
+		h.OpensAt = clk.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+		provision(t, h)
+		setWatermark(t, h, 1)
+		pre := preQueueEntrant(t, h, asUser(get(h, ""), "alice"))
+		clk.Advance(time.Hour)
+		require.Equal(t, int64(1), admittedAt(do(t, h, asUser(withToken(h, pre), "alice"))), "admitted at its drawn place")
+		refresh(t, h)
+
+		clk.Advance(DefaultAdmissionWindow + time.Second)
+		refresh(t, h)
+		for _, c := range []struct {
+			name string
+			r    func() *http.Request
+		}{
+			{"a new device", func() *http.Request { return asUser(get(h, ""), "alice") }},
+			{"its pre-queue token", func() *http.Request { return asUser(withToken(h, pre), "alice") }},
+			{"a new device, again", func() *http.Request { return asUser(get(h, ""), "alice") }},
+			{"its pre-queue token, again", func() *http.Request { return asUser(withToken(h, pre), "alice") }},
+		} {
+			name, r := c.name, c.r
+			res := do(t, h, r())
+			assert.Zero(t, admittedAt(res), "%s: admitted at its drawn place after its window", name)
+			_, pos := placedToken(t, h, res)
+			assert.Equal(t, int64(2), pos, "%s: the account's place at the back", name)
+		}
+	})
+}
