@@ -37,6 +37,12 @@ type ExtensionStore interface {
 	AdmissionExtended(ctx context.Context, event int64, subject string) (bool, error)
 }
 
+// windowGrain is the finest time a window tells admissions apart by: the
+// rises within one grain are kept as one, at the latest of them, so a crowd
+// joining while the watermark is ahead adds a step a second, not one per
+// arrival. Admissions then look later by less than a grain, never earlier.
+const windowGrain = time.Second
+
 // window remembers when the admitted handed-out positions grew: the rises
 // of the lower of the watermark and the last position handed out.
 type window struct {
@@ -62,7 +68,12 @@ func (w *window) observe(now time.Time, s State) {
 	through := min(s.Watermark, s.LastPosition)
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if n := len(w.steps); n > 0 && through <= w.steps[n-1].through {
+	n := len(w.steps)
+	switch {
+	case n > 0 && through <= w.steps[n-1].through:
+		return
+	case n > 0 && now.Truncate(windowGrain).Equal(w.steps[n-1].at.Truncate(windowGrain)):
+		w.steps[n-1] = step{at: now, through: through}
 		return
 	}
 	w.steps = append(w.steps, step{at: now, through: through})
