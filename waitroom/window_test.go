@@ -134,3 +134,20 @@ func TestPreQueueClaim(t *testing.T) {
 		})
 	}
 }
+
+// TestWindowKeepsAStepASecond: rises within one second are one step, at the
+// latest of them, so no admission looks earlier than it was.
+func TestWindowKeepsAStepASecond(t *testing.T) {
+	w := window{length: time.Minute}
+	at := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	for i := range int64(100) {
+		w.observe(at.Add(time.Duration(i)*5*time.Millisecond), State{Watermark: 1000, LastPosition: i + 1})
+	}
+	require.Len(t, w.steps, 1)
+	last := at.Add(99 * 5 * time.Millisecond)
+	assert.Equal(t, step{at: last, through: 100}, w.steps[0])
+	assert.False(t, w.over(last.Add(time.Minute-time.Millisecond), 1), "never earlier than its last rise in the second")
+	assert.True(t, w.over(last.Add(time.Minute), 1))
+	w.observe(at.Add(time.Second), State{Watermark: 1000, LastPosition: 101})
+	assert.Len(t, w.steps, 2)
+}
