@@ -78,7 +78,7 @@ func (h *Handler) serveArrival(w http.ResponseWriter, r *http.Request, next cadd
 		cancel()
 		switch {
 		case err == nil:
-			return h.enterPreQueue(w, r, repl, user)
+			return h.enterPreQueue(w, r, repl, user, account)
 		case !errors.Is(err, waitroom.ErrEntriesClosed):
 			return h.unavailable(w, r, repl, err)
 		}
@@ -89,6 +89,13 @@ func (h *Handler) serveArrival(w http.ResponseWriter, r *http.Request, next cadd
 
 // join gives user the next position, or, for an account, the one it holds.
 func (h *Handler) join(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, repl *caddy.Replacer, user string, account, presented bool) error {
+	if account {
+		// Done for as long as its revocation lasts: not even a new place
+		// once the one it held was given up.
+		if pos, revoked := h.room.room.SubjectRevoked(user); revoked {
+			return h.completed(w, r, repl, pos)
+		}
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), joinTimeout)
 	var pos int64
 	var err error
@@ -103,7 +110,7 @@ func (h *Handler) join(w http.ResponseWriter, r *http.Request, next caddyhttp.Ha
 		// it put back: never a position it might have handed out before.
 		return h.unavailable(w, r, repl, err)
 	}
-	if account && h.room.room.Revoked(user, pos) {
+	if _, revoked := h.room.room.SubjectRevoked(user); account && revoked {
 		return h.completed(w, r, repl, pos)
 	}
 	h.m.arrivals.Inc()
@@ -112,7 +119,7 @@ func (h *Handler) join(w http.ResponseWriter, r *http.Request, next caddyhttp.Ha
 	if s.BeyondCap(pos) {
 		return h.soldOut(w, r, repl, pos, presented)
 	}
-	t, err := h.keys.Issue(user, h.Event, pos, h.ttl)
+	t, err := h.issue(user, account, pos)
 	if err != nil {
 		return caddyhttp.Error(http.StatusInternalServerError, err)
 	}

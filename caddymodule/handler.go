@@ -427,19 +427,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	ticket, presented, ok := h.verify(r, headerToken)
 	switch {
 	case ok && ticket.PreQueue:
-		return h.servePreQueueTicket(w, r, next, repl, ticket)
-	case ok && h.room.room.Revoked(ticket.Subject, ticket.Position):
-		// The site ended this token's admission: an account is done; an
-		// anonymous visitor may queue again, at the back.
-		if h.isAccount(ticket.Subject) {
-			return h.completed(w, r, repl, ticket.Position)
-		}
-		return h.serveArrival(w, r, next, repl, state, true, solution)
-	case ok && state.Admits(ticket.Position) && h.windowOver(r, ticket):
-		// Its turn came and went: a place at the back.
-		h.m.windowOver.Inc()
-		return h.serveArrival(w, r, next, repl, state, true, solution)
+		return h.servePreQueueTicket(w, r, next, repl, ticket, solution)
 	case ok:
+		switch h.holds(r, state, ticket) {
+		case ticketCompleted:
+			return h.completed(w, r, repl, ticket.Position)
+		case ticketSpent:
+			return h.serveArrival(w, r, next, repl, state, true, solution)
+		}
 		return h.serveTicket(w, r, next, repl, state, ticket)
 	}
 	if presented {

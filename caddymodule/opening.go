@@ -16,10 +16,14 @@ import (
 // answers, and those of the challenge and the join rate, are in pages.go.
 
 // enterPreQueue gives a new entrant its pre-queue token and the answer.
-func (h *Handler) enterPreQueue(w http.ResponseWriter, r *http.Request, repl *caddy.Replacer, user string) error {
+func (h *Handler) enterPreQueue(w http.ResponseWriter, r *http.Request, repl *caddy.Replacer, user string, account bool) error {
 	// Valid from now until a token's life after the opening, so an entrant
 	// who closes the page comes back to the place the draw gives it.
-	t, err := h.keys.IssuePreQueue(user, h.Event, h.opensAt.Add(h.ttl))
+	issue := h.keys.IssuePreQueue
+	if account {
+		issue = h.keys.IssuePreQueueAccount
+	}
+	t, err := issue(user, h.Event, h.opensAt.Add(h.ttl))
 	if err != nil {
 		return caddyhttp.Error(http.StatusInternalServerError, err)
 	}
@@ -29,43 +33,70 @@ func (h *Handler) enterPreQueue(w http.ResponseWriter, r *http.Request, repl *ca
 }
 
 // servePreQueueTicket answers the bearer of a pre-queue token: the pre-queue
-// answer until the opening, then the position the draw gave it, on a token
-// issued anew. It solved the challenge when it entered, so it never meets
-// one again, nor the join rate.
-func (h *Handler) servePreQueueTicket(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, repl *caddy.Replacer, t waitroom.Ticket) error {
-	// A place at the back, as any arrival gets it: never in a sold-out
-	// event.
-	back := func() error {
-		if h.room.room.State().SoldOut {
-			return h.soldOut(w, r, repl, 0, true)
-		}
-		return h.join(w, r, next, repl, t.Subject, h.isAccount(t.Subject), true)
-	}
-	if h.opensAt.IsZero() {
-		// The opening was taken out of the config: nothing drawn.
-		return back()
+// answer until the opening, then by the one position the token yields
+// (docs/api.md §12), on a token issued anew: the position the draw gave it,
+// or, when the draw has none for it (the opening was taken out of the
+// config, or the store lost the entry), the one its first presentation was
+// handed, without another challenge or join-rate check (it met both when it
+// entered) and never a second. Once that position is revoked or its
+// admission window ended, the token admits no more: its bearer is a new
+// arrival (an account is done), as the position's own token would be.
+func (h *Handler) servePreQueueTicket(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, repl *caddy.Replacer, t waitroom.Ticket, solution string) error {
+	account := h.isAccount(t)
+	if _, revoked := h.room.room.SubjectRevoked(t.Subject); account && revoked {
+		return h.completed(w, r, repl, 0)
 	}
 	if h.room.room.PreQueue() {
 		return h.preQueue(w, r, repl, t)
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), joinTimeout)
-	pos, err := h.room.room.DrawnPosition(ctx, t.Subject)
-	cancel()
+	defer cancel()
+	var pos int64
+	var err error
+	if h.opensAt.IsZero() {
+		// The opening was taken out of the config: nothing drawn.
+		err = waitroom.ErrNotEntrant
+	} else {
+		pos, err = h.room.room.DrawnPosition(ctx, t.Subject)
+	}
 	switch {
 	case errors.Is(err, waitroom.ErrNotOpen):
 		return h.preQueue(w, r, repl, t)
 	case errors.Is(err, waitroom.ErrNotEntrant):
-		// The store lost the entry (or the draw): the work was done, so a
-		// place at the back without another challenge.
-		h.logger.Debug("pre-queue entrant not in the draw", zap.Int64("event", h.Event), zap.String("user", t.Subject))
-		return back()
+		h.logger.Debug("pre-queue token without a drawn position", zap.Int64("event", h.Event), zap.String("user", t.Subject))
+		var placed bool
+		pos, placed, err = h.room.room.PreQueuePlaced(ctx, t.Subject)
+		switch {
+		case err != nil:
+			return h.unavailable(w, r, repl, err)
+		case !placed && h.room.room.State().SoldOut:
+			// Never a place in a sold-out event.
+			return h.soldOut(w, r, repl, 0, true)
+		case !placed:
+			// Valid from now until the token can no longer be presented.
+			keep := t.ExpiresAt.Sub(h.now()) + revokeLeeway
+			if pos, err = h.room.room.PlacePreQueue(ctx, t.Subject, account, keep); err != nil {
+				return h.unavailable(w, r, repl, err)
+			}
+			h.m.arrivals.Inc()
+		}
 	case err != nil:
 		return h.unavailable(w, r, repl, err)
 	}
-	placed, err := h.keys.Issue(t.Subject, h.Event, pos, h.ttl)
+	cancel()
+
+	s := h.room.room.State()
+	yielded := waitroom.Ticket{Subject: t.Subject, Event: h.Event, Position: pos, Account: t.Account}
+	switch h.holds(r, s, yielded) {
+	case ticketCompleted:
+		return h.completed(w, r, repl, pos)
+	case ticketSpent:
+		return h.serveArrival(w, r, next, repl, s, true, solution)
+	}
+	placed, err := h.issue(t.Subject, account, pos)
 	if err != nil {
 		return caddyhttp.Error(http.StatusInternalServerError, err)
 	}
 	h.giveToken(w, r, placed)
-	return h.serveTicket(w, r, next, repl, h.room.room.State(), placed)
+	return h.serveTicket(w, r, next, repl, s, placed)
 }

@@ -379,8 +379,9 @@ func TestOpeningConfigRefused(t *testing.T) {
 }
 
 // A pre-queue token after the opening was taken out of the config gets a
-// place at the back like any arrival, and so, in a sold-out event, the
-// sold-out answer, never a place.
+// place at the back like any arrival, once: it keeps that place however
+// often it comes back. In a sold-out event a token that was not placed yet
+// gets the sold-out answer, never a place.
 func TestPreQueueTokenAfterTheOpeningWasRemoved(t *testing.T) {
 	h := provision(t, &Handler{Watermark: 5})
 	pre, err := h.keys.IssuePreQueue("v_0123456789abcdef", h.Event, time.Now().Add(time.Hour))
@@ -392,6 +393,12 @@ func TestPreQueueTokenAfterTheOpeningWasRemoved(t *testing.T) {
 
 	update(t, h, waitroom.Change{SoldOut: ptr(true)})
 	res = serve(t, h, get(h, pre.Raw))
+	assert.Equal(t, StatusAdmitted, res.status(), "its place, admitted, still passes")
+	assert.Equal(t, "1", res.next.Header.Get(HeaderPosition))
+
+	late, err := h.keys.IssuePreQueue("v_123456789abcdef0", h.Event, time.Now().Add(time.Hour))
+	require.NoError(t, err)
+	res = serve(t, h, get(h, late.Raw))
 	require.Equal(t, http.StatusGone, res.rec.Code, res.rec.Body.String())
 	assert.Equal(t, StatusSoldOut, res.status())
 	assert.True(t, strings.HasPrefix(res.rec.Header().Get("Cache-Control"), "private"), "a token holder's 410 is private")

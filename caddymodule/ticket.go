@@ -14,6 +14,46 @@ import (
 // The ticket path: a request with a valid queue token of the event is
 // admitted, kept waiting or turned away by its position.
 
+// What a valid token's position still gives its bearer.
+type ticketHold int
+
+const (
+	// ticketHolds: the position is judged by the state (serveTicket).
+	ticketHolds ticketHold = iota
+	// ticketSpent: revoked, or its admission window ended; the bearer is
+	// a new arrival at the back.
+	ticketSpent
+	// ticketCompleted: an account whose admission the site revoked.
+	ticketCompleted
+)
+
+// holds tells what t's position still gives: nothing once the site revoked
+// it (an account: nothing at any position, for as long as its revocation
+// lasts) or once its admission window ended. A pre-queue token is judged
+// by the position it yielded, so it never admits where that position's
+// token would not.
+func (h *Handler) holds(r *http.Request, s waitroom.State, t waitroom.Ticket) ticketHold {
+	account := h.isAccount(t)
+	if h.room.room.Revoked(t.Subject, t.Position) {
+		if account {
+			return ticketCompleted
+		}
+		// An anonymous visitor may queue again, at the back.
+		return ticketSpent
+	}
+	if account {
+		if _, revoked := h.room.room.SubjectRevoked(t.Subject); revoked {
+			return ticketCompleted
+		}
+	}
+	if s.Admits(t.Position) && h.windowOver(r, t) {
+		// Its turn came and went: a place at the back.
+		h.m.windowOver.Inc()
+		return ticketSpent
+	}
+	return ticketHolds
+}
+
 // serveTicket answers a bearer of a valid token.
 func (h *Handler) serveTicket(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, repl *caddy.Replacer, s waitroom.State, t waitroom.Ticket) error {
 	// Should the store lose its counter, it is put back above every
@@ -50,8 +90,17 @@ func (h *Handler) windowOver(r *http.Request, t waitroom.Ticket) bool {
 	return !extended
 }
 
-// isAccount tells whether subject, a token's, is an account's id (from
+// isAccount tells whether t is an account's token (its user id from
 // user_id) rather than an anonymous visitor's.
-func (h *Handler) isAccount(subject string) bool {
-	return h.UserID != "" && !waitroom.IsVisitorID(subject)
+func (h *Handler) isAccount(t waitroom.Ticket) bool {
+	return h.UserID != "" && t.IsAccount()
+}
+
+// issue signs a token with a position for user, an account's (marked so)
+// or an anonymous visitor's.
+func (h *Handler) issue(user string, account bool, pos int64) (waitroom.Ticket, error) {
+	if account {
+		return h.keys.IssueAccount(user, h.Event, pos, h.ttl)
+	}
+	return h.keys.Issue(user, h.Event, pos, h.ttl)
 }

@@ -107,7 +107,8 @@ func (h *Handler) renew(w http.ResponseWriter, r *http.Request, t waitroom.Ticke
 	if t.ExpiresAt.Sub(h.now()) >= h.ttl/2 {
 		return t
 	}
-	if h.isAccount(t.Subject) {
+	account := h.isAccount(t)
+	if account {
 		// The account's position lives as long as its token does.
 		ctx, cancel := context.WithTimeout(r.Context(), joinTimeout)
 		err := h.room.room.KeepAccount(ctx, t.Subject, t.Position, h.ttl)
@@ -116,7 +117,7 @@ func (h *Handler) renew(w http.ResponseWriter, r *http.Request, t waitroom.Ticke
 			h.logger.Debug("keeping an account's position", zap.Int64("event", h.Event), zap.Error(err))
 		}
 	}
-	fresh, err := h.keys.Issue(t.Subject, t.Event, t.Position, h.ttl)
+	fresh, err := h.issue(t.Subject, account, t.Position)
 	if err != nil {
 		h.logger.Error("renewing a queue token", zap.Error(err))
 		return t

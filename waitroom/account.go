@@ -46,6 +46,9 @@ func (r *Room) JoinAccount(ctx context.Context, subject string, ttl time.Duratio
 	if err != nil {
 		return 0, false, err
 	}
+	// forgot is set once the held position was given up: the draw's
+	// position, if it was that one, is not given again.
+	var forgot bool
 	if ok && r.AdmissionOver(held) {
 		// Its turn came and went: a place at the back, unless the origin
 		// keeps it admitted.
@@ -55,19 +58,27 @@ func (r *Room) JoinAccount(ctx context.Context, subject string, ttl time.Duratio
 		if err := as.ForgetAccount(ctx, r.event, subject); err != nil {
 			return 0, false, err
 		}
-		ok = false
+		ok, forgot = false, true
 	}
 	if ok {
 		return held, true, nil
 	}
-	if r.lot != nil {
-		// An entrant of the pre-queue holds the position drawn for it.
+	if r.lot != nil && !forgot {
+		// An entrant of the pre-queue holds the position drawn for it,
+		// until its turn came and went as any account's does.
 		drawn, err := r.DrawnPosition(ctx, subject)
-		if err == nil {
+		over := err == nil && r.AdmissionOver(drawn)
+		if over {
+			var ext bool
+			if ext, err = r.Extended(ctx, subject); err != nil || ext {
+				over = false
+			}
+		}
+		switch {
+		case err == nil && !over:
 			_, err = as.ClaimAccount(ctx, r.event, subject, drawn, ttl)
 			return drawn, true, err
-		}
-		if !errors.Is(err, ErrNotEntrant) {
+		case err != nil && !errors.Is(err, ErrNotEntrant):
 			return 0, false, err
 		}
 	}

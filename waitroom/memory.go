@@ -14,8 +14,11 @@ type MemoryStore struct {
 	watchers map[int64]map[chan struct{}]struct{}
 	nonces   map[nonceKey]time.Time
 	accounts map[nonceKey]accountEntry
-	extended map[nonceKey]time.Time
-	now      func() time.Time
+	// preQueued is the position each pre-queue token was handed outside
+	// the draw (prequeue.go).
+	preQueued map[nonceKey]accountEntry
+	extended  map[nonceKey]time.Time
+	now       func() time.Time
 }
 
 type memEvent struct {

@@ -175,6 +175,11 @@ func (r *Room) closeEntries(ctx context.Context) error {
 	l.mu.Unlock()
 	l.closed.Store(true)
 	raiseTo(&r.issued, c.Base+c.Count)
+	// The entrants' positions are handed out now: those the watermark
+	// passed already are admitted from the opening, not from before it.
+	s := r.State()
+	s.LastPosition = max(s.LastPosition, c.Base+c.Count)
+	r.window.observe(r.opts.Now(), s)
 	r.opts.Logger.Info("pre-queue closed", "event", r.event, "entrants", c.Count, "after_position", c.Base)
 	return nil
 }

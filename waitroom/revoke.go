@@ -41,11 +41,14 @@ type RevocationStore interface {
 }
 
 // revocations is a room's copy of its event's revocations: what the
-// request path looks tokens up in, without a store call.
+// request path looks tokens up in, without a store call. bySubject is the
+// latest of each subject's, for an account: its revocation ends its
+// admission whatever position it would be given next.
 type revocations struct {
-	mu     sync.RWMutex
-	until  map[revoked]time.Time
-	cursor string
+	mu        sync.RWMutex
+	until     map[revoked]time.Time
+	bySubject map[string]Revocation
+	cursor    string
 }
 
 type revoked struct {
@@ -58,15 +61,24 @@ func (v *revocations) add(now time.Time, rvs ...Revocation) {
 	defer v.mu.Unlock()
 	if v.until == nil {
 		v.until = make(map[revoked]time.Time)
+		v.bySubject = make(map[string]Revocation)
 	}
 	for _, rv := range rvs {
 		if now.Before(rv.Until) {
 			v.until[revoked{rv.Subject, rv.Position}] = rv.Until
+			if cur, ok := v.bySubject[rv.Subject]; !ok || cur.Until.Before(rv.Until) {
+				v.bySubject[rv.Subject] = rv
+			}
 		}
 	}
 	for k, until := range v.until {
 		if !now.Before(until) {
 			delete(v.until, k)
+		}
+	}
+	for k, rv := range v.bySubject {
+		if !now.Before(rv.Until) {
+			delete(v.bySubject, k)
 		}
 	}
 }
@@ -92,6 +104,20 @@ func (r *Room) Revoked(subject string, position int64) bool {
 	until, ok := r.revoked.until[revoked{subject, position}]
 	r.revoked.mu.RUnlock()
 	return ok && r.opts.Now().Before(until)
+}
+
+// SubjectRevoked reports whether any token of subject was revoked, and the
+// position of the latest: an account (one position per event) is done for
+// as long as its revocation lasts, even once the position it held is given
+// up (its admission window ended) and another would be handed out.
+func (r *Room) SubjectRevoked(subject string) (position int64, ok bool) {
+	r.revoked.mu.RLock()
+	rv, ok := r.revoked.bySubject[subject]
+	r.revoked.mu.RUnlock()
+	if !ok || !r.opts.Now().Before(rv.Until) {
+		return 0, false
+	}
+	return rv.Position, true
 }
 
 // syncRevocations reads the revocations other nodes made since the last

@@ -165,7 +165,7 @@ func (r *Room) observe(s State) {
 		close(*r.changed.Swap(&next))
 	}
 	r.rate.observe(s.Watermark)
-	r.window.observe(r.opts.Now(), s.Watermark)
+	r.window.observe(r.opts.Now(), s)
 	if r.opts.ClosedLoop != nil {
 		r.admitted.observe(r.opts.Now(), s, func(lo, hi int64) int64 { return r.presentBetween(lo, hi, hi-lo+1) })
 	}
@@ -324,6 +324,9 @@ func (r *Room) Join(ctx context.Context) (int64, error) {
 			break
 		}
 	}
+	// A position the watermark passed already is admitted from its
+	// handout, now.
+	r.window.observe(r.opts.Now(), *r.state.Load())
 	return pos, nil
 }
 

@@ -116,11 +116,30 @@ func (ks *KeySet) SignedNow(raw string) bool { return strings.HasPrefix(raw, ks.
 // Claims are the claims of a queue token. A pre-queue token (PreQueue,
 // the pre claim) has no position: it says its bearer entered a scheduled
 // opening's draw, and Verify never accepts it, so nothing can admit it.
+//
+// Account (the acc claim) marks the token of an account, a user id from the
+// site: an account's id may look like anything, an anonymous visitor's
+// (NewVisitorID) included, so the mark and not the id tells them apart.
+// Tokens issued before the mark existed carry none; for them an id without
+// the visitor prefix is an account's (Ticket.IsAccount).
 type Claims struct {
-	Event    int64 `json:"evt"`
-	Position int64 `json:"pos,omitempty"`
-	PreQueue bool  `json:"pre,omitempty"`
+	Event    int64       `json:"evt"`
+	Position int64       `json:"pos,omitempty"`
+	PreQueue bool        `json:"pre,omitempty"`
+	Account  accountMark `json:"acc,omitempty"`
 	jwt.RegisteredClaims
+}
+
+// accountMark is the acc claim: true marks an account's token, and any
+// other value, or none, does not. No value of it makes a token invalid, so
+// verifiers that do not know the claim (the edge Worker) take the same
+// tokens.
+type accountMark bool
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (m *accountMark) UnmarshalJSON(b []byte) error {
+	*m = accountMark(string(b) == "true")
+	return nil
 }
 
 // Validate is called by the parser after the registered claims pass.
@@ -149,6 +168,8 @@ type Ticket struct {
 	ExpiresAt time.Time
 	// PreQueue marks a pre-queue token: no position, never admitted.
 	PreQueue bool
+	// Account marks an account's token (the acc claim).
+	Account bool
 	// Raw is the token as it was presented or issued.
 	Raw string
 }
@@ -159,6 +180,12 @@ func (ks *KeySet) Issue(subject string, event, position int64, ttl time.Duration
 	return ks.issue(Ticket{Subject: subject, Event: event, Position: position, IssuedAt: now, ExpiresAt: now.Add(ttl)})
 }
 
+// IssueAccount is Issue for an account: the token carries the acc mark.
+func (ks *KeySet) IssueAccount(subject string, event, position int64, ttl time.Duration) (Ticket, error) {
+	now := ks.now().UTC().Truncate(time.Second)
+	return ks.issue(Ticket{Subject: subject, Event: event, Position: position, Account: true, IssuedAt: now, ExpiresAt: now.Add(ttl)})
+}
+
 // IssuePreQueue signs a pre-queue token for subject in event, valid until
 // expires: it carries no position and only VerifyPreQueue accepts it.
 func (ks *KeySet) IssuePreQueue(subject string, event int64, expires time.Time) (Ticket, error) {
@@ -166,11 +193,25 @@ func (ks *KeySet) IssuePreQueue(subject string, event int64, expires time.Time) 
 	return ks.issue(Ticket{Subject: subject, Event: event, PreQueue: true, IssuedAt: now, ExpiresAt: expires.UTC().Truncate(time.Second)})
 }
 
+// IssuePreQueueAccount is IssuePreQueue for an account: the token carries
+// the acc mark.
+func (ks *KeySet) IssuePreQueueAccount(subject string, event int64, expires time.Time) (Ticket, error) {
+	now := ks.now().UTC().Truncate(time.Second)
+	return ks.issue(Ticket{Subject: subject, Event: event, PreQueue: true, Account: true, IssuedAt: now, ExpiresAt: expires.UTC().Truncate(time.Second)})
+}
+
+// IsAccount tells whether t is an account's token rather than an anonymous
+// visitor's: its acc mark says so, or, on a token issued before the mark
+// existed, its subject lacks the visitor prefix. An account's new tokens
+// all carry the mark, so its id may start as a visitor's does.
+func (t Ticket) IsAccount() bool { return t.Account || !IsVisitorID(t.Subject) }
+
 func (ks *KeySet) issue(t Ticket) (Ticket, error) {
 	claims := Claims{
 		Event:    t.Event,
 		Position: t.Position,
 		PreQueue: t.PreQueue,
+		Account:  accountMark(t.Account),
 		RegisteredClaims: jwt.RegisteredClaims{
 			Issuer:    Issuer,
 			Subject:   t.Subject,
@@ -246,6 +287,7 @@ func (ks *KeySet) verify(raw string, event int64) (Ticket, error) {
 		Event:     c.Event,
 		Position:  c.Position,
 		PreQueue:  c.PreQueue,
+		Account:   bool(c.Account),
 		IssuedAt:  c.IssuedAt.Time.UTC(),
 		ExpiresAt: c.ExpiresAt.Time.UTC(),
 		Raw:       raw,
@@ -361,6 +403,9 @@ func appendClaims(b []byte, t Ticket) ([]byte, error) {
 	}
 	if t.PreQueue {
 		b = append(b, `,"pre":true`...)
+	}
+	if t.Account {
+		b = append(b, `,"acc":true`...)
 	}
 	b = append(b, `,"iss":"`+Issuer+`","sub":`...)
 	if plainJSON(t.Subject) {

@@ -119,6 +119,8 @@ func TestSignerMatchesJWT(t *testing.T) {
 		{"subject with control bytes", Ticket{Subject: "a\x01b\x7fc\\d\te", Event: 7, Position: 9_000_000_000}},
 		{"subject not UTF-8", Ticket{Subject: "a\xffb\u2029", Event: 1, Position: 1}},
 		{"plain account id", Ticket{Subject: "user 7/a.b_c-d@example.com", Event: 8_000_000_123, Position: 1}},
+		{"account's token", Ticket{Subject: "v_bob", Event: 42, Position: 3, Account: true}},
+		{"account's pre-queue token", Ticket{Subject: "v_bob", Event: 42, PreQueue: true, Account: true}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -128,7 +130,7 @@ func TestSignerMatchesJWT(t *testing.T) {
 			require.NoError(t, err)
 
 			tok := jwt.NewWithClaims(jwt.SigningMethodHS256, Claims{
-				Event: tc.t.Event, Position: tc.t.Position, PreQueue: tc.t.PreQueue,
+				Event: tc.t.Event, Position: tc.t.Position, PreQueue: tc.t.PreQueue, Account: accountMark(tc.t.Account),
 				RegisteredClaims: jwt.RegisteredClaims{Issuer: Issuer, Subject: tc.t.Subject,
 					IssuedAt: jwt.NewNumericDate(tc.t.IssuedAt), ExpiresAt: jwt.NewNumericDate(tc.t.ExpiresAt)},
 			})
@@ -145,7 +147,39 @@ func TestSignerMatchesJWT(t *testing.T) {
 			// encoding/json writes it.
 			assert.Equal(t, strings.ToValidUTF8(tc.t.Subject, "\uFFFD"), v.Subject)
 			assert.Equal(t, tc.t.Position, v.Position)
+			assert.Equal(t, tc.t.Account, v.Account)
 		})
+	}
+}
+
+// The acc mark, not the subject, tells an account's token; a token issued
+// before the mark existed is an account's when its subject lacks the
+// visitor prefix. No value of the claim makes a token invalid.
+func TestAccountMark(t *testing.T) {
+	clock := newClock()
+	key := Key{ID: "k1", Secret: secretA}
+	ks := mustKeySet(t, clock.Now, key)
+	acc, err := ks.IssueAccount("v_bob", 42, 1, time.Hour)
+	require.NoError(t, err)
+	anon, err := ks.Issue(NewVisitorID(), 42, 2, time.Hour)
+	require.NoError(t, err)
+	legacy, err := ks.Issue("alice", 42, 3, time.Hour)
+	require.NoError(t, err)
+	for raw, want := range map[string]bool{acc.Raw: true, anon.Raw: false, legacy.Raw: true} {
+		v, err := mustKeySet(t, clock.Now, key).Verify(raw, 42)
+		require.NoError(t, err)
+		assert.Equal(t, want, v.IsAccount(), v.Subject)
+	}
+	for _, odd := range []any{"true", 1, nil, map[string]any{}} {
+		now := clock.Now()
+		tok := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"evt": 42, "pos": 1, "acc": odd,
+			"iss": Issuer, "sub": "v_x", "iat": now.Unix(), "exp": now.Add(time.Hour).Unix()})
+		tok.Header["kid"] = key.ID
+		raw, err := tok.SignedString(key.Secret)
+		require.NoError(t, err)
+		v, err := mustKeySet(t, clock.Now, key).Verify(raw, 42)
+		require.NoError(t, err, "acc %v", odd)
+		assert.False(t, v.IsAccount(), "acc %v", odd)
 	}
 }
 

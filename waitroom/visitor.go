@@ -18,5 +18,7 @@ func NewVisitorID() string {
 	return string(id[:])
 }
 
-// IsVisitorID tells an id NewVisitorID made from an account's.
+// IsVisitorID tells whether id looks like one NewVisitorID made. An
+// account's id may look so too: a token's acc mark, not its id, tells an
+// account's token (Ticket.IsAccount).
 func IsVisitorID(id string) bool { return strings.HasPrefix(id, "v_") }

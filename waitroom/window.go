@@ -11,11 +11,15 @@ import (
 )
 
 // The admission window (docs/api.md §3): an admitted position is admitted
-// for the window from the moment the watermark reached it, unless the
-// origin extended its holder's admission (the holder holds seats). When
-// the watermark reached a position is read from the watermark's rises the
-// room saw; positions admitted before the room first read the state count
-// from then.
+// for the window from the later of its handout and the watermark's reaching
+// it, unless the origin extended its holder's admission (the holder holds
+// seats). A watermark set ahead of the arrivals admits each later arrival
+// from its own handout, never from before it held the position; the
+// positions an opening reserves for its entrants are handed out when the
+// entries close. Both moments are read from what the room saw rise: the
+// watermark, and the last position handed out (its own joins at once,
+// other nodes' at the next read of the state); positions admitted before
+// the room first read the state count from then.
 
 // maxWindowSteps bounds the watermark rises a room remembers; the oldest
 // are merged into their successors, which makes admissions look later
@@ -33,7 +37,14 @@ type ExtensionStore interface {
 	AdmissionExtended(ctx context.Context, event int64, subject string) (bool, error)
 }
 
-// window remembers when the watermark rose.
+// windowGrain is the finest time a window tells admissions apart by: the
+// rises within one grain are kept as one, at the latest of them, so a crowd
+// joining while the watermark is ahead adds a step a second, not one per
+// arrival. Admissions then look later by less than a grain, never earlier.
+const windowGrain = time.Second
+
+// window remembers when the admitted handed-out positions grew: the rises
+// of the lower of the watermark and the last position handed out.
 type window struct {
 	length time.Duration // 0: no window
 	mu     sync.Mutex
@@ -41,20 +52,31 @@ type window struct {
 }
 
 type step struct {
-	at        time.Time
-	watermark int64
+	at time.Time
+	// through is the highest position both handed out and reached by the
+	// watermark at at.
+	through int64
 }
 
-func (w *window) observe(now time.Time, watermark int64) {
+// observe records what s says at now: every position up to the lower of
+// its watermark and its last position handed out is admitted from now on,
+// if it was not already.
+func (w *window) observe(now time.Time, s State) {
 	if w.length <= 0 {
 		return
 	}
+	through := min(s.Watermark, s.LastPosition)
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if n := len(w.steps); n > 0 && watermark <= w.steps[n-1].watermark {
+	n := len(w.steps)
+	switch {
+	case n > 0 && through <= w.steps[n-1].through:
+		return
+	case n > 0 && now.Truncate(windowGrain).Equal(w.steps[n-1].at.Truncate(windowGrain)):
+		w.steps[n-1] = step{at: now, through: through}
 		return
 	}
-	w.steps = append(w.steps, step{at: now, watermark: watermark})
+	w.steps = append(w.steps, step{at: now, through: through})
 	// Rises older than the window say nothing the newest of them does not.
 	cut := 0
 	for cut+1 < len(w.steps) && now.Sub(w.steps[cut+1].at) > w.length {
@@ -68,7 +90,8 @@ func (w *window) observe(now time.Time, watermark int64) {
 	}
 }
 
-// over reports whether position was admitted longer than the window ago.
+// over reports whether position was admitted (handed out and reached)
+// longer than the window ago.
 func (w *window) over(now time.Time, position int64) bool {
 	if w.length <= 0 {
 		return false
@@ -80,7 +103,7 @@ func (w *window) over(now time.Time, position int64) bool {
 		if s.at.After(limit) {
 			return false
 		}
-		if s.watermark >= position {
+		if s.through >= position {
 			return true
 		}
 	}

@@ -69,3 +69,85 @@ func TestRoomAdmissionWindow(t *testing.T) {
 		})
 	}
 }
+
+// TestAdmissionWindowStartsAtHandout: with the watermark set ahead of the
+// arrivals, a position's window runs from its handout, not from the
+// watermark's passing it before anyone held it.
+func TestAdmissionWindowStartsAtHandout(t *testing.T) {
+	for name, store := range map[string]func(*fakeClock) Store{
+		"memory": func(c *fakeClock) Store { return NewMemoryStore(c.Now) },
+		"redis": func(c *fakeClock) Store {
+			return NewRedisStore(testenv.Redis(t), RedisOptions{Now: c.Now})
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			clock := newClock()
+			ctx := context.Background()
+			r := NewRoom(store(clock), testenv.EventID(), RoomOptions{Now: clock.Now, AdmissionWindow: time.Minute,
+				Defaults: Defaults{Watermark: 10}})
+			_, err := r.Refresh(ctx)
+			require.NoError(t, err)
+			clock.Advance(2 * time.Minute)
+			_, err = r.Refresh(ctx)
+			require.NoError(t, err)
+
+			pos, err := r.Join(ctx)
+			require.NoError(t, err)
+			assert.False(t, r.AdmissionOver(pos), "handed out just now")
+			clock.Advance(59 * time.Second)
+			_, err = r.Refresh(ctx)
+			require.NoError(t, err)
+			assert.False(t, r.AdmissionOver(pos))
+			clock.Advance(2 * time.Second)
+			assert.True(t, r.AdmissionOver(pos), "a minute after its handout")
+		})
+	}
+}
+
+// TestPreQueueClaim: the position a pre-queue token was handed outside the
+// draw is the first one claimed, for every later claim.
+func TestPreQueueClaim(t *testing.T) {
+	for name, store := range map[string]func(*fakeClock) PreQueueStore{
+		"memory": func(c *fakeClock) PreQueueStore { return NewMemoryStore(c.Now) },
+		"redis": func(c *fakeClock) PreQueueStore {
+			return NewRedisStore(testenv.Redis(t), RedisOptions{Now: c.Now})
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			s, ev, ctx := store(newClock()), testenv.EventID(), context.Background()
+			_, ok, err := s.PreQueuePosition(ctx, ev, "v_a")
+			require.NoError(t, err)
+			assert.False(t, ok)
+			got, err := s.ClaimPreQueue(ctx, ev, "v_a", 7, time.Hour)
+			require.NoError(t, err)
+			assert.Equal(t, int64(7), got)
+			got, err = s.ClaimPreQueue(ctx, ev, "v_a", 9, time.Hour)
+			require.NoError(t, err)
+			assert.Equal(t, int64(7), got, "the first claim stays")
+			pos, ok, err := s.PreQueuePosition(ctx, ev, "v_a")
+			require.NoError(t, err)
+			assert.True(t, ok)
+			assert.Equal(t, int64(7), pos)
+			_, ok, err = s.PreQueuePosition(ctx, ev, "v_b")
+			require.NoError(t, err)
+			assert.False(t, ok)
+		})
+	}
+}
+
+// TestWindowKeepsAStepASecond: rises within one second are one step, at the
+// latest of them, so no admission looks earlier than it was.
+func TestWindowKeepsAStepASecond(t *testing.T) {
+	w := window{length: time.Minute}
+	at := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	for i := range int64(100) {
+		w.observe(at.Add(time.Duration(i)*5*time.Millisecond), State{Watermark: 1000, LastPosition: i + 1})
+	}
+	require.Len(t, w.steps, 1)
+	last := at.Add(99 * 5 * time.Millisecond)
+	assert.Equal(t, step{at: last, through: 100}, w.steps[0])
+	assert.False(t, w.over(last.Add(time.Minute-time.Millisecond), 1), "never earlier than its last rise in the second")
+	assert.True(t, w.over(last.Add(time.Minute), 1))
+	w.observe(at.Add(time.Second), State{Watermark: 1000, LastPosition: 101})
+	assert.Len(t, w.steps, 2)
+}

@@ -1,0 +1,413 @@
+package caddymodule
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/waitroom/waitroom/internal/testenv"
+	"github.com/waitroom/waitroom/waitroom"
+)
+
+// The admission rules of docs/api.md §3 and §12 that tie a position to
+// when it was handed out, to its revocation and to the pre-queue token that
+// yielded it, each through the handler: requests in, answers out.
+
+// eachStore runs test on the memory store and on Redis, each with a clock
+// the test moves (handler, room and store).
+func eachStore(t *testing.T, test func(t *testing.T, h *Handler, clk *clock)) {
+	for _, name := range []string{"memory", "redis"} {
+		t.Run(name, func(t *testing.T) {
+			clk := useClock(t)
+			h := &Handler{Event: testenv.EventID()}
+			if name == "redis" {
+				h.Store = testenv.RedisURL(t)
+				setUpEvent(t, h.Store, h.Event)
+			}
+			test(t, h, clk)
+		})
+	}
+}
+
+// doAs is serve with the request's placeholders (user_id reads them) and a
+// site that answers X-Waitroom-Command: revoke when revoke is set, as the
+// origin does once the holder's booking is confirmed.
+func doAs(t *testing.T, h *Handler, r *http.Request, revoke bool) result {
+	t.Helper()
+	repl := caddyhttp.NewTestReplacer(r)
+	r = r.WithContext(context.WithValue(r.Context(), caddy.ReplacerCtxKey, repl))
+	res := result{rec: httptest.NewRecorder(), repl: repl}
+	next := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+		res.next = r
+		if revoke {
+			w.Header().Set(HeaderCommand, CommandRevoke)
+		}
+		_, err := w.Write([]byte("site"))
+		return err
+	})
+	require.NoError(t, h.ServeHTTP(res.rec, r, next))
+	return res
+}
+
+// do is an ordinary request.
+func do(t *testing.T, h *Handler, r *http.Request) result {
+	t.Helper()
+	return doAs(t, h, r, false)
+}
+
+// serveRevoking is an admitted request whose answer revokes its token.
+func serveRevoking(t *testing.T, h *Handler, r *http.Request) result {
+	t.Helper()
+	res := doAs(t, h, r, true)
+	require.NotNil(t, res.next, "the revoking request was admitted: %s %s", res.status(), res.rec.Body.String())
+	return res
+}
+
+// admittedAt is the position the site was told for an admitted answer, 0
+// for any other.
+func admittedAt(res result) int64 {
+	if res.status() != StatusAdmitted || res.next == nil {
+		return 0
+	}
+	pos, _ := strconv.ParseInt(res.next.Header.Get(HeaderPosition), 10, 64)
+	return pos
+}
+
+// placedToken is the token with a position an answer gave.
+func placedToken(t *testing.T, h *Handler, res result) (string, int64) {
+	t.Helper()
+	c := res.cookie(t, h.cookieName)
+	require.NotNil(t, c, "the answer gives a token: %s %s", res.status(), res.rec.Body.String())
+	tk, err := h.keys.Verify(c.Value, h.Event)
+	require.NoError(t, err)
+	return c.Value, tk.Position
+}
+
+// asUser makes r a request of the site's account user.
+func asUser(r *http.Request, user string) *http.Request {
+	r.Header.Set("X-User-ID", user)
+	return r
+}
+
+// setWatermark sets the event's watermark as the admin API would (a
+// configured one never overwrites the store's).
+func setWatermark(t *testing.T, h *Handler, n int64) {
+	t.Helper()
+	update(t, h, waitroom.Change{SetWatermark: &n})
+}
+
+// refresh makes the room read the store now, as its poll would.
+func refresh(t *testing.T, h *Handler) {
+	t.Helper()
+	_, err := h.room.room.Refresh(context.Background())
+	require.NoError(t, err)
+}
+
+// preQueueEntrant enters the pre-queue of h's opening and returns the
+// pre-queue token.
+func preQueueEntrant(t *testing.T, h *Handler, r *http.Request) string {
+	t.Helper()
+	res := do(t, h, r)
+	require.Equal(t, StatusPreQueue, res.status(), res.rec.Body.String())
+	c := res.cookie(t, h.cookieName)
+	require.NotNil(t, c)
+	return c.Value
+}
+
+// TestPreQueueTokenAfterRevocation: once the position drawn for a
+// pre-queue token is revoked, the pre-queue token never admits again: an
+// anonymous bearer queues at the back, an account is done (API.md §12).
+func TestPreQueueTokenAfterRevocation(t *testing.T) {
+	eachStore(t, func(t *testing.T, h *Handler, clk *clock) {
+		h.LotterySeed = testSeed
+		h.UserID = "{http.request.header.X-User-ID}"
+		h.OpensAt = clk.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+		provision(t, h)
+		setWatermark(t, h, 2)
+		anon := preQueueEntrant(t, h, get(h, ""))
+		alice := preQueueEntrant(t, h, asUser(get(h, ""), "alice"))
+		clk.Advance(time.Hour)
+
+		for _, c := range []struct {
+			name, pre, user string
+		}{{"anonymous", anon, ""}, {"account", alice, "alice"}} {
+			r := func() *http.Request { return asUser(withToken(h, c.pre), c.user) }
+			if c.user == "" {
+				r = func() *http.Request { return withToken(h, c.pre) }
+			}
+			res := serveRevoking(t, h, r())
+			drawn := admittedAt(res)
+			require.NotZero(t, drawn, "%s: its drawn place, within the watermark", c.name)
+
+			res = do(t, h, r())
+			assert.Zero(t, admittedAt(res), "%s: the pre-queue token of a revoked position admits again: %s at %s",
+				c.name, res.status(), res.rec.Header().Get(HeaderToken))
+			if c.user != "" {
+				assert.Equal(t, StatusCompleted, res.status(), "%s", c.name)
+			} else {
+				_, pos := placedToken(t, h, res)
+				assert.NotEqual(t, drawn, pos, "%s: a place at the back", c.name)
+			}
+		}
+	})
+}
+
+// TestPreQueueTokenAfterItsWindow: a pre-queue token never admits once the
+// admission window of the position drawn for it ended (API.md §12).
+func TestPreQueueTokenAfterItsWindow(t *testing.T) {
+	eachStore(t, func(t *testing.T, h *Handler, clk *clock) {
+		h.LotterySeed = testSeed
+		h.OpensAt = clk.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+		provision(t, h)
+		setWatermark(t, h, 1)
+		pre := preQueueEntrant(t, h, get(h, ""))
+		clk.Advance(time.Hour)
+		require.Equal(t, int64(1), admittedAt(do(t, h, withToken(h, pre))), "admitted at its drawn place")
+		refresh(t, h)
+
+		clk.Advance(DefaultAdmissionWindow + time.Second)
+		refresh(t, h)
+		res := do(t, h, withToken(h, pre))
+		assert.Zero(t, admittedAt(res), "admitted after the window: %s", res.status())
+		_, pos := placedToken(t, h, res)
+		assert.Equal(t, int64(2), pos, "a place at the back")
+		assert.Equal(t, StatusWaiting, res.status())
+	})
+}
+
+// TestWindowStartsAtHandout: with the watermark set ahead of arrivals, a
+// later arrival's window starts when it is handed its position, not when
+// the watermark passed that position before anyone held it.
+func TestWindowStartsAtHandout(t *testing.T) {
+	eachStore(t, func(t *testing.T, h *Handler, clk *clock) {
+		provision(t, h)
+		setWatermark(t, h, 10)
+		clk.Advance(DefaultAdmissionWindow + time.Minute)
+		refresh(t, h)
+
+		res := do(t, h, get(h, ""))
+		tok, pos := placedToken(t, h, res)
+		require.Equal(t, int64(1), pos)
+		require.Equal(t, pos, admittedAt(res))
+		res = do(t, h, get(h, tok))
+		assert.Equal(t, pos, admittedAt(res), "sent to the back on its next request")
+		refresh(t, h)
+
+		clk.Advance(DefaultAdmissionWindow - time.Second)
+		refresh(t, h)
+		assert.Equal(t, pos, admittedAt(do(t, h, get(h, tok))), "within its window")
+		clk.Advance(2 * time.Second)
+		refresh(t, h)
+		res = do(t, h, get(h, tok))
+		_, again := placedToken(t, h, res)
+		assert.Equal(t, int64(2), again, "its window over: the back of the queue")
+	})
+}
+
+// TestDrawnEntrantsBelowTheWatermarkKeepTheirPlace: at an opening, an
+// entrant drawn below a watermark set long before keeps its place for the
+// window from the opening.
+func TestDrawnEntrantsBelowTheWatermarkKeepTheirPlace(t *testing.T) {
+	eachStore(t, func(t *testing.T, h *Handler, clk *clock) {
+		h.LotterySeed = testSeed
+		h.OpensAt = clk.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+		provision(t, h)
+		setWatermark(t, h, 5)
+		var pres []string
+		for range 3 {
+			pres = append(pres, preQueueEntrant(t, h, get(h, "")))
+		}
+		clk.Advance(time.Hour)
+		for _, pre := range pres {
+			res := do(t, h, withToken(h, pre))
+			tok, pos := placedToken(t, h, res)
+			require.Equal(t, pos, admittedAt(res))
+			clk.Advance(time.Minute)
+			res = do(t, h, get(h, tok))
+			assert.Equal(t, pos, admittedAt(res), "the drawn entrant lost its place: %s", res.status())
+		}
+	})
+}
+
+// TestPreQueueTokenYieldsOnePosition: a pre-queue token the draw has no
+// place for, or whose opening was taken out of the config, yields one
+// position, ever, however often it is presented: never a fresh one per
+// request, which would skip the challenge and the join rate.
+func TestPreQueueTokenYieldsOnePosition(t *testing.T) {
+	eachStore(t, func(t *testing.T, h *Handler, clk *clock) {
+		h.Challenge = 4
+		h.JoinRate = &JoinRate{Joins: 1, Per: caddy.Duration(time.Hour)}
+		provision(t, h)
+		setWatermark(t, h, 1)
+		pre, err := h.keys.IssuePreQueue("v_0123456789abcdef", h.Event, clk.Now().Add(time.Hour))
+		require.NoError(t, err)
+
+		first := do(t, h, withToken(h, pre.Raw))
+		_, pos := placedToken(t, h, first)
+		for range 3 {
+			res := do(t, h, withToken(h, pre.Raw))
+			if c := res.cookie(t, h.cookieName); c != nil {
+				tk, err := h.keys.Verify(c.Value, h.Event)
+				require.NoError(t, err)
+				assert.Equal(t, pos, tk.Position, "a fresh position for the same pre-queue token")
+			}
+		}
+		assert.Equal(t, pos, h.room.room.State().LastPosition, "one position handed out")
+	})
+}
+
+// TestPreQueueTokenNotInTheDrawYieldsOnePosition: the same for a token of
+// an opening whose draw has no record of its bearer.
+func TestPreQueueTokenNotInTheDrawYieldsOnePosition(t *testing.T) {
+	eachStore(t, func(t *testing.T, h *Handler, clk *clock) {
+		h.LotterySeed = testSeed
+		h.OpensAt = clk.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+		provision(t, h)
+		setWatermark(t, h, 1)
+		_ = preQueueEntrant(t, h, get(h, ""))
+		stranger, err := h.keys.IssuePreQueue("v_notanentrant00000000", h.Event, h.opensAt.Add(h.ttl))
+		require.NoError(t, err)
+		clk.Advance(time.Hour)
+
+		_, pos := placedToken(t, h, do(t, h, withToken(h, stranger.Raw)))
+		assert.Equal(t, int64(2), pos, "after the entrant")
+		for range 3 {
+			_, again := placedToken(t, h, do(t, h, withToken(h, stranger.Raw)))
+			assert.Equal(t, pos, again, "a fresh position for the same pre-queue token")
+		}
+	})
+}
+
+// TestAccountRevocationOutlivesTheWindow: an account's revocation holds
+// for token_ttl + 1 minute (docs/api.md §3), past its admission window: a
+// new device of the account is told it is done, not given a new place.
+func TestAccountRevocationOutlivesTheWindow(t *testing.T) {
+	eachStore(t, func(t *testing.T, h *Handler, clk *clock) {
+		h.UserID = "{http.request.header.X-User-ID}"
+		provision(t, h)
+		setWatermark(t, h, 1)
+		res := do(t, h, asUser(get(h, ""), "alice"))
+		tok, pos := placedToken(t, h, res)
+		require.Equal(t, pos, admittedAt(res))
+		serveRevoking(t, h, asUser(get(h, tok), "alice"))
+		revokedAt := clk.Now()
+
+		clk.Advance(DefaultAdmissionWindow + time.Minute)
+		refresh(t, h)
+		res = do(t, h, asUser(get(h, ""), "alice"))
+		assert.Equal(t, StatusCompleted, res.status(), "a new device after the window: %s %s", res.status(), res.rec.Body.String())
+		res = do(t, h, asUser(get(h, tok), "alice"))
+		assert.Equal(t, StatusCompleted, res.status(), "the revoked token after the window")
+
+		clk.Advance(revokedAt.Add(DefaultTokenTTL + revokeLeeway).Sub(clk.Now()))
+		refresh(t, h)
+		res = do(t, h, asUser(get(h, ""), "alice"))
+		assert.Equal(t, StatusWaiting, res.status(), "the revocation ended: a place at the back")
+	})
+}
+
+// TestAccountWithAVisitorLikeID: an account whose id starts as an
+// anonymous visitor's does (v_) is still an account: its token's renewals
+// keep its one position, so a new device of it gets that position, and a
+// pre-queue token of it yields the account's position.
+func TestAccountWithAVisitorLikeID(t *testing.T) {
+	const user = "v_bob"
+	t.Run("renewals keep its position", func(t *testing.T) {
+		clk := useClock(t)
+		h := provision(t, &Handler{UserID: "{http.request.header.X-User-ID}"})
+		res := do(t, h, asUser(get(h, ""), user))
+		tok, pos := placedToken(t, h, res)
+		tk, err := h.keys.Verify(tok, h.Event)
+		require.NoError(t, err)
+		assert.True(t, tk.Account, "the token says it is an account's")
+		// The store's entry of the account lapses (it lives token_ttl from
+		// its last claim, by the store's own clock); the renewal of its
+		// token claims the position again.
+		require.NoError(t, h.room.room.Store().(waitroom.AccountStore).ForgetAccount(context.Background(), h.Event, user))
+		clk.Advance(h.ttl/2 + time.Second)
+		res = do(t, h, asUser(get(h, tok), user))
+		require.Equal(t, pos, res.waiting(t).Position)
+		require.NotNil(t, res.cookie(t, h.cookieName), "renewed")
+
+		res = do(t, h, asUser(get(h, ""), user))
+		assert.Equal(t, pos, res.waiting(t).Position, "a new device of the account: its one position")
+	})
+	t.Run("its pre-queue token yields the account's position", func(t *testing.T) {
+		clk := useClock(t)
+		h := provision(t, &Handler{UserID: "{http.request.header.X-User-ID}"})
+		_, pos := placedToken(t, h, do(t, h, asUser(get(h, ""), user)))
+		do(t, h, get(h, "")) // another arrival
+		pre, err := h.keys.IssuePreQueueAccount(user, h.Event, clk.Now().Add(time.Hour))
+		require.NoError(t, err)
+		_, got := placedToken(t, h, do(t, h, asUser(withToken(h, pre.Raw), user)))
+		assert.Equal(t, pos, got, "the opening taken out of the config: the account's one position")
+	})
+}
+
+// TestAccountRevocationOnAnotherGateway: a gateway sharing the store holds
+// an account's revocation past its window as the one that saw it does.
+func TestAccountRevocationOnAnotherGateway(t *testing.T) {
+	clk := useClock(t)
+	store := testenv.RedisURL(t)
+	ev := testenv.EventID()
+	setUpEvent(t, store, ev)
+	a := provision(t, &Handler{Event: ev, Store: store, UserID: "{http.request.header.X-User-ID}"})
+	// Another lease: another store client and room, as on another node.
+	b := provision(t, &Handler{Event: ev, Store: store, Lease: 2, UserID: "{http.request.header.X-User-ID}"})
+	setWatermark(t, a, 1)
+	res := do(t, a, asUser(get(a, ""), "alice"))
+	tok, pos := placedToken(t, a, res)
+	require.Equal(t, pos, admittedAt(res))
+	serveRevoking(t, a, asUser(get(a, tok), "alice"))
+
+	clk.Advance(DefaultAdmissionWindow + time.Minute)
+	refresh(t, a)
+	refresh(t, b)
+	for name, h := range map[string]*Handler{"a": a, "b": b} {
+		assert.Equal(t, StatusCompleted, do(t, h, asUser(get(h, ""), "alice")).status(), "a new device at %s", name)
+		assert.Equal(t, StatusCompleted, do(t, h, asUser(get(h, tok), "alice")).status(), "the token at %s", name)
+	}
+}
+
+// TestAccountEntrantAfterItsWindow: an account's drawn position, once its
+// window ended, is given up as any account's is: neither its pre-queue token
+// nor a new device of it is admitted there again.
+func TestAccountEntrantAfterItsWindow(t *testing.T) {
+	eachStore(t, func(t *testing.T, h *Handler, clk *clock) {
+		h.LotterySeed = testSeed
+		h.UserID = "{http.request.header.X-User-ID}"
+		h.OpensAt = clk.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+		provision(t, h)
+		setWatermark(t, h, 1)
+		pre := preQueueEntrant(t, h, asUser(get(h, ""), "alice"))
+		clk.Advance(time.Hour)
+		require.Equal(t, int64(1), admittedAt(do(t, h, asUser(withToken(h, pre), "alice"))), "admitted at its drawn place")
+		refresh(t, h)
+
+		clk.Advance(DefaultAdmissionWindow + time.Second)
+		refresh(t, h)
+		for _, c := range []struct {
+			name string
+			r    func() *http.Request
+		}{
+			{"a new device", func() *http.Request { return asUser(get(h, ""), "alice") }},
+			{"its pre-queue token", func() *http.Request { return asUser(withToken(h, pre), "alice") }},
+			{"a new device, again", func() *http.Request { return asUser(get(h, ""), "alice") }},
+			{"its pre-queue token, again", func() *http.Request { return asUser(withToken(h, pre), "alice") }},
+		} {
+			name, r := c.name, c.r
+			res := do(t, h, r())
+			assert.Zero(t, admittedAt(res), "%s: admitted at its drawn place after its window", name)
+			_, pos := placedToken(t, h, res)
+			assert.Equal(t, int64(2), pos, "%s: the account's place at the back", name)
+		}
+	})
+}
