@@ -229,10 +229,24 @@ func (l *Ledger) HoldsWritten(ctx context.Context, ids []string) (map[string]boo
 	return written, nil
 }
 
-// ReleaseHold marks a pending, unexpired hold released.
+// ReleaseHold marks a pending, unexpired hold released, unless a booking
+// of it waits for its payment. The hold's row is locked first, in a
+// statement of its own: a booking is written in the transaction that
+// extends the hold (which locks the row), so once the lock is had the
+// check, a new statement with a new snapshot under READ COMMITTED, sees the
+// booking that transaction committed. In one statement the check would
+// read the bookings as they were before it waited, and release the hold
+// under a payment.
 func (l *Ledger) ReleaseHold(ctx context.Context, id string, now time.Time) (Hold, error) {
-	rows, err := l.pool.Query(ctx, sqlReleaseHold, id, now)
-	h, err := collectOne[Hold](rows, err, "release hold "+id)
+	var h Hold
+	err := l.InTx(ctx, time.Time{}, func(tx Tx) error {
+		if _, err := tx.tx.Exec(ctx, sqlLockHoldRow, id); err != nil {
+			return fmt.Errorf("lock hold %s: %w", id, err)
+		}
+		rows, err := tx.tx.Query(ctx, sqlReleaseHold, id, now)
+		h, err = collectOne[Hold](rows, err, "release hold "+id)
+		return err
+	})
 	if errors.Is(err, ErrNotFound) {
 		return Hold{}, fmt.Errorf("release hold %s: %w", id, ErrHoldNotActive)
 	}

@@ -107,7 +107,9 @@ const (
 
 	// A buyer gives a hold back: only a pending hold that has not expired,
 	// and not while a payment for it is under way (it would land on a
-	// released hold).
+	// released hold). Run after sqlLockHoldRow, in its transaction, so the
+	// NOT EXISTS sees a booking committed while the lock was awaited.
+	sqlLockHoldRow = `SELECT 1 FROM holds WHERE id = $1 FOR UPDATE`
 	sqlReleaseHold = `UPDATE holds SET status = 'released', updated_at = $2
 		WHERE id = $1 AND status = 'pending' AND expires_at >= $2
 			AND NOT EXISTS (SELECT 1 FROM bookings b WHERE b.hold_id = holds.id AND b.status = 'payment_pending')

@@ -1,0 +1,73 @@
+package ledger
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/waitroom/waitroom/internal/testenv"
+)
+
+// waitBlocked waits until a statement of another session matching like
+// waits for a lock: a race built step by step, not hoped for.
+func waitBlocked(t *testing.T, l *Ledger, like string) {
+	t.Helper()
+	for range 10_000 {
+		var n int
+		require.NoError(t, l.pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
+			WHERE wait_event_type = 'Lock' AND query LIKE $1`, like).Scan(&n))
+		if n > 0 {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatalf("no statement like %q ever waited for a lock", like)
+}
+
+// newBooking is a booking of hold h waiting for its payment.
+func newBooking(h Hold) NewBooking {
+	return NewBooking{ID: uuid.NewString(), HoldID: h.ID, EventID: h.EventID, UserID: h.UserID, Quantity: h.Quantity,
+		Amount: h.Amount, Currency: "inr", Provider: "fakepay", PaymentMethod: "pm_card_visa",
+		IdempotencyKey: uuid.NewString(), RequestDigest: "d", CreatedAt: writerNow}
+}
+
+// TestReleaseWaitsForTheBookingBeingWritten: a release that ran while a
+// booking of the hold was being written (the hold extended, the booking not
+// committed yet) used to release the hold under the booking, since its NOT
+// EXISTS read the bookings as they were before it waited.
+func TestReleaseWaitsForTheBookingBeingWritten(t *testing.T) {
+	l := testLedger(t, testenv.Postgres(t))
+	ctx := context.Background()
+	ev := confirmEvent(t, l, 10)
+	h := pendingRow(ev.ID, "u-"+uuid.NewString(), uuid.NewString())
+	_, err := l.InsertHold(ctx, h, writerNow)
+	require.NoError(t, err)
+
+	// The booking's transaction, as ExtendHold runs it, paused before its
+	// commit.
+	tx, err := l.pool.BeginTx(ctx, pgx.TxOptions{})
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	_, err = Tx{tx}.ExtendHold(ctx, h.ID, writerNow, writerNow.Add(2*time.Minute))
+	require.NoError(t, err)
+	_, err = Tx{tx}.Bookings().Insert(ctx, newBooking(h))
+	require.NoError(t, err)
+
+	released := make(chan error, 1)
+	go func() {
+		_, err := l.ReleaseHold(ctx, h.ID, writerNow.Add(time.Second))
+		released <- err
+	}()
+	waitBlocked(t, l, "%holds%")
+	require.NoError(t, tx.Commit(ctx))
+	err = <-released
+	assert.ErrorIs(t, err, ErrHoldNotActive, "a hold whose payment is under way is not released")
+	got, err := l.Hold(ctx, h.ID)
+	require.NoError(t, err)
+	assert.Equal(t, StatusPending, got.Status)
+}
