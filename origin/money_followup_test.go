@@ -1,0 +1,134 @@
+package origin_test
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"sync/atomic"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/waitroom/waitroom/origin"
+	"github.com/waitroom/waitroom/origin/booking"
+	"github.com/waitroom/waitroom/origin/payment"
+)
+
+// paymentFailed is a payment_intent.payment_failed event for a payment.
+func paymentFailed(id, paymentID, bookingID string, amount int64) []byte {
+	return bytes.Replace(intentEvent(id, "payment_intent.payment_failed", paymentID, bookingID, amount),
+		[]byte(`"status":"succeeded"`), []byte(`"status":"requires_payment_method"`), 1)
+}
+
+// requireMoneyBack checks that the money of a booking's payment went back.
+func (h *payHarness) requireMoneyBack(bookingID string) {
+	h.t.Helper()
+	pays := h.fp.PaymentsForBooking(bookingID)
+	require.Len(h.t, pays, 1)
+	assert.Equal(h.t, pays[0].Amount, pays[0].AmountRefunded, "the money went back")
+}
+
+// A booking whose payment failed, then succeeded after the buyer paid
+// through a second booking of the same hold, used to keep the money: its
+// refund moved it to cancelled, which the one-booking-per-hold index
+// refused (23505), and the webhook answered 503 on every redelivery.
+func TestPaidAfterFailureWhileAnotherBookingPays(t *testing.T) {
+	h := newPayHarness(t, payOptions{})
+	ev := h.createEvent(map[string]any{"capacity": 10, "hold_ttl_seconds": 600})
+	hold := h.holdOne(ev.ID, "ann", 1)
+
+	b1 := h.mustBook(ev.ID, "ann", hold.HoldID, payment.MethodSilent)
+	res := h.webhook(paymentFailed("evt_f1", b1.PaymentID, b1.BookingID, b1.Amount))
+	require.Equal(t, http.StatusOK, res.status, "%s", res.body)
+	require.Equal(t, "failed", h.booking(ev.ID, "ann", b1.BookingID).Status)
+
+	b2 := h.mustBook(ev.ID, "ann", hold.HoldID, payment.MethodSilent)
+	res = h.webhook(intentEvent("evt_s1", "payment_intent.succeeded", b1.PaymentID, b1.BookingID, b1.Amount))
+	require.Equal(t, http.StatusOK, res.status, "the success of the failed booking: %s", res.body)
+	got := h.settled(ev.ID, "ann", b1.BookingID)
+	assert.Equal(t, "refunded", got.Status, "%+v", got)
+	assert.Equal(t, booking.ReasonPaidAfterFailure, got.StatusReason)
+	h.requireMoneyBack(b1.BookingID)
+
+	require.NoError(t, h.fp.Redeliver(context.Background(), b2.PaymentID))
+	second := h.settled(ev.ID, "ann", b2.BookingID)
+	assert.Equal(t, "confirmed", second.Status, "%+v", second)
+	assert.Len(t, second.Tickets, 1)
+	h.requireSeatsOnce(ev.ID)
+	h.money(ev.ID)
+}
+
+// A payment that failed and then succeeded, with no other booking of its
+// hold, is the buyer's sale: confirmed, with its tickets.
+func TestPaidAfterFailureAloneIsConfirmed(t *testing.T) {
+	h := newPayHarness(t, payOptions{})
+	ev := h.createEvent(map[string]any{"capacity": 10, "hold_ttl_seconds": 600})
+	hold := h.holdOne(ev.ID, "ann", 1)
+	b1 := h.mustBook(ev.ID, "ann", hold.HoldID, payment.MethodSilent)
+	require.Equal(t, http.StatusOK, h.webhook(paymentFailed("evt_f1", b1.PaymentID, b1.BookingID, b1.Amount)).status)
+	res := h.webhook(intentEvent("evt_s1", "payment_intent.succeeded", b1.PaymentID, b1.BookingID, b1.Amount))
+	require.Equal(t, http.StatusOK, res.status, "%s", res.body)
+	got := h.settled(ev.ID, "ann", b1.BookingID)
+	assert.Equal(t, "confirmed", got.Status, "%+v", got)
+	assert.Len(t, got.Tickets, 1)
+	h.requireSeatsOnce(ev.ID)
+	h.money(ev.ID)
+}
+
+// A failed payment whose later success no webhook reported is found by the
+// payment reconciliation, which asks the provider about failed bookings for
+// a while.
+func TestPaidAfterFailureFoundByTheReconciliation(t *testing.T) {
+	h := newPayHarness(t, payOptions{})
+	ev := h.createEvent(map[string]any{"capacity": 10, "hold_ttl_seconds": 600})
+	hold := h.holdOne(ev.ID, "ann", 1)
+	b1 := h.mustBook(ev.ID, "ann", hold.HoldID, payment.MethodSilent)
+	require.Equal(t, http.StatusOK, h.webhook(paymentFailed("evt_f1", b1.PaymentID, b1.BookingID, b1.Amount)).status)
+	b2 := h.mustBook(ev.ID, "ann", hold.HoldID, payment.MethodVisa)
+	require.Equal(t, "confirmed", h.settled(ev.ID, "ann", b2.BookingID).Status)
+
+	h.reconcile()
+	got := h.settled(ev.ID, "ann", b1.BookingID)
+	assert.Equal(t, "refunded", got.Status, "%+v", got)
+	h.requireMoneyBack(b1.BookingID)
+	h.requireSeatsOnce(ev.ID)
+	h.money(ev.ID)
+}
+
+// A payment's success used to be lost to a failure reported meanwhile: the
+// success settlement confirmed the hold in Redis, the failure marked the
+// booking failed before the ledger step, which then found the booking
+// settled, and the settlement ended there: the money taken, no ticket, no
+// refund, and the hold confirmed in Redis but pending in the ledger.
+func TestSuccessNotLostToAConcurrentFailure(t *testing.T) {
+	var armed atomic.Bool
+	var fail func()
+	h := newPayHarness(t, payOptions{config: func(cfg *origin.Config) {}})
+	h.srv.AfterRedisStep(func() {
+		if armed.CompareAndSwap(true, false) {
+			fail()
+		}
+	})
+	ev := h.createEvent(map[string]any{"capacity": 10, "hold_ttl_seconds": 600})
+	hold := h.holdOne(ev.ID, "ann", 1)
+	b1 := h.mustBook(ev.ID, "ann", hold.HoldID, payment.MethodSilent)
+	fail = func() {
+		res := h.webhook(paymentFailed("evt_f-"+uuid.NewString(), b1.PaymentID, b1.BookingID, b1.Amount))
+		assert.Equal(t, http.StatusOK, res.status, "%s", res.body)
+	}
+	armed.Store(true)
+	res := h.webhook(intentEvent("evt_s1", "payment_intent.succeeded", b1.PaymentID, b1.BookingID, b1.Amount))
+	require.Equal(t, http.StatusOK, res.status, "%s", res.body)
+	require.False(t, armed.Load(), "the failure came between the two steps")
+
+	got := h.settled(ev.ID, "ann", b1.BookingID)
+	assert.Equal(t, "confirmed", got.Status, "%+v", got)
+	assert.Len(t, got.Tickets, 1)
+	var hj holdJSON
+	h.do(http.MethodGet, "/v1/holds/"+hold.HoldID, nil, h.auth("ann", ev.ID)).json(t, &hj)
+	assert.Equal(t, "confirmed", hj.Status, "the ledger's hold agrees with Redis's")
+	h.requireSeatsOnce(ev.ID)
+	h.money(ev.ID)
+}
