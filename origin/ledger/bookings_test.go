@@ -71,3 +71,35 @@ func TestReleaseWaitsForTheBookingBeingWritten(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, StatusPending, got.Status)
 }
+
+// TestRefundOfAFailedBookingBesideALiveOne: a failed booking whose payment
+// succeeded after all is refunded while the buyer pays through a second
+// booking of the same hold. Its move to cancelled used to break the
+// one-booking-per-hold index (23505).
+func TestRefundOfAFailedBookingBesideALiveOne(t *testing.T) {
+	l := testLedger(t, testenv.Postgres(t))
+	ctx := context.Background()
+	ev := confirmEvent(t, l, 10)
+	h := pendingRow(ev.ID, "u-"+uuid.NewString(), uuid.NewString())
+	_, err := l.InsertHold(ctx, h, writerNow)
+	require.NoError(t, err)
+	b1, err := l.Bookings().Insert(ctx, newBooking(h))
+	require.NoError(t, err)
+	_, ok, err := l.Bookings().Fail(ctx, b1.ID, "pay_1", "card_declined", writerNow)
+	require.NoError(t, err)
+	require.True(t, ok)
+	b2, err := l.Bookings().Insert(ctx, newBooking(h))
+	require.NoError(t, err)
+
+	refunded, ok, err := l.Bookings().RefundPayment(ctx, b1.ID, "paid_after_failure", "pay_1", writerNow)
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.Equal(t, BookingCancelled, refunded.Status)
+	assert.Equal(t, RefundPending, refunded.RefundStatus)
+
+	live, err := l.Bookings().LiveOfHold(ctx, h.ID)
+	require.NoError(t, err)
+	assert.Equal(t, b2.ID, live.ID, "the live booking of the hold is the second")
+	_, err = l.Bookings().Insert(ctx, newBooking(h))
+	assert.ErrorIs(t, err, ErrBookingExists, "still one live booking per hold")
+}
