@@ -132,3 +132,37 @@ func TestSuccessNotLostToAConcurrentFailure(t *testing.T) {
 	h.requireSeatsOnce(ev.ID)
 	h.money(ev.ID)
 }
+
+// A late payment used to count the buyer's other seats under the event's
+// row lock, which a new hold never takes: a hold made in Redis whose ledger
+// row was still on its way was not counted, the late payment was confirmed
+// from the overflow reserve, and the row landed after it, leaving the buyer
+// with twice max_per_user.
+func TestLatePaymentAndANewHoldOfTheBuyerSerialised(t *testing.T) {
+	h := newPayHarness(t, payOptions{})
+	ctx := context.Background()
+	ev := h.createEvent(map[string]any{"capacity": 8, "overflow_pct": 25, "hold_ttl_seconds": 600, "max_per_user": 1})
+	first := h.holdOne(ev.ID, "ann", 1)
+	fb := h.mustBook(ev.ID, "ann", first.HoldID, payment.MethodSilent)
+	h.expireHold(ev.ID, "ann", first.HoldID)
+
+	// The new hold is made in Redis; its ledger row waits.
+	pause := origin.PauseHoldRows(h.srv)
+	again := make(chan result, 1)
+	go func() { again <- h.hold(ev.ID, "ann", 1, "again") }()
+	<-pause.Held
+
+	// The late payment lands meanwhile.
+	require.NoError(t, h.fp.Redeliver(ctx, fb.PaymentID))
+	late := h.settled(ev.ID, "ann", fb.BookingID)
+	pause.Resume()
+	res := <-again
+
+	assert.LessOrEqual(t, h.seatsOf(ev.ID, "ann"), 1, "seats of one buyer; late booking %+v, new hold %d %s",
+		late, res.status, res.body)
+	if late.Status == "confirmed" {
+		assert.NotEqual(t, http.StatusCreated, res.status, "a buyer served from the reserve holds no more: %s", res.body)
+	}
+	h.requireSeatsOnce(ev.ID)
+	h.money(ev.ID)
+}

@@ -285,9 +285,12 @@ func (s *Settlement) confirmAfterHold(ctx context.Context, b ledger.Booking, pay
 // The buyer may have held again after the hold expired, or have had
 // another late payment confirmed: neither the one-live-hold index nor the
 // one-hold-per-user guard in Redis knows this booking's expired hold, so
-// the buyer's other seats are counted here, from the ledger, after the
-// event's row is locked by taking the reserve's seats (which orders this
-// count after any other late payment of the event). A buyer with any is
+// the buyer's other seats are counted here, from the ledger, under the
+// buyer's lock, which every new hold's row is written under too (a row
+// written before is counted; one after is refused while the buyer has
+// seats from the reserve), and after the event's row is locked by taking
+// the reserve's seats (which orders this count after any other late
+// payment of the event). A buyer with any is
 // refunded, even within max_per_user: the guard keeps one hold per buyer,
 // and a second sale would be uncounted once the other hold ended, leaving
 // the buyer free to hold the limit on top of it.
@@ -297,6 +300,12 @@ func (s *Settlement) latePayment(ctx context.Context, ev *seats.Event, b ledger.
 	var expired, absorbed, refund bool
 	err := s.ledger.InTx(ctx, time.Time{}, func(tx ledger.Tx) error {
 		expired, absorbed, refund = false, false, false
+		// The buyer's lock first, as a new hold's row takes it: the count
+		// below sees any hold row written before, and a row written after
+		// is refused once this sale is confirmed from the reserve.
+		if err := tx.LockBuyer(ctx, b.EventID, b.UserID); err != nil {
+			return err
+		}
 		cur, err := tx.Bookings().Lock(ctx, b.ID)
 		if err != nil || cur.Status != ledger.BookingPaymentPending {
 			return err

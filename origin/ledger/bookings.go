@@ -354,6 +354,34 @@ func (t Tx) GiveOverflow(ctx context.Context, event, n int64) error {
 	return err
 }
 
+// LockBuyer takes the buyer's lock (event, user) until the transaction
+// ends: a late payment takes it before it counts the buyer's seats, as a
+// new hold's row is written under it (sqlLockBuyers). Take it before any
+// row lock: the hold path takes it first.
+func (t Tx) LockBuyer(ctx context.Context, event int64, user string) error {
+	if _, err := t.tx.Exec(ctx, sqlLockBuyers, []int64{event}, []string{user}); err != nil {
+		return fmt.Errorf("lock buyer %s of event %d: %w", user, event, err)
+	}
+	return nil
+}
+
+// lockBuyerToHold takes the buyer's lock for a new hold's row, written
+// after it in the transaction: ErrBuyerHasSeats when the buyer has seats
+// from the overflow reserve.
+func (t Tx) lockBuyerToHold(ctx context.Context, event int64, user string) error {
+	if err := t.LockBuyer(ctx, event, user); err != nil {
+		return err
+	}
+	var has bool
+	if err := t.tx.QueryRow(ctx, sqlBuyerHasOverflow, event, user).Scan(&has); err != nil {
+		return fmt.Errorf("seats of buyer %s: %w", user, err)
+	}
+	if has {
+		return ErrBuyerHasSeats
+	}
+	return nil
+}
+
 // SeatsOfBuyer counts the seats user has in the event at now besides
 // booking bookingID of hold holdID: live holds, and bookings confirmed from
 // the overflow reserve.

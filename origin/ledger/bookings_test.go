@@ -103,3 +103,61 @@ func TestRefundOfAFailedBookingBesideALiveOne(t *testing.T) {
 	_, err = l.Bookings().Insert(ctx, newBooking(h))
 	assert.ErrorIs(t, err, ErrBookingExists, "still one live booking per hold")
 }
+
+// TestNewHoldRowWaitsForTheBuyersLatePayment: a late payment confirmed from
+// the overflow reserve under the buyer's lock, and a new hold's row of the
+// same buyer written meanwhile: the row waits for the lock and is refused
+// once the sale is committed, so the buyer never ends with the reserve's
+// seats and a hold on top of them. Whichever batch the row goes in.
+func TestNewHoldRowWaitsForTheBuyersLatePayment(t *testing.T) {
+	for _, batched := range []bool{false, true} {
+		t.Run(map[bool]string{false: "alone", true: "batched"}[batched], func(t *testing.T) {
+			l := testLedger(t, testenv.Postgres(t))
+			ctx := context.Background()
+			ev := confirmEvent(t, l, 10)
+			user := "u-" + uuid.NewString()
+			h := pendingRow(ev.ID, user, uuid.NewString())
+			_, err := l.InsertHold(ctx, h, writerNow)
+			require.NoError(t, err)
+			b, err := l.Bookings().Insert(ctx, newBooking(h))
+			require.NoError(t, err)
+			_, err = l.pool.Exec(ctx, `UPDATE holds SET status = 'expired' WHERE id = $1`, h.ID)
+			require.NoError(t, err)
+
+			// The late payment, under the buyer's lock, paused before its
+			// commit.
+			tx, err := l.pool.BeginTx(ctx, pgx.TxOptions{})
+			require.NoError(t, err)
+			defer func() { _ = tx.Rollback(ctx) }()
+			require.NoError(t, Tx{tx}.LockBuyer(ctx, ev.ID, user))
+			_, err = tx.Exec(ctx, `UPDATE bookings SET status = 'confirmed', overflow = true WHERE id = $1`, b.ID)
+			require.NoError(t, err)
+
+			again := pendingRow(ev.ID, user, uuid.NewString())
+			other := pendingRow(ev.ID, "u-"+uuid.NewString(), uuid.NewString())
+			written := make(chan error, 1)
+			var inserted []bool
+			go func() {
+				if batched {
+					var err error
+					inserted, _, err = l.InsertHolds(ctx, []Hold{again, other}, []*time.Time{nil, nil})
+					written <- err
+					return
+				}
+				_, err := l.InsertHold(ctx, again, writerNow)
+				written <- err
+			}()
+			waitBlocked(t, l, "%advisory%")
+			require.NoError(t, tx.Commit(ctx))
+			err = <-written
+			if batched {
+				require.NoError(t, err)
+				assert.Equal(t, []bool{false, true}, inserted, "the buyer's row is refused, the other's written")
+			} else {
+				assert.ErrorIs(t, err, ErrBuyerHasSeats)
+			}
+			_, err = l.Hold(ctx, again.ID)
+			assert.ErrorIs(t, err, ErrNotFound, "no hold on top of the reserve's seats")
+		})
+	}
+}

@@ -53,13 +53,33 @@ const (
 			created_at, updated_at, idempotency_key, request_digest, response, position)
 		SELECT $1::uuid, $2::bigint, $3::text, $4::integer, $5::bigint, 'pending', $6::timestamptz,
 			$7::timestamptz, $7::timestamptz, $8::text, $9::text, $10::bytea, nullif($12::bigint, 0)
-		WHERE $11::timestamptz IS NULL OR clock_timestamp() < $11::timestamptz`
+		WHERE ($11::timestamptz IS NULL OR clock_timestamp() < $11::timestamptz)
+			AND NOT EXISTS (SELECT 1 FROM bookings b
+				WHERE b.event_id = $2::bigint AND b.user_id = $3::text AND b.status = 'confirmed' AND b.overflow)`
+
+	// The buyers' locks, (event, user) each, until the transaction ends,
+	// taken in one order: a new hold's row and a late payment's count of
+	// the buyer's seats (sqlSeatsOfBuyer) both run under them, each in a
+	// statement after the lock, so each sees what the other committed. A
+	// late payment confirmed from the overflow reserve first, a new hold's
+	// row is refused (the NOT EXISTS of the inserts below: Redis refuses
+	// such a buyer a hold too); a row written first, the late payment
+	// counts it and is refunded. Two keys, so none is the migrations'.
+	sqlLockBuyers = `SELECT count(pg_advisory_xact_lock(k.e, k.u)) FROM (
+			SELECT DISTINCT hashtext(event_id::text) AS e, hashtext(user_id) AS u
+			FROM unnest($1::bigint[], $2::text[]) AS r (event_id, user_id)
+			ORDER BY e, u) k`
+	// Whether the buyer has seats from the overflow reserve (a new hold
+	// refused for that).
+	sqlBuyerHasOverflow = `SELECT EXISTS (SELECT 1 FROM bookings
+		WHERE event_id = $1 AND user_id = $2 AND status = 'confirmed' AND overflow)`
 
 	// The rows of many new holds in one statement and one commit (see
 	// holdwriter.go). A row that breaks a unique index (the user's live
 	// hold, the Idempotency-Key) is skipped rather than failing the others,
-	// and so is a row whose deadline (as in sqlInsertHold) has passed;
-	// RETURNING says which went in.
+	// and so is a row whose deadline (as in sqlInsertHold) has passed, or
+	// whose buyer has seats from the overflow reserve; RETURNING says which
+	// went in. Run after sqlLockBuyers, in its transaction.
 	sqlInsertHolds = `INSERT INTO holds (id, event_id, user_id, quantity, amount, status, expires_at,
 			created_at, updated_at, idempotency_key, request_digest, response, position)
 		SELECT id, event_id, user_id, quantity, amount, 'pending', expires_at,
@@ -68,7 +88,9 @@ const (
 			$7::timestamptz[], $8::text[], $9::text[], $10::bytea[], $11::timestamptz[], $12::bigint[])
 			AS r (id, event_id, user_id, quantity, amount, expires_at, created_at, idempotency_key, request_digest, response,
 				deadline, position)
-		WHERE r.deadline IS NULL OR clock_timestamp() < r.deadline
+		WHERE (r.deadline IS NULL OR clock_timestamp() < r.deadline)
+			AND NOT EXISTS (SELECT 1 FROM bookings b
+				WHERE b.event_id = r.event_id AND b.user_id = r.user_id AND b.status = 'confirmed' AND b.overflow)
 		ON CONFLICT DO NOTHING
 		RETURNING id::text`
 
