@@ -5,6 +5,7 @@ import (
 	"context"
 	"net/http"
 	"sync/atomic"
+	"time"
 	"testing"
 
 	"github.com/google/uuid"
@@ -164,5 +165,84 @@ func TestLatePaymentAndANewHoldOfTheBuyerSerialised(t *testing.T) {
 		assert.NotEqual(t, http.StatusCreated, res.status, "a buyer served from the reserve holds no more: %s", res.body)
 	}
 	h.requireSeatsOnce(ev.ID)
+	h.money(ev.ID)
+}
+
+// A partial refund at the provider used to leave the booking confirmed and
+// counted in full in the money report, the returned money nowhere.
+func TestPartialRefundAtTheProviderIsRecorded(t *testing.T) {
+	h := newPayHarness(t, payOptions{})
+	ctx := context.Background()
+	ev := h.createEvent(map[string]any{"capacity": 10, "hold_ttl_seconds": 600})
+	hold := h.holdOne(ev.ID, "ann", 2)
+	b := h.mustBook(ev.ID, "ann", hold.HoldID, payment.MethodVisa)
+	require.Equal(t, "confirmed", h.settled(ev.ID, "ann", b.BookingID).Status)
+
+	// A refund of part of it, made at the provider (its dashboard).
+	_, err := h.fp.Refund(ctx, payment.RefundRequest{PaymentID: b.PaymentID, BookingID: b.BookingID,
+		Amount: 30000, IdempotencyKey: "dashboard-" + uuid.NewString()})
+	require.NoError(t, err)
+	var got struct {
+		bookingJSON
+		AmountRefunded int64 `json:"amount_refunded"`
+	}
+	require.NoError(t, h.fp.WaitIdle(ctx))
+	h.do(http.MethodGet, "/v1/bookings/"+b.BookingID, nil, h.auth("ann", ev.ID)).json(t, &got)
+	assert.Equal(t, "confirmed", got.Status, "the sale stands")
+	assert.Len(t, got.Tickets, 2)
+	assert.Equal(t, int64(30000), got.AmountRefunded)
+
+	m := h.money(ev.ID)
+	assert.Equal(t, b.Amount-30000, m.Confirmed.Amount, "the sale keeps what was not returned: %+v", m)
+	assert.Equal(t, int64(30000), m.PartlyRefunded.Amount, "%+v", m)
+	assert.Equal(t, int64(1), m.PartlyRefunded.Count, "%+v", m)
+	assert.Equal(t, b.Amount, m.Captured.Amount, "%+v", m)
+	h.requireSeatsOnce(ev.ID)
+}
+
+// A refund the provider refused as an invalid request used to stay pending
+// and be made again on every pass of the reconciliation, with no backoff
+// and no reason anywhere. Here the payment of a failed booking is reported
+// succeeded (a forged but signed event) while the provider says it failed:
+// its refund is refused.
+func TestRefusedRefundBacksOffVisibly(t *testing.T) {
+	h := newPayHarness(t, payOptions{})
+	ev := h.createEvent(map[string]any{"capacity": 10, "hold_ttl_seconds": 3600})
+	hold := h.holdOne(ev.ID, "ann", 1)
+	res := h.book(ev.ID, "ann", hold.HoldID, payment.MethodDeclined, "book-"+uuid.NewString())
+	require.Equal(t, http.StatusAccepted, res.status, "%s", res.body)
+	var b1 bookingJSON
+	res.json(t, &b1)
+	require.Equal(t, "failed", b1.Status)
+	h.mustBook(ev.ID, "ann", hold.HoldID, payment.MethodSilent)
+
+	res = h.webhook(intentEvent("evt_s1", "payment_intent.succeeded", b1.PaymentID, b1.BookingID, b1.Amount))
+	require.Equal(t, http.StatusOK, res.status, "%s", res.body)
+	row := func() (status, refund, reason string, attempts int) {
+		require.NoError(t, h.ledger.Pool().QueryRow(context.Background(),
+			`SELECT status, refund_status, refund_error, refund_attempts FROM bookings WHERE id = $1`, b1.BookingID).
+			Scan(&status, &refund, &reason, &attempts))
+		return
+	}
+	status, refund, reason, attempts := row()
+	assert.Equal(t, "cancelled", status)
+	assert.Equal(t, "failed", refund, "visible: the refund failed")
+	assert.Contains(t, reason, "invalid payment request", "the provider's reason is kept")
+	assert.Equal(t, 0, attempts)
+	assert.Equal(t, 1.0, h.gauge("waitroom_origin_refunds_failed"))
+
+	// The reconciliation does not make it again at once.
+	h.reconcile()
+	h.reconcile()
+	_, refund, _, attempts = row()
+	assert.Equal(t, "failed", refund)
+	assert.Equal(t, 0, attempts, "no new attempt within the backoff")
+
+	// After the wait, a new attempt (refused again: a longer wait).
+	h.clock.Advance(time.Hour)
+	h.reconcile()
+	_, refund, _, attempts = row()
+	assert.Equal(t, "failed", refund)
+	assert.Equal(t, 1, attempts, "one new attempt after the wait")
 	h.money(ev.ID)
 }
