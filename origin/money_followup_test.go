@@ -5,8 +5,8 @@ import (
 	"context"
 	"net/http"
 	"sync/atomic"
-	"time"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
