@@ -246,3 +246,25 @@ func TestRefusedRefundBacksOffVisibly(t *testing.T) {
 	assert.Equal(t, 1, attempts, "one new attempt after the wait")
 	h.money(ev.ID)
 }
+
+// A pending hold whose failed booking was refunded (paid after failure)
+// and whose other booking failed too is still the buyer's to pay for: the
+// refunded booking does not stand in the way of a new one.
+func TestNewBookingAfterARefundedOneOfTheHold(t *testing.T) {
+	h := newPayHarness(t, payOptions{})
+	ev := h.createEvent(map[string]any{"capacity": 10, "hold_ttl_seconds": 600})
+	hold := h.holdOne(ev.ID, "ann", 1)
+	b1 := h.mustBook(ev.ID, "ann", hold.HoldID, payment.MethodSilent)
+	require.Equal(t, http.StatusOK, h.webhook(paymentFailed("evt_f1", b1.PaymentID, b1.BookingID, b1.Amount)).status)
+	b2 := h.mustBook(ev.ID, "ann", hold.HoldID, payment.MethodSilent)
+	require.Equal(t, http.StatusOK, h.webhook(intentEvent("evt_s1", "payment_intent.succeeded", b1.PaymentID, b1.BookingID, b1.Amount)).status)
+	require.Equal(t, "refunded", h.settled(ev.ID, "ann", b1.BookingID).Status)
+	require.Equal(t, http.StatusOK, h.webhook(paymentFailed("evt_f2", b2.PaymentID, b2.BookingID, b2.Amount)).status)
+
+	b3 := h.mustBook(ev.ID, "ann", hold.HoldID, payment.MethodVisa)
+	assert.NotEqual(t, b1.BookingID, b3.BookingID, "a new booking")
+	got := h.settled(ev.ID, "ann", b3.BookingID)
+	assert.Equal(t, "confirmed", got.Status, "%+v", got)
+	h.requireSeatsOnce(ev.ID)
+	h.money(ev.ID)
+}

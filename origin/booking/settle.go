@@ -462,14 +462,14 @@ func (s *Settlement) paidAfterFailure(ctx context.Context, b ledger.Booking, pay
 		if hold, err = tx.LockHold(ctx, cur.HoldID); err != nil {
 			return err
 		}
-		live := false
+		taken := false
 		switch other, err := tx.Bookings().LiveOfHold(ctx, cur.HoldID); {
 		case err == nil:
-			live = other.Status == ledger.BookingPaymentPending || other.Status == ledger.BookingConfirmed
+			taken = live(other)
 		case !errors.Is(err, ledger.ErrNotFound):
 			return err
 		}
-		if hold.Status == ledger.StatusPending && !live && revived < revivals {
+		if hold.Status == ledger.StatusPending && !taken && revived < revivals {
 			cur, again, err = tx.Bookings().Revive(ctx, cur.ID, paymentID, now)
 			return err
 		}
