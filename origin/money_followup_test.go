@@ -162,7 +162,8 @@ func TestLatePaymentAndANewHoldOfTheBuyerSerialised(t *testing.T) {
 	assert.LessOrEqual(t, h.seatsOf(ev.ID, "ann"), 1, "seats of one buyer; late booking %+v, new hold %d %s",
 		late, res.status, res.body)
 	if late.Status == "confirmed" {
-		assert.NotEqual(t, http.StatusCreated, res.status, "a buyer served from the reserve holds no more: %s", res.body)
+		assert.Equal(t, http.StatusUnprocessableEntity, res.status, "a buyer served from the reserve holds no more: %s", res.body)
+		assert.Equal(t, "exceeds_per_user_limit", res.errorCode(t))
 	}
 	h.requireSeatsOnce(ev.ID)
 	h.money(ev.ID)
