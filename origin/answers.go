@@ -69,6 +69,7 @@ var holdAnswers = map[seats.Outcome]struct {
 	seats.KeyReused:        {http.StatusUnprocessableEntity, "idempotency_key_reused", "this Idempotency-Key was used with a different request body"},
 	seats.InProgress:       {http.StatusConflict, "request_in_progress", "a request with this Idempotency-Key is still being processed"},
 	seats.Unavailable:      {http.StatusServiceUnavailable, "unavailable", "seats cannot be held right now; retry shortly"},
+	seats.PerUserLimit:     {http.StatusUnprocessableEntity, "exceeds_per_user_limit", "you have seats of this event already"},
 }
 
 // unavailableMessages says what each step that failed means for the buyer.

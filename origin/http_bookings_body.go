@@ -27,7 +27,10 @@ type bookingJSON struct {
 	Overflow bool `json:"overflow"`
 	// RefundStatus: null (none due), "pending", "succeeded" or "failed".
 	RefundStatus *string `json:"refund_status"`
-	CreatedAt    string  `json:"created_at"`
+	// AmountRefunded: money of a confirmed booking returned at the
+	// provider while the sale stands (a partial refund); 0 otherwise.
+	AmountRefunded int64  `json:"amount_refunded"`
+	CreatedAt      string `json:"created_at"`
 }
 
 func renderBooking(b ledger.Booking, tickets []ticketJSON) []byte {
@@ -41,7 +44,8 @@ func renderBooking(b ledger.Booking, tickets []ticketJSON) []byte {
 	out, _ := json.Marshal(bookingJSON{
 		BookingID: b.ID, HoldID: b.HoldID, EventID: b.EventID, UserID: b.UserID, Status: b.Status,
 		Amount: b.Amount, Currency: b.Currency, PaymentID: b.PaymentID, Tickets: tickets, Quantity: b.Quantity,
-		StatusReason: b.StatusReason, Overflow: b.Overflow, RefundStatus: refund, CreatedAt: rfc3339(b.CreatedAt),
+		StatusReason: b.StatusReason, Overflow: b.Overflow, RefundStatus: refund, AmountRefunded: b.AmountRefunded,
+		CreatedAt: rfc3339(b.CreatedAt),
 	})
 	return append(out, '\n')
 }

@@ -68,9 +68,11 @@ func (s *Service) Create(ctx context.Context, req Request) Result {
 	} else if !errors.Is(err, ledger.ErrNotFound) {
 		return Result{Outcome: Unavailable}
 	}
-	if b, err := s.ledger.Bookings().LiveOfHold(ctx, h.ID); err == nil {
+	if b, err := s.ledger.Bookings().LiveOfHold(ctx, h.ID); err == nil && (live(b) || h.Status != ledger.StatusPending) {
+		// A pending hold's ended booking (a payment refunded after it
+		// failed, the buyer paying through another) does not stop a new one.
 		return Result{Outcome: Existing, Booking: b}
-	} else if !errors.Is(err, ledger.ErrNotFound) {
+	} else if err != nil && !errors.Is(err, ledger.ErrNotFound) {
 		return Result{Outcome: Unavailable}
 	}
 	now := s.now()
@@ -120,6 +122,11 @@ func (s *Service) Create(ctx context.Context, req Request) Result {
 	}
 	s.metrics.Bookings.WithLabelValues("created").Inc()
 	return s.pay(ctx, created)
+}
+
+// live reports whether a booking can still become or is a sale.
+func live(b ledger.Booking) bool {
+	return b.Status == ledger.BookingPaymentPending || b.Status == ledger.BookingConfirmed
 }
 
 // resumeBooking answers a retry of the request that made b, whose

@@ -24,6 +24,8 @@ func (s *Settlement) SettleUnsettled(ctx context.Context, b ledger.Booking) erro
 		err = s.retryRefund(ctx, b)
 	case b.Status == ledger.BookingPaymentPending:
 		err = s.resolvePayment(ctx, b)
+	case b.Status == ledger.BookingFailed:
+		err = s.recheckFailed(ctx, b)
 	}
 	if err != nil {
 		s.metrics.PaymentChecks.WithLabelValues("error").Inc()
@@ -86,4 +88,27 @@ func (s *Settlement) resolvePayment(ctx context.Context, b ledger.Booking) error
 	}
 	s.metrics.PaymentChecks.WithLabelValues("pending").Inc()
 	return nil
+}
+
+// recheckFailed asks the provider again about the payment of a failed
+// booking: a payment reported failed can still succeed (an asynchronous
+// authentication), and if that success's webhook never came the money
+// would be kept. The lease asks a few times, further apart each time.
+func (s *Settlement) recheckFailed(ctx context.Context, b ledger.Booking) error {
+	if b.PaymentID == "" {
+		return nil
+	}
+	pctx, cancel := s.paymentContext(ctx)
+	p, err := s.payments.GetPayment(pctx, b.PaymentID)
+	cancel()
+	switch {
+	case errors.Is(err, payment.ErrNotFound):
+		return nil
+	case err != nil:
+		return fmt.Errorf("recheck failed booking %s: %w", b.ID, err)
+	case p.Status != payment.StatusSucceeded:
+		return nil
+	}
+	s.metrics.PaymentChecks.WithLabelValues("succeeded_after_failure").Inc()
+	return s.settlePayment(ctx, b, p.ID, &p, nil)
 }

@@ -63,6 +63,8 @@ func (s *env) refundBooking(ctx context.Context, b ledger.Booking) error {
 	case errors.Is(err, payment.ErrAlreadyRefunded):
 		// Nothing is left to refund: the money went back already.
 		r = payment.Refund{Status: payment.RefundSucceeded}
+	case errors.Is(err, payment.ErrInvalidRequest) && b.RefundID == "":
+		return s.refundRefused(ctx, b, err)
 	case err != nil:
 		s.metrics.Refunds.WithLabelValues("error").Inc()
 		return fmt.Errorf("refund booking %s: %w", b.ID, err)
@@ -108,6 +110,37 @@ func (s *env) refundOutcome(ctx context.Context, b ledger.Booking, r payment.Ref
 	return nil
 }
 
+// Backoff of a refund the provider refused as an invalid request: the
+// first wait, doubled at each refusal, up to the last.
+const (
+	refusedRefundFirstWait = time.Hour
+	refusedRefundMaxWait   = 24 * time.Hour
+)
+
+// refundRefused records a refund the provider refused as an invalid
+// request (the payment cannot be refunded as asked). Made again at once it
+// would be refused again, on every pass of the reconciliation: the refund
+// is failed instead, visibly (refund_status failed, the gauge, an error
+// logged, the provider's reason kept on the booking for an operator), and
+// the next attempt waits, longer after each refusal.
+func (s *env) refundRefused(ctx context.Context, b ledger.Booking, refused error) error {
+	wait := refusedRefundFirstWait
+	for range min(b.RefundAttempts, 16) {
+		wait = min(2*wait, refusedRefundMaxWait)
+	}
+	now := s.now()
+	got, changed, err := s.ledger.Bookings().RefundRefused(context.WithoutCancel(ctx), b.ID, b.RefundAttempts,
+		refused.Error(), now.Add(wait), now)
+	if err != nil || !changed {
+		return err
+	}
+	s.metrics.Refunds.WithLabelValues("refused").Inc()
+	s.log.Error("refund refused by the provider as an invalid request; an operator should look; tried again later",
+		"booking", b.ID, "attempt", got.RefundAttempts, "retry_at", now.Add(wait), "reason", refused)
+	s.countFailedRefunds(ctx)
+	return nil
+}
+
 // retryRefund makes a new refund for a booking whose refund failed.
 func (s *Settlement) retryRefund(ctx context.Context, b ledger.Booking) error {
 	next, ok, err := s.ledger.Bookings().RetryRefund(ctx, b.ID, b.RefundAttempts, s.now())
@@ -132,14 +165,17 @@ func (s *env) countFailedRefunds(ctx context.Context) {
 // chargeRefunded acts on charge.refunded: the charge's money went back. For
 // a confirmed booking that is a refund made at the provider; for a booking
 // owing a refund, possibly its own refund ending, or someone else's making
-// it good. Partial refunds leave the booking as it is.
+// it good. A partial refund of a confirmed booking is recorded on it
+// (partlyRefunded); the sale stands.
 func (s *Settlement) chargeRefunded(ctx context.Context, b ledger.Booking, ev payment.Event) error {
-	if b.Amount == 0 || ev.AmountRefunded < b.Amount {
-		if b.Amount > 0 {
-			s.log.Info("partial refund at the provider: the booking is kept", "booking", b.ID,
-				"refunded", ev.AmountRefunded, "amount", b.Amount)
-		}
+	if b.Amount == 0 {
 		return nil
+	}
+	if ev.AmountRefunded < b.Amount {
+		if b.Status != ledger.BookingConfirmed || ev.AmountRefunded <= 0 {
+			return nil
+		}
+		return s.partlyRefunded(ctx, b, ev)
 	}
 	switch {
 	case b.RefundStatus == ledger.RefundPending:
@@ -163,6 +199,33 @@ func (s *Settlement) chargeRefunded(ctx context.Context, b ledger.Booking, ev pa
 		return s.refundedAtProvider(ctx, b.ID)
 	}
 	return s.refundOutcome(ctx, b, payment.Refund{Status: payment.RefundSucceeded})
+}
+
+// partlyRefunded records a partial refund of a confirmed booking's payment
+// at the provider (its dashboard, say): the sale stands, with its tickets,
+// and the amount returned is recorded on the booking and counted apart in
+// the money report. The provider's present word decides, as the event may
+// be older than another refund: all of it returned ends the sale.
+func (s *Settlement) partlyRefunded(ctx context.Context, b ledger.Booking, ev payment.Event) error {
+	pctx, cancel := s.paymentContext(ctx)
+	p, err := s.payments.GetPayment(pctx, b.PaymentID)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("charge partly refunded, booking %s: %w", b.ID, err)
+	}
+	switch {
+	case p.AmountRefunded >= b.Amount:
+		return s.refundedAtProvider(ctx, b.ID)
+	case p.AmountRefunded <= 0:
+		return nil
+	}
+	got, changed, err := s.ledger.Bookings().PartlyRefunded(ctx, b.ID, p.AmountRefunded, s.now())
+	if err != nil || !changed {
+		return err
+	}
+	s.log.Warn("partial refund at the provider: the sale stands, the amount returned is recorded", "booking", b.ID,
+		"event", ev.ID, "refunded", got.AmountRefunded, "amount", got.Amount)
+	return nil
 }
 
 // refundUpdated acts on a refund event (created, updated, failed) about the

@@ -49,11 +49,21 @@ type paidEvent struct {
 // settlePayment is settlePaid with the payment as the provider has it now,
 // when the caller has just asked (nil: asked here).
 func (s *Settlement) settlePayment(ctx context.Context, b ledger.Booking, paymentID string, known *payment.Payment, paid *paidEvent) error {
+	return s.settlePaymentOnce(ctx, b, paymentID, known, paid, 0)
+}
+
+// revivals bounds how many times one settlement puts a failed booking back
+// to waiting for its payment, should failures keep being reported between.
+const revivals = 3
+
+// settlePaymentOnce is settlePayment after the booking was revived that
+// many times.
+func (s *Settlement) settlePaymentOnce(ctx context.Context, b ledger.Booking, paymentID string, known *payment.Payment, paid *paidEvent, revived int) error {
 	switch b.Status {
 	case ledger.BookingConfirmed, ledger.BookingCancelled, ledger.BookingRefunded:
 		return nil
 	case ledger.BookingFailed:
-		return s.refundUnbooked(ctx, b, paymentID, ReasonPaidAfterFailure)
+		return s.paidAfterFailure(ctx, b, paymentID, known, paid, revived)
 	}
 	if paymentID == "" {
 		paymentID = b.PaymentID
@@ -110,7 +120,13 @@ func (s *Settlement) settlePayment(ctx context.Context, b ledger.Booking, paymen
 		err = s.confirmAfterHold(ctx, b, paymentID)
 	case errors.Is(err, seats.ErrHoldExpired), errors.Is(err, ledger.ErrHoldNotActive):
 		return s.latePayment(ctx, ev, b, paymentID)
-	case errors.Is(err, ledger.ErrBookingSettled), errors.Is(err, errBookingSettled):
+	case errors.Is(err, ledger.ErrBookingSettled):
+		// Settled between the read and the ledger step, with the hold
+		// confirmed in Redis: by a failure reported meanwhile (the
+		// payment_failed webhook, the reconciliation), which the success
+		// overrides, or by a concurrent settlement of this success.
+		return s.paidAfterFailure(ctx, b, paymentID, known, paid, revived)
+	case errors.Is(err, errBookingSettled):
 		return nil
 	}
 	if errors.Is(err, ledger.ErrNoSeatLeft) {
@@ -269,9 +285,12 @@ func (s *Settlement) confirmAfterHold(ctx context.Context, b ledger.Booking, pay
 // The buyer may have held again after the hold expired, or have had
 // another late payment confirmed: neither the one-live-hold index nor the
 // one-hold-per-user guard in Redis knows this booking's expired hold, so
-// the buyer's other seats are counted here, from the ledger, after the
-// event's row is locked by taking the reserve's seats (which orders this
-// count after any other late payment of the event). A buyer with any is
+// the buyer's other seats are counted here, from the ledger, under the
+// buyer's lock, which every new hold's row is written under too (a row
+// written before is counted; one after is refused while the buyer has
+// seats from the reserve), and after the event's row is locked by taking
+// the reserve's seats (which orders this count after any other late
+// payment of the event). A buyer with any is
 // refunded, even within max_per_user: the guard keeps one hold per buyer,
 // and a second sale would be uncounted once the other hold ended, leaving
 // the buyer free to hold the limit on top of it.
@@ -281,6 +300,12 @@ func (s *Settlement) latePayment(ctx context.Context, ev *seats.Event, b ledger.
 	var expired, absorbed, refund bool
 	err := s.ledger.InTx(ctx, time.Time{}, func(tx ledger.Tx) error {
 		expired, absorbed, refund = false, false, false
+		// The buyer's lock first, as a new hold's row takes it: the count
+		// below sees any hold row written before, and a row written after
+		// is refused once this sale is confirmed from the reserve.
+		if err := tx.LockBuyer(ctx, b.EventID, b.UserID); err != nil {
+			return err
+		}
 		cur, err := tx.Bookings().Lock(ctx, b.ID)
 		if err != nil || cur.Status != ledger.BookingPaymentPending {
 			return err
@@ -400,13 +425,78 @@ func (s *Settlement) refundUnseated(ctx context.Context, ev *seats.Event, b ledg
 	return nil
 }
 
-// refundUnbooked refunds a payment that no booking can use.
-func (s *Settlement) refundUnbooked(ctx context.Context, b ledger.Booking, paymentID, reason string) error {
-	settled, ok, err := s.ledger.Bookings().RefundPayment(ctx, b.ID, reason, paymentID, s.now())
-	if err != nil || !ok {
+// paidAfterFailure settles a succeeded payment of a booking marked failed:
+// a failure was reported first (an asynchronous authentication, a
+// declined attempt the provider retried), or meanwhile. The success is the
+// provider's last word, so the money ends as a sale or a refund, never kept:
+//
+//   - the hold still pending and no other booking of it live: the booking
+//     waits for its payment again and is settled as any paid booking (the
+//     hold confirmed in Redis and the ledger, the tickets issued; or, the
+//     hold expired meanwhile, the late-payment policy);
+//   - otherwise (the buyer pays through another booking of the hold, or the
+//     hold ended): refunded, ReasonPaidAfterFailure.
+//
+// The booking's row and then its hold's are locked: a booking of the hold
+// is written in the transaction that locks the hold's row, so once this
+// one has it, a new statement sees any such booking committed.
+func (s *Settlement) paidAfterFailure(ctx context.Context, b ledger.Booking, paymentID string, known *payment.Payment, paid *paidEvent, revived int) error {
+	now := s.now()
+	var cur, settled ledger.Booking
+	var hold ledger.Hold
+	var again, refund bool
+	err := s.ledger.InTx(ctx, time.Time{}, func(tx ledger.Tx) error {
+		again, refund = false, false
+		var err error
+		if cur, err = tx.Bookings().Lock(ctx, b.ID); err != nil {
+			return err
+		}
+		switch {
+		case cur.Status == ledger.BookingPaymentPending:
+			// Revived by a concurrent settlement: settled as waiting.
+			again = true
+			return nil
+		case cur.Status != ledger.BookingFailed || cur.RefundStatus != "":
+			return nil
+		}
+		if hold, err = tx.LockHold(ctx, cur.HoldID); err != nil {
+			return err
+		}
+		taken := false
+		switch other, err := tx.Bookings().LiveOfHold(ctx, cur.HoldID); {
+		case err == nil:
+			taken = live(other)
+		case !errors.Is(err, ledger.ErrNotFound):
+			return err
+		}
+		if hold.Status == ledger.StatusPending && !taken && revived < revivals {
+			cur, again, err = tx.Bookings().Revive(ctx, cur.ID, paymentID, now)
+			return err
+		}
+		settled, refund, err = tx.Bookings().RefundPayment(ctx, cur.ID, ReasonPaidAfterFailure, paymentID, now)
 		return err
+	})
+	if err != nil {
+		return fmt.Errorf("payment of failed booking %s succeeded: %w", b.ID, err)
 	}
-	s.log.Warn("payment without a booking to serve: refunded", "booking", b.ID, "reason", reason)
+	if again {
+		s.log.Info("payment of a failed booking succeeded: settled as paid", "booking", b.ID)
+		return s.settlePaymentOnce(ctx, cur, paymentID, known, paid, revived+1)
+	}
+	if !refund {
+		return nil
+	}
+	s.log.Warn("payment of a failed booking succeeded while its hold is another booking's or ended: refunded",
+		"booking", b.ID, "hold", b.HoldID, "hold_status", hold.Status)
+	if hold.Status != ledger.StatusPending && hold.Status != ledger.StatusConfirmed {
+		// The ledger ended the hold: whatever Redis has of it (a
+		// confirmation whose ledger step found the booking failed) goes
+		// back. A pending hold is left to its live booking, which settles
+		// it, or to the reaper.
+		if err := s.returnSeats(ctx, settled); err != nil {
+			s.log.Warn("seats of an ended hold not returned; the drift corrector will", "booking", b.ID, "error", err)
+		}
+	}
 	if err := s.refundBooking(ctx, settled); err != nil {
 		s.log.Warn("refund not made yet; the payment reconciliation retries it", "booking", b.ID, "error", err)
 	}

@@ -66,6 +66,16 @@ type Booking struct {
 	UpdatedAt      time.Time  `db:"updated_at"`
 	ConfirmedAt    *time.Time `db:"confirmed_at"`
 	CheckedAt      time.Time  `db:"checked_at"`
+	// FailureChecks: how many times the payment reconciliation asked about
+	// the payment of a failed booking, which may still succeed.
+	FailureChecks int `db:"failure_checks"`
+	// AmountRefunded: money returned at the provider while the sale stands
+	// (a partial refund).
+	AmountRefunded int64 `db:"amount_refunded"`
+	// RefundError: why the provider refused the refund as an invalid
+	// request; RefundRetryAt: the next attempt waits until then.
+	RefundError   string     `db:"refund_error"`
+	RefundRetryAt *time.Time `db:"refund_retry_at"`
 }
 
 // NewBooking is what a booking is created with.
@@ -183,6 +193,26 @@ func (b Bookings) Confirm(ctx context.Context, id, paymentID string, overflow bo
 	return b.change(ctx, "confirm booking "+id, sqlConfirmBooking, id, reason, overflow, paymentID, now)
 }
 
+// Revive puts a failed booking whose payment succeeded after all back to
+// waiting for its payment, to be settled as any paid booking (in tx, with
+// its hold locked and no other live booking of it).
+func (b Bookings) Revive(ctx context.Context, id, paymentID string, now time.Time) (Booking, bool, error) {
+	return b.change(ctx, "revive booking "+id, sqlReviveBooking, id, paymentID, now)
+}
+
+// PartlyRefunded records the money of a confirmed booking's payment the
+// provider says was returned, less than the whole: the sale stands.
+func (b Bookings) PartlyRefunded(ctx context.Context, id string, refunded int64, now time.Time) (Booking, bool, error) {
+	return b.change(ctx, "record partial refund of booking "+id, sqlPartlyRefunded, id, refunded, now)
+}
+
+// RefundRefused records that the provider refused the booking's refund
+// attempt as an invalid request: failed, with the reason, and not tried
+// again before retryAt.
+func (b Bookings) RefundRefused(ctx context.Context, id string, attempt int, reason string, retryAt, now time.Time) (Booking, bool, error) {
+	return b.change(ctx, "record refused refund of booking "+id, sqlRefundRefused, id, reason, retryAt, now, attempt)
+}
+
 // Fail marks failed a booking waiting for its payment.
 func (b Bookings) Fail(ctx context.Context, id, paymentID, reason string, now time.Time) (Booking, bool, error) {
 	return b.change(ctx, "fail booking "+id, sqlFailBooking, id, reason, paymentID, now)
@@ -245,7 +275,9 @@ func (b Bookings) RefundedUnsettled(ctx context.Context, id, reason, paymentID s
 
 // ClaimUnsettled leases up to limit bookings waiting for their payment or
 // owing a refund, not looked at since before, until the next look (SKIP
-// LOCKED: nodes split the work).
+// LOCKED: nodes split the work). A refund refused as an invalid request
+// waits for its retry time; a failed booking's payment, which may still
+// succeed, is asked about a few times, each wait twice the one before.
 func (b Bookings) ClaimUnsettled(ctx context.Context, now, before time.Time, limit int) ([]Booking, error) {
 	rows, err := b.q.Query(ctx, sqlClaimUnsettled, now, before, limit)
 	return collectAll[Booking](rows, err, "lease unsettled bookings")
@@ -320,6 +352,34 @@ func (t Tx) GiveOverflow(ctx context.Context, event, n int64) error {
 		err = errors.New("the overflow reserve does not count its seats")
 	}
 	return err
+}
+
+// LockBuyer takes the buyer's lock (event, user) until the transaction
+// ends: a late payment takes it before it counts the buyer's seats, as a
+// new hold's row is written under it (sqlLockBuyers). Take it before any
+// row lock: the hold path takes it first.
+func (t Tx) LockBuyer(ctx context.Context, event int64, user string) error {
+	if _, err := t.tx.Exec(ctx, sqlLockBuyers, []int64{event}, []string{user}); err != nil {
+		return fmt.Errorf("lock buyer %s of event %d: %w", user, event, err)
+	}
+	return nil
+}
+
+// lockBuyerToHold takes the buyer's lock for a new hold's row, written
+// after it in the transaction: ErrBuyerHasSeats when the buyer has seats
+// from the overflow reserve.
+func (t Tx) lockBuyerToHold(ctx context.Context, event int64, user string) error {
+	if err := t.LockBuyer(ctx, event, user); err != nil {
+		return err
+	}
+	var has bool
+	if err := t.tx.QueryRow(ctx, sqlBuyerHasOverflow, event, user).Scan(&has); err != nil {
+		return fmt.Errorf("seats of buyer %s: %w", user, err)
+	}
+	if has {
+		return ErrBuyerHasSeats
+	}
+	return nil
 }
 
 // SeatsOfBuyer counts the seats user has in the event at now besides

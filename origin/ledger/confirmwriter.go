@@ -31,6 +31,9 @@ import (
 //   - a batch that fails as a whole (the server refused a statement, or
 //     too few seat numbers are left for all of it) is rolled back and its
 //     items written again one by one, so a fault is only its own item's;
+//   - an item whose own step fails outside SQL (its tickets cannot be
+//     signed, its seats do not match its quantity) is answered with that
+//     fault, and the batch, rolled back, is written again without it;
 //   - every caller is answered once the commit's outcome is known, the same
 //     outcome for all: committed, failed, or (the answer to the commit lost)
 //     ErrUncertain.
@@ -204,10 +207,19 @@ func (w *ConfirmWriter) write(batch []*confirmWrite) {
 	}
 	errs, err := w.ledger.confirmAll(ctx, cs)
 	var pgErr *pgconn.PgError
+	var item *itemError
 	switch {
 	case err == nil:
 		for i, cw := range send {
 			cw.finish(errs[i])
+		}
+	case errors.As(err, &item):
+		// Rolled back, so nothing was written: the faulty item is answered
+		// and the rest written again without it.
+		send[item.i].finish(item.err)
+		rest := append(send[:item.i:item.i], send[item.i+1:]...)
+		if len(rest) > 0 {
+			w.write(rest)
 		}
 	case len(send) > 1 && (errors.As(err, &pgErr) || errors.Is(err, ErrNoSeatLeft)):
 		// Rolled back, so nothing was written; the fault may be one
@@ -311,11 +323,14 @@ func confirmInTx(ctx context.Context, tx Tx, cs []Confirmation) ([]error, error)
 			nums, numbers[c.EventID] = numbers[c.EventID][:quantity[i]], numbers[c.EventID][quantity[i]:]
 		}
 		if int64(len(nums)) != quantity[i] {
-			return nil, fmt.Errorf("issue tickets of booking %s: %d seat numbers for %d seats", c.BookingID, len(nums), quantity[i])
+			return nil, &itemError{i: i, err: fmt.Errorf("issue tickets of booking %s: %d seat numbers for %d seats", c.BookingID, len(nums), quantity[i])}
 		}
 		signed, err := c.Sign(nums, ids)
+		if err == nil && len(signed) != len(nums) {
+			err = fmt.Errorf("%d codes signed for %d seats", len(signed), len(nums))
+		}
 		if err != nil {
-			return nil, fmt.Errorf("issue tickets of booking %s: %w", c.BookingID, err)
+			return nil, &itemError{i: i, err: fmt.Errorf("issue tickets of booking %s: %w", c.BookingID, err)}
 		}
 		for k, num := range nums {
 			var id *string
@@ -333,6 +348,16 @@ func confirmInTx(ctx context.Context, tx Tx, cs []Confirmation) ([]error, error)
 	}
 	return errs, nil
 }
+
+// itemError is the fault of one item of a batch (index i), not of the
+// batch: the transaction is rolled back and the others written without it.
+type itemError struct {
+	i   int
+	err error
+}
+
+func (e *itemError) Error() string { return e.err.Error() }
+func (e *itemError) Unwrap() error { return e.err }
 
 // confirmRow is what sqlConfirmBookings found of one confirmation.
 type confirmRow struct {

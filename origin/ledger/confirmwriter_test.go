@@ -222,3 +222,24 @@ func assertSeatNumbers(t *testing.T, l *Ledger, ev Event, n int64) {
 	assert.GreaterOrEqual(t, lowest, int64(1))
 	assert.LessOrEqual(t, highest, ev.Capacity)
 }
+
+// TestConfirmWriterPoisonItemFailsAlone: an item whose tickets cannot be
+// signed used to fail the whole batch it joined, and every batch after it
+// that it joined again; its fault is its own.
+func TestConfirmWriterPoisonItemFailsAlone(t *testing.T) {
+	l := testLedger(t, testenv.Postgres(t))
+	ev := confirmEvent(t, l, 20)
+	w := oneWriter(l)
+
+	good1, poison, good2 := payable(t, l, ev), payable(t, l, ev), payable(t, l, ev)
+	errSign := fmt.Errorf("signing key unavailable")
+	poison.Sign = func([]int32, []string) ([]string, error) { return nil, errSign }
+
+	errs := confirmBatched(t, w, payable(t, l, ev), []Confirmation{good1, poison, good2})
+	assert.NoError(t, errs[0])
+	assert.ErrorIs(t, errs[1], errSign)
+	assert.NoError(t, errs[2])
+	assert.Equal(t, "confirmed/confirmed/1", state(t, l, good1))
+	assert.Equal(t, "pending/payment_pending/0", state(t, l, poison), "nothing of the poison item is written")
+	assert.Equal(t, "confirmed/confirmed/1", state(t, l, good2))
+}

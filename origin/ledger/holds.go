@@ -100,9 +100,19 @@ func (l *Ledger) InsertHold(ctx context.Context, h Hold, now time.Time) (WriteOu
 		return WriteFailed, fmt.Errorf("insert hold %s: acquire connection: %w", h.ID, err)
 	}
 	defer conn.Release()
-	tag, err := conn.Exec(ctx, sqlInsertHold, args...)
+	buyer := []any{[]int64{h.EventID}, []string{h.UserID}}
+	// The buyer's lock and the row, one round trip, one (implicit)
+	// transaction.
+	var tag pgconn.CommandTag
+	b := &pgx.Batch{}
+	b.Queue(sqlLockBuyers, buyer...)
+	b.Queue(sqlInsertHold, args...).Exec(func(t pgconn.CommandTag) error { tag = t; return nil })
+	err = conn.SendBatch(ctx, b).Close()
 	if cerr := constraintError(err); cerr == ErrLiveHoldExists {
 		err = pgx.BeginTxFunc(ctx, conn, pgx.TxOptions{}, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, sqlLockBuyers, buyer...); err != nil {
+				return err
+			}
 			if _, err := tx.Exec(ctx, sqlExpireLapsedHoldOfUser, h.EventID, h.UserID, now); err != nil {
 				return err
 			}
@@ -117,6 +127,10 @@ func (l *Ledger) InsertHold(ctx context.Context, h Hold, now time.Time) (WriteOu
 		return Classify(err), fmt.Errorf("insert hold %s: %w", h.ID, err)
 	}
 	if tag.RowsAffected() == 0 {
+		var has bool
+		if err := conn.QueryRow(ctx, sqlBuyerHasOverflow, h.EventID, h.UserID).Scan(&has); err == nil && has {
+			return WriteFailed, fmt.Errorf("insert hold %s: %w", h.ID, ErrBuyerHasSeats)
+		}
 		return WriteFailed, fmt.Errorf("insert hold %s: %w", h.ID, ErrPastDeadline)
 	}
 	return WriteDone, nil
@@ -145,12 +159,18 @@ func (l *Ledger) InsertHolds(ctx context.Context, hs []Hold, deadlines []*time.T
 		positions[i] = h.Position
 		index[h.ID] = i
 	}
-	rows, err := l.pool.Query(ctx, sqlInsertHolds, ids, events, users, quantities, amts, expires, created, keys, digests, responses, deadlines, positions)
-	if err != nil {
-		return nil, Classify(err), fmt.Errorf("insert %d holds: %w", n, err)
-	}
-	got, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
+	// The buyers' locks and the rows, one round trip, one (implicit)
+	// transaction.
+	var got []string
+	b := &pgx.Batch{}
+	b.Queue(sqlLockBuyers, events, users)
+	b.Queue(sqlInsertHolds, ids, events, users, quantities, amts, expires, created, keys, digests, responses, deadlines, positions).
+		Query(func(rows pgx.Rows) error {
+			var err error
+			got, err = pgx.CollectRows(rows, pgx.RowTo[string])
+			return err
+		})
+	if err := l.pool.SendBatch(ctx, b).Close(); err != nil {
 		return nil, Classify(err), fmt.Errorf("insert %d holds: %w", n, err)
 	}
 	inserted = make([]bool, n)
@@ -229,10 +249,24 @@ func (l *Ledger) HoldsWritten(ctx context.Context, ids []string) (map[string]boo
 	return written, nil
 }
 
-// ReleaseHold marks a pending, unexpired hold released.
+// ReleaseHold marks a pending, unexpired hold released, unless a booking
+// of it waits for its payment. The hold's row is locked first, in a
+// statement of its own: a booking is written in the transaction that
+// extends the hold (which locks the row), so once the lock is had the
+// check, a new statement with a new snapshot under READ COMMITTED, sees the
+// booking that transaction committed. In one statement the check would
+// read the bookings as they were before it waited, and release the hold
+// under a payment.
 func (l *Ledger) ReleaseHold(ctx context.Context, id string, now time.Time) (Hold, error) {
-	rows, err := l.pool.Query(ctx, sqlReleaseHold, id, now)
-	h, err := collectOne[Hold](rows, err, "release hold "+id)
+	var h Hold
+	err := l.InTx(ctx, time.Time{}, func(tx Tx) error {
+		if _, err := tx.tx.Exec(ctx, sqlLockHoldRow, id); err != nil {
+			return fmt.Errorf("lock hold %s: %w", id, err)
+		}
+		rows, err := tx.tx.Query(ctx, sqlReleaseHold, id, now)
+		h, err = collectOne[Hold](rows, err, "release hold "+id)
+		return err
+	})
 	if errors.Is(err, ErrNotFound) {
 		return Hold{}, fmt.Errorf("release hold %s: %w", id, ErrHoldNotActive)
 	}

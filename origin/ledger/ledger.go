@@ -32,6 +32,9 @@ var (
 	// ErrPastDeadline: the server got the write after its deadline and
 	// wrote nothing.
 	ErrPastDeadline = errors.New("reached the server after its deadline")
+	// ErrBuyerHasSeats: the buyer has seats from the overflow reserve (a
+	// late payment confirmed), and holds no more.
+	ErrBuyerHasSeats = errors.New("the buyer has seats from the overflow reserve")
 	// ErrUncertain: the commit was sent and its answer lost; the server may
 	// still commit it, until its deadline.
 	ErrUncertain = errors.New("commit outcome unknown")

@@ -29,10 +29,15 @@ func (c MoneyCount) plus(o MoneyCount) MoneyCount {
 type MoneyReport struct {
 	Event int64 `json:"event"`
 	// Captured is every booking whose payment the ledger knows was taken:
-	// the sum of the five below.
+	// the sum of the five below (and, of the amounts, PartlyRefunded's).
 	Captured MoneyCount `json:"captured"`
-	// Confirmed: confirmed, with a valid ticket per seat.
+	// Confirmed: confirmed, with a valid ticket per seat; the amount is
+	// what the sales kept, less what partial refunds returned.
 	Confirmed MoneyCount `json:"confirmed"`
+	// PartlyRefunded: the confirmed bookings part of whose money was
+	// returned at the provider, and the amount returned. Its bookings are
+	// counted in Confirmed.
+	PartlyRefunded MoneyCount `json:"partly_refunded"`
 	// Refunded: the provider reported the refund succeeded; no valid
 	// ticket.
 	Refunded MoneyCount `json:"refunded"`
@@ -60,7 +65,9 @@ func (r MoneyReport) Err() error {
 		errs = append(errs, fmt.Errorf("event %d: %d payments (%d) taken with neither tickets nor a refund",
 			r.Event, r.Kept.Count, r.Kept.Amount))
 	}
-	if sum := r.Confirmed.plus(r.Refunded).plus(r.RefundPending).plus(r.RefundFailed).plus(r.Kept); sum != r.Captured {
+	sum := r.Confirmed.plus(r.Refunded).plus(r.RefundPending).plus(r.RefundFailed).plus(r.Kept)
+	sum.Amount += r.PartlyRefunded.Amount
+	if sum != r.Captured {
 		errs = append(errs, fmt.Errorf("event %d: captured %+v is not the sum of its parts %+v", r.Event, r.Captured, sum))
 	}
 	return errors.Join(errs...)
@@ -89,6 +96,10 @@ func (l *Ledger) MoneyReport(ctx context.Context, eventID int64) (MoneyReport, e
 			r.PaymentPending = c
 			continue
 		case "not_taken":
+			continue
+		case "partly_refunded":
+			r.PartlyRefunded = c
+			r.Captured.Amount += c.Amount
 			continue
 		case "confirmed":
 			r.Confirmed = c

@@ -53,13 +53,33 @@ const (
 			created_at, updated_at, idempotency_key, request_digest, response, position)
 		SELECT $1::uuid, $2::bigint, $3::text, $4::integer, $5::bigint, 'pending', $6::timestamptz,
 			$7::timestamptz, $7::timestamptz, $8::text, $9::text, $10::bytea, nullif($12::bigint, 0)
-		WHERE $11::timestamptz IS NULL OR clock_timestamp() < $11::timestamptz`
+		WHERE ($11::timestamptz IS NULL OR clock_timestamp() < $11::timestamptz)
+			AND NOT EXISTS (SELECT 1 FROM bookings b
+				WHERE b.event_id = $2::bigint AND b.user_id = $3::text AND b.status = 'confirmed' AND b.overflow)`
+
+	// The buyers' locks, (event, user) each, until the transaction ends,
+	// taken in one order: a new hold's row and a late payment's count of
+	// the buyer's seats (sqlSeatsOfBuyer) both run under them, each in a
+	// statement after the lock, so each sees what the other committed. A
+	// late payment confirmed from the overflow reserve first, a new hold's
+	// row is refused (the NOT EXISTS of the inserts below: Redis refuses
+	// such a buyer a hold too); a row written first, the late payment
+	// counts it and is refunded. Two keys, so none is the migrations'.
+	sqlLockBuyers = `SELECT count(pg_advisory_xact_lock(k.e, k.u)) FROM (
+			SELECT DISTINCT hashtext(event_id::text) AS e, hashtext(user_id) AS u
+			FROM unnest($1::bigint[], $2::text[]) AS r (event_id, user_id)
+			ORDER BY e, u) k`
+	// Whether the buyer has seats from the overflow reserve (a new hold
+	// refused for that).
+	sqlBuyerHasOverflow = `SELECT EXISTS (SELECT 1 FROM bookings
+		WHERE event_id = $1 AND user_id = $2 AND status = 'confirmed' AND overflow)`
 
 	// The rows of many new holds in one statement and one commit (see
 	// holdwriter.go). A row that breaks a unique index (the user's live
 	// hold, the Idempotency-Key) is skipped rather than failing the others,
-	// and so is a row whose deadline (as in sqlInsertHold) has passed;
-	// RETURNING says which went in.
+	// and so is a row whose deadline (as in sqlInsertHold) has passed, or
+	// whose buyer has seats from the overflow reserve; RETURNING says which
+	// went in. Run after sqlLockBuyers, in its transaction.
 	sqlInsertHolds = `INSERT INTO holds (id, event_id, user_id, quantity, amount, status, expires_at,
 			created_at, updated_at, idempotency_key, request_digest, response, position)
 		SELECT id, event_id, user_id, quantity, amount, 'pending', expires_at,
@@ -68,7 +88,9 @@ const (
 			$7::timestamptz[], $8::text[], $9::text[], $10::bytea[], $11::timestamptz[], $12::bigint[])
 			AS r (id, event_id, user_id, quantity, amount, expires_at, created_at, idempotency_key, request_digest, response,
 				deadline, position)
-		WHERE r.deadline IS NULL OR clock_timestamp() < r.deadline
+		WHERE (r.deadline IS NULL OR clock_timestamp() < r.deadline)
+			AND NOT EXISTS (SELECT 1 FROM bookings b
+				WHERE b.event_id = r.event_id AND b.user_id = r.user_id AND b.status = 'confirmed' AND b.overflow)
 		ON CONFLICT DO NOTHING
 		RETURNING id::text`
 
@@ -107,7 +129,9 @@ const (
 
 	// A buyer gives a hold back: only a pending hold that has not expired,
 	// and not while a payment for it is under way (it would land on a
-	// released hold).
+	// released hold). Run after sqlLockHoldRow, in its transaction, so the
+	// NOT EXISTS sees a booking committed while the lock was awaited.
+	sqlLockHoldRow = `SELECT 1 FROM holds WHERE id = $1 FOR UPDATE`
 	sqlReleaseHold = `UPDATE holds SET status = 'released', updated_at = $2
 		WHERE id = $1 AND status = 'pending' AND expires_at >= $2
 			AND NOT EXISTS (SELECT 1 FROM bookings b WHERE b.hold_id = holds.id AND b.status = 'payment_pending')
@@ -207,19 +231,23 @@ const (
 	bookingColumns = `id::text AS id, hold_id::text AS hold_id, event_id, user_id, quantity, amount, currency,
 		status, status_reason, provider, payment_method, coalesce(payment_id, '') AS payment_id, overflow,
 		refund_status, coalesce(refund_id, '') AS refund_id, refund_attempts, idempotency_key, request_digest, response,
-		created_at, updated_at, confirmed_at, checked_at`
+		created_at, updated_at, confirmed_at, checked_at, failure_checks::int AS failure_checks, amount_refunded,
+		refund_error, refund_retry_at`
 
 	sqlInsertBooking = `INSERT INTO bookings (id, hold_id, event_id, user_id, quantity, amount, currency, status,
 			provider, payment_method, idempotency_key, request_digest, created_at, updated_at, checked_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, 'payment_pending', $8, $9, $10, $11, $12, $12, $12)
 		RETURNING ` + bookingColumns
 
-	sqlBooking           = `SELECT ` + bookingColumns + ` FROM bookings WHERE id = $1`
-	sqlLockBooking       = `SELECT ` + bookingColumns + ` FROM bookings WHERE id = $1 FOR UPDATE`
-	sqlBookingByKey      = `SELECT ` + bookingColumns + ` FROM bookings WHERE user_id = $1 AND idempotency_key = $2`
-	sqlLiveBookingOfHold = `SELECT ` + bookingColumns + ` FROM bookings WHERE hold_id = $1 AND status <> 'failed'`
-	sqlBookingByPayment  = `SELECT ` + bookingColumns + ` FROM bookings WHERE provider = $1 AND payment_id = $2`
-	sqlBookingAnswered   = `UPDATE bookings SET payment_id = coalesce(payment_id, nullif($2, '')), response = $3, updated_at = $4
+	sqlBooking      = `SELECT ` + bookingColumns + ` FROM bookings WHERE id = $1`
+	sqlLockBooking  = `SELECT ` + bookingColumns + ` FROM bookings WHERE id = $1 FOR UPDATE`
+	sqlBookingByKey = `SELECT ` + bookingColumns + ` FROM bookings WHERE user_id = $1 AND idempotency_key = $2`
+	// A hold has one live booking at most (bookings_one_per_hold), and
+	// maybe ended ones besides: the live one, else the latest.
+	sqlLiveBookingOfHold = `SELECT ` + bookingColumns + ` FROM bookings WHERE hold_id = $1 AND status <> 'failed'
+		ORDER BY status IN ('payment_pending', 'confirmed') DESC, created_at DESC, id LIMIT 1`
+	sqlBookingByPayment = `SELECT ` + bookingColumns + ` FROM bookings WHERE provider = $1 AND payment_id = $2`
+	sqlBookingAnswered  = `UPDATE bookings SET payment_id = coalesce(payment_id, nullif($2, '')), response = $3, updated_at = $4
 		WHERE id = $1`
 
 	sqlConfirmBooking = `UPDATE bookings SET status = 'confirmed', status_reason = $2, overflow = $3,
@@ -230,6 +258,13 @@ const (
 	sqlFailBooking = `UPDATE bookings SET status = 'failed', status_reason = $2,
 			payment_id = coalesce(payment_id, nullif($3, '')), updated_at = $4
 		WHERE id = $1 AND status = 'payment_pending'
+		RETURNING ` + bookingColumns
+
+	// A failed booking whose payment succeeded after all waits for it
+	// again (its hold locked, no other live booking of it).
+	sqlReviveBooking = `UPDATE bookings SET status = 'payment_pending', status_reason = '',
+			payment_id = coalesce(payment_id, nullif($2, '')), updated_at = $3
+		WHERE id = $1 AND status = 'failed' AND refund_status = ''
 		RETURNING ` + bookingColumns
 
 	// Money came in that no seat can answer: the refund is decided here,
@@ -246,7 +281,7 @@ const (
 	// The provider reported the refund succeeded: $2 is the refund (''
 	// when the money went back through a refund the origin did not make),
 	// $4 the attempt it is about (see money.go).
-	sqlRefundDone = `UPDATE bookings SET status = 'refunded', refund_status = 'succeeded',
+	sqlRefundDone = `UPDATE bookings SET status = 'refunded', refund_status = 'succeeded', refund_error = '',
 			refund_id = coalesce(nullif($2, ''), refund_id), updated_at = $3
 		WHERE id = $1 AND refund_attempts = $4 AND refund_status IN ('pending', 'failed')
 			AND (refund_id IS NULL OR $2 = '' OR refund_id = $2)
@@ -254,10 +289,19 @@ const (
 
 	// The payment reconciliation takes the unsettled bookings not looked at
 	// since $2, and leases them until the next look.
-	sqlClaimUnsettled = `UPDATE bookings SET checked_at = $1
+	// A failed booking's payment is asked about up to 5 times, the k-th
+	// ($1 - $2) * 2^k after the one before; a refund refused as invalid
+	// waits for its refund_retry_at.
+	sqlClaimUnsettled = `UPDATE bookings SET checked_at = $1,
+			failure_checks = failure_checks + CASE WHEN status = 'failed' AND refund_status = '' THEN 1 ELSE 0 END
 		WHERE id IN (
 			SELECT id FROM bookings
-			WHERE (status = 'payment_pending' OR refund_status IN ('pending', 'failed')) AND checked_at < $2
+			WHERE (status = 'payment_pending'
+					OR refund_status = 'pending'
+					OR (refund_status = 'failed' AND (refund_retry_at IS NULL OR refund_retry_at <= $1))
+					OR (status = 'failed' AND failure_checks < 5 AND payment_id IS NOT NULL AND refund_status = ''
+						AND checked_at < $1 - ($1 - $2) * power(2, failure_checks)))
+				AND checked_at < $2
 			ORDER BY checked_at
 			LIMIT $3
 			FOR UPDATE SKIP LOCKED)
@@ -393,8 +437,22 @@ const (
 			OR (refund_status = 'succeeded' AND refund_id = $2))
 		RETURNING ` + bookingColumns
 
+	// The provider refused the refund as an invalid request (the payment
+	// cannot be refunded as asked): failed, with the reason kept for an
+	// operator, and not made again before $3.
+	sqlRefundRefused = `UPDATE bookings SET status = 'cancelled', refund_status = 'failed', refund_error = $2,
+			refund_retry_at = $3, updated_at = $4
+		WHERE id = $1 AND refund_attempts = $5 AND refund_status = 'pending' AND refund_id IS NULL
+		RETURNING ` + bookingColumns
+
+	// Money of a confirmed booking's payment returned at the provider, not
+	// all of it: the sale stands, the amount returned is recorded.
+	sqlPartlyRefunded = `UPDATE bookings SET amount_refunded = $2, updated_at = $3
+		WHERE id = $1 AND status = 'confirmed' AND $2 < amount AND amount_refunded <> $2
+		RETURNING ` + bookingColumns
+
 	// A failed refund is tried again as a new attempt, by one node.
-	sqlRetryRefund = `UPDATE bookings SET refund_status = 'pending', refund_id = NULL,
+	sqlRetryRefund = `UPDATE bookings SET refund_status = 'pending', refund_id = NULL, refund_retry_at = NULL,
 			refund_attempts = refund_attempts + 1, updated_at = $3
 		WHERE id = $1 AND refund_status = 'failed' AND refund_attempts = $2
 		RETURNING ` + bookingColumns
@@ -417,14 +475,15 @@ const (
 	// Every booking that took money (amount > 0) in one bucket: confirmed
 	// with a valid ticket per seat, refunded, refund pending or failed, or
 	// kept (money taken, and none of those). Bookings waiting for their
-	// payment are counted apart; failed ones took nothing.
+	// payment are counted apart; failed ones took nothing. A confirmed
+	// booking counts what it kept; what a partial refund returned is a
+	// bucket of its own (partly_refunded, one row always).
 	sqlMoneyReport = `WITH b AS (
-			SELECT bk.status, bk.refund_status, bk.amount, bk.quantity,
+			SELECT bk.status, bk.refund_status, bk.amount, bk.amount_refunded, bk.quantity,
 				(SELECT count(*) FROM tickets t WHERE t.booking_id = bk.id AND t.valid) AS valid_tickets
 			FROM bookings bk
-			WHERE bk.event_id = $1 AND bk.amount > 0)
-		SELECT bucket, count(*) AS count, coalesce(sum(amount), 0)::bigint AS amount
-		FROM (SELECT amount, CASE
+			WHERE bk.event_id = $1 AND bk.amount > 0),
+		x AS (SELECT amount, amount_refunded, CASE
 				WHEN status = 'payment_pending' AND refund_status = '' AND valid_tickets = 0 THEN 'payment_pending'
 				WHEN status = 'failed' AND refund_status = '' AND valid_tickets = 0 THEN 'not_taken'
 				WHEN status = 'confirmed' AND refund_status = '' AND valid_tickets = quantity THEN 'confirmed'
@@ -432,8 +491,14 @@ const (
 				WHEN status = 'cancelled' AND refund_status = 'pending' AND valid_tickets = 0 THEN 'refund_pending'
 				WHEN status = 'cancelled' AND refund_status = 'failed' AND valid_tickets = 0 THEN 'refund_failed'
 				ELSE 'kept' END AS bucket
-			FROM b) x
-		GROUP BY bucket`
+			FROM b)
+		SELECT bucket, count(*) AS count,
+			coalesce(sum(CASE WHEN bucket = 'confirmed' THEN amount - amount_refunded ELSE amount END), 0)::bigint AS amount
+		FROM x
+		GROUP BY bucket
+		UNION ALL
+		SELECT 'partly_refunded', count(*), coalesce(sum(amount_refunded), 0)::bigint
+		FROM x WHERE bucket = 'confirmed' AND amount_refunded > 0`
 )
 
 // The audit trail (trail.go): every row of one buyer in one event, each

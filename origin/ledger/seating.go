@@ -60,6 +60,9 @@ func (l *Ledger) InsertSeatedHold(ctx context.Context, h Hold, now time.Time) (W
 	}
 	seats := slices.Sorted(slices.Values(h.Seats))
 	write := func(tx Tx) error {
+		if err := tx.lockBuyerToHold(ctx, h.EventID, h.UserID); err != nil {
+			return err
+		}
 		if _, err := tx.tx.Exec(ctx, sqlExpireLapsedHoldOfUser, h.EventID, h.UserID, now); err != nil {
 			return fmt.Errorf("expire lapsed hold: %w", err)
 		}
@@ -89,7 +92,7 @@ func (l *Ledger) InsertSeatedHold(ctx context.Context, h Hold, now time.Time) (W
 	switch {
 	case err == nil:
 		return WriteDone, nil
-	case errors.Is(err, ErrSeatsTaken), errors.Is(err, ErrPastDeadline):
+	case errors.Is(err, ErrSeatsTaken), errors.Is(err, ErrPastDeadline), errors.Is(err, ErrBuyerHasSeats):
 		return WriteFailed, fmt.Errorf("insert seated hold %s: %w", h.ID, err)
 	case errors.Is(err, ErrUncertain):
 		return WriteUncertain, fmt.Errorf("insert seated hold %s: %w", h.ID, err)

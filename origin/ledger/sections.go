@@ -83,6 +83,9 @@ func (l *Ledger) InsertSectionHold(ctx context.Context, h Hold, now time.Time) (
 	}
 	write := func(takePlaces func(Tx) ([]int32, error)) error {
 		return l.InTx(ctx, deadline, func(tx Tx) error {
+			if err := tx.lockBuyerToHold(ctx, h.EventID, h.UserID); err != nil {
+				return err
+			}
 			buckets, err := takePlaces(tx)
 			if err != nil {
 				return err
@@ -124,7 +127,7 @@ func (l *Ledger) InsertSectionHold(ctx context.Context, h Hold, now time.Time) (
 	switch {
 	case err == nil:
 		return WriteDone, nil
-	case errors.Is(err, ErrSectionSoldOut), errors.Is(err, ErrPastDeadline):
+	case errors.Is(err, ErrSectionSoldOut), errors.Is(err, ErrPastDeadline), errors.Is(err, ErrBuyerHasSeats):
 		return WriteFailed, fmt.Errorf("insert section hold %s: %w", h.ID, err)
 	case errors.Is(err, ErrUncertain):
 		return WriteUncertain, fmt.Errorf("insert section hold %s: %w", h.ID, err)

@@ -36,10 +36,13 @@ type Settler interface {
 // PaymentReconciler settles what the webhooks did not: a webhook may never
 // come (lost, the endpoint down for longer than the provider retries, a
 // payment that succeeded silently), a refund call may fail, and a refund
-// may stay pending or fail at the provider. Each pass takes the bookings
-// still waiting for their payment PendingAfter after they were made (or
-// last looked at), or owing a refund, leases them (SKIP LOCKED, so nodes
-// split the work), and hands each to the Settler.
+// may stay pending or fail at the provider, and a payment reported failed
+// may succeed after all. Each pass takes the bookings still waiting for
+// their payment PendingAfter after they were made (or last looked at),
+// owing a refund (one the provider refused as invalid only once its wait
+// is over), or failed with a payment asked about fewer than 5 times (each
+// wait twice the one before), leases them (SKIP LOCKED, so nodes split the
+// work), and hands each to the Settler.
 type PaymentReconciler struct {
 	cfg     PaymentReconcilerConfig
 	ledger  *ledger.Ledger

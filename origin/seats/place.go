@@ -38,6 +38,9 @@ const (
 	// Unavailable: Redis or the ledger cannot make or record the hold now;
 	// Result.Reason says which step (retry shortly).
 	Unavailable
+	// PerUserLimit: the buyer has seats of the event from the overflow
+	// reserve (a late payment confirmed meanwhile); nothing was held.
+	PerUserLimit
 )
 
 // Why a hold request was Unavailable.
@@ -345,6 +348,12 @@ func (p *Protocol) recordHold(ctx context.Context, req PlaceRequest, ir inventor
 		}
 		p.log.Warn("ledger refused a second live hold that redis allowed", "event", ev.ID, "hold", live.ID)
 		return Result{Outcome: AlreadyHeld, Hold: live}
+
+	case errors.Is(err, ledger.ErrBuyerHasSeats):
+		// A late payment of the buyer was confirmed from the overflow
+		// reserve while this hold's row was on its way: the ledger wins.
+		p.releases.compensate(wctx, ev, ir.HoldID)
+		return Result{Outcome: PerUserLimit}
 
 	case outcome == ledger.WriteUncertain:
 		// The row may still be committed, until its deadline: returning
