@@ -514,6 +514,7 @@ type model struct {
 	entrantsBefore       int // entrants before the opening, when nothing was lost
 	drawn                map[string]int64
 	preYield             map[string]map[int64]bool // positions each pre-queue token yielded
+	preBeyond            map[string]int64          // a position beyond the cap a pre-queue token was answered with
 	lost                 bool
 	lostBeforeOpening    bool
 	removedBeforeOpening bool
@@ -528,7 +529,7 @@ func newModel(now, opensAt time.Time) *model {
 		start: now, steps: []modelStep{{now, 0}}, positions: map[int64]*modelPos{}, used: map[int64]bool{},
 		bySubject: map[string][]int64{}, tokenExp: map[subPos]time.Time{}, givenUp: map[subPos]bool{}, revoked: map[subPos]time.Time{},
 		accountRevoked: map[string]time.Time{}, accounts: map[string]*modelAccount{}, opensAt: opensAt,
-		entrants: map[string]bool{}, drawn: map[string]int64{}, preYield: map[string]map[int64]bool{},
+		entrants: map[string]bool{}, drawn: map[string]int64{}, preYield: map[string]map[int64]bool{}, preBeyond: map[string]int64{},
 	}
 }
 
@@ -602,6 +603,14 @@ func (m *model) lose(now time.Time, hardCap int64) {
 		mp.before = true
 	}
 	m.accounts = map[string]*modelAccount{}
+	// The positions pre-queue tokens yielded were recorded with the
+	// draw: a token is placed once more, unless a gateway remembers.
+	for sub, ps := range m.preYield {
+		for p := range ps {
+			m.preBeyond[sub] = p
+		}
+	}
+	m.preYield = map[string]map[int64]bool{}
 }
 
 // canDraw tells whether sub's place comes from the draw: an entrant of
@@ -829,6 +838,16 @@ func (m *model) accountArrival(now time.Time, account string, a modelAnswer) err
 		}
 	}
 	if d, ok := m.drawn[account]; ok && m.canDraw(account) {
+		if possibly, _ := m.windowOver(now, d); possibly {
+			// Its drawn place's window ended: given up, a place at the
+			// back.
+			options = append(options, func() error {
+				if err := m.fresh(a.pos); err != nil {
+					return fmt.Errorf("account %s past its drawn position's window gets a new one: %w (%s)", account, err, a)
+				}
+				return m.atFresh(a)
+			})
+		}
 		options = append(options, func() error {
 			if a.pos != d {
 				return fmt.Errorf("entrant account %s was drawn %d, got %d", account, d, a.pos)
@@ -851,6 +870,11 @@ func (m *model) accountArrival(now time.Time, account string, a modelAnswer) err
 // drawnFirst: an entrant takes its drawn position for the first time.
 func (m *model) drawnFirst(now time.Time, sub string, a modelAnswer) error {
 	p := a.pos
+	if !now.Before(m.opensAt.Add(modelWindow)) && m.fresh(p) == nil {
+		// Its drawn place may have come and gone (handed out at the draw,
+		// reached since): given up, a place at the back.
+		return m.atFresh(a)
+	}
 	if p < 1 || (!m.lostBeforeOpening && p > int64(m.entrantsBefore)) {
 		return fmt.Errorf("entrant %s got position %d, not one of the draw's %d", sub, p, m.entrantsBefore)
 	}
@@ -938,19 +962,24 @@ func (m *model) preQueueToken(now time.Time, account string, tk waitroom.Ticket,
 		return expectStatus(a, StatusPreQueue, "a pre-queue token before the opening")
 	}
 	yielded := m.yieldedOf(sub)
-	if a.issued != nil && len(yielded) > 0 && a.issued.Position != yielded[0] {
-		return fmt.Errorf("rule: a pre-queue token yields at most one position, ever: (%s) yielded %d, now %d",
-			sub, yielded[0], a.issued.Position)
-	}
 	if len(yielded) > 0 {
 		p := yielded[0]
 		possibly, surely := m.windowOver(now, p)
 		if m.isRevoked(now, sub, p) || surely {
-			if a.status == StatusAdmitted {
+			if a.status == StatusAdmitted && a.user == sub {
 				return fmt.Errorf("rule: a pre-queue token never admits once its position %d was revoked or its window ended", p)
 			}
-			if a.pos != 0 && a.pos != p {
-				return fmt.Errorf("rule: a pre-queue token yields at most one position, ever: (%s) yielded %d, now %d", sub, p, a.pos)
+			if a.pos == 0 || a.pos == p {
+				return nil
+			}
+			// Its bearer may arrive anew, as anyone, at the back
+			// (docs/api.md §3): never back at a place of its own.
+			anew := m.arrival(now, account, a) == nil
+			if !waitroom.IsVisitorID(sub) {
+				anew = m.accountArrival(now, sub, a) == nil
+			}
+			if !anew {
+				return fmt.Errorf("rule: a pre-queue token yields at most one position, ever: (%s) yielded %d, now %d (%s)", sub, p, a.pos, a)
 			}
 			return nil
 		}
@@ -977,6 +1006,12 @@ func (m *model) preQueueToken(now time.Time, account string, tk waitroom.Ticket,
 	}
 	// No draw to read it from: a place at the back, once (an account's:
 	// the one it holds).
+	if b, ok := m.preBeyond[sub]; ok && a.pos == b {
+		return expectStatus(a, m.verdict(b), fmt.Sprintf("pre-queue token (%s) at the position %d it was answered with", sub, b))
+	}
+	if a.status == StatusCompleted && m.accountIsRevoked(now, sub) {
+		return nil
+	}
 	if m.soldOut {
 		return expectStatus(a, StatusSoldOut, "a pre-queue token without a draw in a sold-out event")
 	}
@@ -1075,12 +1110,17 @@ func (m *model) record(now time.Time, account string, tok *waitroom.Ticket, a mo
 				m.accounts[it.Subject] = &modelAccount{pos: p, lastClaim: now}
 			}
 		}
-		if tok != nil && tok.PreQueue {
-			if m.preYield[tok.Subject] == nil {
-				m.preYield[tok.Subject] = map[int64]bool{}
-			}
-			m.preYield[tok.Subject][p] = true
-		}
+	}
+	if tok != nil && tok.PreQueue && a.pos > 0 && a.issued == nil && m.preYield[tok.Subject] == nil {
+		// Beyond the hard cap, without a token: the store may keep it
+		// for the token, or not.
+		m.preBeyond[tok.Subject] = a.pos
+	}
+	if tok != nil && tok.PreQueue && a.pos > 0 && (a.issued != nil || !waitroom.IsVisitorID(tok.Subject)) &&
+		(a.issued == nil || a.issued.Subject == tok.Subject) && len(m.preYield[tok.Subject]) == 0 {
+		// The one position the token yields, with its token or, an
+		// account's claimed beyond the hard cap, without.
+		m.preYield[tok.Subject] = map[int64]bool{a.pos: true}
 	}
 	if a.revoke && a.status == StatusAdmitted {
 		until := now.Add(modelRevoked)
