@@ -93,6 +93,20 @@ sim-long: ## the simulation over 200 more seeds of 300 steps (about 15 minutes o
 	scripts/services.sh env SEEDS='$(or $(SEEDS),200)' SEED_BASE=1000 STEPS='$(or $(STEPS),300)' \
 		$(GO) test -count=1 -timeout 120m -parallel 3 -run '^TestSim$$' -v ./sim/
 
+# The model of the admission rules (caddymodule/model_test.go, see
+# docs/development.md): random sequences of arrivals, tokens, watermark
+# moves, revocations, clock jumps, an opening and Redis losing its state,
+# through the real handler with the memory store, Redis and two gateways,
+# each answer held to the rules. make test runs a modest count of runs;
+# MODEL_CHECKS runs per form here, MODEL_SEED=… replays one.
+MODEL_CHECKS ?= 5000
+MODEL_STEPS ?= 60
+MODEL_SEED ?=
+.PHONY: model-long
+model-long: ## the admission model over many more runs (MODEL_CHECKS per form, default 5000; MODEL_SEED=… replays one)
+	scripts/services.sh $(GO) test -count=1 -timeout 120m -run '^TestAdmissionModel' -v ./caddymodule/ \
+		-rapid.checks=$(MODEL_CHECKS) -rapid.steps=$(MODEL_STEPS) $(if $(MODEL_SEED),-rapid.seed=$(MODEL_SEED))
+
 # The load generator (loadtest/): the demo and the benchmarks. Each target
 # builds what it runs and starts private Redis and PostgreSQL servers through
 # scripts/services.sh (unless REDIS_URL and DATABASE_URL name running ones).

@@ -17,6 +17,7 @@ require (
 	github.com/stripe/stripe-go/v85 v85.0.0
 	github.com/yeqown/go-qrcode/v2 v2.3.0
 	go.uber.org/goleak v1.3.0
+	pgregory.net/rapid v1.3.0
 )
 
 require (

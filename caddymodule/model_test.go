@@ -1,0 +1,1163 @@
+package caddymodule
+
+// A model of the admission rules (docs/gateway.md "What a visitor gets",
+// docs/api.md §2–3): a state-machine property test that drives the real
+// handler, with the memory store, with Redis, and as two gateways sharing
+// Redis, through random sequences of arrivals, polls, replayed tokens,
+// pre-queue tokens, watermark moves, pause, sold out, hard-cap changes,
+// revocations, clock moves, an opening and its draw, a reload that removes
+// the opening, and Redis losing the event's state; and checks every answer
+// against a small model of what the rules say it must be.
+//
+// The model states the rules, not the code: where the rules leave a choice
+// (when exactly a drawn position counts as handed out, an account's
+// position whose key may have expired) it accepts every answer the rules
+// allow, and nothing else.
+//
+// -rapid.checks sets the number of runs (each test has a modest default);
+// -rapid.seed replays one; make model-long runs many more.
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/redis/go-redis/v9"
+	"pgregory.net/rapid"
+
+	"github.com/waitroom/waitroom/hashtag"
+	"github.com/waitroom/waitroom/internal/testenv"
+	"github.com/waitroom/waitroom/waitroom"
+)
+
+const (
+	modelTTL     = 30 * time.Minute
+	modelWindow  = 15 * time.Minute
+	modelAbandon = 2*time.Minute + 30*time.Second
+	modelRevoked = modelTTL + revokeLeeway // how long a revocation lasts
+	modelLeeway  = waitroom.DefaultLeeway
+	// The site's authentication, as a placeholder the test sets.
+	modelUserID   = "{model.user}"
+	modelConfirm  = "/confirm" // the site answers it with the revoke command
+	modelAccounts = "alice bob carol"
+)
+
+var (
+	rapidFlagsOnce sync.Once
+	rapidFlagsSet  map[string]bool
+)
+
+// modelChecks sets -rapid.checks to n, and keeps rapid from writing fail
+// files into testdata (a failure prints its seed), unless the command line
+// set them.
+func modelChecks(n int) {
+	rapidFlagsOnce.Do(func() {
+		rapidFlagsSet = map[string]bool{}
+		flag.Visit(func(f *flag.Flag) { rapidFlagsSet[f.Name] = true })
+	})
+	for name, v := range map[string]string{"rapid.checks": strconv.Itoa(n), "rapid.nofailfile": "true"} {
+		if rapidFlagsSet[name] {
+			continue
+		}
+		if err := flag.Set(name, v); err != nil {
+			panic(err)
+		}
+	}
+}
+
+// The runs of each form in make test; make model-long runs many more.
+func TestAdmissionModelMemory(t *testing.T) {
+	modelChecks(150)
+	admissionModel(t, memoryStore, 1)
+}
+
+func TestAdmissionModelRedis(t *testing.T) {
+	modelChecks(75)
+	admissionModel(t, testenv.RedisURL(t), 1)
+}
+
+func TestAdmissionModelTwoGateways(t *testing.T) {
+	modelChecks(40)
+	admissionModel(t, testenv.RedisURL(t), 2)
+}
+
+func admissionModel(t *testing.T, store string, gateways int) {
+	clk := useClock(t)
+	var rdb redis.UniversalClient
+	if store != memoryStore {
+		c, err := waitroom.NewRedisClient(store)
+		if err != nil {
+			t.Fatalf("redis client: %v", err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		rdb = c
+	}
+	rapid.Check(t, func(rt *rapid.T) {
+		s := newModelSystem(rt, clk, store, rdb, gateways)
+		defer s.stop()
+		rt.Repeat(s.actions())
+	})
+}
+
+// modelClient is one visitor: an account or anonymous, carrying its token
+// in the cookie or the header, and remembering every token it was given.
+type modelClient struct {
+	account string
+	header  bool
+	token   string
+	history []string
+}
+
+func (c *modelClient) String() string {
+	who := "anonymous"
+	if c.account != "" {
+		who = c.account
+	}
+	how := "cookie"
+	if c.header {
+		how = "header"
+	}
+	return who + " by " + how
+}
+
+// modelSystem is the gateways under test and the model they are held to.
+type modelSystem struct {
+	t        *rapid.T
+	clk      *clock
+	store    string
+	rdb      redis.UniversalClient
+	event    int64
+	gws      []*Handler
+	cancels  []func()
+	opensAt  time.Time
+	clients  []*modelClient
+	m        *model
+	accounts []string
+}
+
+func newModelSystem(t *rapid.T, clk *clock, store string, rdb redis.UniversalClient, gateways int) *modelSystem {
+	s := &modelSystem{t: t, clk: clk, store: store, rdb: rdb, event: testenv.EventID(), accounts: strings.Fields(modelAccounts)}
+	if rdb != nil {
+		// The event set up as a gateway that ran before would have left
+		// it, so nothing waits out a restore window at the start.
+		_, err := waitroom.NewRedisStore(rdb, waitroom.RedisOptions{}).Ensure(context.Background(), s.event, waitroom.Defaults{})
+		if err != nil {
+			t.Fatalf("setting up the event: %v", err)
+		}
+	}
+	if opening := rapid.SampledFrom([]time.Duration{0, 0, 10 * time.Minute, 20 * time.Minute}).Draw(t, "opens_in"); opening > 0 {
+		s.opensAt = clk.Now().Add(opening)
+	}
+	s.m = newModel(clk.Now(), s.opensAt)
+	s.gws, s.cancels = s.provision(gateways, s.opensAt)
+	return s
+}
+
+// provision starts n gateways of the event; a second gateway takes another
+// lease, which makes it another store client and room sharing the store.
+func (s *modelSystem) provision(n int, opensAt time.Time) ([]*Handler, []func()) {
+	var hs []*Handler
+	var cancels []func()
+	for i := range n {
+		h := &Handler{
+			Event: s.event, Keys: []Key{{ID: "k1", Secret: testSecret}}, Store: s.store, Lease: int64(i + 1),
+			UserID: modelUserID, TokenTTL: caddy.Duration(modelTTL), AdmissionWindow: caddy.Duration(modelWindow),
+			AbandonAfter: caddy.Duration(modelAbandon),
+		}
+		if !opensAt.IsZero() {
+			h.OpensAt, h.LotterySeed = opensAt.UTC().Format(time.RFC3339), testSeed
+		}
+		h.now = s.clk.Now
+		ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+		if err := h.Provision(ctx); err != nil {
+			cancel()
+			s.t.Fatalf("provision gateway %d: %v", i, err)
+		}
+		<-h.room.ready
+		hs = append(hs, h)
+		cancels = append(cancels, func() {
+			if err := h.Cleanup(); err != nil {
+				s.t.Errorf("cleanup: %v", err)
+			}
+			cancel()
+		})
+	}
+	return hs, cancels
+}
+
+func (s *modelSystem) stop() {
+	for _, c := range s.cancels {
+		c()
+	}
+	s.cancels = nil
+}
+
+// sync brings every gateway's view of the store up to date now, as its
+// change notice or its next poll would.
+func (s *modelSystem) sync() {
+	for i, h := range s.gws {
+		if _, err := h.room.room.Refresh(context.Background()); err != nil {
+			s.t.Fatalf("refresh gateway %d: %v", i, err)
+		}
+	}
+}
+
+func (s *modelSystem) update(c waitroom.Change) {
+	g := 0
+	if len(s.gws) > 1 {
+		g = rapid.IntRange(0, len(s.gws)-1).Draw(s.t, "admin_gateway")
+	}
+	st, err := s.gws[g].room.room.Update(context.Background(), c)
+	if err != nil {
+		s.t.Fatalf("update: %v", err)
+	}
+	s.sync()
+	s.m.setState(s.clk.Now(), st.Watermark, st.Paused, st.SoldOut, st.HardCap)
+}
+
+func (s *modelSystem) actions() map[string]func(*rapid.T) {
+	return map[string]func(*rapid.T){
+		"arrive": func(t *rapid.T) {
+			c := &modelClient{header: rapid.Bool().Draw(t, "by_header")}
+			if rapid.Bool().Draw(t, "account") {
+				c.account = rapid.SampledFrom(s.accounts).Draw(t, "name")
+			}
+			s.clients = append(s.clients, c)
+			s.request(t, c, "", "/")
+		},
+		"poll": func(t *rapid.T) {
+			c := s.pick(t)
+			if c == nil {
+				t.Skip("nobody arrived yet")
+			}
+			s.request(t, c, c.token, "/")
+		},
+		"replay": func(t *rapid.T) {
+			c := s.pick(t)
+			if c == nil || len(c.history) == 0 {
+				t.Skip("no token to replay")
+			}
+			tok := rapid.SampledFrom(c.history).Draw(t, "old_token")
+			s.request(t, c, tok, "/")
+		},
+		"confirm": func(t *rapid.T) {
+			c := s.pick(t)
+			if c == nil {
+				t.Skip("nobody arrived yet")
+			}
+			s.request(t, c, c.token, modelConfirm)
+		},
+		"set_watermark": func(t *rapid.T) {
+			wm := s.m.wm + rapid.Int64Range(0, max(0, s.m.lastPos()-s.m.wm)+4).Draw(t, "ahead")
+			s.update(waitroom.Change{SetWatermark: &wm})
+		},
+		"raise_watermark": func(t *rapid.T) {
+			s.update(waitroom.Change{RaiseBy: rapid.Int64Range(1, 3).Draw(t, "by")})
+		},
+		"pause": func(t *rapid.T) {
+			p := rapid.Bool().Draw(t, "paused")
+			s.update(waitroom.Change{Paused: &p})
+		},
+		"sold_out": func(t *rapid.T) {
+			so := rapid.Bool().Draw(t, "sold_out")
+			s.update(waitroom.Change{SoldOut: &so})
+		},
+		"hard_cap": func(t *rapid.T) {
+			hc := rapid.Int64Range(0, s.m.lastPos()+3).Draw(t, "hard_cap")
+			s.update(waitroom.Change{HardCap: &hc})
+		},
+		"advance_clock": func(t *rapid.T) {
+			d := rapid.SampledFrom([]time.Duration{
+				30 * time.Second, 3 * time.Minute, 8 * time.Minute, 14 * time.Minute, 16 * time.Minute, 31 * time.Minute,
+			}).Draw(t, "by")
+			s.clk.Advance(d)
+			s.sync()
+		},
+		"remove_opening": func(t *rapid.T) {
+			if s.opensAt.IsZero() || s.m.openingRemoved {
+				t.Skip("no opening configured")
+			}
+			// A reload: the new config's handlers are provisioned before
+			// the old ones are cleaned up.
+			gws, cancels := s.provision(len(s.gws), time.Time{})
+			s.stop()
+			s.gws, s.cancels = gws, cancels
+			s.sync()
+			s.m.reload(s.clk.Now())
+		},
+		"lose_redis_state": func(t *rapid.T) {
+			if s.rdb == nil {
+				t.Skip("the memory store")
+			}
+			s.loseState()
+		},
+	}
+}
+
+func (s *modelSystem) pick(t *rapid.T) *modelClient {
+	if len(s.clients) == 0 {
+		return nil
+	}
+	return s.clients[rapid.IntRange(0, len(s.clients)-1).Draw(t, "client")]
+}
+
+// loseState deletes the event's keys, as a Redis restarted empty would
+// have lost them, and lets the gateways put back what they remember.
+func (s *modelSystem) loseState() {
+	ctx := context.Background()
+	match := "waitroom:" + hashtag.Event(s.event) + "*"
+	del := func(ctx context.Context, c *redis.Client) error {
+		iter := c.Scan(ctx, 0, match, 1000).Iterator()
+		for iter.Next(ctx) {
+			if err := c.Del(ctx, iter.Val()).Err(); err != nil {
+				return err
+			}
+		}
+		return iter.Err()
+	}
+	var err error
+	switch c := s.rdb.(type) {
+	case *redis.ClusterClient:
+		err = c.ForEachMaster(ctx, del)
+	case *redis.Client:
+		err = del(ctx, c)
+	default:
+		err = fmt.Errorf("redis client %T", c)
+	}
+	if err != nil {
+		s.t.Fatalf("losing the state: %v", err)
+	}
+	// The gateways find it lost and put it back; new positions wait out
+	// the restore window, which the clock then passes.
+	s.sync()
+	s.clk.Advance(2 * waitroom.DefaultRestoreWindow)
+	s.sync()
+	st := s.gws[0].room.room.State()
+	if st.Watermark != s.m.wm || st.Paused != s.m.paused || st.SoldOut != s.m.soldOut {
+		s.t.Fatalf("restored state %+v, want watermark %d paused %v sold out %v", st, s.m.wm, s.m.paused, s.m.soldOut)
+	}
+	if st.LastPosition < s.m.lastPos() {
+		s.t.Fatalf("restored position counter %d below the highest position handed out, %d", st.LastPosition, s.m.lastPos())
+	}
+	s.m.lose(s.clk.Now(), st.HardCap)
+}
+
+// modelAnswer is what one request got.
+type modelAnswer struct {
+	code   int
+	status string
+	// pos is the position the answer names ({http.waitroom.position}).
+	pos int64
+	// user is X-Waitroom-User of an admitted request.
+	user   string
+	issued *waitroom.Ticket // a token handed out with a position
+	pre    *waitroom.Ticket // a pre-queue token handed out
+	body   waitingBody
+	raw    string
+	revoke bool // the site answered the admitted request with the revoke command
+}
+
+func (a modelAnswer) String() string {
+	s := fmt.Sprintf("%d %s pos=%d", a.code, a.status, a.pos)
+	if a.issued != nil {
+		s += fmt.Sprintf(" token(%s,%d)", a.issued.Subject, a.issued.Position)
+	}
+	if a.pre != nil {
+		s += fmt.Sprintf(" pre-queue token(%s)", a.pre.Subject)
+	}
+	if a.status == StatusWaiting {
+		s += fmt.Sprintf(" admitted_through=%d ahead=%d paused=%v", a.body.AdmittedThrough, a.body.Ahead, a.body.Paused)
+	}
+	return s
+}
+
+// request sends c's request with tok (none when empty) to a gateway and
+// holds the answer to the model.
+func (s *modelSystem) request(t *rapid.T, c *modelClient, tok, path string) {
+	g := 0
+	if len(s.gws) > 1 {
+		g = rapid.IntRange(0, len(s.gws)-1).Draw(t, "gateway")
+	}
+	h := s.gws[g]
+	r := httptest.NewRequest(http.MethodGet, "http://tickets.test"+path, nil)
+	r.Header.Set("Accept", "application/json")
+	if tok != "" {
+		if c.header {
+			r.Header.Set(HeaderToken, tok)
+		} else {
+			r.AddCookie(&http.Cookie{Name: h.cookieName, Value: tok})
+		}
+	}
+	repl := caddy.NewReplacer()
+	if c.account != "" {
+		repl.Set("model.user", c.account)
+	}
+	r = r.WithContext(context.WithValue(r.Context(), caddy.ReplacerCtxKey, repl))
+	rec := httptest.NewRecorder()
+	var a modelAnswer
+	next := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+		a.user = r.Header.Get(HeaderUser)
+		if r.URL.Path == modelConfirm {
+			w.Header().Set(HeaderCommand, CommandRevoke)
+			a.revoke = true
+		}
+		_, err := w.Write([]byte("site"))
+		return err
+	})
+	if err := h.ServeHTTP(rec, r, next); err != nil {
+		t.Fatalf("ServeHTTP: %v", err)
+	}
+	a.code, a.status, a.raw = rec.Code, rec.Header().Get(HeaderStatus), rec.Body.String()
+	a.pos, _ = strconv.ParseInt(repl.ReplaceAll("{http.waitroom.position}", ""), 10, 64)
+	if raw := rec.Header().Get(HeaderToken); raw != "" {
+		tk, err := h.keys.VerifyAny(raw, s.event)
+		if err != nil {
+			t.Fatalf("the modelAnswer's token does not verify: %v", err)
+		}
+		if tk.PreQueue {
+			a.pre = &tk
+		} else {
+			a.issued = &tk
+		}
+		c.token = raw
+		c.history = append(c.history, raw)
+	}
+	if a.status == StatusWaiting {
+		if err := json.Unmarshal(rec.Body.Bytes(), &a.body); err != nil {
+			t.Fatalf("waiting body %q: %v", a.raw, err)
+		}
+	}
+	if a.revoke {
+		// Every gateway learns of it within a poll; the model's next
+		// request comes after that poll.
+		s.sync()
+	}
+	var presented *waitroom.Ticket
+	if tok != "" {
+		if tk, err := h.keys.VerifyAny(tok, s.event); err == nil {
+			presented = &tk
+		}
+	}
+	t.Logf("%s %s %s → %s", c, path, describeToken(presented, tok), a)
+	if err := s.m.judge(s.clk.Now(), c.account, presented, a); err != nil {
+		t.Fatalf("%s\nmodel: %s", err, s.m)
+	}
+}
+
+func describeToken(tk *waitroom.Ticket, raw string) string {
+	switch {
+	case raw == "":
+		return "without a token"
+	case tk == nil:
+		return "with an invalid (expired) token"
+	case tk.PreQueue:
+		return fmt.Sprintf("with pre-queue token(%s)", tk.Subject)
+	}
+	return fmt.Sprintf("with token(%s,%d exp %s)", tk.Subject, tk.Position, tk.ExpiresAt.Format("15:04:05"))
+}
+
+// The model.
+
+type modelStep struct {
+	at time.Time
+	wm int64
+}
+
+type modelPos struct {
+	subject string
+	// The position was handed out between handLo and handHi: a drawn
+	// position counts from the draw or from when its entrant took it.
+	handLo, handHi time.Time
+	// before is true for a position handed out before the store lost
+	// the event's state.
+	before bool
+}
+
+type subPos struct {
+	sub string
+	pos int64
+}
+
+type modelAccount struct {
+	pos       int64
+	lastClaim time.Time
+}
+
+type model struct {
+	start                time.Time
+	wm                   int64
+	paused, soldOut      bool
+	hardCap              int64
+	steps                []modelStep
+	positions            map[int64]*modelPos // handed out, with a token
+	used                 map[int64]bool      // taken from the counter, with or without a token
+	bySubject            map[string][]int64
+	tokenExp             map[subPos]time.Time
+	givenUp              map[subPos]bool // positions a subject left for a newer one
+	revoked              map[subPos]time.Time
+	accountRevoked       map[string]time.Time
+	accounts             map[string]*modelAccount
+	opensAt              time.Time
+	openingRemoved       bool
+	entrants             map[string]bool
+	entrantsBefore       int // entrants before the opening, when nothing was lost
+	drawn                map[string]int64
+	preYield             map[string]map[int64]bool // positions each pre-queue token yielded
+	preBeyond            map[string]int64          // a position beyond the cap a pre-queue token was answered with
+	lost                 bool
+	lostBeforeOpening    bool
+	removedBeforeOpening bool
+	// closed: a request after the opening closed the entries (a room's
+	// poll may have done it earlier).
+	closed bool
+	notes  []string
+}
+
+func newModel(now, opensAt time.Time) *model {
+	return &model{
+		start: now, steps: []modelStep{{now, 0}}, positions: map[int64]*modelPos{}, used: map[int64]bool{},
+		bySubject: map[string][]int64{}, tokenExp: map[subPos]time.Time{}, givenUp: map[subPos]bool{}, revoked: map[subPos]time.Time{},
+		accountRevoked: map[string]time.Time{}, accounts: map[string]*modelAccount{}, opensAt: opensAt,
+		entrants: map[string]bool{}, drawn: map[string]int64{}, preYield: map[string]map[int64]bool{}, preBeyond: map[string]int64{},
+	}
+}
+
+func (m *model) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "watermark %d paused %v sold_out %v hard_cap %d", m.wm, m.paused, m.soldOut, m.hardCap)
+	if !m.opensAt.IsZero() {
+		fmt.Fprintf(&b, " opens_at %s removed %v entrants %d", m.opensAt.Format("15:04:05"), m.openingRemoved, len(m.entrants))
+	}
+	fmt.Fprintf(&b, "\n  watermark rises:")
+	for _, s := range m.steps {
+		fmt.Fprintf(&b, " %d@%s", s.wm, s.at.Format("15:04:05"))
+	}
+	var ps []int64
+	for p := range m.positions {
+		ps = append(ps, p)
+	}
+	sort.Slice(ps, func(i, j int) bool { return ps[i] < ps[j] })
+	fmt.Fprintf(&b, "\n  positions:")
+	for _, p := range ps {
+		mp := m.positions[p]
+		fmt.Fprintf(&b, " %d=%s@%s", p, mp.subject, mp.handHi.Format("15:04:05"))
+	}
+	for k, until := range m.revoked {
+		fmt.Fprintf(&b, "\n  revoked (%s,%d) until %s", k.sub, k.pos, until.Format("15:04:05"))
+	}
+	return b.String()
+}
+
+func (m *model) lastPos() int64 {
+	var n int64
+	for p := range m.used {
+		n = max(n, p)
+	}
+	return n
+}
+
+func (m *model) setState(now time.Time, wm int64, paused, soldOut bool, hardCap int64) {
+	m.wm, m.paused, m.soldOut, m.hardCap = wm, paused, soldOut, hardCap
+	if wm > m.steps[len(m.steps)-1].wm {
+		m.steps = append(m.steps, modelStep{now, wm})
+	}
+}
+
+// reload: the config without the opening makes new rooms, which count
+// positions admitted before their first read of the state from then.
+func (m *model) reload(now time.Time) {
+	m.steps = []modelStep{{now, m.wm}}
+	if !m.openingRemoved && !m.closed {
+		// Unless a request closed the entries, nobody knows whether the
+		// old rooms reserved the entrants' positions.
+		m.removedBeforeOpening = true
+	}
+	m.openingRemoved = true
+}
+
+// lose: the store lost the event's state. Its accounts and its draw go
+// with it; the rooms keep the watermark, flags, revocations and windows.
+func (m *model) lose(now time.Time, hardCap int64) {
+	if m.hardCap != hardCap {
+		m.notes = append(m.notes, fmt.Sprintf("hard cap %d restored as %d", m.hardCap, hardCap))
+	}
+	m.hardCap = hardCap
+	m.lost = true
+	if !m.opensAt.IsZero() && !m.closed {
+		// The entries went before any request closed them (a room's
+		// poll may have): the draw's size is not known.
+		m.lostBeforeOpening = true
+	}
+	for _, mp := range m.positions {
+		mp.before = true
+	}
+	m.accounts = map[string]*modelAccount{}
+	// The positions pre-queue tokens yielded were recorded with the
+	// draw: a token is placed once more, unless a gateway remembers.
+	for sub, ps := range m.preYield {
+		for p := range ps {
+			m.preBeyond[sub] = p
+		}
+	}
+	m.preYield = map[string]map[int64]bool{}
+}
+
+// canDraw tells whether sub's place comes from the draw: an entrant of
+// an opening still configured, whose record the store still has.
+func (m *model) canDraw(sub string) bool {
+	return !m.opensAt.IsZero() && !m.openingRemoved && !m.lost && m.entrants[sub]
+}
+
+// preQueue tells whether new arrivals enter the pre-queue.
+func (m *model) preQueue(now time.Time) bool {
+	return !m.opensAt.IsZero() && !m.openingRemoved && now.Before(m.opensAt)
+}
+
+func (m *model) admits(p int64) bool {
+	return p >= 1 && !m.paused && p <= m.wm && !m.beyondCap(p)
+}
+
+func (m *model) beyondCap(p int64) bool { return m.hardCap > 0 && p > m.hardCap }
+
+func (m *model) reached(p int64) (time.Time, bool) {
+	for _, s := range m.steps {
+		if s.wm >= p {
+			return s.at, true
+		}
+	}
+	return time.Time{}, false
+}
+
+// windowOver says whether p's admission window may have ended (possibly)
+// and whether it surely has: it runs from the later of the position's
+// handout and the watermark reaching it.
+func (m *model) windowOver(now time.Time, p int64) (possibly, surely bool) {
+	reach, ok := m.reached(p)
+	mp := m.positions[p]
+	if !ok || mp == nil {
+		return false, false
+	}
+	lo, hi := later(mp.handLo, reach), later(mp.handHi, reach)
+	return !now.Before(lo.Add(modelWindow)), !now.Before(hi.Add(modelWindow))
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+func (m *model) isRevoked(now time.Time, sub string, p int64) bool {
+	if until, ok := m.revoked[subPos{sub, p}]; ok && now.Before(until) {
+		return true
+	}
+	return m.accountIsRevoked(now, sub)
+}
+
+func (m *model) accountIsRevoked(now time.Time, sub string) bool {
+	until, ok := m.accountRevoked[sub]
+	return ok && now.Before(until)
+}
+
+// live tells whether sub's position p may still admit or wait: not
+// revoked, its window not possibly over, a token for it still valid.
+func (m *model) live(now time.Time, sub string, p int64) bool {
+	if m.givenUp[subPos{sub, p}] {
+		return false
+	}
+	if m.isRevoked(now, sub, p) {
+		return false
+	}
+	if possibly, _ := m.windowOver(now, p); possibly {
+		return false
+	}
+	exp, ok := m.tokenExp[subPos{sub, p}]
+	return ok && !now.After(exp.Add(modelLeeway))
+}
+
+// fresh tells whether p may be a position handed out now: never taken
+// before, and after the entrants of a draw.
+func (m *model) fresh(p int64) error {
+	if p < 1 {
+		return fmt.Errorf("no position")
+	}
+	if m.used[p] {
+		return fmt.Errorf("position %d was handed out before", p)
+	}
+	if !m.opensAt.IsZero() && !m.lostBeforeOpening && !m.removedBeforeOpening && p <= int64(m.entrantsBefore) {
+		return fmt.Errorf("position %d is among the draw's %d", p, m.entrantsBefore)
+	}
+	return nil
+}
+
+// verdict is the status the rules give a valid, unrevoked token at p whose
+// window has not ended.
+func (m *model) verdict(p int64) string {
+	switch {
+	case m.admits(p):
+		return StatusAdmitted
+	case m.beyondCap(p) || (m.soldOut && p > m.wm):
+		return StatusSoldOut
+	}
+	return StatusWaiting
+}
+
+// judge checks answer a to a request of account (empty: anonymous) that
+// presented tok (nil: none or invalid) at now, then records what it did.
+func (m *model) judge(now time.Time, account string, tok *waitroom.Ticket, a modelAnswer) error {
+	if !m.opensAt.IsZero() && !m.openingRemoved && !now.Before(m.opensAt) && a.pos > 0 {
+		m.closed = true
+	}
+	if err := m.safety(now, a); err != nil {
+		return err
+	}
+	var err error
+	switch {
+	case tok == nil:
+		err = m.arrival(now, account, a)
+	case tok.PreQueue:
+		err = m.preQueueToken(now, account, *tok, a)
+	default:
+		err = m.token(now, account, *tok, a)
+	}
+	if err != nil {
+		return fmt.Errorf("verdict: %w", err)
+	}
+	if err := m.holdings(now, a); err != nil {
+		return err
+	}
+	m.record(now, account, tok, a)
+	return nil
+}
+
+// safety holds for every answer, whatever the request.
+func (m *model) safety(now time.Time, a modelAnswer) error {
+	if a.status == StatusAdmitted {
+		switch {
+		case a.pos > m.wm:
+			return fmt.Errorf("rule: nobody is admitted above the watermark: admitted position %d, watermark %d", a.pos, m.wm)
+		case m.paused:
+			return fmt.Errorf("rule: a paused event admits nobody: admitted position %d", a.pos)
+		case m.beyondCap(a.pos):
+			return fmt.Errorf("rule: nobody beyond the hard cap is admitted: admitted position %d, hard cap %d", a.pos, m.hardCap)
+		case m.isRevoked(now, a.user, a.pos):
+			return fmt.Errorf("rule: a revoked visitor is never admitted again before token_ttl + 1 min: admitted (%s,%d)", a.user, a.pos)
+		}
+	}
+	if a.issued != nil && a.pos != 0 && a.issued.Position != a.pos {
+		return fmt.Errorf("the modelAnswer names position %d, its token %d", a.pos, a.issued.Position)
+	}
+	if a.status == StatusWaiting {
+		if a.body.Position != a.pos || a.body.AdmittedThrough != m.wm || a.body.Paused != m.paused {
+			return fmt.Errorf("waiting body %+v, want position %d admitted_through %d paused %v", a.body, a.pos, m.wm, m.paused)
+		}
+		if a.body.Ahead < 0 || a.body.Ahead > max(0, a.pos-m.wm-1) {
+			return fmt.Errorf("ahead %d outside [0, %d]", a.body.Ahead, max(0, a.pos-m.wm-1))
+		}
+	}
+	if a.issued != nil {
+		if mp := m.positions[a.issued.Position]; mp != nil && mp.subject != a.issued.Subject {
+			return fmt.Errorf("rule: a position is handed out once: %d is %s's, now given to %s", a.issued.Position, mp.subject, a.issued.Subject)
+		}
+	}
+	return nil
+}
+
+// arrival: a request without a valid token (or one the rules make a new
+// arrival).
+func (m *model) arrival(now time.Time, account string, a modelAnswer) error {
+	if m.soldOut {
+		return expectStatus(a, StatusSoldOut, "a new arrival in a sold-out event")
+	}
+	if m.preQueue(now) {
+		if err := expectStatus(a, StatusPreQueue, "an arrival before the opening"); err != nil {
+			return err
+		}
+		if a.pre == nil {
+			return fmt.Errorf("an entrant of the pre-queue got no pre-queue token")
+		}
+		if account != "" && a.pre.Subject != account {
+			return fmt.Errorf("the account %s entered as %s", account, a.pre.Subject)
+		}
+		return nil
+	}
+	if account != "" {
+		return m.accountArrival(now, account, a)
+	}
+	if err := m.fresh(a.pos); err != nil {
+		return fmt.Errorf("a new arrival gets a new position: %w (%s)", err, a)
+	}
+	return m.atFresh(a)
+}
+
+// atFresh: the answer to a position just handed out.
+func (m *model) atFresh(a modelAnswer) error {
+	want := m.verdict(a.pos)
+	if want == StatusSoldOut && a.issued != nil {
+		return fmt.Errorf("position %d beyond the hard cap got a token", a.pos)
+	}
+	if want != StatusSoldOut && a.issued == nil {
+		return fmt.Errorf("a new position %d came without its token", a.pos)
+	}
+	return expectStatus(a, want, fmt.Sprintf("new position %d", a.pos))
+}
+
+func (m *model) accountArrival(now time.Time, account string, a modelAnswer) error {
+	if m.accountIsRevoked(now, account) {
+		return expectStatus(a, StatusCompleted, fmt.Sprintf("rule: an account the site revoked is done until token_ttl + 1 min (%s, until %s)",
+			account, m.accountRevoked[account].Format("15:04:05")))
+	}
+	// The position it holds, unless its window ended (given up) or its
+	// claim may have expired.
+	var options []func() error
+	if held := m.accounts[account]; held != nil {
+		possibly, surely := m.windowOver(now, held.pos)
+		expired := !now.Before(held.lastClaim.Add(modelTTL))
+		if !surely {
+			options = append(options, func() error {
+				if a.pos != held.pos {
+					return fmt.Errorf("account %s holds position %d, got %d", account, held.pos, a.pos)
+				}
+				return expectStatus(a, m.verdict(held.pos), fmt.Sprintf("account %s at its position %d", account, held.pos))
+			})
+		}
+		if !(possibly || expired) {
+			return options[0]()
+		}
+	}
+	if d, ok := m.drawn[account]; ok && m.canDraw(account) {
+		if possibly, _ := m.windowOver(now, d); possibly {
+			// Its drawn place's window ended: given up, a place at the
+			// back.
+			options = append(options, func() error {
+				if err := m.fresh(a.pos); err != nil {
+					return fmt.Errorf("account %s past its drawn position's window gets a new one: %w (%s)", account, err, a)
+				}
+				return m.atFresh(a)
+			})
+		}
+		options = append(options, func() error {
+			if a.pos != d {
+				return fmt.Errorf("entrant account %s was drawn %d, got %d", account, d, a.pos)
+			}
+			return expectStatus(a, m.verdict(d), fmt.Sprintf("entrant account %s at its drawn position %d", account, d))
+		})
+	} else if m.canDraw(account) {
+		options = append(options, func() error { return m.drawnFirst(now, account, a) })
+	} else {
+		options = append(options, func() error {
+			if err := m.fresh(a.pos); err != nil {
+				return fmt.Errorf("account %s without a position gets a new one: %w (%s)", account, err, a)
+			}
+			return m.atFresh(a)
+		})
+	}
+	return anyOf(options)
+}
+
+// drawnFirst: an entrant takes its drawn position for the first time.
+func (m *model) drawnFirst(now time.Time, sub string, a modelAnswer) error {
+	p := a.pos
+	if !now.Before(m.opensAt.Add(modelWindow)) && m.fresh(p) == nil {
+		// Its drawn place may have come and gone (handed out at the draw,
+		// reached since): given up, a place at the back.
+		return m.atFresh(a)
+	}
+	if p < 1 || (!m.lostBeforeOpening && p > int64(m.entrantsBefore)) {
+		return fmt.Errorf("entrant %s got position %d, not one of the draw's %d", sub, p, m.entrantsBefore)
+	}
+	if mp := m.positions[p]; mp != nil && mp.subject != sub {
+		return fmt.Errorf("entrant %s got position %d, drawn for %s", sub, p, mp.subject)
+	}
+	// Handed out at the draw, or when the entrant took it.
+	possibly, surely := m.windowOverBetween(now, p, m.opensAt, now)
+	v := m.verdict(p)
+	if v == StatusAdmitted && surely {
+		return fmt.Errorf("entrant %s's drawn position %d admitted after its window", sub, p)
+	}
+	if v == StatusAdmitted && possibly && a.status != StatusAdmitted {
+		return nil
+	}
+	return expectStatus(a, v, fmt.Sprintf("entrant %s at its drawn position %d", sub, p))
+}
+
+func (m *model) windowOverBetween(now time.Time, p int64, lo, hi time.Time) (possibly, surely bool) {
+	reach, ok := m.reached(p)
+	if !ok {
+		return false, false
+	}
+	return !now.Before(later(lo, reach).Add(modelWindow)), !now.Before(later(hi, reach).Add(modelWindow))
+}
+
+// token: a valid token with a position.
+func (m *model) token(now time.Time, account string, tk waitroom.Ticket, a modelAnswer) error {
+	p, sub := tk.Position, tk.Subject
+	isAccount := !waitroom.IsVisitorID(sub)
+	if m.isRevoked(now, sub, p) {
+		if isAccount {
+			return expectStatus(a, StatusCompleted, fmt.Sprintf("rule: a revoked account's token (%s,%d) is done", sub, p))
+		}
+		return m.arrivalAgain(now, account, a, fmt.Sprintf("a revoked token (%s,%d) is a new arrival", sub, p))
+	}
+	possibly, surely := m.windowOver(now, p)
+	atPos := func() error {
+		if a.pos != p {
+			return fmt.Errorf("token (%s,%d) answered at position %d (%s)", sub, p, a.pos, a)
+		}
+		return expectStatus(a, m.verdict(p), fmt.Sprintf("token (%s,%d)", sub, p))
+	}
+	switch {
+	case m.paused && m.wm >= p && possibly:
+		// Paused, its window over: it waits at its place or is a new
+		// arrival; either way nobody passes.
+		return anyOf([]func() error{atPos, func() error { return m.arrivalAgain(now, account, a, "") }})
+	case !m.admits(p) || !possibly:
+		return atPos()
+	case surely:
+		return m.arrivalAgain(now, account, a, fmt.Sprintf("rule: the window of (%s,%d) ended (reached %s): a new arrival", sub, p, m.reachedString(p)))
+	}
+	return anyOf([]func() error{atPos, func() error { return m.arrivalAgain(now, account, a, "") }})
+}
+
+func (m *model) reachedString(p int64) string {
+	r, _ := m.reached(p)
+	s := r.Format("15:04:05")
+	if mp := m.positions[p]; mp != nil {
+		s += ", handed out " + mp.handLo.Format("15:04:05")
+		if !mp.handHi.Equal(mp.handLo) {
+			s += "–" + mp.handHi.Format("15:04:05")
+		}
+	}
+	return s
+}
+
+func (m *model) arrivalAgain(now time.Time, account string, a modelAnswer, why string) error {
+	if err := m.arrival(now, account, a); err != nil {
+		if why != "" {
+			return fmt.Errorf("%s: %w", why, err)
+		}
+		return err
+	}
+	return nil
+}
+
+// preQueueToken: a pre-queue token (API.md §12: it never admits once the
+// position drawn for it was revoked or its window ended; it yields at most
+// one position, ever).
+func (m *model) preQueueToken(now time.Time, account string, tk waitroom.Ticket, a modelAnswer) error {
+	sub := tk.Subject
+	if m.preQueue(now) {
+		return expectStatus(a, StatusPreQueue, "a pre-queue token before the opening")
+	}
+	yielded := m.yieldedOf(sub)
+	if len(yielded) > 0 {
+		p := yielded[0]
+		possibly, surely := m.windowOver(now, p)
+		if m.isRevoked(now, sub, p) || surely {
+			if a.status == StatusAdmitted && a.user == sub {
+				return fmt.Errorf("rule: a pre-queue token never admits once its position %d was revoked or its window ended", p)
+			}
+			if a.pos == 0 || a.pos == p {
+				return nil
+			}
+			// Its bearer may arrive anew, as anyone, at the back
+			// (docs/api.md §3): never back at a place of its own.
+			anew := m.arrival(now, account, a) == nil
+			if !waitroom.IsVisitorID(sub) {
+				anew = m.accountArrival(now, sub, a) == nil
+			}
+			if !anew {
+				return fmt.Errorf("rule: a pre-queue token yields at most one position, ever: (%s) yielded %d, now %d (%s)", sub, p, a.pos, a)
+			}
+			return nil
+		}
+		if a.pos == 0 && a.status == StatusSoldOut && m.verdict(p) == StatusSoldOut {
+			return nil
+		}
+		if a.pos != p {
+			return fmt.Errorf("rule: a pre-queue token yields at most one position, ever: (%s) yielded %d, answered at %d (%s)", sub, p, a.pos, a)
+		}
+		if possibly && m.admits(p) && a.status != StatusAdmitted {
+			return nil
+		}
+		return expectStatus(a, m.verdict(p), fmt.Sprintf("pre-queue token (%s) at its position %d", sub, p))
+	}
+	if a.status == StatusUnavailable {
+		// The draw under way at another gateway.
+		return nil
+	}
+	if m.canDraw(sub) {
+		if m.soldOut && a.status == StatusSoldOut {
+			return nil
+		}
+		return m.drawnFirst(now, sub, a)
+	}
+	// No draw to read it from: a place at the back, once (an account's:
+	// the one it holds).
+	if b, ok := m.preBeyond[sub]; ok && a.pos == b {
+		return expectStatus(a, m.verdict(b), fmt.Sprintf("pre-queue token (%s) at the position %d it was answered with", sub, b))
+	}
+	if a.status == StatusCompleted && m.accountIsRevoked(now, sub) {
+		return nil
+	}
+	if m.soldOut {
+		return expectStatus(a, StatusSoldOut, "a pre-queue token without a draw in a sold-out event")
+	}
+	if !waitroom.IsVisitorID(sub) {
+		return m.accountArrival(now, sub, a)
+	}
+	if err := m.fresh(a.pos); err != nil {
+		return fmt.Errorf("a pre-queue token without a draw gets a new position: %w (%s)", err, a)
+	}
+	return m.atFresh(a)
+}
+
+func (m *model) yieldedOf(sub string) []int64 {
+	var ps []int64
+	for p := range m.preYield[sub] {
+		ps = append(ps, p)
+	}
+	sort.Slice(ps, func(i, j int) bool { return ps[i] < ps[j] })
+	return ps
+}
+
+func expectStatus(a modelAnswer, want, what string) error {
+	if a.status != want {
+		return fmt.Errorf("%s: want %s, got %s", what, want, a)
+	}
+	return nil
+}
+
+func anyOf(options []func() error) error {
+	var errs []string
+	for _, o := range options {
+		err := o()
+		if err == nil {
+			return nil
+		}
+		errs = append(errs, err.Error())
+	}
+	return fmt.Errorf("%s", strings.Join(errs, "; or "))
+}
+
+// record takes in what the answer did.
+func (m *model) record(now time.Time, account string, tok *waitroom.Ticket, a modelAnswer) {
+	if a.pre != nil && m.preQueue(now) {
+		if !m.entrants[a.pre.Subject] && !m.lostBeforeOpening {
+			m.entrantsBefore++
+		}
+		m.entrants[a.pre.Subject] = true
+	}
+	arrived := tok == nil || tok.PreQueue || tok.Position != a.pos
+	if a.pos > 0 && a.status == StatusSoldOut && a.issued == nil && account != "" && arrived && (m.accounts[account] == nil || m.accounts[account].pos != a.pos) {
+		// An account's claim is made before the hard cap is looked at:
+		// the position is the account's from now.
+		m.accounts[account] = &modelAccount{pos: a.pos, lastClaim: now}
+		for _, q := range m.bySubject[account] {
+			m.givenUp[subPos{account, q}] = true
+		}
+		if m.positions[a.pos] == nil {
+			m.positions[a.pos] = &modelPos{subject: account, handLo: now, handHi: now}
+		}
+	}
+	if a.pos > 0 {
+		m.used[a.pos] = true
+	}
+	if it := a.issued; it != nil {
+		p := it.Position
+		mp := m.positions[p]
+		if mp == nil {
+			mp = &modelPos{subject: it.Subject, handLo: now, handHi: now}
+			if m.canDraw(it.Subject) && (tok == nil || tok.PreQueue) {
+				mp.handLo = m.opensAt
+				m.drawn[it.Subject] = p
+			}
+			m.positions[p] = mp
+		}
+		if !m.holds(it.Subject, p) {
+			for _, q := range m.bySubject[it.Subject] {
+				m.givenUp[subPos{it.Subject, q}] = true
+			}
+			m.bySubject[it.Subject] = append(m.bySubject[it.Subject], p)
+		}
+		k := subPos{it.Subject, p}
+		if it.ExpiresAt.After(m.tokenExp[k]) {
+			m.tokenExp[k] = it.ExpiresAt
+		}
+		if !waitroom.IsVisitorID(it.Subject) {
+			acct := m.accounts[it.Subject]
+			renewed := tok != nil && !tok.PreQueue && tok.Position == p
+			switch {
+			case acct == nil:
+				m.accounts[it.Subject] = &modelAccount{pos: p, lastClaim: now}
+			case acct.pos == p:
+				acct.lastClaim = now
+			case !renewed:
+				// A renewal keeps the position the account holds; a new
+				// one is the account's from now.
+				m.accounts[it.Subject] = &modelAccount{pos: p, lastClaim: now}
+			}
+		}
+	}
+	if tok != nil && tok.PreQueue && a.pos > 0 && a.issued == nil && m.preYield[tok.Subject] == nil {
+		// Beyond the hard cap, without a token: the store may keep it
+		// for the token, or not.
+		m.preBeyond[tok.Subject] = a.pos
+	}
+	if tok != nil && tok.PreQueue && a.pos > 0 && (a.issued != nil || !waitroom.IsVisitorID(tok.Subject)) &&
+		(a.issued == nil || a.issued.Subject == tok.Subject) && len(m.preYield[tok.Subject]) == 0 {
+		// The one position the token yields, with its token or, an
+		// account's claimed beyond the hard cap, without.
+		m.preYield[tok.Subject] = map[int64]bool{a.pos: true}
+	}
+	if a.revoke && a.status == StatusAdmitted {
+		until := now.Add(modelRevoked)
+		m.revoked[subPos{a.user, a.pos}] = until
+		if !waitroom.IsVisitorID(a.user) {
+			m.accountRevoked[a.user] = until
+		}
+	}
+}
+
+// holdings: a token or an account never holds two live positions. When
+// an answer gives sub a position it did not hold, every other it holds
+// must have ended: revoked, its window over, or its tokens expired.
+func (m *model) holdings(now time.Time, a modelAnswer) error {
+	it := a.issued
+	if it == nil || m.holds(it.Subject, it.Position) {
+		return nil
+	}
+	for _, q := range m.bySubject[it.Subject] {
+		if !m.live(now, it.Subject, q) {
+			continue
+		}
+		// The store's accounts went with its state: an account may be
+		// given a new place, while its token for the old one lives on.
+		if m.positions[q] != nil && m.positions[q].before {
+			continue
+		}
+		return fmt.Errorf("rule: a token or an account never holds two live positions: %s holds %d, given %d (%s)", it.Subject, q, it.Position, a)
+	}
+	return nil
+}
+
+func (m *model) holds(sub string, p int64) bool {
+	for _, q := range m.bySubject[sub] {
+		if q == p {
+			return true
+		}
+	}
+	return false
+}
