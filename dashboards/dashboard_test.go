@@ -2,7 +2,7 @@ package dashboards_test
 
 // The dashboard queries only series the binaries export: the Caddy module
 // (in an in-process Caddy, its admin endpoint's /metrics) and the origin
-// (its handler's /metrics, on real Redis and PostgreSQL), each run through
+// (its metrics handler's /metrics, on real Redis and PostgreSQL), each run through
 // a little of a sale so that every labelled series exists.
 
 import (
@@ -240,7 +240,9 @@ func originMetrics(t *testing.T) string {
 	call(http.MethodPost, "/v1/webhooks/fakepay", `{}`)
 	call(http.MethodPost, fmt.Sprintf("/v1/admin/events/%d/rebuild", id), ``, "Authorization", "Bearer admin-token")
 	require.NoError(t, srv.ReconcileOnce(ctx))
-	return get(t, ts.URL+"/metrics")
+	metrics := httptest.NewServer(srv.MetricsHandler())
+	t.Cleanup(metrics.Close)
+	return get(t, metrics.URL+"/metrics")
 }
 
 func get(t *testing.T, url string) string {

@@ -21,7 +21,7 @@ type upFlags struct {
 	caddyBin, originBin string
 	caddyfile           string
 	port, adminPort     int
-	originPort          int
+	originPort, metrics int
 	crowd               int
 	keep                bool
 }
@@ -39,6 +39,7 @@ func runUp(ctx context.Context, args []string, out, errOut io.Writer) error {
 	fs.IntVar(&f.port, "port", 8080, "the site's port: the storefront through the waiting room")
 	fs.IntVar(&f.adminPort, "admin-port", 2019, "Caddy's admin endpoint, with the staff console")
 	fs.IntVar(&f.originPort, "origin-port", 8081, "the origin's port (its API, straight)")
+	fs.IntVar(&f.metrics, "metrics-port", 9091, "the origin's metrics (ORIGIN_METRICS_ADDR), apart from its API")
 	fs.IntVar(&f.crowd, "crowd", 0, "a background crowd of this many users from the load generator, arriving over 2 minutes, so the queue moves")
 	fs.BoolVar(&f.keep, "keep", false, "keep the run folder (logs, configs) and the database")
 	if err := fs.parse(args); err != nil {
@@ -58,7 +59,7 @@ func runUp(ctx context.Context, args []string, out, errOut io.Writer) error {
 		return err
 	}
 	if err := portsFree(map[string]int{"--port": f.port, "--admin-port": f.adminPort,
-		"--origin-port": f.originPort}); err != nil {
+		"--origin-port": f.originPort, "--metrics-port": f.metrics}); err != nil {
 		return err
 	}
 
@@ -72,9 +73,9 @@ func runUp(ctx context.Context, args []string, out, errOut io.Writer) error {
 	sys, err := stack.Up(ctx, stack.SystemConfig{
 		CaddyBin: f.caddyBin, OriginBin: f.originBin, Dir: dir,
 		RedisURL: f.srv.redisURL, DatabaseURL: f.srv.databaseURL, KeepDatabase: f.keep,
-		OriginPort: f.originPort,
-		Event:      demoEvent(),
-		Caddyfile:  caddyfile, SitePort: f.port, AdminPort: f.adminPort,
+		OriginPort: f.originPort, OriginMetricsPort: f.metrics,
+		Event:     demoEvent(),
+		Caddyfile: caddyfile, SitePort: f.port, AdminPort: f.adminPort,
 	})
 	if err != nil {
 		return err
@@ -100,7 +101,7 @@ Nobody is admitted until the watermark is raised in the console.
 Test cards: pm_card_visa pays, pm_card_chargeDeclined is declined.
 Logs: %s
 Ctrl-C stops everything.
-`, time.Since(started).Round(100*time.Millisecond), site, f.adminPort, sys.Origin.URL, sys.Origin.URL, f.adminPort,
+`, time.Since(started).Round(100*time.Millisecond), site, f.adminPort, sys.Origin.URL, sys.Origin.MetricsURL, f.adminPort,
 		sys.Event.ID, sys.Event.Name, sys.Event.Capacity, dir)
 
 	ctx, cancel := context.WithCancelCause(ctx)

@@ -456,7 +456,8 @@ func TestHealthAndMetrics(t *testing.T) {
 
 	assert.Equal(t, http.StatusOK, h.do(http.MethodGet, "/healthz", nil, nil).status)
 	assert.Equal(t, http.StatusOK, h.do(http.MethodGet, "/readyz", nil, nil).status)
-	res := h.do(http.MethodGet, "/metrics", nil, nil)
+	assert.Equal(t, http.StatusNotFound, h.do(http.MethodGet, "/metrics", nil, nil).status, "the API never serves the metrics")
+	res := h.metrics()
 	require.Equal(t, http.StatusOK, res.status)
 	body := string(res.body)
 	for _, want := range []string{

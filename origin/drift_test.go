@@ -59,7 +59,7 @@ func TestReconcilerCorrectsLastingDrift(t *testing.T) {
 // rebuilds reads the rebuilds metric of a reason.
 func (h *harness) rebuilds(reason string) float64 {
 	h.t.Helper()
-	res := h.do(http.MethodGet, "/metrics", nil, nil)
+	res := h.metrics()
 	require.Equal(h.t, http.StatusOK, res.status)
 	prefix := `waitroom_origin_rebuilds_total{reason="` + reason + `"} `
 	for line := range strings.Lines(string(res.body)) {

@@ -204,6 +204,15 @@ func (r result) errorCode(t *testing.T) string {
 	return e.Error
 }
 
+// metrics is the origin's /metrics, served on an address of its own
+// (MetricsHandler), never through the API.
+func (h *harness) metrics() result {
+	h.t.Helper()
+	rec := httptest.NewRecorder()
+	h.srv.MetricsHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	return result{status: rec.Code, header: rec.Header(), body: rec.Body.Bytes()}
+}
+
 func (h *harness) do(method, path string, body any, headers map[string]string) result {
 	h.t.Helper()
 	var rd io.Reader

@@ -21,7 +21,7 @@ import (
 // gauge reads an unlabelled metric of the origin.
 func (h *harness) gauge(name string) float64 {
 	h.t.Helper()
-	res := h.do(http.MethodGet, "/metrics", nil, nil)
+	res := h.metrics()
 	require.Equal(h.t, http.StatusOK, res.status)
 	for line := range strings.Lines(string(res.body)) {
 		if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+" "); ok {

@@ -37,7 +37,6 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/admin/events/{id}/rebuild", ops.handleRebuild)
 	mux.HandleFunc("GET /v1/admin/users/{id}/trail", ops.handleTrail)
 	mux.HandleFunc("GET /v1/admin/events/{id}/scans", scans.handleScanTotals)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{Registry: s.cfg.Registry}))
 	mux.HandleFunc("GET /healthz", ops.handleHealthz)
 	mux.HandleFunc("GET /readyz", ops.handleReadyz)
 	s.shop.Register(mux) // the buyer's pages, at / (package storefront)
@@ -118,4 +117,13 @@ func (s *Server) recoverer(next http.Handler) http.Handler {
 		}()
 		next.ServeHTTP(w, r)
 	})
+}
+
+// MetricsHandler serves the origin's metrics (Prometheus text). It is never
+// part of Handler: the public site must not show them, so cmd/origin serves
+// them on an address of their own (ORIGIN_METRICS_ADDR).
+func (s *Server) MetricsHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{Registry: s.cfg.Registry}))
+	return mux
 }

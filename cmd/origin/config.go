@@ -21,6 +21,7 @@ import (
 type config struct {
 	addr              string
 	debugAddr         string
+	metricsAddr       string
 	databaseURL       string
 	redisURL          string
 	keys              *waitroom.KeySet
@@ -80,6 +81,8 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (co
 	fs.StringVar(&c.adminToken, "admin-token", env("ORIGIN_ADMIN_TOKEN", ""), "bearer token of the admin routes (ORIGIN_ADMIN_TOKEN, required)")
 	fs.StringVar(&c.gateToken, "gate-token", env("ORIGIN_GATE_TOKEN", ""),
 		"bearer token shared by the gate devices, at least 16 printable characters, beside the devices' own tokens; unset: devices' tokens only (ORIGIN_GATE_TOKEN)")
+	fs.StringVar(&c.metricsAddr, "metrics-addr", env("ORIGIN_METRICS_ADDR", "127.0.0.1:9091"),
+		"address of the metrics (GET /metrics), apart from the API so the public site never shows them; empty: not served (ORIGIN_METRICS_ADDR)")
 	fs.StringVar(&c.debugAddr, "debug-addr", env("ORIGIN_DEBUG_ADDR", ""),
 		"listen address of the Go profiler (net/http/pprof at /debug/pprof/); unset: none. Keep it off public networks (ORIGIN_DEBUG_ADDR)")
 	fs.StringVar(&c.logFormat, "log-format", env("ORIGIN_LOG_FORMAT", "text"), "log format: text or json (ORIGIN_LOG_FORMAT)")

@@ -145,6 +145,13 @@ func run(ctx context.Context, ln net.Listener, cfg config, log *slog.Logger) err
 			return err
 		}
 	}
+	if cfg.metricsAddr != "" {
+		if err := serveMetrics(cfg.metricsAddr, srv.MetricsHandler(), log); err != nil {
+			stopBG()
+			<-done
+			return err
+		}
+	}
 	if f, ok := payments.(*payment.Fakepay); ok && cfg.payment.Fakepay.WebhookURL == "" {
 		// Known only once the port is bound (ORIGIN_ADDR may ask for :0).
 		f.SetWebhookURL(selfURL(ln.Addr()) + "/v1/webhooks/fakepay")
@@ -226,6 +233,18 @@ func serveProfiler(addr string, log *slog.Logger) error {
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	log.Info("profiler listening", "addr", ln.Addr().String())
 	go func() { _ = http.Serve(ln, mux) }()
+	return nil
+}
+
+// serveMetrics serves the origin's metrics on addr: a scraper's address,
+// never the public site's.
+func serveMetrics(addr string, h http.Handler, log *slog.Logger) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("ORIGIN_METRICS_ADDR: listen on %s: %w", addr, err)
+	}
+	log.Info("metrics listening", "addr", ln.Addr().String())
+	go func() { _ = http.Serve(ln, h) }()
 	return nil
 }
 

@@ -57,6 +57,7 @@ func TestOriginWaitsForItsServers(t *testing.T) {
 			"REDIS_URL":          rds.URL(),
 			"WAITROOM_KEYS":      "k1:" + strings.Repeat("a", 32),
 			"ORIGIN_ADMIN_TOKEN": "secret",
+			"ORIGIN_METRICS_ADDR": "127.0.0.1:0",
 		}[name]
 	}, io.Discard)
 	require.NoError(t, err)

@@ -22,14 +22,17 @@ type OriginConfig struct {
 	// Env is added last, so it may override the above (e.g. the reaper's
 	// interval or fakepay's behaviour).
 	Env []string
-	// Port is the loopback port to listen on; 0: a free one.
-	Port int
+	// Port is the loopback port to listen on, MetricsPort the metrics';
+	// 0: a free one.
+	Port, MetricsPort int
 }
 
 // Origin is a running origin.
 type Origin struct {
 	*Proc
 	URL string
+	// MetricsURL serves its /metrics, apart from the API.
+	MetricsURL string
 }
 
 // StartOrigin runs the origin on a free port and waits until /readyz
@@ -43,8 +46,17 @@ func StartOrigin(ctx context.Context, cfg OriginConfig) (*Origin, error) {
 		}
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	metricsPort := cfg.MetricsPort
+	if metricsPort == 0 {
+		var err error
+		if metricsPort, err = FreePort(); err != nil {
+			return nil, err
+		}
+	}
+	metrics := fmt.Sprintf("127.0.0.1:%d", metricsPort)
 	env := []string{
 		"ORIGIN_ADDR=" + addr,
+		"ORIGIN_METRICS_ADDR=" + metrics,
 		"DATABASE_URL=" + cfg.DatabaseURL,
 		"REDIS_URL=" + cfg.RedisURL,
 		"WAITROOM_KEYS=" + cfg.Keys,
@@ -58,7 +70,7 @@ func StartOrigin(ctx context.Context, cfg OriginConfig) (*Origin, error) {
 	if err != nil {
 		return nil, err
 	}
-	o := &Origin{Proc: p, URL: "http://" + addr}
+	o := &Origin{Proc: p, URL: "http://" + addr, MetricsURL: "http://" + metrics}
 	client := &http.Client{Timeout: time.Second}
 	err = waitUntil(ctx, p, 60*time.Second, func(ctx context.Context) error {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, o.URL+"/readyz", nil)

@@ -54,8 +54,9 @@ type SystemConfig struct {
 	// Upstream, when set, is what the gateway proxies to instead of the
 	// origin (e.g. a counting proxy in front of it).
 	Upstream func(originURL string) (string, error)
-	// OriginPort is the origin's port; 0: a free one.
-	OriginPort int
+	// OriginPort is the origin's port, OriginMetricsPort its metrics'; 0:
+	// a free one.
+	OriginPort, OriginMetricsPort int
 	// Caddyfile, when set, is the gateway's Caddyfile instead of one made
 	// for the run: it reads the site's port, the admin's, the event, the
 	// origin's address and the Redis URL from the environment
@@ -122,7 +123,7 @@ func Up(ctx context.Context, cfg SystemConfig) (s *System, err error) {
 	if s.Origin, err = StartOrigin(ctx, OriginConfig{
 		Bin: cfg.OriginBin, Dir: cfg.Dir, DatabaseURL: originDB, RedisURL: s.RedisURL,
 		Keys: s.KeyID + ":" + s.Secret, AdminToken: s.AdminToken, WebhookSecret: s.WebhookSecret,
-		TicketKey: randomHex(32), Env: cfg.OriginEnv, Port: cfg.OriginPort,
+		TicketKey: randomHex(32), Env: cfg.OriginEnv, Port: cfg.OriginPort, MetricsPort: cfg.OriginMetricsPort,
 	}); err != nil {
 		return s, err
 	}
