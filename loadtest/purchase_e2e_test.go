@@ -44,30 +44,7 @@ func TestPurchaseEndToEnd(t *testing.T) {
 	})
 	ev := sys.Event.ID
 	client := &http.Client{Timeout: 30 * time.Second}
-	call := func(method, url, token, key string, body any) (*http.Response, []byte) {
-		t.Helper()
-		var rd io.Reader
-		if body != nil {
-			b, err := json.Marshal(body)
-			require.NoError(t, err)
-			rd = bytes.NewReader(b)
-		}
-		req, err := http.NewRequestWithContext(ctx, method, url, rd)
-		require.NoError(t, err)
-		req.Header.Set("Accept", "application/json")
-		if token != "" {
-			req.Header.Set("X-Waitroom-Token", token)
-		}
-		if key != "" {
-			req.Header.Set("Idempotency-Key", key)
-		}
-		resp, err := client.Do(req)
-		require.NoError(t, err)
-		defer resp.Body.Close()
-		raw, err := io.ReadAll(resp.Body)
-		require.NoError(t, err)
-		return resp, raw
-	}
+	call := buyerCalls(ctx, t, client)
 	gw := sys.Gateway
 
 	// Join: the queue answers with a position and a token.
@@ -138,4 +115,34 @@ func TestPurchaseEndToEnd(t *testing.T) {
 	assert.Zero(t, inv.Drift)
 	assert.Zero(t, inv.Confirmed)
 	assert.Equal(t, int64(9), inv.Remaining)
+}
+
+// buyerCalls is how the end-to-end tests call the gateway and the origin as
+// a buyer's script does: JSON in and out, the queue token and the
+// Idempotency-Key in their headers when given.
+func buyerCalls(ctx context.Context, t *testing.T, client *http.Client) func(method, url, token, key string, body any) (*http.Response, []byte) {
+	return func(method, url, token, key string, body any) (*http.Response, []byte) {
+		t.Helper()
+		var rd io.Reader
+		if body != nil {
+			b, err := json.Marshal(body)
+			require.NoError(t, err)
+			rd = bytes.NewReader(b)
+		}
+		req, err := http.NewRequestWithContext(ctx, method, url, rd)
+		require.NoError(t, err)
+		req.Header.Set("Accept", "application/json")
+		if token != "" {
+			req.Header.Set("X-Waitroom-Token", token)
+		}
+		if key != "" {
+			req.Header.Set("Idempotency-Key", key)
+		}
+		resp, err := client.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		raw, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp, raw
+	}
 }

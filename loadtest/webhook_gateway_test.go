@@ -48,30 +48,7 @@ func TestWebhookThroughTheGateway(t *testing.T) {
 	})
 	ev := sys.Event.ID
 	client := &http.Client{Timeout: 30 * time.Second}
-	call := func(method, url, token, key string, body any) (*http.Response, []byte) {
-		t.Helper()
-		var rd io.Reader
-		if body != nil {
-			b, err := json.Marshal(body)
-			require.NoError(t, err)
-			rd = bytes.NewReader(b)
-		}
-		req, err := http.NewRequestWithContext(ctx, method, url, rd)
-		require.NoError(t, err)
-		req.Header.Set("Accept", "application/json")
-		if token != "" {
-			req.Header.Set("X-Waitroom-Token", token)
-		}
-		if key != "" {
-			req.Header.Set("Idempotency-Key", key)
-		}
-		resp, err := client.Do(req)
-		require.NoError(t, err)
-		defer resp.Body.Close()
-		raw, err := io.ReadAll(resp.Body)
-		require.NoError(t, err)
-		return resp, raw
-	}
+	call := buyerCalls(ctx, t, client)
 	gw := sys.Gateway
 
 	resp, raw := call(http.MethodGet, fmt.Sprintf("%s/v1/events/%d", gw, ev), "", "", nil)
