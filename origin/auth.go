@@ -51,6 +51,29 @@ type gate struct {
 
 var errInvalidToken = errorResponse(http.StatusUnauthorized, "invalid_token", "a valid queue token for this event is required")
 
+// notAdmitted is the refusal of a buyer whose position is not admitted,
+// or, when the origin has never found the event's admission state in its
+// Redis, the reason it cannot know: the gateway keeps its queue elsewhere
+// (store memory, another Redis), so nobody would ever be admitted here.
+func notAdmitted(ctx context.Context, ev *seats.Event) response {
+	if !ev.Room().Known() {
+		ctx, cancel := context.WithTimeout(ctx, judgeTimeout)
+		defer cancel()
+		if _, err := ev.Room().Refresh(ctx); err != nil {
+			// The store did not answer: nothing is known either way.
+			return errUnavailable
+		}
+	}
+	if !ev.Room().Known() {
+		return errAdmissionUnknown
+	}
+	return errorResponse(http.StatusForbidden, "not_admitted", "your place in the queue has not been admitted yet")
+}
+
+var errAdmissionUnknown = errorResponse(http.StatusForbidden, "admission_unknown",
+	"the origin has never seen this event's admission state in its Redis: the gateway must keep its queue "+
+		"in the origin's Redis (store redis://… in its waitroom block, the origin's REDIS_URL) for the same event id")
+
 // ticket verifies the request's queue token for event.
 func (g *gate) ticket(r *http.Request, event int64) (waitroom.Ticket, *response) {
 	raw := rawToken(r, event)

@@ -127,7 +127,7 @@ func (s bookingsAPI) createBookingRequest(w http.ResponseWriter, r *http.Request
 		return errUnavailable
 	}
 	if !s.gate.reachedWatermark(ctx, ev, ticket.Position) {
-		return errorResponse(http.StatusForbidden, "not_admitted", "your place in the queue has not been admitted yet")
+		return notAdmitted(ctx, ev)
 	}
 	req := booking.Request{Event: ev, Hold: h, User: ticket.Subject, Key: key, Method: method,
 		Digest: idem.RequestDigest(canonicalBooking(h.ID, method))}

@@ -221,7 +221,7 @@ func (s holdsAPI) createHold(w http.ResponseWriter, r *http.Request) response {
 			r.retryAfter = pausedRetryAfter
 			return r
 		}
-		return errorResponse(http.StatusForbidden, "not_admitted", "your place in the queue has not been admitted yet")
+		return notAdmitted(ctx, ev)
 	}
 	key := r.Header.Get("Idempotency-Key")
 	if !validIdempotencyKey(key) {

@@ -147,3 +147,29 @@ func TestNewEventLoadKeepsAnotherNodesFirstHold(t *testing.T) {
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
 func nextEventID() int64 { return testenv.EventID() }
+
+// An origin that has never found the event's admission state in its Redis
+// says so, with what to fix, rather than refusing every buyer as not
+// admitted: its gateway keeps the queue elsewhere (store memory, another
+// Redis), and the buyers it admitted would never get in.
+func TestAdmissionUnknownWhenTheGatewayKeepsItsQueueElsewhere(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	res := h.do(http.MethodPost, "/v1/events", map[string]any{"id": testenv.EventID(), "name": "Final", "capacity": 10,
+		"price": 1000, "currency": "inr", "max_per_user": 4}, admin())
+	require.Equal(t, http.StatusCreated, res.status, "%s", res.body)
+	var ev eventJSON
+	res.json(t, &ev)
+
+	res = h.hold(ev.ID, "ann", 1, "a")
+	assert.Equal(t, http.StatusForbidden, res.status, "%s", res.body)
+	assert.Equal(t, "admission_unknown", res.errorCode(t))
+	assert.Contains(t, string(res.body), "store redis://")
+
+	// Once a gateway keeps the queue in this Redis, the usual answers.
+	h.admit(ev.ID, 1)
+	res = h.do(http.MethodPost, "/v1/events/"+itoa(ev.ID)+"/holds", map[string]any{"quantity": 1},
+		map[string]string{waitroom.TokenHeader: h.token("bob", ev.ID, 5), "Idempotency-Key": "b"})
+	assert.Equal(t, http.StatusForbidden, res.status, "%s", res.body)
+	assert.Equal(t, "not_admitted", res.errorCode(t))
+	assert.Equal(t, http.StatusCreated, h.hold(ev.ID, "ann", 1, "a2").status)
+}

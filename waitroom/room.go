@@ -63,6 +63,8 @@ type Room struct {
 	state atomic.Pointer[State]
 	// synced is set once the store has confirmed the defaults.
 	synced atomic.Bool
+	// known is set once a state of the event was read from the store.
+	known atomic.Bool
 	rate   *rateMeter
 	// issued is the highest position the room knows was handed out, by
 	// its joins and in the store's state: a counter found below it was
@@ -157,6 +159,7 @@ func (r *Room) State() State { return *r.state.Load() }
 func (r *Room) Changed() <-chan struct{} { return *r.changed.Load() }
 
 func (r *Room) observe(s State) {
+	r.known.Store(true)
 	if old := r.state.Swap(&s); *old != s {
 		if old.Watermark != s.Watermark {
 			r.applied.add(s.Watermark, r.opts.Now())
@@ -243,6 +246,12 @@ func (r *Room) refresh(ctx context.Context) (State, error) {
 	r.observe(s)
 	return s, nil
 }
+
+// Known reports whether the room has found its event's state in the store
+// at least once. A follower that never has (the origin beside a gateway
+// keeping its queue elsewhere, in memory or another Redis) knows nobody was
+// admitted, rather than that nobody is.
+func (r *Room) Known() bool { return r.known.Load() }
 
 func (r *Room) ensure(ctx context.Context) (State, error) {
 	cur, d := r.State(), r.opts.Defaults
