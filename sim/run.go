@@ -132,22 +132,32 @@ func Run(tb testing.TB, seed uint64, steps []Step, stats *Stats) (f *Failure) {
 		return f
 	}
 	trace := os.Getenv("SIM_TRACE") != ""
-	for i, s := range steps {
-		st.Steps++
+	for i := 0; i < len(steps); {
+		// A group: the step and those after it that run beside it. A
+		// settle point runs alone.
+		j := i + 1
+		for j < len(steps) && steps[j].Par && steps[j].Kind != Settle && steps[i].Kind != Settle {
+			j++
+		}
+		group := steps[i:j]
+		st.Steps += len(group)
 		w.notes = w.notes[:0]
-		v := w.exec(s)
+		v := w.execGroup(group)
 		if trace {
-			tb.Logf("%3d %s", i, s)
+			for k, s := range group {
+				tb.Logf("%3d %s", i+k, s)
+			}
 			for _, n := range w.notes {
 				tb.Logf("      %s", n)
 			}
 		}
 		if v != nil && !w.skipChecks[v.check] {
-			return fail(i, v)
+			return fail(j-1, v)
 		}
 		if v := w.check(); v != nil {
-			return fail(i, v)
+			return fail(j-1, v)
 		}
+		i = j
 	}
 	if v := w.settle(true); v != nil && !w.skipChecks[v.check] {
 		return fail(len(steps), v)
@@ -164,10 +174,14 @@ func (w *world) countPayments() {
 		b, _ := w.oracle.Booking(w.ctx, id)
 		for _, p := range w.fp.PaymentsForBooking(id) {
 			k := string(p.Status)
-			if p.Status == payment.StatusSucceeded {
+			if w.foreignPays[p.ID] {
+				k = "foreign"
+			} else if p.Status == payment.StatusSucceeded {
 				switch {
 				case p.AmountRefunded >= p.Amount:
 					k = "refunded"
+				case p.AmountRefunded > 0 && b.Status == ledger.BookingConfirmed:
+					k = "partly refunded, confirmed"
 				case b.Status == ledger.BookingConfirmed:
 					k = "captured, confirmed"
 				default:
