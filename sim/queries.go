@@ -60,13 +60,16 @@ func readCounts(ctx context.Context, l *ledger.Ledger, event int64, now time.Tim
 //
 //   - section: a general-admission section whose buckets' remaining plus
 //     the places of its pending and confirmed holds is not its capacity;
+//
 //   - placed: a valid ticket whose number is not its hold's in the map
 //     (a reserved seat not sold to the booking's hold, a section's place
 //     not numbered for it);
+//
 //   - stray: a section's place numbered for a hold that has ended;
+//
 //   - released: a booking paying or paid on a hold its buyer released.
 //
-//	$1 event, $2 the sections' capacities as JSON {"GA-1": 5, …}
+//     $1 event, $2 the sections' capacities as JSON {"GA-1": 5, …}
 const sqlSeatChecks = `
 WITH caps AS (
 	SELECT key AS section, value::int AS capacity FROM jsonb_each_text($2::jsonb)
@@ -105,7 +108,7 @@ SELECT
 	coalesce((SELECT format('booking %s is %s', id, status) FROM released LIMIT 1), '')`
 
 type seatChecks struct {
-	sections, misplaced, stray, released         int64
+	sections, misplaced, stray, released        int64
 	sectionEx, misplacedEx, strayEx, releasedEx string
 }
 
@@ -124,11 +127,14 @@ func readSeatChecks(ctx context.Context, l *ledger.Ledger, event int64, capaciti
 //
 //   - elsewhere: a ticket admitted at a gate of another event (the gates
 //     are named for their event, $2: {"e0-north": <event>, …});
+//
 //   - twice: a ticket admitted by more than one online scan;
+//
 //   - early: a ticket admitted by a scan from before it was issued;
+//
 //   - revoked: a scan recorded from a device after its revocation.
 //
-//	$1 the events, $2 the gates' events as JSON
+//     $1 the events, $2 the gates' events as JSON
 const sqlGateChecks = `
 WITH gates AS (
 	SELECT key AS gate, value::bigint AS event_id FROM jsonb_each_text($2::jsonb)
@@ -218,4 +224,19 @@ func readValid(ctx context.Context, l *ledger.Ledger, codes []string) (map[strin
 		out[c] = true
 	}
 	return out, rows.Err()
+}
+
+// sqlKeptContext tells how a kept payment came to be kept: the other
+// bookings of its booking's hold (a buyer who paid again on the same
+// hold), and whether the payment's success event was recorded as acted on.
+//
+//	$1 booking, $2 payment
+const sqlKeptContext = `SELECT
+	coalesce((SELECT string_agg(format('%s %s', id, status), ', ' ORDER BY created_at) FROM bookings
+		WHERE hold_id = (SELECT hold_id FROM bookings WHERE id = $1::uuid) AND id <> $1::uuid), ''),
+	EXISTS (SELECT 1 FROM payment_events WHERE payment_id = $2 AND type = 'payment_intent.succeeded')`
+
+func readKeptContext(ctx context.Context, l *ledger.Ledger, booking, paymentID string) (others string, successRecorded bool, err error) {
+	err = l.Pool().QueryRow(ctx, sqlKeptContext, booking, paymentID).Scan(&others, &successRecorded)
+	return others, successRecorded, err
 }

@@ -92,9 +92,21 @@ func (f *Failure) Error() string {
 	return fmt.Sprintf("seed %d, step %d: %s: %s", f.Seed, f.Step, f.Check, f.Msg)
 }
 
-// Run plays steps from a fresh world for seed: each step, then the checks;
-// at the end a final settle. It returns the first failure.
+// Run plays steps from a fresh world for seed: each group of steps, then
+// the checks; at the end a final settle. It returns the first failure.
+// SIM_SKIP_CHECKS names checks not enforced.
 func Run(tb testing.TB, seed uint64, steps []Step, stats *Stats) (f *Failure) {
+	skip := map[string]bool{}
+	for _, c := range strings.Split(os.Getenv("SIM_SKIP_CHECKS"), ",") {
+		if c = strings.TrimSpace(c); c != "" {
+			skip[c] = true
+		}
+	}
+	return RunSkipping(tb, seed, steps, stats, skip)
+}
+
+// RunSkipping is Run with the checks not enforced given.
+func RunSkipping(tb testing.TB, seed uint64, steps []Step, stats *Stats, skip map[string]bool) (f *Failure) {
 	rt := &runTB{TB: tb}
 	defer rt.close()
 	defer func() {
@@ -116,12 +128,7 @@ func Run(tb testing.TB, seed uint64, steps []Step, stats *Stats) (f *Failure) {
 	if err != nil {
 		return &Failure{Seed: seed, Setup: SetupOf(seed), Step: -1, Check: "setup", Msg: err.Error()}
 	}
-	w.skipChecks = map[string]bool{}
-	for _, c := range strings.Split(os.Getenv("SIM_SKIP_CHECKS"), ",") {
-		if c = strings.TrimSpace(c); c != "" {
-			w.skipChecks[c] = true
-		}
-	}
+	w.skipChecks = skip
 	fail := func(i int, v *violation) *Failure {
 		f := &Failure{Seed: seed, Setup: w.setup, Step: i, Check: v.check, Msg: v.msg}
 		for j, n := range w.nodes {

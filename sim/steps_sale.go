@@ -145,7 +145,7 @@ func (w *world) scan(s Step, n *node) *violation {
 	if v := answered("scan", a); v != nil {
 		return v
 	}
-	if revoked && a.status != http.StatusUnauthorized {
+	if revoked && a.status != http.StatusUnauthorized && a.status != http.StatusServiceUnavailable {
 		return violated("gate-revoked", "a scan by revoked device %s answered %d: %s", d.gate, a.status, a.body)
 	}
 	return nil
@@ -184,7 +184,7 @@ func (w *world) voidRead(s Step, n *node) *violation {
 	if v := answered("void feed", a); v != nil {
 		return v
 	}
-	if d.revoked && a.status != http.StatusUnauthorized {
+	if d.revoked && a.status != http.StatusUnauthorized && a.status != http.StatusServiceUnavailable {
 		return violated("gate-revoked", "revoked device %s read the void feed: %d", d.gate, a.status)
 	}
 	if a.status != http.StatusOK {
@@ -248,10 +248,12 @@ func (w *world) providerRefund(s Step) {
 	case ProviderPartial:
 		if _, err := w.fp.RefundAtProvider(p.ID, max(p.Amount/3, 1)); err == nil {
 			w.stats.fault("provider-partial-refund")
+			w.providerRefunds[p.BookingID] = true
 		}
 	case ProviderFull:
 		if _, err := w.fp.RefundAtProvider(p.ID, 0); err == nil {
 			w.stats.fault("provider-refund")
+			w.providerRefunds[p.BookingID] = true
 		}
 	case ProviderRefuse:
 		if w.fp.SetRefundsRefused(p.ID, true) == nil {

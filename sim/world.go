@@ -211,6 +211,9 @@ type world struct {
 	// foreign are the payments the origin never made (Foreign steps):
 	// the money check leaves them out.
 	foreignPays map[string]bool
+	// providerRefunds are the bookings whose payment the provider refunded
+	// on its own: their charge.refunded events are never lost for good.
+	providerRefunds map[string]bool
 
 	// trouble is the wall time of the last fault or 5xx: uncertain writes
 	// made then are final only a write timeout later.
@@ -283,7 +286,7 @@ func newWorld(tb testing.TB, seed uint64, stats *Stats) (*world, error) {
 	w := &world{
 		tb: tb, setup: setup, ctx: ctx, stats: stats,
 		clock:    &simClock{t: time.Date(2026, 6, 1, 9, 0, 0, 0, time.UTC)},
-		holdKeys: map[string]keyUse{}, bookKeys: map[string]keyUse{}, foreignPays: map[string]bool{},
+		holdKeys: map[string]keyUse{}, bookKeys: map[string]keyUse{}, foreignPays: map[string]bool{}, providerRefunds: map[string]bool{},
 	}
 	// The run holds the model's lock from here on; requests let go of it.
 	w.big.Lock()
