@@ -331,15 +331,20 @@ func (w *world) money(final bool) *violation {
 			return violated("oracle", "read tickets of %s: %v", id, err)
 		}
 		inFlight := !final && b.Status == ledger.BookingPaymentPending && !b.CheckedAt.Add(paymentPendingAfter).Before(now)
+		// An event about the booking still on its way (queued: the provider
+		// retries it) may still settle it.
+		for _, h := range w.queue {
+			inFlight = inFlight || (!final && h.booking == id)
+		}
 		for _, p := range w.fp.PaymentsForBooking(id) {
 			if p.Status != payment.StatusSucceeded || w.foreignPays[p.ID] {
 				continue
 			}
 			refunded := p.AmountRefunded >= p.Amount
 			switch {
-			case refunded && b.Status == ledger.BookingConfirmed && len(tickets) > 0 && !final && w.providerRefunds[id]:
+			case refunded && b.Status == ledger.BookingConfirmed && b.PaymentID == p.ID && len(tickets) > 0 && !final && w.providerRefunds[id]:
 				// The provider's charge.refunded is on its way.
-			case refunded && b.Status == ledger.BookingConfirmed && len(tickets) > 0:
+			case refunded && b.Status == ledger.BookingConfirmed && b.PaymentID == p.ID && len(tickets) > 0:
 				return violated("money", "payment %s of booking %s refunded at the provider, the booking confirmed with %d valid tickets", p.ID, id, len(tickets))
 			case refunded:
 			case b.Status == ledger.BookingConfirmed && b.PaymentID == p.ID && int64(len(tickets)) == b.Quantity:

@@ -535,6 +535,16 @@ var weights = []weighted{
 	{ProviderRefund, 2, true}, {Foreign, 1, true},
 }
 
+// racing are the moves a step of the same buyer most often races with.
+var racing = map[Kind][]Kind{
+	Hold:     {Webhook, Book, PayRecon},
+	Book:     {Release, Webhook, Cancel, Book},
+	Release:  {Book, Hold},
+	Webhook:  {Hold, PayRecon, Webhook, Cancel},
+	Cancel:   {Webhook, Book},
+	PayRecon: {Webhook},
+}
+
 // Generate draws n steps from seed.
 func Generate(seed uint64, n int, o Options) []Step {
 	setup := SetupOf(seed)
@@ -568,6 +578,30 @@ func Generate(seed uint64, n int, o Options) []Step {
 			pick -= w.weight
 		}
 		s := Step{Kind: k, Node: r.IntN(setup.Nodes), User: r.IntN(setup.Users), Sel: r.IntN(1 << 16)}
+		// Concurrency: the step joins the group before it (at most 4
+		// steps), often for the same user and then often as the move that
+		// races the one before it (a payment landing while the buyer holds
+		// again, a release while the buyer books, a failure while a
+		// success settles), so that one buyer's requests race each other
+		// and the passes.
+		if !o.Serial && i > 0 && k != Settle && steps[i-1].Kind != Settle && r.IntN(3) == 0 {
+			size := 1
+			for j := i - 1; j > 0 && steps[j].Par; j-- {
+				size++
+			}
+			if size < 4 {
+				s.Par = true
+				s.At = time.Duration(r.IntN(8)) * time.Millisecond
+				if r.IntN(2) == 0 {
+					s.User = steps[i-1].User
+					if rivals := racing[steps[i-1].Kind]; len(rivals) > 0 && r.IntN(2) == 0 {
+						if rk := rivals[r.IntN(len(rivals))]; !o.Skip[rk.String()] {
+							s.Kind, k = rk, rk
+						}
+					}
+				}
+			}
+		}
 		switch k {
 		case Admit:
 			s.Qty = 1 + r.IntN(max(setup.Users/3, 1))
@@ -619,22 +653,6 @@ func Generate(seed uint64, n int, o Options) []Step {
 		// outcomes come.
 		if k == Book && s.Method == 4 && s.Wrap == NoWrap && o.Faults && !o.Skip[PayTimeout.String()] && r.IntN(3) == 0 {
 			s.Wrap = PayTimeout
-		}
-		// Concurrency: the step joins the group before it (at most 4
-		// steps), often for the same user, so that requests of one buyer
-		// race each other and the passes.
-		if !o.Serial && i > 0 && k != Settle && steps[i-1].Kind != Settle && r.IntN(3) == 0 {
-			size := 1
-			for j := i - 1; j > 0 && steps[j].Par; j-- {
-				size++
-			}
-			if size < 4 {
-				s.Par = true
-				s.At = time.Duration(r.IntN(8)) * time.Millisecond
-				if r.IntN(2) == 0 {
-					s.User = steps[i-1].User
-				}
-			}
 		}
 		steps[i] = s
 	}
