@@ -86,7 +86,7 @@ STEPS ?=
 SIMSTEPS ?=
 SIM_PARALLEL ?= 3
 .PHONY: sim sim-long
-sim: ## the seeded whole-sale simulation under faults (CI's 24 seeds of each kind × 100 steps; SEED=… STEPS=… replays a run)
+sim: ## the seeded whole-sale simulation under faults (CI's 24 seeds of each kind × 80 steps; SEED=… STEPS=… replays a run)
 	scripts/services.sh env SEED='$(SEED)' SEEDS='$(SEEDS)' STEPS='$(STEPS)' SIMSTEPS='$(SIMSTEPS)' \
 		$(GO) test -count=1 -timeout 30m -parallel $(SIM_PARALLEL) -run '^TestSim$$' -v ./sim/
 

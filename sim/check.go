@@ -202,10 +202,10 @@ func (w *world) settle(final bool) *violation {
 	}
 	if final {
 		w.clock.Advance(2*w.setup.HoldTTL + paymentPendingAfter + time.Second)
-		// A refund made at the provider is known to the origin only by its
-		// webhook, which the provider retries until it lands: the queued
-		// ones arrive now.
-		if v := w.deliverProviderRefunds(); v != nil {
+		// Some events are the origin's only way to learn what happened,
+		// and the provider retries them until they land: the queued ones
+		// arrive now.
+		if v := w.deliverMustArrive(); v != nil {
 			return v
 		}
 	}
@@ -273,14 +273,22 @@ func (w *world) settle(final bool) *violation {
 	return nil
 }
 
-// deliverProviderRefunds delivers the queued charge.refunded events of
-// refunds the provider made on its own, until each is answered 200 (a few
-// tries).
-func (w *world) deliverProviderRefunds() *violation {
+// mustArrive says whether an event is one the origin has no other way to
+// learn (a refund the provider made on its own, a payment's success after
+// its failure), so that the provider retries it until it lands: never lost
+// for good.
+func (w *world) mustArrive(h hook) bool {
+	return (h.typ == "charge.refunded" && w.providerRefunds[h.booking]) ||
+		(h.typ == "payment_intent.succeeded" && h.method == payment.MethodFailThenSucceed)
+}
+
+// deliverMustArrive delivers the queued events that must arrive, until
+// each is answered 200 (a few tries).
+func (w *world) deliverMustArrive() *violation {
 	for try := 0; try < 5; try++ {
 		var left []hook
 		for _, h := range w.queue {
-			if h.typ != "charge.refunded" || !w.providerRefunds[h.booking] {
+			if !w.mustArrive(h) {
 				left = append(left, h)
 				continue
 			}

@@ -137,7 +137,7 @@
 //
 // # Running and replaying
 //
-//	make sim                          # CI's seeds (24 of each kind × 100 steps)
+//	make sim                          # CI's seeds (24 of each kind × 80 steps)
 //	make sim-long                     # 200 more seeds of each kind × 300 steps
 //	make sim SEED=8 STEPS=300         # one seed
 //	make sim SEED=8 STEPS=300:66,69,71,75,78   # a shrunk run: those steps of the 300

@@ -18,7 +18,7 @@ import (
 //	SEED       one seed to run (with STEPS or SIMSTEPS: a replay)
 //	SEEDS      how many seeds, from SEED_BASE (default 1): the CI set is 96,
 //	           24 of each kind of sale (a seed's kind is the seed modulo 4)
-//	STEPS      steps per seed (default 100), or "N:indices" of a shrunk run
+//	STEPS      steps per seed (default 80), or "N:indices" of a shrunk run
 //	SIMSTEPS   a file of steps, one per line (as a failure writes it)
 //	SIM_SKIP   step kinds or faults left out, comma-separated
 //	SIM_SHRINK how long a failure is shrunk for (default 90s; 0: not)
@@ -56,7 +56,7 @@ func TestSim(t *testing.T) {
 			opts.Skip[k] = true
 		}
 	}
-	spec := env("STEPS", "100")
+	spec := env("STEPS", "80")
 	if f := os.Getenv("SIMSTEPS"); f != "" {
 		spec = f
 	}

@@ -115,7 +115,9 @@ func (r *recorder) all() []string {
 // delivered when a step says so.
 type hook struct {
 	id, typ, booking string
-	body             []byte
+	// method is the payment's method, on payment_intent events.
+	method string
+	body   []byte
 }
 
 // capture is the endpoint fakepay posts its webhooks to.
@@ -131,13 +133,15 @@ func (c *capture) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		Type string `json:"type"`
 		Data struct {
 			Object struct {
-				Metadata map[string]string `json:"metadata"`
+				Metadata      map[string]string `json:"metadata"`
+				PaymentMethod string            `json:"payment_method"`
 			} `json:"object"`
 		} `json:"data"`
 	}
 	_ = json.Unmarshal(body, &ev)
 	c.mu.Lock()
-	c.got = append(c.got, hook{id: ev.ID, typ: ev.Type, booking: ev.Data.Object.Metadata[payment.MetadataBookingID], body: body})
+	c.got = append(c.got, hook{id: ev.ID, typ: ev.Type, booking: ev.Data.Object.Metadata[payment.MetadataBookingID],
+		method: ev.Data.Object.PaymentMethod, body: body})
 	c.mu.Unlock()
 	w.WriteHeader(http.StatusOK)
 }
