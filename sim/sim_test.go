@@ -23,6 +23,7 @@ import (
 //	SIM_SKIP   step kinds or faults left out, comma-separated
 //	SIM_SHRINK how long a failure is shrunk for (default 90s; 0: not)
 //	SIM_SERIAL every step alone (no concurrent groups; a replay needs the same)
+//	SIM_KINDS  only the seeds of these kinds of sale (0–3, comma-separated)
 func env(name, def string) string {
 	if v := os.Getenv(name); v != "" {
 		return v
@@ -80,6 +81,15 @@ func TestSim(t *testing.T) {
 		for i := range n {
 			seeds = append(seeds, base+uint64(i))
 		}
+	}
+	if k := os.Getenv("SIM_KINDS"); k != "" {
+		var kept []uint64
+		for _, seed := range seeds {
+			if strings.Contains(","+k+",", fmt.Sprintf(",%d,", seed%uint64(saleKinds))) {
+				kept = append(kept, seed)
+			}
+		}
+		seeds = kept
 	}
 	for _, seed := range seeds {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
