@@ -37,7 +37,7 @@
 //   - release, cancel: of one of the user's holds or bookings;
 //   - book: with pm_card_visa, pm_card_chargeDeclined, pm_fakepay_silent,
 //     pm_fakepay_refund_fails, pm_fakepay_fail_then_succeed (declined, then
-//     succeeded 5 s later by the provider's clock, both webhooks; often with
+//     succeeded a second later by the provider's clock, both webhooks; often with
 //     the create's answer lost, so the booking waits for both) or
 //     pm_fakepay_refund_refused, keys chosen as for holds, sometimes raced;
 //   - persist: a buyer whose card is declined books the same hold again and

@@ -618,7 +618,7 @@ func Generate(seed uint64, n int, o Options) []Step {
 			s.Mode = pickKey(r)
 			s.Race = r.IntN(8) == 0
 		case Webhook:
-			s.Mode = []int{WebhookDeliver, WebhookDeliver, WebhookDeliver, WebhookDuplicate, WebhookKeep, WebhookDrop, WebhookResend, WebhookBurst}[r.IntN(8)]
+			s.Mode = []int{WebhookDeliver, WebhookDeliver, WebhookDeliver, WebhookDuplicate, WebhookKeep, WebhookDrop, WebhookResend, WebhookBurst, WebhookBurst}[r.IntN(9)]
 		case Scan:
 			s.Mode = r.IntN(scanModes)
 			s.Qty = []int{0, 0, 0, 1}[r.IntN(4)]

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"sort"
 	"strings"
 	"time"
 
@@ -57,6 +58,12 @@ func canonical(body map[string]any) string {
 		if sec, _ := b["section"].(string); strings.HasPrefix(sec, "GA-") {
 			body = map[string]any{"section": sec, "quantity": b["quantity"]}
 		}
+	}
+	if ids, ok := body["seat_ids"].([]string); ok {
+		// The canonical request is the sorted seat list.
+		ids = append([]string(nil), ids...)
+		sort.Strings(ids)
+		body = map[string]any{"seat_ids": ids}
 	}
 	raw, _ := json.Marshal(body)
 	return string(raw)

@@ -313,6 +313,9 @@ func newWorld(tb testing.TB, seed uint64, stats *Stats) (*world, error) {
 	tb.Cleanup(hs.Close)
 	fp, err := payment.NewFakepay(ctx, payment.FakepayConfig{
 		WebhookSecret: webhookSecret, WebhookURL: hs.URL, Now: w.clock.Now, Seed: seed, MaxAttempts: 1,
+		// A payment that changes its mind does so a second after: most
+		// clock steps pass it, so both outcomes are often queued at once.
+		FlipAfter: time.Second,
 	})
 	if err != nil {
 		return nil, err
