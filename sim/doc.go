@@ -118,8 +118,9 @@
 // a hold that ended (place-numbers), no booking pays or is paid on a hold
 // its buyer released (release-race); no ticket admitted at another event's
 // gate (gate-event), by two online scans or by a scan dated before its
-// issue (admitted-once), no scan recorded from a revoked device
-// (gate-revoked); a void feed never gives a valid ticket, nor one twice. Every answer: never a 500, never an answer after 20 s; a
+// issue (admitted-once); a revoked device's scans and void-feed reads are
+// refused (gate-revoked, by their answers); a void feed never gives a valid
+// ticket, nor one twice. Every answer: never a 500, never an answer after 20 s; a
 // hold never goes to a position the watermark never reached; an
 // Idempotency-Key replayed never makes a second hold or booking, reused
 // with another body never a new one.

@@ -147,9 +147,6 @@ WITH gates AS (
 ), early AS (
 	SELECT s.code, s.scanned_at, t.issued_at FROM scans s JOIN tickets t ON t.code = s.code
 	WHERE s.event_id = ANY($1) AND s.result = 'admitted' AND s.scanned_at < t.issued_at
-), revoked AS (
-	SELECT s.code, d.gate FROM scans s JOIN gate_devices d ON d.id = s.device_id
-	WHERE s.event_id = ANY($1) AND d.revoked_at IS NOT NULL AND s.recorded_at > d.revoked_at
 )
 SELECT
 	(SELECT count(*) FROM elsewhere),
@@ -157,13 +154,11 @@ SELECT
 	(SELECT count(*) FROM twice),
 	coalesce((SELECT format('a ticket admitted by %s online scans', n) FROM twice LIMIT 1), ''),
 	(SELECT count(*) FROM early),
-	coalesce((SELECT format('a ticket issued %s admitted by a scan at %s', issued_at, scanned_at) FROM early LIMIT 1), ''),
-	(SELECT count(*) FROM revoked),
-	coalesce((SELECT format('a scan recorded from the revoked device at %s', gate) FROM revoked LIMIT 1), '')`
+	coalesce((SELECT format('a ticket issued %s admitted by a scan at %s', issued_at, scanned_at) FROM early LIMIT 1), '')`
 
 type gateChecks struct {
-	elsewhere, twice, early, revoked         int64
-	elsewhereEx, twiceEx, earlyEx, revokedEx string
+	elsewhere, twice, early       int64
+	elsewhereEx, twiceEx, earlyEx string
 }
 
 func readGateChecks(ctx context.Context, l *ledger.Ledger, events []int64, gates map[string]int64) (gateChecks, error) {
@@ -173,7 +168,7 @@ func readGateChecks(ctx context.Context, l *ledger.Ledger, events []int64, gates
 		return c, err
 	}
 	err = l.Pool().QueryRow(ctx, sqlGateChecks, events, string(g)).Scan(
-		&c.elsewhere, &c.elsewhereEx, &c.twice, &c.twiceEx, &c.early, &c.earlyEx, &c.revoked, &c.revokedEx)
+		&c.elsewhere, &c.elsewhereEx, &c.twice, &c.twiceEx, &c.early, &c.earlyEx)
 	return c, err
 }
 
