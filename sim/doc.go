@@ -155,7 +155,8 @@
 // concurrent groups; a replay needs the same), SIM_SKIP_CHECKS
 // (checks not enforced, while a finding is open), SIM_FAULTS=off (the sale
 // without faults), SIM_TRACE=1 (every step and answer in the test log).
-// The step files in testdata/ are runs that once found a defect, shrunk;
-// TestSimRegressions replays each for its seed. The run ends with a summary: runs, steps, settle points, faults injected
-// by kind, answers, payments as they ended, and the time taken.
+// The step files in testdata/ are short runs of the simulation's own steps
+// that once reproduced a defect; TestSimRegressions replays each for its
+// seed. The run ends with a summary: runs, steps, settle points, faults
+// injected by kind, answers, payments as they ended, and the time taken.
 package sim

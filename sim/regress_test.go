@@ -9,8 +9,8 @@ import (
 	"testing"
 )
 
-// The runs in testdata/*.steps once found a defect; each replays its
-// shrunk step list for its seed and must now pass. A file's first lines
+// The runs in testdata/*.steps once reproduced a defect; each replays its
+// step list for its seed and must now pass. A file's first lines
 // say its seed ("# seed 8: …") and, when the run was made with some
 // checks left out, which ("# skip-checks: gate-event").
 func TestSimRegressions(t *testing.T) {
