@@ -2,9 +2,12 @@ package sim
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
+	"github.com/waitroom/waitroom/inventory"
 	"github.com/waitroom/waitroom/origin"
 	"github.com/waitroom/waitroom/origin/ledger"
 	"github.com/waitroom/waitroom/origin/payment"
@@ -16,40 +19,78 @@ import (
 
 // check tests what must hold after every step, faults or not.
 func (w *world) check() *violation {
+	for _, sl := range w.sales {
+		if v := w.checkSale(sl); v != nil {
+			return v
+		}
+	}
+	return w.checkGate()
+}
+
+func (w *world) checkSale(sl *sale) *violation {
 	ctx, cancel := context.WithTimeout(w.ctx, 10*time.Second)
 	defer cancel()
-	c, err := readCounts(ctx, w.oracle, w.event, w.clock.Now().UTC().Truncate(time.Millisecond), w.holdLife)
+	c, err := readCounts(ctx, w.oracle, sl.id, w.clock.Now().UTC().Truncate(time.Millisecond), w.holdLife)
 	if err != nil {
 		return violated("oracle", "read the ledger: %v", err)
 	}
-	capacity := int64(w.setup.Capacity)
+	capacity := sl.capacity
+	ev := ""
+	if len(w.sales) > 1 {
+		ev = fmt.Sprintf("event %d: ", sl.idx)
+	}
 	found := []struct {
 		broken bool
 		v      func() *violation
 	}{
 		{c.confirmedSeats > capacity, func() *violation {
-			return violated("capacity", "%d seats confirmed for %d", c.confirmedSeats, capacity)
+			return violated("capacity", "%s%d seats confirmed for %d", ev, c.confirmedSeats, capacity)
 		}},
 		{c.validTickets != c.distinctSeats, func() *violation {
-			return violated("seat-once", "%d valid tickets for %d seat numbers", c.validTickets, c.distinctSeats)
+			return violated("seat-once", "%s%d valid tickets for %d seat numbers", ev, c.validTickets, c.distinctSeats)
 		}},
-		{c.maxSeat > capacity, func() *violation { return violated("capacity", "a ticket for seat %d of %d", c.maxSeat, capacity) }},
+		{c.maxSeat > capacity, func() *violation {
+			return violated("capacity", "%sa ticket for seat %d of %d", ev, c.maxSeat, capacity)
+		}},
 		{c.validTickets != c.confirmedSeats, func() *violation {
-			return violated("tickets", "%d valid tickets for %d confirmed seats", c.validTickets, c.confirmedSeats)
+			return violated("tickets", "%s%d valid tickets for %d confirmed seats", ev, c.validTickets, c.confirmedSeats)
 		}},
-		{c.heldSeats > w.sellable, func() *violation {
-			return violated("oversell", "%d seats held or sold from the pool of %d", c.heldSeats, w.sellable)
+		{c.heldSeats > sl.sellable, func() *violation {
+			return violated("oversell", "%s%d seats held or sold from the pool of %d", ev, c.heldSeats, sl.sellable)
 		}},
-		{c.overflowUsed > w.reserve, func() *violation {
-			return violated("capacity", "%d overflow seats used of %d", c.overflowUsed, w.reserve)
+		{c.overflowUsed > sl.reserve, func() *violation {
+			return violated("capacity", "%s%d overflow seats used of %d", ev, c.overflowUsed, sl.reserve)
 		}},
 		{c.maxUserSeats > int64(w.setup.MaxPerUser), func() *violation {
-			return violated("per-user", "user %s holds or bought %d seats, max %d", c.maxUser, c.maxUserSeats, w.setup.MaxPerUser)
+			return violated("per-user", "%suser %s holds or bought %d seats, max %d", ev, c.maxUser, c.maxUserSeats, w.setup.MaxPerUser)
 		}},
 		{c.overLife > 0, func() *violation {
-			return violated("hold-life", "%d pending hold(s) live past %s from their creation (e.g. %s)", c.overLife, w.holdLife, c.overLifeHold)
+			return violated("hold-life", "%s%d pending hold(s) live past %s from their creation (e.g. %s)", ev, c.overLife, w.holdLife, c.overLifeHold)
 		}},
 	}
+	caps := map[string]int{}
+	for _, sec := range sl.gaSections {
+		caps[sec.ID] = sec.Capacity
+	}
+	sc, err := readSeatChecks(ctx, w.oracle, sl.id, caps)
+	if err != nil {
+		return violated("oracle", "read the seat map: %v", err)
+	}
+	found = append(found, []struct {
+		broken bool
+		v      func() *violation
+	}{
+		{sc.sections > 0, func() *violation { return violated("section-count", "%sin the ledger, %s", ev, sc.sectionEx) }},
+		{sc.misplaced > 0, func() *violation {
+			return violated("seat-owner", "%s%d valid ticket(s) whose seat or place is not their hold's: %s", ev, sc.misplaced, sc.misplacedEx)
+		}},
+		{sc.stray > 0, func() *violation {
+			return violated("place-numbers", "%s%d place(s) numbered for ended holds: %s", ev, sc.stray, sc.strayEx)
+		}},
+		{sc.released > 0, func() *violation {
+			return violated("release-race", "%s%d booking(s) paying or paid on a released hold: %s", ev, sc.released, sc.releasedEx)
+		}},
+	}...)
 	for _, f := range found {
 		if f.broken {
 			if v := f.v(); !w.skipChecks[v.check] {
@@ -58,8 +99,85 @@ func (w *world) check() *violation {
 		}
 	}
 	if !w.redisDown {
-		if r, loaded, err := w.remaining(); err == nil && loaded && r < 0 {
-			return violated("oversell", "redis remaining %d", r)
+		if r, loaded, err := w.remaining(sl.id); err == nil && loaded && r < 0 {
+			return violated("oversell", "%sredis remaining %d", ev, r)
+		}
+		if v := w.redisSections(ctx, sl, ev); v != nil && !w.skipChecks[v.check] {
+			return v
+		}
+	}
+	return nil
+}
+
+// redisSections checks Redis's own count of each general-admission
+// section: its places left plus the places of its hold records is the
+// section's capacity (the scripts change both at once). Not while a
+// rebuild loads the keys, nor when the event is not loaded.
+func (w *world) redisSections(ctx context.Context, sl *sale, ev string) *violation {
+	if len(sl.gaSections) == 0 {
+		return nil
+	}
+	k := inventory.KeysFor(sl.id)
+	if n, err := w.direct.Exists(ctx, k.Frozen).Result(); err != nil || n > 0 {
+		return nil
+	}
+	left, err := w.direct.HGetAll(ctx, k.Sections).Result()
+	if err != nil || len(left) == 0 {
+		return nil
+	}
+	recs, err := w.direct.HGetAll(ctx, k.Holds).Result()
+	if err != nil {
+		return nil
+	}
+	taken := map[string]int64{}
+	for _, raw := range recs {
+		var r inventory.Record
+		if json.Unmarshal([]byte(raw), &r) == nil && r.Section != "" {
+			taken[r.Section] += r.Quantity
+		}
+	}
+	for _, sec := range sl.gaSections {
+		v, ok := left[sec.ID]
+		if !ok {
+			continue
+		}
+		var n int64
+		if _, err := fmt.Sscan(v, &n); err != nil {
+			continue
+		}
+		if n+taken[sec.ID] != int64(sec.Capacity) {
+			return violated("section-count", "%sin redis, section %s: %d left + %d in hold records, capacity %d", ev, sec.ID, n, taken[sec.ID], sec.Capacity)
+		}
+	}
+	return nil
+}
+
+// checkGate tests the gate's invariants over every event.
+func (w *world) checkGate() *violation {
+	ctx, cancel := context.WithTimeout(w.ctx, 10*time.Second)
+	defer cancel()
+	var events []int64
+	gates := map[string]int64{}
+	for _, sl := range w.sales {
+		events = append(events, sl.id)
+		for _, d := range sl.devices {
+			gates[d.gate] = sl.id
+		}
+	}
+	g, err := readGateChecks(ctx, w.oracle, events, gates)
+	if err != nil {
+		return violated("oracle", "read the scans: %v", err)
+	}
+	for _, f := range []struct {
+		broken bool
+		v      *violation
+	}{
+		{g.elsewhere > 0, violated("gate-event", "%d ticket(s) admitted at another event's gate: %s", g.elsewhere, g.elsewhereEx)},
+		{g.twice > 0, violated("admitted-once", "%d ticket(s) admitted twice online: %s", g.twice, g.twiceEx)},
+		{g.early > 0, violated("admitted-once", "%d ticket(s) admitted by a scan dated before their issue: %s", g.early, g.earlyEx)},
+	} {
+		if f.broken && !w.skipChecks[f.v.check] {
+			return f.v
 		}
 	}
 	return nil
@@ -75,13 +193,16 @@ func (w *world) settle(final bool) *violation {
 	w.heal()
 	// Writes given up on during a fault are final a write timeout later
 	// (wall clock), then the uncertain-write check settles them.
-	if wait := time.Until(w.trouble.Add(holdWriteTimeout + clockSkewMargin + 20*time.Millisecond)); wait > 0 {
+	w.mu.Lock()
+	trouble := w.trouble
+	w.mu.Unlock()
+	if wait := time.Until(trouble.Add(holdWriteTimeout + clockSkewMargin + 20*time.Millisecond)); wait > 0 {
 		time.Sleep(wait)
 	}
 	if final {
 		w.clock.Advance(2*w.setup.HoldTTL + paymentPendingAfter + time.Second)
 	}
-	var inv origin.Invariant
+	invs := make([]origin.Invariant, len(w.sales))
 	var err error
 	rounds := 6
 	if final {
@@ -99,10 +220,28 @@ func (w *world) settle(final bool) *violation {
 			moved += a + b + c
 		}
 		w.drainHooks()
-		ctx, cancel := w.passCtx()
-		inv, err = w.nodes[0].srv.CheckInvariant(ctx, w.event)
-		cancel()
-		if err == nil && inv.Drift == 0 && moved == 0 && round > 0 {
+		if final {
+			// Some events are the origin's only way to learn what
+			// happened, and the provider retries them until they land:
+			// the queued ones (a payment's success after its failure
+			// comes once the clock moved past its time) arrive now.
+			if v := w.deliverMustArrive(); v != nil {
+				return v
+			}
+		}
+		quiet := err == nil
+		err = nil
+		for i, sl := range w.sales {
+			ctx, cancel := w.passCtx()
+			var e error
+			invs[i], e = w.nodes[0].srv.CheckInvariant(ctx, sl.id)
+			cancel()
+			if e != nil {
+				err = e
+			}
+			quiet = quiet && e == nil && drift(invs[i]) == 0
+		}
+		if quiet && err == nil && moved == 0 && round > 0 {
 			break
 		}
 		if final && round == rounds/2 {
@@ -114,22 +253,71 @@ func (w *world) settle(final bool) *violation {
 	if err != nil {
 		return violated("drift", "invariant unreadable after settling: %v", err)
 	}
-	if inv.Drift != 0 {
-		return violated("drift", "drift %d after settling: %+v", inv.Drift, inv)
+	for i, inv := range invs {
+		if d := drift(inv); d != 0 {
+			return violated("drift", "event %d: drift %d after settling: %+v", i, d, inv)
+		}
 	}
 	if v := w.money(final); v != nil {
 		return v
 	}
 	ctx, cancel := context.WithTimeout(w.ctx, 10*time.Second)
 	defer cancel()
-	r, err := w.oracle.MoneyReport(ctx, w.event)
-	if err != nil {
-		return violated("oracle", "money report: %v", err)
-	}
-	if err := r.Err(); err != nil {
-		return violated("money", "the ledger's money report: %v (%+v)", err, r)
+	for _, sl := range w.sales {
+		r, err := w.oracle.MoneyReport(ctx, sl.id)
+		if err != nil {
+			return violated("oracle", "money report: %v", err)
+		}
+		if err := r.Err(); err != nil {
+			return violated("money", "the ledger's money report: %v (%+v)", err, r)
+		}
 	}
 	return nil
+}
+
+// mustArrive says whether an event is one the origin has no other way to
+// learn (a refund the provider made on its own, a payment's success after
+// its failure), so that the provider retries it until it lands: never lost
+// for good.
+func (w *world) mustArrive(h hook) bool {
+	return (h.typ == "charge.refunded" && w.providerRefunds[h.booking]) ||
+		(h.typ == "payment_intent.succeeded" && h.method == payment.MethodFailThenSucceed)
+}
+
+// deliverMustArrive delivers the queued events that must arrive, until
+// each is answered 200 (a few tries).
+func (w *world) deliverMustArrive() *violation {
+	for try := 0; try < 5; try++ {
+		var left []hook
+		for _, h := range w.queue {
+			if !w.mustArrive(h) {
+				left = append(left, h)
+				continue
+			}
+			a := w.deliver(w.nodes[try%len(w.nodes)], h)
+			if v := answered("webhook", a); v != nil {
+				return v
+			}
+			if a.status != 200 {
+				left = append(left, h)
+			}
+		}
+		w.queue = left
+	}
+	return nil
+}
+
+// drift is how far an event's inventory is from the ledger's: the count,
+// the reserved seats' states and the sections' places.
+func drift(inv origin.Invariant) int64 {
+	d := inv.Drift
+	if d < 0 {
+		d = -d
+	}
+	if inv.SeatDrift != nil {
+		d += *inv.SeatDrift
+	}
+	return d
 }
 
 // money checks every payment the provider captured: it ended as a
@@ -153,27 +341,43 @@ func (w *world) money(final bool) *violation {
 			return violated("oracle", "read tickets of %s: %v", id, err)
 		}
 		inFlight := !final && b.Status == ledger.BookingPaymentPending && !b.CheckedAt.Add(paymentPendingAfter).Before(now)
+		// An event about the booking still on its way (queued: the provider
+		// retries it) may still settle it.
+		for _, h := range w.queue {
+			inFlight = inFlight || (!final && h.booking == id)
+		}
 		for _, p := range w.fp.PaymentsForBooking(id) {
-			if p.Status != payment.StatusSucceeded {
+			if p.Status != payment.StatusSucceeded || w.foreignPays[p.ID] {
 				continue
 			}
 			refunded := p.AmountRefunded >= p.Amount
 			switch {
-			case refunded && b.Status == ledger.BookingConfirmed && len(tickets) > 0:
+			case refunded && b.Status == ledger.BookingConfirmed && b.PaymentID == p.ID && len(tickets) > 0 && !final && w.providerRefunds[id]:
+				// The provider's charge.refunded is on its way.
+			case refunded && b.Status == ledger.BookingConfirmed && b.PaymentID == p.ID && len(tickets) > 0:
 				return violated("money", "payment %s of booking %s refunded at the provider, the booking confirmed with %d valid tickets", p.ID, id, len(tickets))
 			case refunded:
 			case b.Status == ledger.BookingConfirmed && b.PaymentID == p.ID && int64(len(tickets)) == b.Quantity:
 			case b.RefundStatus == "pending" || b.RefundStatus == "failed":
 			case inFlight:
 			default:
-				return violated("money", "payment %s of %d for booking %s captured and kept: booking %s (%s), payment id %q, method %s, refund %q, %d tickets; created %s, checked %s, now %s",
+				why := ""
+				if others, recorded, err := readKeptContext(ctx, w.oracle, id, p.ID); err == nil {
+					if others != "" {
+						why += "; other bookings of its hold: " + others
+					}
+					if recorded {
+						why += "; its success event was recorded as handled"
+					}
+				}
+				return violated("money", "payment %s of %d for booking %s captured and kept: booking %s (%s), payment id %q, method %s, refund %q, %d tickets; created %s, checked %s, now %s%s",
 					p.ID, p.Amount, id, b.Status, b.StatusReason, b.PaymentID, b.PaymentMethod, b.RefundStatus, len(tickets),
-					b.CreatedAt.Format(time.TimeOnly), b.CheckedAt.Format(time.TimeOnly), now.Format(time.TimeOnly))
+					b.CreatedAt.Format(time.TimeOnly), b.CheckedAt.Format(time.TimeOnly), now.Format(time.TimeOnly), why)
 			}
 		}
 		if b.Status == ledger.BookingRefunded {
 			for _, p := range w.fp.PaymentsForBooking(id) {
-				if p.Status == payment.StatusSucceeded && p.AmountRefunded < p.Amount {
+				if p.Status == payment.StatusSucceeded && p.AmountRefunded < p.Amount && !w.foreignPays[p.ID] {
 					return violated("money", "booking %s says refunded, the provider refunded %d of %d", id, p.AmountRefunded, p.Amount)
 				}
 			}

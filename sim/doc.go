@@ -7,7 +7,25 @@
 // or 3 origin nodes sharing one Redis and one database, the number of
 // buyers, seats, overflow reserve, per-user limit and hold lifetime) and
 // the steps (Generate), from math/rand/v2 PCG streams: every decision is in
-// the step list, none is made while it runs. Each step is one of
+// the step list, none is made while it runs. The sale is of one of four
+// kinds, the seed modulo 4:
+//
+//   - 0, general admission: one event sold by quantity, with an overflow
+//     reserve;
+//   - 1, reserved seats: a seat map of two sections of rows, held by
+//     seat_ids, best_available or quantity;
+//   - 2, general-admission sections: a map of one reserved section and two
+//     general-admission sections (places sold by quantity from buckets);
+//   - 3, two events on the same servers, general admission, each with its
+//     own buyers and gate devices.
+//
+// Every event gets two gate devices, registered for it as API.md §12 says
+// ({"gate","event"}). An origin from before that contract refuses the
+// field (400): the devices are then registered by gate only and shared-token
+// scans name no event (the run counts "legacy-gate-contract" among its
+// faults); the gate checks below still hold the origin to §12.
+//
+// Each step is one of
 //
 //   - admit: the watermark raised in the shared admission store (buyers
 //     carry queue tokens signed with the origin's key set, their positions
@@ -17,15 +35,19 @@
 //     with another body; sometimes the same request twice at once on two
 //     nodes;
 //   - release, cancel: of one of the user's holds or bookings;
-//   - book: with pm_card_visa, pm_card_chargeDeclined, pm_fakepay_silent or
-//     pm_fakepay_refund_fails, keys chosen as for holds, sometimes raced;
+//   - book: with pm_card_visa, pm_card_chargeDeclined, pm_fakepay_silent,
+//     pm_fakepay_refund_fails, pm_fakepay_fail_then_succeed (declined, then
+//     succeeded a second later by the provider's clock, both webhooks; often with
+//     the create's answer lost, so the booking waits for both) or
+//     pm_fakepay_refund_refused, keys chosen as for holds, sometimes raced;
 //   - persist: a buyer whose card is declined books the same hold again and
 //     again, the clock moving on between attempts;
 //   - webhook: fakepay's webhooks are caught, not delivered; this step
 //     delivers a queued one (any of them: out of order), twice at once to
 //     two nodes, delivers it and keeps it for later (a duplicate), drops it
-//     (lost), or has the provider send a payment's outcome again (also a
-//     silent payment's);
+//     (lost), has the provider send a payment's outcome again (also a
+//     silent payment's), or delivers every queued event of one booking at
+//     once to different nodes (a burst: a failure and a success racing);
 //   - reap, reconcile, resolve, payrecon: one pass of the reaper, the
 //     reconciler, the uncertain-write check or the payment reconciliation
 //     on one node;
@@ -37,6 +59,18 @@
 //   - refund: the provider's refunds of a payment stay pending from now
 //     on, or a pending one ends late, succeeded or failed, with its
 //     webhooks (queued like the others);
+//   - provider-refund: the provider refunds a third or all of a payment
+//     from its dashboard (charge.refunded), or refuses its refunds from now
+//     on as invalid requests;
+//   - foreign: the provider announces a payment the origin never made, for
+//     a booking nobody knows or one of the run's (left out of the money
+//     check: the origin owes nothing for it);
+//   - rebuild: one node rebuilds an event's inventory from the ledger;
+//   - scan: a ticket (valid or void) shown at a device of its event or of
+//     the other event, online, by the shared token, uploaded from offline,
+//     or uploaded backdated before the ticket was issued;
+//   - revoke: a gate device revoked; void-read: a device reads its event's
+//     void feed from its cursor;
 //   - settle: see below.
 //
 // and a hold, release, booking, cancellation, webhook or pass may run
@@ -50,21 +84,43 @@
 // one internal/faultproxy per node in front of Redis and of PostgreSQL;
 // the Redis is the run's own (never a shared one) and the database too.
 //
-// Steps run one after the other; only a raced step sends two requests at
-// once. The origin's own timing (goroutines, timeouts) may still differ
-// between two runs of a list, which is why a failure is shrunk and
-// replayed rather than trusted to repeat byte for byte.
+// # Concurrency
+//
+// About a third of the steps run beside the step before them (par=true in
+// the list, at most 4 to a group, often for the same buyer): the steps of a
+// group start together, each at its own seeded offset (at=…ms), as
+// goroutines; a buyer's hold, booking, release and payments then race each
+// other and the passes (reaper, drift corrector, reconciliations,
+// rebuilds) on 2–3 nodes. The model's state has one lock, which a step
+// lets go of while its requests are under way. The groups are the
+// interleaving points recorded in the list: a printed list replays the same
+// groups, and a shrunk list keeps them (a step whose group lost its first
+// step joins the group before). Within a group the order of requests is
+// the scheduler's, and the origin's own timing (goroutines, timeouts)
+// differs between runs too, which is why a failure is shrunk and replayed
+// rather than trusted to repeat byte for byte. The checks run after each
+// group; a settle point runs alone. SIM_SERIAL=1 draws no groups.
 //
 // # What is checked
 //
-// After every step, from the ledger's tables and Redis's count, read
-// without going through the code under test (queries.go): never more
+// After every group, for every event, from the ledger's tables and Redis,
+// read without going through the code under test (queries.go): never more
 // seats confirmed than the capacity, overflow within its reserve, no seat
 // number with two valid tickets, one valid ticket per confirmed seat, no
 // more seats held and sold from the pool than it has, Redis's remaining
 // never below 0, no user with more than max_per_user seats held or bought,
 // no pending hold living past its whole-life cap (Config.HoldMaxLife, 2 ×
-// the hold TTL). Every answer: never a 500, never an answer after 20 s; a
+// the hold TTL); for each general-admission section, its buckets'
+// remaining plus the places of its pending and confirmed holds is its
+// capacity in the ledger, and its places left plus its hold records' places
+// is its capacity in Redis (section-count); every valid ticket's seat or
+// place is its own hold's in the map (seat-owner), no place is numbered for
+// a hold that ended (place-numbers), no booking pays or is paid on a hold
+// its buyer released (release-race); no ticket admitted at another event's
+// gate (gate-event), by two online scans or by a scan dated before its
+// issue (admitted-once); a revoked device's scans and void-feed reads are
+// refused (gate-revoked, by their answers); a void feed never gives a valid
+// ticket, nor one twice. Every answer: never a 500, never an answer after 20 s; a
 // hold never goes to a position the watermark never reached; an
 // Idempotency-Key replayed never makes a second hold or booking, reused
 // with another body never a new one.
@@ -82,8 +138,8 @@
 //
 // # Running and replaying
 //
-//	make sim                          # CI's seeds (24 × 300 steps)
-//	make sim-long                     # 200 more seeds
+//	make sim                          # CI's seeds (24 of each kind × 80 steps)
+//	make sim-long                     # 200 more seeds of each kind × 300 steps
 //	make sim SEED=8 STEPS=300         # one seed
 //	make sim SEED=8 STEPS=300:66,69,71,75,78   # a shrunk run: those steps of the 300
 //	make sim SEED=8 SIMSTEPS=/tmp/waitroom-sim-8.steps   # a step file
@@ -95,9 +151,12 @@
 // replays it, and writes it as a step file (one step per line, the form
 // printed; # starts a comment) that can be edited and replayed. Other
 // knobs: SEEDS and SEED_BASE (which seeds), SIM_SKIP (step kinds or faults
-// left out of the generation; a replay needs the same), SIM_SKIP_CHECKS
+// left out of the generation; a replay needs the same), SIM_SERIAL (no
+// concurrent groups; a replay needs the same), SIM_SKIP_CHECKS
 // (checks not enforced, while a finding is open), SIM_FAULTS=off (the sale
 // without faults), SIM_TRACE=1 (every step and answer in the test log).
-// The run ends with a summary: runs, steps, settle points, faults injected
-// by kind, answers, payments as they ended, and the time taken.
+// The step files in testdata/ are short runs of the simulation's own steps
+// that once reproduced a defect; TestSimRegressions replays each for its
+// seed. The run ends with a summary: runs, steps, settle points, faults
+// injected by kind, answers, payments as they ended, and the time taken.
 package sim

@@ -76,14 +76,66 @@ func (w *world) exec(s Step) *violation {
 		w.refundOutcome(s)
 	case Persist:
 		v = w.persist(s, n)
+	case Rebuild:
+		v = w.wrap(s, n, func() *violation { return w.rebuild(s, n) })
+	case Scan:
+		v = w.scan(s, n)
+	case Revoke:
+		v = w.revoke(s, n)
+	case VoidRead:
+		v = w.voidRead(s, n)
+	case ProviderRefund:
+		w.providerRefund(s)
+	case Foreign:
+		w.foreign(s)
 	}
-	w.drainHooks()
 	return v
+}
+
+// execGroup runs a group of steps: alone, or each in a goroutine of its
+// own, started At after the group's start, with the model's lock passed
+// between them (a step lets go of it while its requests are under way).
+// It returns the first violation, by the steps' order.
+func (w *world) execGroup(group []Step) *violation {
+	if len(group) == 1 {
+		v := w.exec(group[0])
+		w.drainHooks()
+		return v
+	}
+	w.stats.fault("concurrent-group")
+	found := make([]*violation, len(group))
+	var wg sync.WaitGroup
+	w.big.Unlock()
+	for i, s := range group {
+		wg.Go(func() {
+			if s.At > 0 {
+				time.Sleep(s.At)
+			}
+			w.big.Lock()
+			defer w.big.Unlock()
+			found[i] = w.exec(s)
+		})
+	}
+	wg.Wait()
+	w.big.Lock()
+	w.drainHooks()
+	for _, v := range found {
+		if v != nil {
+			return v
+		}
+	}
+	return nil
 }
 
 func (w *world) fault(kind string) {
 	w.stats.fault(kind)
+	w.markTrouble()
+}
+
+func (w *world) markTrouble() {
+	w.mu.Lock()
 	w.trouble = time.Now()
+	w.mu.Unlock()
 }
 
 // wrap runs op under the step's fault.
@@ -156,23 +208,25 @@ func pick[T any](list []T, sel int) (T, bool) {
 
 func (w *world) hold(s Step, n *node) *violation {
 	u := w.users[s.User%len(w.users)]
-	qty := s.Qty
+	body := w.holdBody(u.sale, s)
 	key := ""
 	switch {
 	case s.Mode == KeyReplay && u.holdKey != "":
-		key, qty = u.holdKey, u.holdQty
+		key, body = u.holdKey, u.holdBody
 	case s.Mode == KeyOtherBody && u.holdKey != "":
-		key, qty = u.holdKey, u.holdQty%4+1
+		key = u.holdKey
+		if canonical(body) == canonical(u.holdBody) {
+			body = otherBody(body)
+		}
 	default:
 		u.keys++
 		key = fmt.Sprintf("hold-%s-%d", u.id, u.keys)
 	}
-	u.holdKey, u.holdQty = key, qty
+	u.holdKey, u.holdBody = key, body
 	headers := w.auth(u)
 	headers["Idempotency-Key"] = key
-	path := fmt.Sprintf("/v1/events/%d/holds", w.event)
-	body := map[string]any{"quantity": qty}
-	answers := w.race(s, n, func(n *node) answer { return w.call(n, http.MethodPost, path, body, headers) })
+	path := fmt.Sprintf("/v1/events/%d/holds", u.sale.id)
+	answers := w.race(s, n, func(n *node) answer { return w.callRaw(n, http.MethodPost, path, body, headers) })
 	for _, a := range answers {
 		if v := answered("hold", a); v != nil {
 			return v
@@ -192,20 +246,20 @@ func (w *world) hold(s Step, n *node) *violation {
 			return violated("admission", "user at position %d got a hold (%d) though the watermark never passed %d", u.pos, a.status, w.maxWatermark)
 		}
 		if h.Quantity > w.setup.MaxPerUser || h.UserID != u.id {
-			return violated("api", "hold for %s of %d seats answered %s", u.id, qty, a.body)
+			return violated("api", "hold for %s of %s answered %s", u.id, canonical(body), a.body)
 		}
 		// Only a key that made a hold is kept for good (in the hold's
 		// row): what a 200 (the user's hold already) answered may be
 		// forgotten with Redis.
 		use, seen := w.holdKeys[key]
-		body := fmt.Sprint(qty)
+		bodyKey := canonical(body)
 		switch {
 		case !seen && a.status == http.StatusCreated:
-			w.holdKeys[key] = keyUse{body: body, status: a.status, id: h.HoldID}
+			w.holdKeys[key] = keyUse{body: bodyKey, status: a.status, id: h.HoldID}
 		case !seen:
-		case use.body != body && a.status == http.StatusCreated:
-			return violated("idempotency", "key %s first used for %s seats made a new hold for %s", key, use.body, body)
-		case use.body == body && use.status == http.StatusCreated && a.status == http.StatusCreated && use.id != h.HoldID:
+		case use.body != bodyKey && a.status == http.StatusCreated:
+			return violated("idempotency", "key %s first used for %s made a new hold for %s", key, use.body, bodyKey)
+		case use.body == bodyKey && use.status == http.StatusCreated && a.status == http.StatusCreated && use.id != h.HoldID:
 			return violated("idempotency", "key %s replayed made a second hold %s (first %s)", key, h.HoldID, use.id)
 		}
 		if !contains(u.holds, h.HoldID) {
@@ -216,19 +270,23 @@ func (w *world) hold(s Step, n *node) *violation {
 }
 
 // race sends a request once, or twice at once (to this node and the next)
-// when the step races.
+// when the step races; send runs without the model's lock.
 func (w *world) race(s Step, n *node, send func(*node) answer) []answer {
 	if !s.Race {
-		return []answer{send(n)}
+		var a answer
+		w.io(func() { a = send(n) })
+		return []answer{a}
 	}
 	w.stats.fault("race")
 	other := w.nodes[(s.Node+1)%len(w.nodes)]
 	out := make([]answer, 2)
-	var wg sync.WaitGroup
-	for i, m := range []*node{n, other} {
-		wg.Go(func() { out[i] = send(m) })
-	}
-	wg.Wait()
+	w.io(func() {
+		var wg sync.WaitGroup
+		for i, m := range []*node{n, other} {
+			wg.Go(func() { out[i] = send(m) })
+		}
+		wg.Wait()
+	})
 	return out
 }
 
@@ -292,7 +350,7 @@ func (w *world) book(s Step, n *node) *violation {
 	headers := w.auth(u)
 	headers["Idempotency-Key"] = key
 	body := map[string]string{"hold_id": holdID, "payment_method_token": pm}
-	answers := w.race(s, n, func(n *node) answer { return w.call(n, http.MethodPost, "/v1/bookings", body, headers) })
+	answers := w.race(s, n, func(n *node) answer { return w.callRaw(n, http.MethodPost, "/v1/bookings", body, headers) })
 	for _, a := range answers {
 		if v := answered("booking", a); v != nil {
 			return v
@@ -351,19 +409,48 @@ func (w *world) webhook(s Step, n *node) *violation {
 		return nil
 	}
 	i := s.Sel % len(w.queue)
+	// A step beside others delivers the user's own events when it can:
+	// a buyer's payment landing while the buyer acts.
+	if s.Par {
+		u := w.users[s.User%len(w.users)]
+		var mine []int
+		for j, h := range w.queue {
+			if contains(u.bookings, h.booking) {
+				mine = append(mine, j)
+			}
+		}
+		if len(mine) > 0 {
+			i = mine[s.Sel%len(mine)]
+		}
+	}
 	h := w.queue[i]
 	if i > 0 {
 		w.stats.fault("webhook-reorder")
 	}
-	remove := func() { w.queue = append(w.queue[:i:i], w.queue[i+1:]...) }
+	// Other steps of the group may change the queue while this one's
+	// request is under way: the event is found again by its id.
+	remove := func() {
+		for j, q := range w.queue {
+			if q.id == h.id {
+				w.queue = append(w.queue[:j:j], w.queue[j+1:]...)
+				return
+			}
+		}
+	}
 	switch mode {
 	case WebhookDrop:
+		if w.mustArrive(h) {
+			return nil // the provider retries it until it lands
+		}
 		w.stats.fault("webhook-lost")
 		remove()
 		return nil
+	case WebhookBurst:
+		return w.burst(s, h)
 	case WebhookDuplicate:
 		w.stats.fault("webhook-duplicate")
-		answers := w.race(Step{Node: s.Node, Race: true}, n, func(n *node) answer { return w.deliver(n, h) })
+		now := w.clock.Now()
+		answers := w.race(Step{Node: s.Node, Race: true}, n, func(n *node) answer { return w.deliverRaw(n, h, now) })
 		ok := false
 		for _, a := range answers {
 			if v := answered("webhook", a); v != nil {
@@ -481,21 +568,24 @@ func (w *world) pass(k Kind, n *node) *violation {
 	defer cancel()
 	start := time.Now()
 	var err error
-	switch k {
-	case Reap:
-		_, err = n.srv.ReapOnce(ctx)
-	case Reconcile:
-		err = n.srv.ReconcileOnce(ctx)
-	case Resolve:
-		_, err = n.srv.ResolveUncertain(ctx)
-	case PayRecon:
-		_, err = n.srv.ReconcilePaymentsOnce(ctx)
-	}
+	w.io(func() {
+		switch k {
+		case Reap:
+			_, err = n.srv.ReapOnce(ctx)
+		case Reconcile:
+			err = n.srv.ReconcileOnce(ctx)
+		case Resolve:
+			_, err = n.srv.ResolveUncertain(ctx)
+		case PayRecon:
+			_, err = n.srv.ReconcilePaymentsOnce(ctx)
+		}
+	})
+	took := time.Since(start)
 	if err != nil {
 		w.stats.passErrors++
-		w.trouble = time.Now()
+		w.markTrouble()
 	}
-	if time.Since(start) >= requestTimeout {
+	if took >= requestTimeout {
 		return violated("liveness", "%s pass did not end within %s", k, requestTimeout)
 	}
 	return nil

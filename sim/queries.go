@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -52,4 +53,185 @@ func readCounts(ctx context.Context, l *ledger.Ledger, event int64, now time.Tim
 		&c.confirmedSeats, &c.validTickets, &c.distinctSeats, &c.maxSeat, &c.heldSeats, &c.overflowUsed,
 		&c.maxUser, &c.maxUserSeats, &c.overLife, &c.overLifeHold)
 	return c, err
+}
+
+// sqlSeatChecks reads the seat map's and the sections' invariants of an
+// event, each a count of what breaks it with an example:
+//
+//   - section: a general-admission section whose buckets' remaining plus
+//     the places of its pending and confirmed holds is not its capacity;
+//
+//   - placed: a valid ticket whose number is not its hold's in the map
+//     (a reserved seat not sold to the booking's hold, a section's place
+//     not numbered for it);
+//
+//   - stray: a section's place numbered for a hold that has ended;
+//
+//   - released: a booking paying or paid on a hold its buyer released.
+//
+//     $1 event, $2 the sections' capacities as JSON {"GA-1": 5, …}
+const sqlSeatChecks = `
+WITH caps AS (
+	SELECT key AS section, value::int AS capacity FROM jsonb_each_text($2::jsonb)
+), rem AS (
+	SELECT section, sum(remaining) AS remaining FROM ga_inventory WHERE event_id = $1 GROUP BY section
+), taken AS (
+	SELECT ga_section AS section, sum(quantity) AS taken FROM holds
+	WHERE event_id = $1 AND ga_section IS NOT NULL AND status IN ('pending', 'confirmed') GROUP BY ga_section
+), sections AS (
+	SELECT c.section, c.capacity, coalesce(r.remaining, 0) AS remaining, coalesce(t.taken, 0) AS taken
+	FROM caps c LEFT JOIN rem r USING (section) LEFT JOIN taken t USING (section)
+	WHERE coalesce(r.remaining, 0) + coalesce(t.taken, 0) <> c.capacity
+), misplaced AS (
+	SELECT t.code, t.seat, b.hold_id FROM tickets t JOIN bookings b ON b.id = t.booking_id
+	WHERE t.event_id = $1 AND t.valid AND (
+		(EXISTS (SELECT 1 FROM event_seats s WHERE s.event_id = $1 AND s.n = t.seat)
+			AND NOT EXISTS (SELECT 1 FROM event_seats s WHERE s.event_id = $1 AND s.n = t.seat
+				AND s.status = 'sold' AND s.hold_id = b.hold_id))
+		OR (EXISTS (SELECT 1 FROM ga_places p WHERE p.event_id = $1 AND p.n = t.seat)
+			AND NOT EXISTS (SELECT 1 FROM ga_places p WHERE p.event_id = $1 AND p.n = t.seat AND p.hold_id = b.hold_id)))
+), stray AS (
+	SELECT p.n, p.hold_id, h.status FROM ga_places p JOIN holds h ON h.id = p.hold_id
+	WHERE p.event_id = $1 AND h.status NOT IN ('pending', 'confirmed')
+), released AS (
+	SELECT b.id, b.status FROM bookings b JOIN holds h ON h.id = b.hold_id
+	WHERE b.event_id = $1 AND h.status = 'released' AND b.status IN ('payment_pending', 'confirmed')
+)
+SELECT
+	(SELECT count(*) FROM sections),
+	coalesce((SELECT format('section %s: %s remaining + %s taken, capacity %s', section, remaining, taken, capacity) FROM sections LIMIT 1), ''),
+	(SELECT count(*) FROM misplaced),
+	coalesce((SELECT format('ticket of number %s (hold %s)', seat, hold_id) FROM misplaced LIMIT 1), ''),
+	(SELECT count(*) FROM stray),
+	coalesce((SELECT format('place %s numbered for hold %s, which is %s', n, hold_id, status) FROM stray LIMIT 1), ''),
+	(SELECT count(*) FROM released),
+	coalesce((SELECT format('booking %s is %s', id, status) FROM released LIMIT 1), '')`
+
+type seatChecks struct {
+	sections, misplaced, stray, released        int64
+	sectionEx, misplacedEx, strayEx, releasedEx string
+}
+
+func readSeatChecks(ctx context.Context, l *ledger.Ledger, event int64, capacities map[string]int) (seatChecks, error) {
+	var c seatChecks
+	caps, err := json.Marshal(capacities)
+	if err != nil {
+		return c, err
+	}
+	err = l.Pool().QueryRow(ctx, sqlSeatChecks, event, string(caps)).Scan(
+		&c.sections, &c.sectionEx, &c.misplaced, &c.misplacedEx, &c.stray, &c.strayEx, &c.released, &c.releasedEx)
+	return c, err
+}
+
+// sqlGateChecks reads the gate's invariants over every event of the run:
+//
+//   - elsewhere: a ticket admitted at a gate of another event (the gates
+//     are named for their event, $2: {"e0-north": <event>, …});
+//
+//   - twice: a ticket admitted by more than one online scan;
+//
+//   - early: a ticket admitted by a scan from before it was issued;
+//
+//   - revoked: a scan recorded from a device after its revocation.
+//
+//     $1 the events, $2 the gates' events as JSON
+const sqlGateChecks = `
+WITH gates AS (
+	SELECT key AS gate, value::bigint AS event_id FROM jsonb_each_text($2::jsonb)
+), elsewhere AS (
+	SELECT s.code, s.gate, s.event_id FROM scans s JOIN gates g ON g.gate = s.gate
+	WHERE s.event_id = ANY($1) AND s.result = 'admitted' AND g.event_id <> s.event_id
+), twice AS (
+	SELECT code, count(*) AS n FROM scans
+	WHERE event_id = ANY($1) AND result = 'admitted' AND NOT offline GROUP BY code HAVING count(*) > 1
+), early AS (
+	SELECT s.code, s.scanned_at, t.issued_at FROM scans s JOIN tickets t ON t.code = s.code
+	WHERE s.event_id = ANY($1) AND s.result = 'admitted' AND s.scanned_at < t.issued_at
+)
+SELECT
+	(SELECT count(*) FROM elsewhere),
+	coalesce((SELECT format('a ticket of event %s admitted at gate %s', event_id, gate) FROM elsewhere LIMIT 1), ''),
+	(SELECT count(*) FROM twice),
+	coalesce((SELECT format('a ticket admitted by %s online scans', n) FROM twice LIMIT 1), ''),
+	(SELECT count(*) FROM early),
+	coalesce((SELECT format('a ticket issued %s admitted by a scan at %s', issued_at, scanned_at) FROM early LIMIT 1), '')`
+
+type gateChecks struct {
+	elsewhere, twice, early       int64
+	elsewhereEx, twiceEx, earlyEx string
+}
+
+func readGateChecks(ctx context.Context, l *ledger.Ledger, events []int64, gates map[string]int64) (gateChecks, error) {
+	var c gateChecks
+	g, err := json.Marshal(gates)
+	if err != nil {
+		return c, err
+	}
+	err = l.Pool().QueryRow(ctx, sqlGateChecks, events, string(g)).Scan(
+		&c.elsewhere, &c.elsewhereEx, &c.twice, &c.twiceEx, &c.early, &c.earlyEx)
+	return c, err
+}
+
+// ticketRow is a ticket as the scan steps choose among them.
+type ticketRow struct {
+	code     string
+	event    int64
+	issuedAt time.Time
+	valid    bool
+}
+
+// sqlTickets lists the run's tickets in a stable order.
+const sqlTickets = `SELECT code, event_id, issued_at, valid FROM tickets
+	WHERE event_id = ANY($1) ORDER BY issued_at, event_id, seat, code`
+
+func readTickets(ctx context.Context, l *ledger.Ledger, events []int64) ([]ticketRow, error) {
+	rows, err := l.Pool().Query(ctx, sqlTickets, events)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []ticketRow
+	for rows.Next() {
+		var t ticketRow
+		if err := rows.Scan(&t.code, &t.event, &t.issuedAt, &t.valid); err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}
+
+// sqlValid says which of the codes are valid tickets.
+const sqlValid = `SELECT code FROM tickets WHERE code = ANY($1) AND valid`
+
+func readValid(ctx context.Context, l *ledger.Ledger, codes []string) (map[string]bool, error) {
+	rows, err := l.Pool().Query(ctx, sqlValid, codes)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]bool{}
+	for rows.Next() {
+		var c string
+		if err := rows.Scan(&c); err != nil {
+			return nil, err
+		}
+		out[c] = true
+	}
+	return out, rows.Err()
+}
+
+// sqlKeptContext tells how a kept payment came to be kept: the other
+// bookings of its booking's hold (a buyer who paid again on the same
+// hold), and whether the payment's success event was recorded as acted on.
+//
+//	$1 booking, $2 payment
+const sqlKeptContext = `SELECT
+	coalesce((SELECT string_agg(format('%s %s', id, status), ', ' ORDER BY created_at) FROM bookings
+		WHERE hold_id = (SELECT hold_id FROM bookings WHERE id = $1::uuid) AND id <> $1::uuid), ''),
+	EXISTS (SELECT 1 FROM payment_events WHERE payment_id = $2 AND type = 'payment_intent.succeeded')`
+
+func readKeptContext(ctx context.Context, l *ledger.Ledger, booking, paymentID string) (others string, successRecorded bool, err error) {
+	err = l.Pool().QueryRow(ctx, sqlKeptContext, booking, paymentID).Scan(&others, &successRecorded)
+	return others, successRecorded, err
 }

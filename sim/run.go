@@ -92,9 +92,21 @@ func (f *Failure) Error() string {
 	return fmt.Sprintf("seed %d, step %d: %s: %s", f.Seed, f.Step, f.Check, f.Msg)
 }
 
-// Run plays steps from a fresh world for seed: each step, then the checks;
-// at the end a final settle. It returns the first failure.
+// Run plays steps from a fresh world for seed: each group of steps, then
+// the checks; at the end a final settle. It returns the first failure.
+// SIM_SKIP_CHECKS names checks not enforced.
 func Run(tb testing.TB, seed uint64, steps []Step, stats *Stats) (f *Failure) {
+	skip := map[string]bool{}
+	for _, c := range strings.Split(os.Getenv("SIM_SKIP_CHECKS"), ",") {
+		if c = strings.TrimSpace(c); c != "" {
+			skip[c] = true
+		}
+	}
+	return RunSkipping(tb, seed, steps, stats, skip)
+}
+
+// RunSkipping is Run with the checks not enforced given.
+func RunSkipping(tb testing.TB, seed uint64, steps []Step, stats *Stats, skip map[string]bool) (f *Failure) {
 	rt := &runTB{TB: tb}
 	defer rt.close()
 	defer func() {
@@ -116,12 +128,7 @@ func Run(tb testing.TB, seed uint64, steps []Step, stats *Stats) (f *Failure) {
 	if err != nil {
 		return &Failure{Seed: seed, Setup: SetupOf(seed), Step: -1, Check: "setup", Msg: err.Error()}
 	}
-	w.skipChecks = map[string]bool{}
-	for _, c := range strings.Split(os.Getenv("SIM_SKIP_CHECKS"), ",") {
-		if c = strings.TrimSpace(c); c != "" {
-			w.skipChecks[c] = true
-		}
-	}
+	w.skipChecks = skip
 	fail := func(i int, v *violation) *Failure {
 		f := &Failure{Seed: seed, Setup: w.setup, Step: i, Check: v.check, Msg: v.msg}
 		for j, n := range w.nodes {
@@ -132,22 +139,32 @@ func Run(tb testing.TB, seed uint64, steps []Step, stats *Stats) (f *Failure) {
 		return f
 	}
 	trace := os.Getenv("SIM_TRACE") != ""
-	for i, s := range steps {
-		st.Steps++
+	for i := 0; i < len(steps); {
+		// A group: the step and those after it that run beside it. A
+		// settle point runs alone.
+		j := i + 1
+		for j < len(steps) && steps[j].Par && steps[j].Kind != Settle && steps[i].Kind != Settle {
+			j++
+		}
+		group := steps[i:j]
+		st.Steps += len(group)
 		w.notes = w.notes[:0]
-		v := w.exec(s)
+		v := w.execGroup(group)
 		if trace {
-			tb.Logf("%3d %s", i, s)
+			for k, s := range group {
+				tb.Logf("%3d %s", i+k, s)
+			}
 			for _, n := range w.notes {
 				tb.Logf("      %s", n)
 			}
 		}
 		if v != nil && !w.skipChecks[v.check] {
-			return fail(i, v)
+			return fail(j-1, v)
 		}
 		if v := w.check(); v != nil {
-			return fail(i, v)
+			return fail(j-1, v)
 		}
+		i = j
 	}
 	if v := w.settle(true); v != nil && !w.skipChecks[v.check] {
 		return fail(len(steps), v)
@@ -164,10 +181,14 @@ func (w *world) countPayments() {
 		b, _ := w.oracle.Booking(w.ctx, id)
 		for _, p := range w.fp.PaymentsForBooking(id) {
 			k := string(p.Status)
-			if p.Status == payment.StatusSucceeded {
+			if w.foreignPays[p.ID] {
+				k = "foreign"
+			} else if p.Status == payment.StatusSucceeded {
 				switch {
 				case p.AmountRefunded >= p.Amount:
 					k = "refunded"
+				case p.AmountRefunded > 0 && b.Status == ledger.BookingConfirmed:
+					k = "partly refunded, confirmed"
 				case b.Status == ledger.BookingConfirmed:
 					k = "captured, confirmed"
 				default:

@@ -16,11 +16,14 @@ import (
 // The runs come from the environment (the Makefile passes them on):
 //
 //	SEED       one seed to run (with STEPS or SIMSTEPS: a replay)
-//	SEEDS      how many seeds, from SEED_BASE (default 1): the CI set is 24
-//	STEPS      steps per seed (default 300), or "N:indices" of a shrunk run
+//	SEEDS      how many seeds, from SEED_BASE (default 1): the CI set is 96,
+//	           24 of each kind of sale (a seed's kind is the seed modulo 4)
+//	STEPS      steps per seed (default 80), or "N:indices" of a shrunk run
 //	SIMSTEPS   a file of steps, one per line (as a failure writes it)
 //	SIM_SKIP   step kinds or faults left out, comma-separated
 //	SIM_SHRINK how long a failure is shrunk for (default 90s; 0: not)
+//	SIM_SERIAL every step alone (no concurrent groups; a replay needs the same)
+//	SIM_KINDS  only the seeds of these kinds of sale (0–3, comma-separated)
 func env(name, def string) string {
 	if v := os.Getenv(name); v != "" {
 		return v
@@ -48,13 +51,13 @@ func TestMain(m *testing.M) {
 }
 
 func TestSim(t *testing.T) {
-	opts := Options{Faults: env("SIM_FAULTS", "on") != "off", Skip: map[string]bool{}}
+	opts := Options{Faults: env("SIM_FAULTS", "on") != "off", Skip: map[string]bool{}, Serial: os.Getenv("SIM_SERIAL") != ""}
 	for _, k := range strings.Split(os.Getenv("SIM_SKIP"), ",") {
 		if k = strings.TrimSpace(k); k != "" {
 			opts.Skip[k] = true
 		}
 	}
-	spec := env("STEPS", "300")
+	spec := env("STEPS", "80")
 	if f := os.Getenv("SIMSTEPS"); f != "" {
 		spec = f
 	}
@@ -70,7 +73,7 @@ func TestSim(t *testing.T) {
 		}
 		seeds = []uint64{seed}
 	} else {
-		n, err1 := strconv.Atoi(env("SEEDS", "24"))
+		n, err1 := strconv.Atoi(env("SEEDS", "96"))
 		base, err2 := strconv.ParseUint(env("SEED_BASE", "1"), 10, 64)
 		if err1 != nil || err2 != nil {
 			t.Fatalf("SEEDS / SEED_BASE: %v %v", err1, err2)
@@ -78,6 +81,15 @@ func TestSim(t *testing.T) {
 		for i := range n {
 			seeds = append(seeds, base+uint64(i))
 		}
+	}
+	if k := os.Getenv("SIM_KINDS"); k != "" {
+		var kept []uint64
+		for _, seed := range seeds {
+			if strings.Contains(","+k+",", fmt.Sprintf(",%d,", seed%uint64(saleKinds))) {
+				kept = append(kept, seed)
+			}
+		}
+		seeds = kept
 	}
 	for _, seed := range seeds {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
@@ -105,7 +117,7 @@ func report(t *testing.T, seed uint64, spec string, steps []Step, f *Failure, bu
 	}
 	// A replay needs the same generation knobs.
 	knobs := ""
-	for _, k := range []string{"SIM_SKIP", "SIM_FAULTS"} {
+	for _, k := range []string{"SIM_SKIP", "SIM_FAULTS", "SIM_SERIAL", "SIM_SKIP_CHECKS"} {
 		if v := os.Getenv(k); v != "" {
 			knobs += k + "=" + v + " "
 		}

@@ -40,6 +40,21 @@ const (
 	// same hold (Qty attempts, Dur apart), as a buyer keeping seats with a
 	// card that never works would.
 	Persist
+	// Rebuild: one node rebuilds an event's inventory from the ledger.
+	Rebuild
+	// Scan: a ticket shown at a gate device (of its event or, with two
+	// events, of the other), online, by the shared token, uploaded from
+	// offline, or uploaded backdated before the ticket was issued.
+	Scan
+	// Revoke: a gate device revoked.
+	Revoke
+	// VoidRead: a gate device reads its event's void feed from its cursor.
+	VoidRead
+	// ProviderRefund: the provider refunds all or part of a payment from its
+	// dashboard (charge.refunded), or starts refusing its refunds as invalid.
+	ProviderRefund
+	// Foreign: the provider announces a payment the origin never made.
+	Foreign
 )
 
 var kindNames = map[Kind]string{
@@ -47,6 +62,8 @@ var kindNames = map[Kind]string{
 	Reap: "reap", Reconcile: "reconcile", Resolve: "resolve", PayRecon: "payrecon", Clock: "clock",
 	RedisRestart: "redis-restart", RedisFlush: "redis-flush", RedisDown: "redis-down", PGDown: "pg-down",
 	Heal: "heal", Settle: "settle", RefundOutcome: "refund", Persist: "persist",
+	Rebuild: "rebuild", Scan: "scan", Revoke: "revoke", VoidRead: "void-read", ProviderRefund: "provider-refund",
+	Foreign: "foreign",
 }
 
 func (k Kind) String() string {
@@ -109,10 +126,57 @@ const (
 	// WebhookResend has the provider send a payment's outcome event again
 	// (also a silent payment's, which never sent it).
 	WebhookResend
+	// WebhookBurst delivers every queued event of the chosen one's booking
+	// at once, each to another node: a provider's events about one payment
+	// racing each other.
+	WebhookBurst
 	webhookModes
 )
 
-var webhookModeNames = []string{"deliver", "duplicate", "keep", "drop", "resend"}
+var webhookModeNames = []string{"deliver", "duplicate", "keep", "drop", "resend", "burst"}
+
+// Hold shapes: how a hold names what it takes (by the sale's kind; a
+// general-admission event always takes a quantity).
+const (
+	ShapeQty = iota
+	ShapeSeatIDs
+	ShapeBest
+	ShapeSection
+	shapes
+)
+
+var shapeNames = []string{"qty", "seat-ids", "best", "section"}
+
+// Scan modes.
+const (
+	ScanOnline = iota
+	ScanShared
+	ScanOffline
+	ScanBackdated
+	scanModes
+)
+
+var scanModeNames = []string{"online", "shared", "offline", "backdated"}
+
+// Provider refund modes.
+const (
+	ProviderPartial = iota
+	ProviderFull
+	ProviderRefuse
+	providerModes
+)
+
+var providerModeNames = []string{"partial", "full", "refuse"}
+
+// Foreign payment modes: for a booking nobody knows, or for a booking the
+// origin has (and paid by its own payment).
+const (
+	ForeignUnknown = iota
+	ForeignKnown
+	foreignModes
+)
+
+var foreignModeNames = []string{"unknown", "known"}
 
 // Refund step modes.
 const (
@@ -125,7 +189,8 @@ const (
 var refundModeNames = []string{"pending", "succeeds", "fails"}
 
 // Payment methods a booking uses, by index.
-var methods = []string{"pm_card_visa", "pm_card_chargeDeclined", "pm_fakepay_silent", "pm_fakepay_refund_fails"}
+var methods = []string{"pm_card_visa", "pm_card_chargeDeclined", "pm_fakepay_silent", "pm_fakepay_refund_fails",
+	"pm_fakepay_fail_then_succeed", "pm_fakepay_refund_refused"}
 
 // Step is one move of the simulation. Every parameter is drawn when the
 // run is generated, none when it runs, so a step list replays the same
@@ -145,6 +210,13 @@ type Step struct {
 	Race bool
 	Dur  time.Duration
 	Wrap Wrap
+	// Shape is how a hold names what it takes (ShapeQty, …).
+	Shape int
+	// Par runs the step beside the one before it (and that one's group):
+	// the steps of a group start together, each At after the group's
+	// start, and the checks run when all have ended.
+	Par bool
+	At  time.Duration
 }
 
 func (s Step) String() string {
@@ -158,6 +230,8 @@ func (s Step) String() string {
 		add("node", s.Node)
 		add("user", s.User)
 		add("qty", s.Qty)
+		add("sel", s.Sel)
+		add("shape", shapeNames[s.Shape%shapes])
 		add("key", keyName(s.Mode))
 	case Release, Cancel:
 		add("node", s.Node)
@@ -171,10 +245,30 @@ func (s Step) String() string {
 		add("key", keyName(s.Mode))
 	case Webhook:
 		add("node", s.Node)
+		add("user", s.User)
 		add("sel", s.Sel)
 		add("mode", webhookModeNames[s.Mode%webhookModes])
 	case Reap, Reconcile, Resolve, PayRecon, PGDown:
 		add("node", s.Node)
+	case Rebuild:
+		add("node", s.Node)
+		add("sel", s.Sel)
+	case Scan:
+		add("node", s.Node)
+		add("user", s.User)
+		add("sel", s.Sel)
+		add("qty", s.Qty)
+		add("mode", scanModeNames[s.Mode%scanModes])
+	case Revoke, VoidRead:
+		add("node", s.Node)
+		add("sel", s.Sel)
+	case ProviderRefund:
+		add("sel", s.Sel)
+		add("mode", providerModeNames[s.Mode%providerModes])
+	case Foreign:
+		add("node", s.Node)
+		add("sel", s.Sel)
+		add("mode", foreignModeNames[s.Mode%foreignModes])
 	case Persist:
 		add("node", s.Node)
 		add("user", s.User)
@@ -188,6 +282,10 @@ func (s Step) String() string {
 	}
 	if s.Race {
 		add("race", true)
+	}
+	if s.Par {
+		add("par", true)
+		add("at", s.At)
 	}
 	if s.Wrap != NoWrap {
 		add("fault", s.Wrap)
@@ -238,11 +336,24 @@ func ParseStep(line string) (Step, error) {
 		case "key":
 			s.Mode = index([]string{"new", "replay", "other-body"}, v, &err)
 		case "mode":
-			if s.Kind == RefundOutcome {
+			switch s.Kind {
+			case RefundOutcome:
 				s.Mode = index(refundModeNames, v, &err)
-			} else {
+			case Scan:
+				s.Mode = index(scanModeNames, v, &err)
+			case ProviderRefund:
+				s.Mode = index(providerModeNames, v, &err)
+			case Foreign:
+				s.Mode = index(foreignModeNames, v, &err)
+			default:
 				s.Mode = index(webhookModeNames, v, &err)
 			}
+		case "shape":
+			s.Shape = index(shapeNames, v, &err)
+		case "par":
+			s.Par = v == "true"
+		case "at":
+			s.At, err = time.ParseDuration(v)
 		case "method":
 			s.Method = index(methods, v, &err)
 		case "race":
@@ -279,29 +390,86 @@ func index(names []string, v string, err *error) int {
 	return 0
 }
 
+// SaleKind is the kind of sale a seed draws.
+type SaleKind uint8
+
+const (
+	// SaleGA: one general-admission event, with an overflow reserve.
+	SaleGA SaleKind = iota
+	// SaleReserved: a reserved seat map of two sections, held by seat_ids,
+	// best_available or quantity.
+	SaleReserved
+	// SaleSections: a seat map with a reserved section and two
+	// general-admission sections (sold by quantity from buckets).
+	SaleSections
+	// SaleTwoEvents: two general-admission events on the same servers,
+	// each with its own gate devices.
+	SaleTwoEvents
+	saleKinds
+)
+
+var saleKindNames = []string{"general admission", "reserved seats", "general-admission sections", "two events"}
+
+func (k SaleKind) String() string { return saleKindNames[k%saleKinds] }
+
+// SectionSpec is a section of a drawn seat map: rows of seats, or a
+// general-admission capacity.
+type SectionSpec struct {
+	ID       string
+	Price    int64
+	Rows     []int
+	Capacity int
+}
+
 // Setup is the sale a seed runs: drawn from the seed, like the steps.
 type Setup struct {
+	Kind       SaleKind
 	Nodes      int
 	Users      int
 	Capacity   int
 	OverflowPc int
 	MaxPerUser int
 	HoldTTL    time.Duration
+	// Sections is the seat map (SaleReserved, SaleSections).
+	Sections []SectionSpec
+	// Capacity2 is the second event's (SaleTwoEvents).
+	Capacity2 int
 }
 
 func (s Setup) String() string {
-	return fmt.Sprintf("%d origin nodes, %d users, %d seats (overflow %d%%), max %d per user, holds of %s",
-		s.Nodes, s.Users, s.Capacity, s.OverflowPc, s.MaxPerUser, s.HoldTTL)
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: %d origin nodes, %d users, ", s.Kind, s.Nodes, s.Users)
+	switch s.Kind {
+	case SaleReserved, SaleSections:
+		for i, sec := range s.Sections {
+			if i > 0 {
+				b.WriteString(" + ")
+			}
+			if sec.Capacity > 0 {
+				fmt.Fprintf(&b, "%s (%d places)", sec.ID, sec.Capacity)
+			} else {
+				fmt.Fprintf(&b, "%s (rows %v)", sec.ID, sec.Rows)
+			}
+		}
+	case SaleTwoEvents:
+		fmt.Fprintf(&b, "%d and %d seats (overflow %d%%)", s.Capacity, s.Capacity2, s.OverflowPc)
+	default:
+		fmt.Fprintf(&b, "%d seats (overflow %d%%)", s.Capacity, s.OverflowPc)
+	}
+	fmt.Fprintf(&b, ", max %d per user, holds of %s", s.MaxPerUser, s.HoldTTL)
+	return b.String()
 }
 
 func rngOf(seed, stream uint64) *rand.Rand {
 	return rand.New(rand.NewPCG(seed, stream^0x9e3779b97f4a7c15))
 }
 
-// SetupOf draws the sale of a seed.
+// SetupOf draws the sale of a seed; its kind is the seed modulo 4 (so any
+// 4 consecutive seeds run every kind).
 func SetupOf(seed uint64) Setup {
 	r := rngOf(seed, 1)
-	return Setup{
+	s := Setup{
+		Kind:       SaleKind(seed % uint64(saleKinds)),
 		Nodes:      2 + r.IntN(2),
 		Users:      6 + r.IntN(14),
 		Capacity:   4 + r.IntN(24),
@@ -309,6 +477,34 @@ func SetupOf(seed uint64) Setup {
 		MaxPerUser: 1 + r.IntN(4),
 		HoldTTL:    time.Duration(30+r.IntN(4)*30) * time.Second,
 	}
+	rows := func(n, lo, hi int) []int {
+		out := make([]int, n)
+		for i := range out {
+			out[i] = lo + r.IntN(hi-lo+1)
+		}
+		return out
+	}
+	switch s.Kind {
+	case SaleReserved:
+		s.OverflowPc = 0
+		s.Sections = []SectionSpec{{ID: "A", Price: 1500, Rows: rows(1+r.IntN(2), 2, 6)}, {ID: "B", Price: 1000, Rows: rows(1+r.IntN(2), 2, 5)}}
+	case SaleSections:
+		s.OverflowPc = 0
+		s.Sections = []SectionSpec{{ID: "A", Price: 1500, Rows: rows(1, 2, 5)},
+			{ID: "GA-1", Price: 800, Capacity: 2 + r.IntN(9)}, {ID: "GA-2", Price: 500, Capacity: 2 + r.IntN(7)}}
+	case SaleTwoEvents:
+		s.Capacity2 = 4 + r.IntN(16)
+	}
+	if len(s.Sections) > 0 {
+		s.Capacity = 0
+		for _, sec := range s.Sections {
+			s.Capacity += sec.Capacity
+			for _, n := range sec.Rows {
+				s.Capacity += n
+			}
+		}
+	}
+	return s
 }
 
 // Options chooses what a generated run may do.
@@ -318,6 +514,9 @@ type Options struct {
 	Faults bool
 	// Skip leaves out step kinds and faults by name (Kind and Wrap names).
 	Skip map[string]bool
+	// Serial runs every step alone; otherwise about a third of the steps
+	// join the group of the step before them and run beside it.
+	Serial bool
 }
 
 type weighted struct {
@@ -332,6 +531,18 @@ var weights = []weighted{
 	{Clock, 8, false}, {Settle, 2, false}, {Persist, 1, false},
 	{RedisRestart, 1, true}, {RedisFlush, 1, true}, {RedisDown, 1, true}, {PGDown, 1, true}, {Heal, 3, true},
 	{RefundOutcome, 3, true},
+	{Rebuild, 1, false}, {Scan, 6, false}, {Revoke, 1, false}, {VoidRead, 2, false},
+	{ProviderRefund, 2, true}, {Foreign, 1, true},
+}
+
+// racing are the moves a step of the same buyer most often races with.
+var racing = map[Kind][]Kind{
+	Hold:     {Webhook, Book, PayRecon},
+	Book:     {Release, Webhook, Cancel, Book},
+	Release:  {Book, Hold},
+	Webhook:  {Hold, PayRecon, Webhook, Cancel},
+	Cancel:   {Webhook, Book},
+	PayRecon: {Webhook},
 }
 
 // Generate draws n steps from seed.
@@ -367,6 +578,30 @@ func Generate(seed uint64, n int, o Options) []Step {
 			pick -= w.weight
 		}
 		s := Step{Kind: k, Node: r.IntN(setup.Nodes), User: r.IntN(setup.Users), Sel: r.IntN(1 << 16)}
+		// Concurrency: the step joins the group before it (at most 4
+		// steps), often for the same user and then often as the move that
+		// races the one before it (a payment landing while the buyer holds
+		// again, a release while the buyer books, a failure while a
+		// success settles), so that one buyer's requests race each other
+		// and the passes.
+		if !o.Serial && i > 0 && k != Settle && steps[i-1].Kind != Settle && r.IntN(3) == 0 {
+			size := 1
+			for j := i - 1; j > 0 && steps[j].Par; j-- {
+				size++
+			}
+			if size < 4 {
+				s.Par = true
+				s.At = time.Duration(r.IntN(8)) * time.Millisecond
+				if r.IntN(2) == 0 {
+					s.User = steps[i-1].User
+					if rivals := racing[steps[i-1].Kind]; len(rivals) > 0 && r.IntN(2) == 0 {
+						if rk := rivals[r.IntN(len(rivals))]; !o.Skip[rk.String()] {
+							s.Kind, k = rk, rk
+						}
+					}
+				}
+			}
+		}
 		switch k {
 		case Admit:
 			s.Qty = 1 + r.IntN(max(setup.Users/3, 1))
@@ -377,12 +612,20 @@ func Generate(seed uint64, n int, o Options) []Step {
 			}
 			s.Mode = pickKey(r)
 			s.Race = r.IntN(10) == 0
+			s.Shape = r.IntN(shapes)
 		case Book:
-			s.Method = []int{0, 0, 0, 1, 2, 3}[r.IntN(6)]
+			s.Method = []int{0, 0, 0, 0, 1, 2, 3, 4, 4, 5}[r.IntN(10)]
 			s.Mode = pickKey(r)
 			s.Race = r.IntN(8) == 0
 		case Webhook:
-			s.Mode = []int{WebhookDeliver, WebhookDeliver, WebhookDeliver, WebhookDuplicate, WebhookKeep, WebhookDrop, WebhookResend}[r.IntN(7)]
+			s.Mode = []int{WebhookDeliver, WebhookDeliver, WebhookDeliver, WebhookDuplicate, WebhookKeep, WebhookDrop, WebhookResend, WebhookBurst, WebhookBurst}[r.IntN(9)]
+		case Scan:
+			s.Mode = r.IntN(scanModes)
+			s.Qty = []int{0, 0, 0, 1}[r.IntN(4)]
+		case ProviderRefund:
+			s.Mode = r.IntN(providerModes)
+		case Foreign:
+			s.Mode = r.IntN(foreignModes)
 		case RefundOutcome:
 			s.Mode = r.IntN(refundModes)
 		case Persist:
@@ -404,6 +647,12 @@ func Generate(seed uint64, n int, o Options) []Step {
 				s.Wrap = wraps[r.IntN(len(wraps))]
 				s.Dur = time.Duration(r.IntN(30)) * time.Millisecond
 			}
+		}
+		// A payment that changes its mind matters most when the origin
+		// never heard its first answer: the booking stays pending while both
+		// outcomes come.
+		if k == Book && s.Method == 4 && s.Wrap == NoWrap && o.Faults && !o.Skip[PayTimeout.String()] && r.IntN(3) == 0 {
+			s.Wrap = PayTimeout
 		}
 		steps[i] = s
 	}

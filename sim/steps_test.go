@@ -24,15 +24,31 @@ func TestStepsReplay(t *testing.T) {
 		require.NoError(t, err, s.String())
 		want := s
 		// Only what the step's kind uses is printed.
-		want.Node, want.User, want.Qty, want.Sel, want.Mode, want.Method, want.Dur = got.Node, got.User, got.Qty, got.Sel, got.Mode, got.Method, got.Dur
+		want.Node, want.User, want.Qty, want.Sel, want.Mode, want.Method, want.Dur, want.Shape = got.Node, got.User, got.Qty, got.Sel, got.Mode, got.Method, got.Dur, got.Shape
 		assert.Equal(t, want, got, s.String())
 		assert.Equal(t, s.String(), got.String())
 	}
 	assert.Len(t, kinds, len(kindNames), "every kind is drawn in 500 steps")
 	for _, s := range Generate(7, 500, Options{}) {
 		assert.Equal(t, NoWrap, s.Wrap, "no faults without Faults")
-		assert.NotContains(t, []Kind{RedisRestart, RedisFlush, RedisDown, PGDown, Heal, RefundOutcome}, s.Kind)
+		assert.NotContains(t, []Kind{RedisRestart, RedisFlush, RedisDown, PGDown, Heal, RefundOutcome, ProviderRefund, Foreign}, s.Kind)
 	}
+	par := 0
+	for _, s := range a {
+		if s.Par {
+			par++
+			assert.NotEqual(t, Settle, s.Kind, "a settle point runs alone")
+		}
+	}
+	assert.Greater(t, par, 100, "steps run beside others")
+	for _, s := range Generate(7, 500, Options{Faults: true, Serial: true}) {
+		assert.False(t, s.Par, "no groups when serial")
+	}
+	kindsOfSale := map[SaleKind]bool{}
+	for seed := range uint64(4) {
+		kindsOfSale[SetupOf(seed).Kind] = true
+	}
+	assert.Len(t, kindsOfSale, int(saleKinds), "any 4 consecutive seeds draw every kind of sale")
 }
 
 func TestSpec(t *testing.T) {

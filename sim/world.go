@@ -40,6 +40,7 @@ const (
 	// takes longer is a finding (something waits without a deadline).
 	requestTimeout = 20 * time.Second
 	adminToken     = "sim-admin-token"
+	gateToken      = "sim-gate-token-0123456789"
 	webhookSecret  = "whsec_sim_secret"
 )
 
@@ -114,7 +115,9 @@ func (r *recorder) all() []string {
 // delivered when a step says so.
 type hook struct {
 	id, typ, booking string
-	body             []byte
+	// method is the payment's method, on payment_intent events.
+	method string
+	body   []byte
 }
 
 // capture is the endpoint fakepay posts its webhooks to.
@@ -130,13 +133,15 @@ func (c *capture) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		Type string `json:"type"`
 		Data struct {
 			Object struct {
-				Metadata map[string]string `json:"metadata"`
+				Metadata      map[string]string `json:"metadata"`
+				PaymentMethod string            `json:"payment_method"`
 			} `json:"object"`
 		} `json:"data"`
 	}
 	_ = json.Unmarshal(body, &ev)
 	c.mu.Lock()
-	c.got = append(c.got, hook{id: ev.ID, typ: ev.Type, booking: ev.Data.Object.Metadata[payment.MetadataBookingID], body: body})
+	c.got = append(c.got, hook{id: ev.ID, typ: ev.Type, booking: ev.Data.Object.Metadata[payment.MetadataBookingID],
+		method: ev.Data.Object.PaymentMethod, body: body})
 	c.mu.Unlock()
 	w.WriteHeader(http.StatusOK)
 }
@@ -190,13 +195,15 @@ type world struct {
 	hooks     *capture
 	nodes     []*node
 
-	event    int64
-	sellable int64
-	reserve  int64
+	// sales are the events on sale (two for SaleTwoEvents).
+	sales    []*sale
 	holdLife time.Duration
+	// gateLegacy: the origin refused gate devices bound to an event (the
+	// contract before API.md §12), so the devices were registered by gate
+	// only and scans name no event. Marked in the run's notes.
+	gateLegacy bool
 
 	users     []*user
-	nextPos   int64
 	watermark int64
 	// maxWatermark is the highest watermark ever set: nobody beyond it was
 	// ever admitted.
@@ -205,12 +212,22 @@ type world struct {
 	// holdKeys and bookKeys remember what each Idempotency-Key first got.
 	holdKeys map[string]keyUse
 	bookKeys map[string]keyUse
+	// foreign are the payments the origin never made (Foreign steps):
+	// the money check leaves them out.
+	foreignPays map[string]bool
+	// providerRefunds are the bookings whose payment the provider refunded
+	// on its own: their charge.refunded events are never lost for good.
+	providerRefunds map[string]bool
 
 	// trouble is the wall time of the last fault or 5xx: uncertain writes
 	// made then are final only a write timeout later.
 	trouble time.Time
 	stats   *Stats
 	mu      sync.Mutex
+	// big is the model's lock: a step holds it while it reads or changes
+	// what the buyers did, and lets go of it while a request or pass is
+	// under way, so the steps of a group run their requests concurrently.
+	big sync.Mutex
 	// skipChecks are checks left out while their finding is open
 	// (SIM_SKIP_CHECKS); a full run skips none.
 	skipChecks map[string]bool
@@ -218,8 +235,36 @@ type world struct {
 	notes []string
 }
 
+// sale is one event on sale and what the run knows of it.
+type sale struct {
+	id       int64
+	idx      int
+	seated   bool
+	sellable int64
+	reserve  int64
+	capacity int64
+	nextPos  int64
+	// seatIDs are the reserved seats of the map, in map order.
+	seatIDs []string
+	// reservedSections and gaSections name the map's sections.
+	reservedSections []string
+	gaSections       []SectionSpec
+	devices          []*device
+}
+
+// device is a gate device of a sale.
+type device struct {
+	id, gate, token string
+	sale            *sale
+	revoked         bool
+	cursor          string
+	// voided are the tickets its void feed gave, to catch one given twice.
+	voided map[string]bool
+}
+
 type user struct {
 	id       string
+	sale     *sale
 	pos      int64
 	holds    []string
 	bookings []string
@@ -229,6 +274,8 @@ type user struct {
 	bookHold string
 	bookPM   string
 	keys     int
+	// holdBody is the body of the last hold request (its key's body).
+	holdBody map[string]any
 }
 
 type keyUse struct {
@@ -243,8 +290,10 @@ func newWorld(tb testing.TB, seed uint64, stats *Stats) (*world, error) {
 	w := &world{
 		tb: tb, setup: setup, ctx: ctx, stats: stats,
 		clock:    &simClock{t: time.Date(2026, 6, 1, 9, 0, 0, 0, time.UTC)},
-		holdKeys: map[string]keyUse{}, bookKeys: map[string]keyUse{},
+		holdKeys: map[string]keyUse{}, bookKeys: map[string]keyUse{}, foreignPays: map[string]bool{}, providerRefunds: map[string]bool{},
 	}
+	// The run holds the model's lock from here on; requests let go of it.
+	w.big.Lock()
 	var err error
 	if w.keys, err = waitroom.NewKeySet(w.clock.Now, waitroom.Key{ID: "k1", Secret: tokenSecret}); err != nil {
 		return nil, err
@@ -264,6 +313,9 @@ func newWorld(tb testing.TB, seed uint64, stats *Stats) (*world, error) {
 	tb.Cleanup(hs.Close)
 	fp, err := payment.NewFakepay(ctx, payment.FakepayConfig{
 		WebhookSecret: webhookSecret, WebhookURL: hs.URL, Now: w.clock.Now, Seed: seed, MaxAttempts: 1,
+		// A payment that changes its mind does so a second after: most
+		// clock steps pass it, so both outcomes are often queued at once.
+		FlipAfter: time.Second,
 	})
 	if err != nil {
 		return nil, err
@@ -283,25 +335,114 @@ func newWorld(tb testing.TB, seed uint64, stats *Stats) (*world, error) {
 		w.nodes = append(w.nodes, n)
 	}
 
-	w.event = testenv.EventID()
-	res := w.call(w.nodes[0], http.MethodPost, "/v1/events", map[string]any{
-		"id": w.event, "name": "Sim", "capacity": setup.Capacity, "price": 1000, "currency": "inr",
-		"hold_ttl_seconds": int(setup.HoldTTL / time.Second), "max_per_user": setup.MaxPerUser, "overflow_pct": setup.OverflowPc,
-	}, map[string]string{"Authorization": "Bearer " + adminToken})
-	if res.status != http.StatusCreated {
-		return nil, fmt.Errorf("create event: %d %s", res.status, res.body)
+	switch setup.Kind {
+	case SaleTwoEvents:
+		for i, c := range []int{setup.Capacity, setup.Capacity2} {
+			if err := w.newSale(i, map[string]any{"capacity": c, "price": 1000, "overflow_pct": setup.OverflowPc}); err != nil {
+				return nil, err
+			}
+		}
+	case SaleReserved, SaleSections:
+		var secs []map[string]any
+		for _, sec := range setup.Sections {
+			m := map[string]any{"id": sec.ID, "price": sec.Price}
+			if sec.Capacity > 0 {
+				m["capacity"] = sec.Capacity
+			} else {
+				var rows []map[string]any
+				for i, n := range sec.Rows {
+					rows = append(rows, map[string]any{"id": fmt.Sprint(i + 1), "seats": n})
+				}
+				m["rows"] = rows
+			}
+			secs = append(secs, m)
+		}
+		if err := w.newSale(0, map[string]any{"seating": map[string]any{"sections": secs}}); err != nil {
+			return nil, err
+		}
+	default:
+		if err := w.newSale(0, map[string]any{"capacity": setup.Capacity, "price": 1000, "overflow_pct": setup.OverflowPc}); err != nil {
+			return nil, err
+		}
 	}
-	var ev struct {
-		Sellable int64 `json:"sellable"`
-	}
-	_ = json.Unmarshal(res.body, &ev)
-	w.sellable = ev.Sellable
-	w.reserve = int64(setup.Capacity) - ev.Sellable
 	for i := range setup.Users {
-		w.users = append(w.users, &user{id: fmt.Sprintf("u%02d", i)})
+		w.users = append(w.users, &user{id: fmt.Sprintf("u%02d", i), sale: w.sales[i%len(w.sales)]})
+	}
+	if w.gateLegacy {
+		stats.fault("legacy-gate-contract")
 	}
 	w.setWatermark(int64(setup.Users / 3))
 	return w, nil
+}
+
+// newSale creates an event (fields beside the common ones) and registers
+// two gate devices for it.
+func (w *world) newSale(idx int, fields map[string]any) error {
+	sl := &sale{id: testenv.EventID(), idx: idx}
+	body := map[string]any{"id": sl.id, "name": fmt.Sprintf("Sim %d", idx), "currency": "inr",
+		"hold_ttl_seconds": int(w.setup.HoldTTL / time.Second), "max_per_user": w.setup.MaxPerUser}
+	for k, v := range fields {
+		body[k] = v
+	}
+	admin := map[string]string{"Authorization": "Bearer " + adminToken}
+	res := w.call(w.nodes[0], http.MethodPost, "/v1/events", body, admin)
+	if res.status != http.StatusCreated {
+		return fmt.Errorf("create event: %d %s", res.status, res.body)
+	}
+	var ev struct {
+		Capacity int64 `json:"capacity"`
+		Sellable int64 `json:"sellable"`
+	}
+	_ = json.Unmarshal(res.body, &ev)
+	sl.capacity, sl.sellable = ev.Capacity, ev.Sellable
+	sl.reserve = ev.Capacity - ev.Sellable
+	for _, sec := range w.setup.Sections {
+		if sec.Capacity > 0 {
+			sl.gaSections = append(sl.gaSections, sec)
+			continue
+		}
+		sl.seated = true
+		sl.reservedSections = append(sl.reservedSections, sec.ID)
+		for r, n := range sec.Rows {
+			for k := range n {
+				sl.seatIDs = append(sl.seatIDs, fmt.Sprintf("%s-%d-%d", sec.ID, r+1, k+1))
+			}
+		}
+	}
+	sl.seated = sl.seated || len(sl.gaSections) > 0
+	for _, g := range []string{"north", "south"} {
+		d := &device{gate: fmt.Sprintf("e%d-%s", idx, g), sale: sl, voided: map[string]bool{}}
+		// The contract of API.md §12: a device belongs to one event.
+		res := w.call(w.nodes[0], http.MethodPost, "/v1/admin/gate-devices", map[string]any{"gate": d.gate, "event": sl.id, "name": d.gate}, admin)
+		if res.status == http.StatusBadRequest {
+			// LEGACY GATE CONTRACT: an origin from before §12 knows no
+			// device event; the device is bound to its gate only.
+			w.gateLegacy = true
+			res = w.call(w.nodes[0], http.MethodPost, "/v1/admin/gate-devices", map[string]any{"gate": d.gate, "name": d.gate}, admin)
+		}
+		if res.status != http.StatusCreated {
+			return fmt.Errorf("register gate device: %d %s", res.status, res.body)
+		}
+		var gd struct {
+			ID    string `json:"id"`
+			Token string `json:"token"`
+		}
+		_ = json.Unmarshal(res.body, &gd)
+		d.id, d.token = gd.ID, gd.Token
+		sl.devices = append(sl.devices, d)
+	}
+	w.sales = append(w.sales, sl)
+	return nil
+}
+
+// saleOf is the sale of an event id.
+func (w *world) saleOf(event int64) *sale {
+	for _, sl := range w.sales {
+		if sl.id == event {
+			return sl
+		}
+	}
+	return nil
 }
 
 func hostOf(dbURL string) (string, error) {
@@ -345,7 +486,7 @@ func (w *world) newNode(dbURL, dbHost string) (*node, error) {
 		Keys: w.keys, AdminToken: adminToken, Clock: w.clock.Now,
 		Logger:           slog.New(slog.NewTextHandler(n.logs, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		HoldWriteTimeout: holdWriteTimeout, ClockSkewMargin: clockSkewMargin,
-		Payments: w.fp, TicketKey: ticketKey,
+		Payments: w.fp, TicketKey: ticketKey, GateToken: gateToken,
 		PaymentWindow: paymentWindow, PaymentTimeout: 2 * time.Second,
 		PaymentReconciler: maintenance.PaymentReconcilerConfig{PendingAfter: paymentPendingAfter},
 	}
@@ -373,8 +514,23 @@ type answer struct {
 	stuck bool
 }
 
-// call serves one request on a node, in process.
+// io runs f without the model's lock: f may block, and the other steps of
+// the group go on meanwhile. f must not touch the model.
+func (w *world) io(f func()) {
+	w.big.Unlock()
+	defer w.big.Lock()
+	f()
+}
+
+// call serves one request on a node, in process, the model unlocked.
 func (w *world) call(n *node, method, path string, body any, headers map[string]string) answer {
+	var a answer
+	w.io(func() { a = w.callRaw(n, method, path, body, headers) })
+	return a
+}
+
+// callRaw serves one request; the caller has let go of the model's lock.
+func (w *world) callRaw(n *node, method, path string, body any, headers map[string]string) answer {
 	var rd io.Reader
 	if body != nil {
 		raw, _ := json.Marshal(body)
@@ -405,6 +561,9 @@ func (w *world) note(what string, a answer) {
 	if a.status >= 500 {
 		w.trouble = time.Now()
 	}
+	if len(w.notes) > 400 {
+		return
+	}
 	body := string(bytes.TrimSpace(a.body))
 	if len(body) > 160 {
 		body = body[:160] + "…"
@@ -414,10 +573,10 @@ func (w *world) note(what string, a answer) {
 
 func (w *world) auth(u *user) map[string]string {
 	if u.pos == 0 {
-		w.nextPos++
-		u.pos = w.nextPos
+		u.sale.nextPos++
+		u.pos = u.sale.nextPos
 	}
-	tk, err := w.keys.Issue(u.id, w.event, u.pos, time.Hour)
+	tk, err := w.keys.Issue(u.id, u.sale.id, u.pos, time.Hour)
 	if err != nil {
 		panic(err)
 	}
@@ -427,8 +586,10 @@ func (w *world) auth(u *user) map[string]string {
 func (w *world) setWatermark(wm int64) {
 	ctx, cancel := context.WithTimeout(w.ctx, 2*time.Second)
 	defer cancel()
-	if _, err := w.store.Update(ctx, w.event, waitroom.Change{SetWatermark: &wm}); err != nil {
-		return // Redis is down: the gateways would raise it again later
+	for _, sl := range w.sales {
+		if _, err := w.store.Update(ctx, sl.id, waitroom.Change{SetWatermark: &wm}); err != nil {
+			return // Redis is down: the gateways would raise it again later
+		}
 	}
 	w.watermark = wm
 	w.maxWatermark = max(w.maxWatermark, wm)
@@ -439,6 +600,8 @@ func (w *world) setWatermark(wm int64) {
 func (w *world) drainHooks() {
 	ctx, cancel := context.WithTimeout(w.ctx, 10*time.Second)
 	defer cancel()
+	// A payment whose time to change its mind came sends its success.
+	w.fp.Tick()
 	_ = w.fp.WaitIdle(ctx)
 	got := w.hooks.take()
 	sort.SliceStable(got, func(i, j int) bool {
@@ -451,13 +614,21 @@ func (w *world) drainHooks() {
 	w.queue = append(w.queue, got...)
 }
 
-// deliver posts a queued event to a node, signed now.
+// deliver posts a queued event to a node, signed now, the model unlocked.
 func (w *world) deliver(n *node, h hook) answer {
+	var a answer
+	now := w.clock.Now()
+	w.io(func() { a = w.deliverRaw(n, h, now) })
+	return a
+}
+
+// deliverRaw posts an event; the caller has let go of the model's lock.
+func (w *world) deliverRaw(n *node, h hook, now time.Time) answer {
 	ctx, cancel := context.WithTimeout(w.ctx, requestTimeout)
 	defer cancel()
 	req := httptest.NewRequestWithContext(ctx, http.MethodPost, "/v1/webhooks/fakepay", bytes.NewReader(h.body))
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(payment.SignatureHeader, payment.SignWebhook(h.body, webhookSecret, w.clock.Now()))
+	req.Header.Set(payment.SignatureHeader, payment.SignWebhook(h.body, webhookSecret, now))
 	rec := httptest.NewRecorder()
 	start := time.Now()
 	n.handler.ServeHTTP(rec, req)
@@ -486,10 +657,10 @@ func (w *world) heal() {
 }
 
 // remaining reads Redis's count directly (no reload, no reclaim).
-func (w *world) remaining() (int64, bool, error) {
+func (w *world) remaining(event int64) (int64, bool, error) {
 	ctx, cancel := context.WithTimeout(w.ctx, 2*time.Second)
 	defer cancel()
-	return inventory.New(w.direct).Remaining(ctx, w.event)
+	return inventory.New(w.direct).Remaining(ctx, event)
 }
 
 func (w *world) passCtx() (context.Context, context.CancelFunc) {

@@ -42,8 +42,12 @@
 // Fakepay takes Stripe's test payment-method names: pm_card_visa succeeds,
 // pm_card_chargeDeclined is declined, pm_fakepay_silent succeeds without a
 // webhook, pm_fakepay_refund_fails succeeds and every refund of it fails
-// (with a refund.failed webhook); unknown tokens are declined with a reason
-// naming them. SetRefundOutcome and SettleRefund make a payment's refunds
+// (with a refund.failed webhook), pm_fakepay_refund_refused succeeds and
+// every refund of it is refused as invalid, pm_fakepay_fail_then_succeed is
+// declined and then, FlipAfter later by the provider's clock, succeeds,
+// with both webhooks; unknown tokens are declined with a reason naming
+// them. RefundAtProvider, SetRefundsRefused and ForeignPayment act as a
+// provider can without being asked. SetRefundOutcome and SettleRefund make a payment's refunds
 // fail, succeed or stay pending and end later, and Money sums what it
 // really moved, to hold a ledger's account against. It honours
 // idempotency keys like Stripe, can add latency, failures before the charge

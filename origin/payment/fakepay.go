@@ -29,11 +29,23 @@ const (
 	// fails (status failed, with a refund.failed webhook), until
 	// SetRefundOutcome says otherwise.
 	MethodRefundFails = "pm_fakepay_refund_fails"
+	// MethodFailThenSucceed is declined at once (payment_intent.payment_failed)
+	// and then, FlipAfter later by the provider's clock, succeeds
+	// (payment_intent.succeeded): a real provider's asynchronous
+	// authentication that changes its mind.
+	MethodFailThenSucceed = "pm_fakepay_fail_then_succeed"
+	// MethodRefundRefused pays normally, and every refund of the payment is
+	// refused as an invalid request (ErrInvalidRequest: nothing refunded),
+	// until SetRefundsRefused says otherwise.
+	MethodRefundRefused = "pm_fakepay_refund_refused"
 )
 
 type methodOutcome struct {
-	silent      bool
-	refundFails bool
+	silent       bool
+	refundFails  bool
+	refundRefuse bool
+	// flips: declined now, succeeded FlipAfter later.
+	flips       bool
 	code        stripe.ErrorCode
 	declineCode stripe.DeclineCode
 	message     string // set for declines only
@@ -46,6 +58,9 @@ var fakepayMethods = map[string]methodOutcome{
 	"pm_card_amex":       {},
 	MethodSilent:         {silent: true},
 	MethodRefundFails:    {refundFails: true},
+	MethodRefundRefused:  {refundRefuse: true},
+	MethodFailThenSucceed: {flips: true, code: stripe.ErrorCodeAuthenticationRequired,
+		message: "The payment could not be authenticated."},
 	MethodDeclined: {code: stripe.ErrorCodeCardDeclined, declineCode: stripe.DeclineCodeGenericDecline,
 		message: "Your card was declined."},
 	"pm_card_chargeDeclinedInsufficientFunds": {code: stripe.ErrorCodeCardDeclined, declineCode: stripe.DeclineCodeInsufficientFunds,
@@ -96,6 +111,11 @@ type FakepayConfig struct {
 	// Seed makes the random choices (faults, copies, delays) repeatable;
 	// 0 seeds at random. Ids are always random.
 	Seed uint64
+	// FlipAfter is how long, by Now, a pm_fakepay_fail_then_succeed payment
+	// stays failed before it succeeds (default 5s). The flip happens at the
+	// first API call or Tick after that; with the real clock (Now nil) a
+	// background tick every second makes it happen on time.
+	FlipAfter time.Duration
 	// Logger reports failed deliveries; silent when nil.
 	Logger *slog.Logger
 }
@@ -144,7 +164,12 @@ type fakePayment struct {
 	metadata map[string]string
 	// refundOutcome is how the payment's next refunds end.
 	refundOutcome RefundStatus
-	refundIDs     []string
+	// refuseRefunds: every refund request is refused as invalid.
+	refuseRefunds bool
+	// flipAt is when a declined pm_fakepay_fail_then_succeed payment
+	// succeeds; zero when it never will (or did).
+	flipAt    time.Time
+	refundIDs []string
 }
 
 type fakeRefund struct {
@@ -202,6 +227,9 @@ func NewFakepay(ctx context.Context, cfg FakepayConfig) (*Fakepay, error) {
 	if cfg.MaxAttempts == 0 {
 		cfg.MaxAttempts = 12
 	}
+	if cfg.FlipAfter <= 0 {
+		cfg.FlipAfter = 5 * time.Second
+	}
 	f := &Fakepay{
 		secret: cfg.WebhookSecret, now: cfg.Now, client: cfg.HTTPClient, log: cfg.Logger, cfg: cfg,
 		url: cfg.WebhookURL, failureRate: cfg.FailureRate, timeoutRate: cfg.TimeoutRate,
@@ -227,6 +255,10 @@ func NewFakepay(ctx context.Context, cfg FakepayConfig) (*Fakepay, error) {
 	f.rng = mrand.New(mrand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	f.ctx, f.stop = context.WithCancel(ctx)
 	f.webhookSender = &webhookSender{f: f}
+	if cfg.Now == nil {
+		f.wg.Add(1)
+		go f.tickEverySecond()
+	}
 	return f, nil
 }
 
@@ -271,6 +303,11 @@ func (f *Fakepay) CreatePayment(ctx context.Context, req CreateRequest) (Payment
 	}
 	p, declined := f.snapshot(rec.paymentID), rec.err
 	rec.mu.Unlock()
+	if p.Status == StatusSucceeded {
+		// A declined payment that succeeded since: the replay reads it as
+		// it is now.
+		declined = nil
+	}
 
 	if f.roll(func() float64 { return f.timeoutRate }) {
 		f.fakeCounters.timeouts.Add(1)
@@ -298,6 +335,10 @@ func (f *Fakepay) charge(req CreateRequest) *fakePayment {
 	}
 	if outcome.refundFails {
 		p.refundOutcome = RefundFailed
+	}
+	p.refuseRefunds = outcome.refundRefuse
+	if outcome.flips {
+		p.flipAt = now.Add(f.cfg.FlipAfter)
 	}
 	typ := stripe.EventTypePaymentIntentSucceeded
 	if outcome.message != "" {
@@ -387,6 +428,7 @@ func (f *Fakepay) enter(ctx context.Context, what string) error {
 	if closed || f.ctx.Err() != nil {
 		return fmt.Errorf("fakepay: %s: %w", what, ErrClosed)
 	}
+	f.Tick()
 	if d > 0 {
 		t := time.NewTimer(d)
 		defer t.Stop()

@@ -57,6 +57,9 @@ func (f *Fakepay) refund(req RefundRequest) (Refund, *fakeEvent, error) {
 		return Refund{}, nil, fmt.Errorf("%w: payment belongs to booking %s, not %s", ErrInvalidRequest, p.BookingID, req.BookingID)
 	case p.Status != StatusSucceeded:
 		return Refund{}, nil, fmt.Errorf("%w: payment is %s, nothing was charged", ErrInvalidRequest, p.Status)
+	case p.refuseRefunds:
+		f.fakeCounters.refundFailures.Add(1)
+		return Refund{}, nil, fmt.Errorf("%w: the charge %s is disputed and cannot be refunded", ErrInvalidRequest, p.chargeID)
 	}
 	left := p.Amount - p.AmountRefunded
 	amount := req.Amount

@@ -1,0 +1,98 @@
+package payment
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestFakepayFailThenSucceed(t *testing.T) {
+	clock := newClock()
+	rcv := newReceiver(t, clock)
+	fp := newFakepay(t, FakepayConfig{WebhookURL: rcv.srv.URL, Now: clock.Now, FlipAfter: 5 * time.Second})
+	req := CreateRequest{BookingID: "b_1", Amount: 90000, Currency: "INR", PaymentMethod: MethodFailThenSucceed, IdempotencyKey: "k1"}
+
+	p, err := fp.CreatePayment(t.Context(), req)
+	var decline *DeclineError
+	require.ErrorAs(t, err, &decline, "declined at first")
+	assert.Equal(t, StatusFailed, p.Status)
+	rcv.waitFor(1)
+
+	clock.Advance(4 * time.Second)
+	fp.Tick()
+	got, err := fp.GetPayment(t.Context(), p.ID)
+	require.NoError(t, err)
+	assert.Equal(t, StatusFailed, got.Status, "not before its time")
+
+	clock.Advance(time.Second)
+	fp.Tick()
+	rcv.waitFor(1)
+	got, err = fp.GetPayment(t.Context(), p.ID)
+	require.NoError(t, err)
+	assert.Equal(t, StatusSucceeded, got.Status)
+	_, events, bad := rcv.snapshot()
+	require.Empty(t, bad)
+	require.Len(t, events, 2)
+	assert.Equal(t, "payment_intent.payment_failed", events[0].Type)
+	assert.Equal(t, "payment_intent.succeeded", events[1].Type)
+	assert.NotEqual(t, events[0].ID, events[1].ID)
+
+	again, err := fp.CreatePayment(t.Context(), req)
+	require.NoError(t, err, "a replay reads the payment as it is now")
+	assert.Equal(t, StatusSucceeded, again.Status)
+	assert.EqualValues(t, 1, fp.Charges())
+}
+
+func TestFakepayProviderRefundsAndRefusals(t *testing.T) {
+	clock := newClock()
+	rcv := newReceiver(t, clock)
+	fp := newFakepay(t, FakepayConfig{WebhookURL: rcv.srv.URL, Now: clock.Now})
+
+	p, err := fp.CreatePayment(t.Context(), visa("b_1"))
+	require.NoError(t, err)
+	rcv.waitFor(1)
+	r, err := fp.RefundAtProvider(p.ID, 30000)
+	require.NoError(t, err)
+	assert.Equal(t, RefundSucceeded, r.Status)
+	rcv.waitFor(1)
+	_, events, _ := rcv.snapshot()
+	require.Len(t, events, 2)
+	assert.Equal(t, "charge.refunded", events[1].Type)
+	assert.EqualValues(t, 30000, events[1].AmountRefunded, "a partial refund says how much")
+	got, _ := fp.GetPayment(t.Context(), p.ID)
+	assert.EqualValues(t, 30000, got.AmountRefunded)
+
+	require.NoError(t, fp.SetRefundsRefused(p.ID, true))
+	_, err = fp.Refund(t.Context(), RefundRequest{PaymentID: p.ID, BookingID: "b_1", IdempotencyKey: "r1"})
+	require.ErrorIs(t, err, ErrInvalidRequest)
+	got, _ = fp.GetPayment(t.Context(), p.ID)
+	assert.EqualValues(t, 30000, got.AmountRefunded, "a refused refund refunds nothing")
+	require.NoError(t, fp.SetRefundsRefused(p.ID, false))
+	r, err = fp.Refund(t.Context(), RefundRequest{PaymentID: p.ID, BookingID: "b_1", IdempotencyKey: "r1"})
+	require.NoError(t, err, "the refused request left its key unused")
+	assert.EqualValues(t, 60000, r.Amount)
+
+	refused, err := fp.CreatePayment(t.Context(), CreateRequest{BookingID: "b_2", Amount: 500, Currency: "INR", PaymentMethod: MethodRefundRefused})
+	require.NoError(t, err)
+	_, err = fp.Refund(t.Context(), RefundRequest{PaymentID: refused.ID, BookingID: "b_2", IdempotencyKey: "r2"})
+	require.ErrorIs(t, err, ErrInvalidRequest)
+	_, err = fp.RefundAtProvider("pi_nope", 0)
+	assert.True(t, errors.Is(err, ErrNotFound))
+}
+
+func TestFakepayForeignPayment(t *testing.T) {
+	clock := newClock()
+	rcv := newReceiver(t, clock)
+	fp := newFakepay(t, FakepayConfig{WebhookURL: rcv.srv.URL, Now: clock.Now})
+	p := fp.ForeignPayment("b_unknown", 1200, "inr")
+	rcv.waitFor(1)
+	_, events, _ := rcv.snapshot()
+	require.Len(t, events, 1)
+	assert.Equal(t, "payment_intent.succeeded", events[0].Type)
+	assert.Equal(t, p.ID, events[0].PaymentID)
+	assert.Equal(t, "b_unknown", events[0].BookingID)
+	assert.Equal(t, []Payment{p}, fp.PaymentsForBooking("b_unknown"))
+}
