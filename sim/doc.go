@@ -20,10 +20,7 @@
 //     own buyers and gate devices.
 //
 // Every event gets two gate devices, registered for it as API.md §12 says
-// ({"gate","event"}). An origin from before that contract refuses the
-// field (400): the devices are then registered by gate only and shared-token
-// scans name no event (the run counts "legacy-gate-contract" among its
-// faults); the gate checks below still hold the origin to §12.
+// ({"gate","event"}); shared-token scans name their event.
 //
 // Each step is one of
 //

@@ -137,11 +137,8 @@ func (w *world) scan(s Step, n *node) *violation {
 		auth = gateToken
 		body["gate"] = d.gate
 		// The contract of API.md §12: a shared-token scan names its
-		// event. LEGACY GATE CONTRACT: an origin from before it refuses
-		// the field, so it is left out there.
-		if !w.gateLegacy {
-			body["event"] = sl.id
-		}
+		// event.
+		body["event"] = sl.id
 	case ScanOffline:
 		at := now.Add(-time.Duration(s.Sel%30) * time.Second)
 		if at.Before(t.issuedAt) {

@@ -198,10 +198,6 @@ type world struct {
 	// sales are the events on sale (two for SaleTwoEvents).
 	sales    []*sale
 	holdLife time.Duration
-	// gateLegacy: the origin refused gate devices bound to an event (the
-	// contract before API.md §12), so the devices were registered by gate
-	// only and scans name no event. Marked in the run's notes.
-	gateLegacy bool
 
 	users     []*user
 	watermark int64
@@ -368,9 +364,6 @@ func newWorld(tb testing.TB, seed uint64, stats *Stats) (*world, error) {
 	for i := range setup.Users {
 		w.users = append(w.users, &user{id: fmt.Sprintf("u%02d", i), sale: w.sales[i%len(w.sales)]})
 	}
-	if w.gateLegacy {
-		stats.fault("legacy-gate-contract")
-	}
 	w.setWatermark(int64(setup.Users / 3))
 	return w, nil
 }
@@ -414,12 +407,6 @@ func (w *world) newSale(idx int, fields map[string]any) error {
 		d := &device{gate: fmt.Sprintf("e%d-%s", idx, g), sale: sl, voided: map[string]bool{}}
 		// The contract of API.md §12: a device belongs to one event.
 		res := w.call(w.nodes[0], http.MethodPost, "/v1/admin/gate-devices", map[string]any{"gate": d.gate, "event": sl.id, "name": d.gate}, admin)
-		if res.status == http.StatusBadRequest {
-			// LEGACY GATE CONTRACT: an origin from before §12 knows no
-			// device event; the device is bound to its gate only.
-			w.gateLegacy = true
-			res = w.call(w.nodes[0], http.MethodPost, "/v1/admin/gate-devices", map[string]any{"gate": d.gate, "name": d.gate}, admin)
-		}
 		if res.status != http.StatusCreated {
 			return fmt.Errorf("register gate device: %d %s", res.status, res.body)
 		}
