@@ -25,7 +25,7 @@ import (
 )
 
 // faultNames are the faults --faults accepts.
-var faultNames = []string{"redis-restart", "pg-pause", "webhooks"}
+var faultNames = []string{"redis-restart", "pg-pause", "webhooks", "change-mind"}
 
 // saleFlags is the flash sale's command line.
 type saleFlags struct {
@@ -68,6 +68,7 @@ func (f *saleFlags) register(fs *flagSet) {
 	fs.DurationVar(&f.holdTTL, "hold-ttl", 15*time.Second, "how long a hold lasts (whole seconds)")
 	fs.Float64Var(&f.cfg.Abandon, "abandon", d.Abandon, "fraction of holders who never pay")
 	fs.Float64Var(&f.cfg.Decline, "decline", d.Decline, "fraction of payments declined (the buyer retries once with a good card)")
+	fs.Float64Var(&f.cfg.ChangeMind, "change-mind", d.ChangeMind, "fraction of payments reported failed, then succeeded by the provider (pm_fakepay_fail_then_succeed; the buyer retries with a good card meanwhile); the fault change-mind sets 0.05")
 	fs.Float64Var(&f.cfg.Late, "late", d.Late, "fraction of payments whose webhook arrives after the hold expired")
 	fs.Float64Var(&f.cfg.DoubleClick, "double-click", d.DoubleClick, "fraction of bookings sent twice at once with the same Idempotency-Key")
 	fs.Float64Var(&f.cfg.Persist, "persist", d.Persist, "fraction of admitted users told sold out who keep trying for --patience")
@@ -231,6 +232,11 @@ func flashSale(ctx context.Context, f saleFlags, faults []string, out, errOut io
 		"ORIGIN_LOG_FORMAT=json",
 		"FAKEPAY_LATENCY=" + f.payLatency.String(),
 		"FAKEPAY_LATENCY_JITTER=" + f.payLatency.String(),
+	}
+	if has("change-mind") && f.cfg.ChangeMind == 0 {
+		// A provider that reports a payment failed, then succeeded: the
+		// buyer pays again meanwhile, and one payment must be refunded.
+		f.cfg.ChangeMind = 0.05
 	}
 	if has("webhooks") {
 		// Every webhook five times, each copy delayed at random: duplicates

@@ -173,4 +173,7 @@ const (
 	CardDeclined = "pm_card_chargeDeclined"
 	// FakepaySilent succeeds at the provider but sends no webhook.
 	FakepaySilent = "pm_fakepay_silent"
+	// FakepayFailThenSucceed is reported failed, then, a few seconds
+	// later, succeeded: a provider that changes its mind.
+	FakepayFailThenSucceed = "pm_fakepay_fail_then_succeed"
 )

@@ -34,6 +34,11 @@ type Config struct {
 	// whose webhook arrives only after the hold expired (pm_fakepay_silent,
 	// then delivered by the simulation).
 	Late float64
+	// ChangeMind is the fraction of payments the provider reports failed
+	// and then, a few seconds later, succeeded
+	// (pm_fakepay_fail_then_succeed): the buyer pays again with a good
+	// card meanwhile, and the origin must refund one of the two payments.
+	ChangeMind float64
 	// LateCopies is how many times each late webhook is delivered.
 	LateCopies int
 	// DoubleClick is the fraction of bookings sent twice at once with the
@@ -91,6 +96,7 @@ func (c Config) Validate() error {
 	frac("abandon", c.Abandon)
 	frac("decline", c.Decline)
 	frac("late", c.Late)
+	frac("change-mind", c.ChangeMind)
 	frac("double-click", c.DoubleClick)
 	frac("persist", c.Persist)
 	if c.Abandon+c.Decline+c.Late > 1 {

@@ -210,6 +210,8 @@ func (s *sim) crowd() []user {
 			u.plan = payDeclined
 		case p < cfg.Abandon+cfg.Decline+cfg.Late:
 			u.plan = payLate
+		case p < cfg.Abandon+cfg.Decline+cfg.Late+cfg.ChangeMind:
+			u.plan = payChangeMind
 		}
 	}
 	return users

@@ -20,6 +20,7 @@ const (
 	abandon
 	payDeclined
 	payLate
+	payChangeMind
 )
 
 // Queue steps, for the latency report.
@@ -333,6 +334,8 @@ func (s *sim) pay(ctx context.Context, u *buyer, hold api.Hold) (Outcome, error)
 		method = api.CardDeclined
 	case payLate:
 		method = api.FakepaySilent
+	case payChangeMind:
+		method = api.FakepayFailThenSucceed
 	}
 	s.c.inPayment.Add(1)
 	defer s.c.inPayment.Add(-1)
