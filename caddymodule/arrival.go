@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -98,9 +99,10 @@ func (h *Handler) join(w http.ResponseWriter, r *http.Request, next caddyhttp.Ha
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), joinTimeout)
 	var pos int64
+	var again bool
 	var err error
 	if account {
-		pos, _, err = h.room.room.JoinAccount(ctx, user, h.ttl)
+		pos, again, err = h.room.room.JoinAccount(ctx, user, h.ttl)
 	} else {
 		pos, err = h.room.room.Join(ctx)
 	}
@@ -119,7 +121,13 @@ func (h *Handler) join(w http.ResponseWriter, r *http.Request, next caddyhttp.Ha
 	if s.BeyondCap(pos) {
 		return h.soldOut(w, r, repl, pos, presented)
 	}
-	t, err := h.issue(user, account, pos)
+	// A new position is handed out now; the one an account held already
+	// was handed out before, when its token does not say.
+	var handedOut time.Time
+	if !again {
+		handedOut = h.now()
+	}
+	t, err := h.issue(user, account, pos, handedOut)
 	if err != nil {
 		return caddyhttp.Error(http.StatusInternalServerError, err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -93,7 +94,7 @@ func (h *Handler) servePreQueueTicket(w http.ResponseWriter, r *http.Request, ne
 	case ticketSpent:
 		return h.serveArrival(w, r, next, repl, s, true, solution)
 	}
-	placed, err := h.issue(t.Subject, account, pos)
+	placed, err := h.issue(t.Subject, account, pos, time.Time{})
 	if err != nil {
 		return caddyhttp.Error(http.StatusInternalServerError, err)
 	}
