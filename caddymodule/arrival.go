@@ -99,12 +99,13 @@ func (h *Handler) join(w http.ResponseWriter, r *http.Request, next caddyhttp.Ha
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), joinTimeout)
 	var pos int64
-	var again bool
+	var handedOut time.Time
 	var err error
 	if account {
-		pos, again, err = h.room.room.JoinAccount(ctx, user, h.ttl)
+		pos, handedOut, _, err = h.room.room.JoinAccountAt(ctx, user, h.ttl)
 	} else {
 		pos, err = h.room.room.Join(ctx)
+		handedOut = h.now()
 	}
 	cancel()
 	if err != nil {
@@ -121,12 +122,8 @@ func (h *Handler) join(w http.ResponseWriter, r *http.Request, next caddyhttp.Ha
 	if s.BeyondCap(pos) {
 		return h.soldOut(w, r, repl, pos, presented)
 	}
-	// A new position is handed out now; the one an account held already
-	// was handed out before, when its token does not say.
-	var handedOut time.Time
-	if !again {
-		handedOut = h.now()
-	}
+	// The token tells when its position was handed out: now for a new
+	// one, for an account's the moment the store kept (zero: unknown).
 	t, err := h.issue(user, account, pos, handedOut)
 	if err != nil {
 		return caddyhttp.Error(http.StatusInternalServerError, err)

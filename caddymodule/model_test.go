@@ -1012,6 +1012,11 @@ func (m *model) preQueueToken(now time.Time, account string, tk waitroom.Ticket,
 	if a.status == StatusCompleted && m.accountIsRevoked(now, sub) {
 		return nil
 	}
+	if held := m.accounts[sub]; held != nil && !waitroom.IsVisitorID(sub) && a.pos == held.pos {
+		// An account's pre-queue token is answered as the token of the
+		// position the account holds (docs/api.md §12).
+		return m.token(now, account, waitroom.Ticket{Subject: sub, Position: held.pos, Account: true}, a)
+	}
 	if m.soldOut {
 		return expectStatus(a, StatusSoldOut, "a pre-queue token without a draw in a sold-out event")
 	}
