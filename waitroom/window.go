@@ -16,10 +16,12 @@ import (
 // seats). A watermark set ahead of the arrivals admits each later arrival
 // from its own handout, never from before it held the position; the
 // positions an opening reserves for its entrants are handed out when the
-// entries close. Both moments are read from what the room saw rise: the
-// watermark, and the last position handed out (its own joins at once,
-// other nodes' at the next read of the state); positions admitted before
-// the room first read the state count from then.
+// entries close. The handout is the one a token's hat claim (or an
+// account's record) tells, the same at every node whichever handed the
+// position out or leased it; without one, both moments are read from what
+// the room saw rise: the watermark, and the last position handed out (its
+// own joins at once, other nodes' at the next read of the state);
+// positions admitted before the room first read the state count from then.
 
 // maxWindowSteps bounds the watermark rises a room remembers; the oldest
 // are merged into their successors, which makes admissions look later
