@@ -619,6 +619,13 @@ func (m *model) canDraw(sub string) bool {
 	return !m.opensAt.IsZero() && !m.openingRemoved && !m.lost && m.entrants[sub]
 }
 
+// mayHaveDrawn tells whether sub, an entrant, may have been placed by the
+// draw although the store lost the event's state before the opening: it
+// may have entered after the loss.
+func (m *model) mayHaveDrawn(sub string) bool {
+	return !m.opensAt.IsZero() && !m.openingRemoved && m.lostBeforeOpening && m.entrants[sub]
+}
+
 // preQueue tells whether new arrivals enter the pre-queue.
 func (m *model) preQueue(now time.Time) bool {
 	return !m.opensAt.IsZero() && !m.openingRemoved && now.Before(m.opensAt)
@@ -1012,6 +1019,13 @@ func (m *model) preQueueToken(now time.Time, account string, tk waitroom.Ticket,
 	if a.status == StatusCompleted && m.accountIsRevoked(now, sub) {
 		return nil
 	}
+	if m.mayHaveDrawn(sub) && a.pos > 0 && a.status != StatusSoldOut {
+		// The store lost the entries before the opening, but not those
+		// made after the loss: the draw may have placed this entrant.
+		if err := m.drawnFirst(now, sub, a); err == nil {
+			return nil
+		}
+	}
 	if held := m.accounts[sub]; held != nil && !waitroom.IsVisitorID(sub) && a.pos == held.pos {
 		// An account's pre-queue token is answered as the token of the
 		// position the account holds (docs/api.md §12).
@@ -1085,7 +1099,7 @@ func (m *model) record(now time.Time, account string, tok *waitroom.Ticket, a mo
 		mp := m.positions[p]
 		if mp == nil {
 			mp = &modelPos{subject: it.Subject, handLo: now, handHi: now}
-			if m.canDraw(it.Subject) && (tok == nil || tok.PreQueue) {
+			if (m.canDraw(it.Subject) || m.mayHaveDrawn(it.Subject)) && (tok == nil || tok.PreQueue) {
 				mp.handLo = m.opensAt
 				m.drawn[it.Subject] = p
 			}
