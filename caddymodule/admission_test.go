@@ -439,3 +439,23 @@ func TestPreQueueAccountTokenAfterTheOpeningWasRemoved(t *testing.T) {
 		assert.Equal(t, pos, again, "the position the token yielded")
 	})
 }
+
+// TestPreQueueTokenOfTheDrawAfterTheOpeningWasRemoved: an anonymous
+// entrant's pre-queue token yields the position the draw gave it, and the
+// same one once the opening was taken out of the config, never a second.
+func TestPreQueueTokenOfTheDrawAfterTheOpeningWasRemoved(t *testing.T) {
+	eachStore(t, func(t *testing.T, h *Handler, clk *clock) {
+		h.LotterySeed = testSeed
+		h.OpensAt = clk.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+		provision(t, h)
+		pre := preQueueEntrant(t, h, get(h, ""))
+		clk.Advance(time.Hour)
+		_, pos := placedToken(t, h, do(t, h, withToken(h, pre)))
+		require.Equal(t, int64(1), pos, "the draw's one entrant")
+
+		reloaded := provision(t, &Handler{Event: h.Event, Store: h.Store})
+		refresh(t, reloaded)
+		_, again := placedToken(t, reloaded, do(t, reloaded, withToken(reloaded, pre)))
+		assert.Equal(t, pos, again, "the position the token yielded")
+	})
+}

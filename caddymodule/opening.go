@@ -54,6 +54,7 @@ func (h *Handler) servePreQueueTicket(w http.ResponseWriter, r *http.Request, ne
 	defer cancel()
 	var pos int64
 	var handedOut time.Time
+	var drawn bool
 	var err error
 	if h.opensAt.IsZero() {
 		// The opening was taken out of the config: nothing drawn.
@@ -92,7 +93,16 @@ func (h *Handler) servePreQueueTicket(w http.ResponseWriter, r *http.Request, ne
 		}
 	case err != nil:
 		return h.unavailable(w, r, repl, err)
-	case account:
+	default:
+		// The draw's position is the one the token yields, also once the
+		// draw cannot say (a reload without the opening).
+		keep := t.ExpiresAt.Sub(h.now()) + revokeLeeway
+		if err = h.room.room.RecordDrawnPreQueue(ctx, t.Subject, pos, keep); err != nil {
+			return h.unavailable(w, r, repl, err)
+		}
+		drawn = true
+	}
+	if account && drawn {
 		// The drawn position is the account's, so its next arrival
 		// without this token finds it, after a reload too.
 		if pos, handedOut, err = h.room.room.HoldAccount(ctx, t.Subject, pos, time.Time{}, h.ttl); err != nil {
