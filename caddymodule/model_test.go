@@ -973,7 +973,10 @@ func (m *model) preQueueToken(now time.Time, account string, tk waitroom.Ticket,
 		p := yielded[0]
 		possibly, surely := m.windowOver(now, p)
 		if m.isRevoked(now, sub, p) || surely {
-			if a.status == StatusAdmitted && a.user == sub {
+			// Never at its position; its bearer is a new arrival, which
+			// may be admitted at once at a new place at the back when the
+			// watermark is ahead (docs/api.md §3), unless revoked.
+			if a.status == StatusAdmitted && a.user == sub && (a.pos == p || m.isRevoked(now, sub, p)) {
 				return fmt.Errorf("rule: a pre-queue token never admits once its position %d was revoked or its window ended", p)
 			}
 			if a.pos == 0 || a.pos == p {
