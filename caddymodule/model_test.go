@@ -1092,6 +1092,11 @@ func (m *model) record(now time.Time, account string, tok *waitroom.Ticket, a mo
 		}
 		if m.positions[a.pos] == nil {
 			m.positions[a.pos] = &modelPos{subject: account, handLo: now, handHi: now}
+			if m.canDraw(account) || m.mayHaveDrawn(account) {
+				// Its drawn position: handed out when the entries closed,
+				// or now.
+				m.positions[a.pos].handLo = m.opensAt
+			}
 		}
 	}
 	if a.pos > 0 {
