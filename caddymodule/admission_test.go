@@ -411,3 +411,51 @@ func TestAccountEntrantAfterItsWindow(t *testing.T) {
 		}
 	})
 }
+
+// TestPreQueueAccountTokenAfterTheOpeningWasRemoved: an account's pre-queue
+// token whose opening was taken out of the config is answered by the
+// position the account took from the draw, as that position's token would
+// be (waiting, in a paused sold-out event whose watermark passed it), not
+// turned away as a stranger to a sold-out event.
+func TestPreQueueAccountTokenAfterTheOpeningWasRemoved(t *testing.T) {
+	eachStore(t, func(t *testing.T, h *Handler, clk *clock) {
+		h.UserID = "{http.request.header.X-User-ID}"
+		h.LotterySeed = testSeed
+		h.OpensAt = clk.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+		provision(t, h)
+		pre := preQueueEntrant(t, h, asUser(get(h, ""), "bob"))
+		clk.Advance(time.Hour)
+		_, pos := placedToken(t, h, do(t, h, asUser(withToken(h, pre), "bob")))
+		require.Equal(t, int64(1), pos, "the draw's one entrant")
+
+		// A reload without the opening; then the event sells out, paused.
+		reloaded := provision(t, &Handler{Event: h.Event, Store: h.Store, UserID: h.UserID})
+		update(t, reloaded, waitroom.Change{SetWatermark: ptr[int64](3), Paused: ptr(true), SoldOut: ptr(true)})
+		refresh(t, reloaded)
+
+		res := do(t, reloaded, asUser(withToken(reloaded, pre), "bob"))
+		assert.Equal(t, StatusWaiting, res.status(), res.rec.Body.String())
+		_, again := placedToken(t, reloaded, res)
+		assert.Equal(t, pos, again, "the position the token yielded")
+	})
+}
+
+// TestPreQueueTokenOfTheDrawAfterTheOpeningWasRemoved: an anonymous
+// entrant's pre-queue token yields the position the draw gave it, and the
+// same one once the opening was taken out of the config, never a second.
+func TestPreQueueTokenOfTheDrawAfterTheOpeningWasRemoved(t *testing.T) {
+	eachStore(t, func(t *testing.T, h *Handler, clk *clock) {
+		h.LotterySeed = testSeed
+		h.OpensAt = clk.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+		provision(t, h)
+		pre := preQueueEntrant(t, h, get(h, ""))
+		clk.Advance(time.Hour)
+		_, pos := placedToken(t, h, do(t, h, withToken(h, pre)))
+		require.Equal(t, int64(1), pos, "the draw's one entrant")
+
+		reloaded := provision(t, &Handler{Event: h.Event, Store: h.Store})
+		refresh(t, reloaded)
+		_, again := placedToken(t, reloaded, do(t, reloaded, withToken(reloaded, pre)))
+		assert.Equal(t, pos, again, "the position the token yielded")
+	})
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -98,11 +99,13 @@ func (h *Handler) join(w http.ResponseWriter, r *http.Request, next caddyhttp.Ha
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), joinTimeout)
 	var pos int64
+	var handedOut time.Time
 	var err error
 	if account {
-		pos, _, err = h.room.room.JoinAccount(ctx, user, h.ttl)
+		pos, handedOut, _, err = h.room.room.JoinAccountAt(ctx, user, h.ttl)
 	} else {
 		pos, err = h.room.room.Join(ctx)
+		handedOut = h.now()
 	}
 	cancel()
 	if err != nil {
@@ -119,7 +122,9 @@ func (h *Handler) join(w http.ResponseWriter, r *http.Request, next caddyhttp.Ha
 	if s.BeyondCap(pos) {
 		return h.soldOut(w, r, repl, pos, presented)
 	}
-	t, err := h.issue(user, account, pos)
+	// The token tells when its position was handed out: now for a new
+	// one, for an account's the moment the store kept (zero: unknown).
+	t, err := h.issue(user, account, pos, handedOut)
 	if err != nil {
 		return caddyhttp.Error(http.StatusInternalServerError, err)
 	}

@@ -619,6 +619,13 @@ func (m *model) canDraw(sub string) bool {
 	return !m.opensAt.IsZero() && !m.openingRemoved && !m.lost && m.entrants[sub]
 }
 
+// mayHaveDrawn tells whether sub, an entrant, may have been placed by the
+// draw although the store lost the event's state before the opening: it
+// may have entered after the loss.
+func (m *model) mayHaveDrawn(sub string) bool {
+	return !m.opensAt.IsZero() && !m.openingRemoved && m.lostBeforeOpening && m.entrants[sub]
+}
+
 // preQueue tells whether new arrivals enter the pre-queue.
 func (m *model) preQueue(now time.Time) bool {
 	return !m.opensAt.IsZero() && !m.openingRemoved && now.Before(m.opensAt)
@@ -966,7 +973,10 @@ func (m *model) preQueueToken(now time.Time, account string, tk waitroom.Ticket,
 		p := yielded[0]
 		possibly, surely := m.windowOver(now, p)
 		if m.isRevoked(now, sub, p) || surely {
-			if a.status == StatusAdmitted && a.user == sub {
+			// Never at its position; its bearer is a new arrival, which
+			// may be admitted at once at a new place at the back when the
+			// watermark is ahead (docs/api.md §3), unless revoked.
+			if a.status == StatusAdmitted && a.user == sub && (a.pos == p || m.isRevoked(now, sub, p)) {
 				return fmt.Errorf("rule: a pre-queue token never admits once its position %d was revoked or its window ended", p)
 			}
 			if a.pos == 0 || a.pos == p {
@@ -1011,6 +1021,18 @@ func (m *model) preQueueToken(now time.Time, account string, tk waitroom.Ticket,
 	}
 	if a.status == StatusCompleted && m.accountIsRevoked(now, sub) {
 		return nil
+	}
+	if m.mayHaveDrawn(sub) && a.pos > 0 && a.status != StatusSoldOut {
+		// The store lost the entries before the opening, but not those
+		// made after the loss: the draw may have placed this entrant.
+		if err := m.drawnFirst(now, sub, a); err == nil {
+			return nil
+		}
+	}
+	if held := m.accounts[sub]; held != nil && !waitroom.IsVisitorID(sub) && a.pos == held.pos {
+		// An account's pre-queue token is answered as the token of the
+		// position the account holds (docs/api.md §12).
+		return m.token(now, account, waitroom.Ticket{Subject: sub, Position: held.pos, Account: true}, a)
 	}
 	if m.soldOut {
 		return expectStatus(a, StatusSoldOut, "a pre-queue token without a draw in a sold-out event")
@@ -1070,6 +1092,11 @@ func (m *model) record(now time.Time, account string, tok *waitroom.Ticket, a mo
 		}
 		if m.positions[a.pos] == nil {
 			m.positions[a.pos] = &modelPos{subject: account, handLo: now, handHi: now}
+			if m.canDraw(account) || m.mayHaveDrawn(account) {
+				// Its drawn position: handed out when the entries closed,
+				// or now.
+				m.positions[a.pos].handLo = m.opensAt
+			}
 		}
 	}
 	if a.pos > 0 {
@@ -1080,7 +1107,7 @@ func (m *model) record(now time.Time, account string, tok *waitroom.Ticket, a mo
 		mp := m.positions[p]
 		if mp == nil {
 			mp = &modelPos{subject: it.Subject, handLo: now, handHi: now}
-			if m.canDraw(it.Subject) && (tok == nil || tok.PreQueue) {
+			if (m.canDraw(it.Subject) || m.mayHaveDrawn(it.Subject)) && (tok == nil || tok.PreQueue) {
 				mp.handLo = m.opensAt
 				m.drawn[it.Subject] = p
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -52,6 +53,8 @@ func (h *Handler) servePreQueueTicket(w http.ResponseWriter, r *http.Request, ne
 	ctx, cancel := context.WithTimeout(r.Context(), joinTimeout)
 	defer cancel()
 	var pos int64
+	var handedOut time.Time
+	var drawn bool
 	var err error
 	if h.opensAt.IsZero() {
 		// The opening was taken out of the config: nothing drawn.
@@ -65,7 +68,15 @@ func (h *Handler) servePreQueueTicket(w http.ResponseWriter, r *http.Request, ne
 	case errors.Is(err, waitroom.ErrNotEntrant):
 		h.logger.Debug("pre-queue token without a drawn position", zap.Int64("event", h.Event), zap.String("user", t.Subject))
 		var placed bool
-		pos, placed, err = h.room.room.PreQueuePlaced(ctx, t.Subject)
+		err = nil
+		if account {
+			// An account's token is judged by the position the account
+			// holds, whatever gave it that one (the draw, another device).
+			pos, handedOut, placed, err = h.room.room.AccountHeld(ctx, t.Subject)
+		}
+		if err == nil && !placed {
+			pos, placed, err = h.room.room.PreQueuePlaced(ctx, t.Subject)
+		}
 		switch {
 		case err != nil:
 			return h.unavailable(w, r, repl, err)
@@ -82,18 +93,33 @@ func (h *Handler) servePreQueueTicket(w http.ResponseWriter, r *http.Request, ne
 		}
 	case err != nil:
 		return h.unavailable(w, r, repl, err)
+	default:
+		// The draw's position is the one the token yields, also once the
+		// draw cannot say (a reload without the opening).
+		keep := t.ExpiresAt.Sub(h.now()) + revokeLeeway
+		if err = h.room.room.RecordDrawnPreQueue(ctx, t.Subject, pos, keep); err != nil {
+			return h.unavailable(w, r, repl, err)
+		}
+		drawn = true
+	}
+	if account && drawn {
+		// The drawn position is the account's, so its next arrival
+		// without this token finds it, after a reload too.
+		if pos, handedOut, err = h.room.room.HoldAccount(ctx, t.Subject, pos, time.Time{}, h.ttl); err != nil {
+			return h.unavailable(w, r, repl, err)
+		}
 	}
 	cancel()
 
 	s := h.room.room.State()
-	yielded := waitroom.Ticket{Subject: t.Subject, Event: h.Event, Position: pos, Account: t.Account}
+	yielded := waitroom.Ticket{Subject: t.Subject, Event: h.Event, Position: pos, Account: t.Account, HandedOut: handedOut}
 	switch h.holds(r, s, yielded) {
 	case ticketCompleted:
 		return h.completed(w, r, repl, pos)
 	case ticketSpent:
 		return h.serveArrival(w, r, next, repl, s, true, solution)
 	}
-	placed, err := h.issue(t.Subject, account, pos)
+	placed, err := h.issue(t.Subject, account, pos, handedOut)
 	if err != nil {
 		return caddyhttp.Error(http.StatusInternalServerError, err)
 	}

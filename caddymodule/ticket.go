@@ -3,6 +3,7 @@ package caddymodule
 import (
 	"context"
 	"net/http"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -77,7 +78,7 @@ func (h *Handler) serveTicket(w http.ResponseWriter, r *http.Request, next caddy
 // did not extend it. A store that cannot say keeps the holder admitted: it
 // may be paying.
 func (h *Handler) windowOver(r *http.Request, t waitroom.Ticket) bool {
-	if !h.room.room.AdmissionOver(t.Position) {
+	if !h.room.room.AdmissionOverSince(t.Position, t.HandedOut) {
 		return false
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), joinTimeout)
@@ -97,10 +98,9 @@ func (h *Handler) isAccount(t waitroom.Ticket) bool {
 }
 
 // issue signs a token with a position for user, an account's (marked so)
-// or an anonymous visitor's.
-func (h *Handler) issue(user string, account bool, pos int64) (waitroom.Ticket, error) {
-	if account {
-		return h.keys.IssueAccount(user, h.Event, pos, h.ttl)
-	}
-	return h.keys.Issue(user, h.Event, pos, h.ttl)
+// or an anonymous visitor's, that tells when the position was handed out
+// (zero: not known), so every gateway counts its admission window from
+// the same moment.
+func (h *Handler) issue(user string, account bool, pos int64, handedOut time.Time) (waitroom.Ticket, error) {
+	return h.keys.IssueHandedOut(user, h.Event, pos, account, handedOut, h.ttl)
 }

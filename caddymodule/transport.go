@@ -111,13 +111,13 @@ func (h *Handler) renew(w http.ResponseWriter, r *http.Request, t waitroom.Ticke
 	if account {
 		// The account's position lives as long as its token does.
 		ctx, cancel := context.WithTimeout(r.Context(), joinTimeout)
-		err := h.room.room.KeepAccount(ctx, t.Subject, t.Position, h.ttl)
+		err := h.room.room.KeepAccountAt(ctx, t.Subject, t.Position, t.HandedOut, h.ttl)
 		cancel()
 		if err != nil {
 			h.logger.Debug("keeping an account's position", zap.Int64("event", h.Event), zap.Error(err))
 		}
 	}
-	fresh, err := h.issue(t.Subject, account, t.Position)
+	fresh, err := h.issue(t.Subject, account, t.Position, t.HandedOut)
 	if err != nil {
 		h.logger.Error("renewing a queue token", zap.Error(err))
 		return t

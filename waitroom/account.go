@@ -7,6 +7,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -31,37 +33,78 @@ type AccountStore interface {
 	ForgetAccount(ctx context.Context, event int64, subject string) error
 }
 
+// AccountHandoutStore is an AccountStore that also keeps when each
+// account's position was handed out, so that every gateway counts its
+// admission window from the same moment.
+type AccountHandoutStore interface {
+	// AccountPositionAt is AccountPosition with the position's handout
+	// (zero when not kept).
+	AccountPositionAt(ctx context.Context, event int64, subject string) (pos int64, handedOut time.Time, ok bool, err error)
+	// ClaimAccountAt is ClaimAccount for pos handed out at handedOut; it
+	// returns the position the account holds and its handout.
+	ClaimAccountAt(ctx context.Context, event int64, subject string, pos int64, handedOut time.Time, ttl time.Duration) (int64, time.Time, error)
+}
+
+// accountAt reads subject's position and its handout.
+func (r *Room) accountAt(ctx context.Context, as AccountStore, subject string) (int64, time.Time, bool, error) {
+	if hs, ok := as.(AccountHandoutStore); ok {
+		return hs.AccountPositionAt(ctx, r.event, subject)
+	}
+	pos, ok, err := as.AccountPosition(ctx, r.event, subject)
+	return pos, time.Time{}, ok, err
+}
+
+// claimAt claims pos, handed out at handedOut, for subject.
+func (r *Room) claimAt(ctx context.Context, as AccountStore, subject string, pos int64, handedOut time.Time, ttl time.Duration) (int64, time.Time, error) {
+	if hs, ok := as.(AccountHandoutStore); ok {
+		return hs.ClaimAccountAt(ctx, r.event, subject, pos, handedOut, ttl)
+	}
+	got, err := as.ClaimAccount(ctx, r.event, subject, pos, ttl)
+	if got != pos {
+		handedOut = time.Time{}
+	}
+	return got, handedOut, err
+}
+
 // JoinAccount hands subject, an account, its position: the one it holds
 // already, else the next one. again tells which. Should two devices of one
 // account join at once, both get the position the first claimed; the
 // other's is left unused. A store that keeps no accounts hands out a new
 // position each time.
 func (r *Room) JoinAccount(ctx context.Context, subject string, ttl time.Duration) (pos int64, again bool, err error) {
+	pos, _, again, err = r.JoinAccountAt(ctx, subject, ttl)
+	return pos, again, err
+}
+
+// JoinAccountAt is JoinAccount that also tells when the position was
+// handed out: now for a new one; for one held already, when it was, or
+// zero when the store does not say.
+func (r *Room) JoinAccountAt(ctx context.Context, subject string, ttl time.Duration) (pos int64, handedOut time.Time, again bool, err error) {
 	as, ok := r.store.(AccountStore)
 	if !ok {
 		pos, err := r.Join(ctx)
-		return pos, false, err
+		return pos, r.opts.Now(), false, err
 	}
-	held, ok, err := as.AccountPosition(ctx, r.event, subject)
+	held, heldAt, ok, err := r.accountAt(ctx, as, subject)
 	if err != nil {
-		return 0, false, err
+		return 0, time.Time{}, false, err
 	}
 	// forgot is set once the held position was given up: the draw's
 	// position, if it was that one, is not given again.
 	var forgot bool
-	if ok && r.AdmissionOver(held) {
+	if ok && r.AdmissionOverSince(held, heldAt) {
 		// Its turn came and went: a place at the back, unless the origin
 		// keeps it admitted.
 		if ext, err := r.Extended(ctx, subject); err != nil || ext {
-			return held, true, err
+			return held, heldAt, true, err
 		}
 		if err := as.ForgetAccount(ctx, r.event, subject); err != nil {
-			return 0, false, err
+			return 0, time.Time{}, false, err
 		}
 		ok, forgot = false, true
 	}
 	if ok {
-		return held, true, nil
+		return held, heldAt, true, nil
 	}
 	if r.lot != nil && !forgot {
 		// An entrant of the pre-queue holds the position drawn for it,
@@ -76,33 +119,64 @@ func (r *Room) JoinAccount(ctx context.Context, subject string, ttl time.Duratio
 		}
 		switch {
 		case err == nil && !over:
-			_, err = as.ClaimAccount(ctx, r.event, subject, drawn, ttl)
-			return drawn, true, err
+			// Its handout is not known: the draw's, or when it was
+			// first taken.
+			_, _, err = r.claimAt(ctx, as, subject, drawn, time.Time{}, ttl)
+			return drawn, time.Time{}, true, err
 		case err != nil && !errors.Is(err, ErrNotEntrant):
-			return 0, false, err
+			return 0, time.Time{}, false, err
 		}
 	}
 	fresh, err := r.Join(ctx)
 	if err != nil {
-		return 0, false, err
+		return 0, time.Time{}, false, err
 	}
-	got, err := as.ClaimAccount(ctx, r.event, subject, fresh, ttl)
+	got, gotAt, err := r.claimAt(ctx, as, subject, fresh, r.opts.Now(), ttl)
 	if err != nil {
-		return 0, false, err
+		return 0, time.Time{}, false, err
 	}
-	return got, got != fresh, nil
+	return got, gotAt, got != fresh, nil
 }
 
 // KeepAccount keeps subject's position in the event alive for ttl, or
 // gives it pos again if the store forgot it: the account's token was
 // renewed.
 func (r *Room) KeepAccount(ctx context.Context, subject string, pos int64, ttl time.Duration) error {
+	return r.KeepAccountAt(ctx, subject, pos, time.Time{}, ttl)
+}
+
+// KeepAccountAt is KeepAccount for a position handed out at handedOut (the
+// token's hat; zero when it does not say).
+func (r *Room) KeepAccountAt(ctx context.Context, subject string, pos int64, handedOut time.Time, ttl time.Duration) error {
 	as, ok := r.store.(AccountStore)
 	if !ok {
 		return nil
 	}
-	_, err := as.ClaimAccount(ctx, r.event, subject, pos, ttl)
+	_, _, err := r.claimAt(ctx, as, subject, pos, handedOut, ttl)
 	return err
+}
+
+// HoldAccount gives subject, an account, position pos (handed out at
+// handedOut, zero when not known) unless it holds one already, and returns
+// the one it holds and its handout, alive for ttl from now. A store that
+// keeps no accounts gives pos back.
+func (r *Room) HoldAccount(ctx context.Context, subject string, pos int64, handedOut time.Time, ttl time.Duration) (int64, time.Time, error) {
+	as, ok := r.store.(AccountStore)
+	if !ok {
+		return pos, handedOut, nil
+	}
+	return r.claimAt(ctx, as, subject, pos, handedOut, ttl)
+}
+
+// AccountHeld is the position subject, an account, holds in the event and
+// when it was handed out (zero when not known); ok is false when it holds
+// none or the store keeps no accounts.
+func (r *Room) AccountHeld(ctx context.Context, subject string) (pos int64, handedOut time.Time, ok bool, err error) {
+	as, isAS := r.store.(AccountStore)
+	if !isAS {
+		return 0, time.Time{}, false, nil
+	}
+	return r.accountAt(ctx, as, subject)
 }
 
 // accountKey names subject's position key: a hash, so that an id of any
@@ -117,25 +191,75 @@ var accountLua string
 
 var accountScript = redis.NewScript(accountLua)
 
-// AccountPosition implements AccountStore.
-func (r *RedisStore) AccountPosition(ctx context.Context, event int64, subject string) (int64, bool, error) {
-	pos, err := r.rdb.Get(ctx, accountKey(event, subject)).Int64()
+//go:embed account_at.lua
+var accountAtLua string
+
+var accountAtScript = redis.NewScript(accountAtLua)
+
+// accountValue is an account key's value: "<pos>:<unix ms>", or "<pos>"
+// without the handout.
+func accountValue(pos int64, handedOut time.Time) string {
+	if handedOut.IsZero() {
+		return strconv.FormatInt(pos, 10)
+	}
+	return strconv.FormatInt(pos, 10) + ":" + strconv.FormatInt(handedOut.UnixMilli(), 10)
+}
+
+func parseAccountValue(v string) (int64, time.Time, error) {
+	p, at, found := strings.Cut(v, ":")
+	pos, err := strconv.ParseInt(p, 10, 64)
+	if err != nil {
+		return 0, time.Time{}, err
+	}
+	if !found {
+		return pos, time.Time{}, nil
+	}
+	ms, err := strconv.ParseInt(at, 10, 64)
+	if err != nil {
+		return 0, time.Time{}, err
+	}
+	return pos, time.UnixMilli(ms).UTC(), nil
+}
+
+// AccountPositionAt implements AccountHandoutStore.
+func (r *RedisStore) AccountPositionAt(ctx context.Context, event int64, subject string) (int64, time.Time, bool, error) {
+	v, err := r.rdb.Get(ctx, accountKey(event, subject)).Result()
 	switch {
 	case err == redis.Nil:
-		return 0, false, nil
+		return 0, time.Time{}, false, nil
 	case err != nil:
-		return 0, false, unavailable("account position", err)
+		return 0, time.Time{}, false, unavailable("account position", err)
 	}
-	return pos, true, nil
+	pos, at, err := parseAccountValue(v)
+	if err != nil {
+		return 0, time.Time{}, false, fmt.Errorf("account position %q: %w", v, err)
+	}
+	return pos, at, true, nil
+}
+
+// ClaimAccountAt implements AccountHandoutStore.
+func (r *RedisStore) ClaimAccountAt(ctx context.Context, event int64, subject string, pos int64, handedOut time.Time, ttl time.Duration) (int64, time.Time, error) {
+	v, err := accountAtScript.Run(ctx, r.rdb, []string{accountKey(event, subject)}, accountValue(pos, handedOut), max(ttl.Milliseconds(), 1)).Text()
+	if err != nil {
+		return 0, time.Time{}, unavailable("claim account position", err)
+	}
+	got, at, err := parseAccountValue(v)
+	if err != nil {
+		return 0, time.Time{}, fmt.Errorf("account position %q: %w", v, err)
+	}
+	return got, at, nil
+}
+
+// AccountPosition implements AccountStore.
+func (r *RedisStore) AccountPosition(ctx context.Context, event int64, subject string) (int64, bool, error) {
+	pos, _, ok, err := r.AccountPositionAt(ctx, event, subject)
+	return pos, ok, err
 }
 
 // ClaimAccount implements AccountStore.
 func (r *RedisStore) ClaimAccount(ctx context.Context, event int64, subject string, pos int64, ttl time.Duration) (int64, error) {
-	got, err := accountScript.Run(ctx, r.rdb, []string{accountKey(event, subject)}, pos, max(ttl.Milliseconds(), 1)).Int64()
-	if err != nil {
-		return 0, unavailable("claim account position", err)
-	}
-	return got, nil
+	got, _, err := r.ClaimAccountAt(ctx, event, subject, pos, time.Time{}, ttl)
+	return got, err
 }
 
 // maxMemoryAccounts bounds the accounts a memory store remembers; expired
@@ -143,23 +267,36 @@ func (r *RedisStore) ClaimAccount(ctx context.Context, event int64, subject stri
 const maxMemoryAccounts = 1 << 20
 
 type accountEntry struct {
-	pos   int64
-	until time.Time
+	pos       int64
+	handedOut time.Time
+	until     time.Time
 }
 
 // AccountPosition implements AccountStore.
-func (m *MemoryStore) AccountPosition(_ context.Context, event int64, subject string) (int64, bool, error) {
+func (m *MemoryStore) AccountPosition(ctx context.Context, event int64, subject string) (int64, bool, error) {
+	pos, _, ok, err := m.AccountPositionAt(ctx, event, subject)
+	return pos, ok, err
+}
+
+// AccountPositionAt implements AccountHandoutStore.
+func (m *MemoryStore) AccountPositionAt(_ context.Context, event int64, subject string) (int64, time.Time, bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	e, ok := m.accounts[nonceKey{event, subject}]
 	if !ok || !m.now().Before(e.until) {
-		return 0, false, nil
+		return 0, time.Time{}, false, nil
 	}
-	return e.pos, true, nil
+	return e.pos, e.handedOut, true, nil
 }
 
 // ClaimAccount implements AccountStore.
-func (m *MemoryStore) ClaimAccount(_ context.Context, event int64, subject string, pos int64, ttl time.Duration) (int64, error) {
+func (m *MemoryStore) ClaimAccount(ctx context.Context, event int64, subject string, pos int64, ttl time.Duration) (int64, error) {
+	got, _, err := m.ClaimAccountAt(ctx, event, subject, pos, time.Time{}, ttl)
+	return got, err
+}
+
+// ClaimAccountAt implements AccountHandoutStore.
+func (m *MemoryStore) ClaimAccountAt(_ context.Context, event int64, subject string, pos int64, handedOut time.Time, ttl time.Duration) (int64, time.Time, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := m.now()
@@ -168,7 +305,7 @@ func (m *MemoryStore) ClaimAccount(_ context.Context, event int64, subject strin
 	}
 	k := nonceKey{event, subject}
 	if e, ok := m.accounts[k]; ok && now.Before(e.until) {
-		pos = e.pos
+		pos, handedOut = e.pos, e.handedOut
 	} else if len(m.accounts) >= maxMemoryAccounts {
 		for k, e := range m.accounts {
 			if !now.Before(e.until) {
@@ -176,14 +313,16 @@ func (m *MemoryStore) ClaimAccount(_ context.Context, event int64, subject strin
 			}
 		}
 		if len(m.accounts) >= maxMemoryAccounts {
-			return 0, fmt.Errorf("claim account position: %w: %d accounts remembered", ErrUnavailable, len(m.accounts))
+			return 0, time.Time{}, fmt.Errorf("claim account position: %w: %d accounts remembered", ErrUnavailable, len(m.accounts))
 		}
 	}
-	m.accounts[k] = accountEntry{pos: pos, until: now.Add(ttl)}
-	return pos, nil
+	m.accounts[k] = accountEntry{pos: pos, handedOut: handedOut, until: now.Add(ttl)}
+	return pos, handedOut, nil
 }
 
 var (
-	_ AccountStore = (*MemoryStore)(nil)
-	_ AccountStore = (*RedisStore)(nil)
+	_ AccountHandoutStore = (*MemoryStore)(nil)
+	_ AccountHandoutStore = (*RedisStore)(nil)
+	_ AccountStore        = (*MemoryStore)(nil)
+	_ AccountStore        = (*RedisStore)(nil)
 )

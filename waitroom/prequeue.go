@@ -67,6 +67,19 @@ func (r *Room) PlacePreQueue(ctx context.Context, subject string, account bool, 
 	return ps.ClaimPreQueue(ctx, r.event, subject, pos, ttl)
 }
 
+// RecordDrawnPreQueue records pos, the position the draw gave subject, as
+// the one its pre-queue token yielded, so the token yields it again once
+// the draw cannot say (the opening taken out of the config). The record
+// lives for ttl; a store that keeps no pre-queue records keeps nothing.
+func (r *Room) RecordDrawnPreQueue(ctx context.Context, subject string, pos int64, ttl time.Duration) error {
+	ps, ok := r.store.(PreQueueStore)
+	if !ok {
+		return nil
+	}
+	_, err := ps.ClaimPreQueue(ctx, r.event, subject, pos, ttl)
+	return err
+}
+
 func preQueueKey(event int64, subject string) string {
 	sum := sha256.Sum256([]byte(subject))
 	return "waitroom:" + hashtag.Event(event) + ":prequeued:" + hex.EncodeToString(sum[:16])

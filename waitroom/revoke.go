@@ -141,6 +141,67 @@ func (r *Room) syncRevocations(ctx context.Context) error {
 	return nil
 }
 
+// restoreRevocations writes back the revocations the room remembers that
+// have not ended, into a store that lost them with the event's state, so a
+// gateway started afterwards (or a reload's new room) knows them too. Every
+// gateway that joins the restore writes back its own; a revocation written
+// twice is the same revocation.
+func (r *Room) restoreRevocations(ctx context.Context) error {
+	rs, ok := r.store.(revocationRestorer)
+	if !ok {
+		return nil
+	}
+	now := r.opts.Now()
+	r.revoked.mu.RLock()
+	var rvs []Revocation
+	for k, until := range r.revoked.until {
+		if now.Before(until) {
+			rvs = append(rvs, Revocation{Subject: k.subject, Position: k.position, Until: until})
+		}
+	}
+	for _, rv := range r.revoked.bySubject {
+		if now.Before(rv.Until) {
+			if until := r.revoked.until[revoked{rv.Subject, rv.Position}]; !until.Equal(rv.Until) {
+				rvs = append(rvs, rv)
+			}
+		}
+	}
+	r.revoked.mu.RUnlock()
+	if len(rvs) == 0 {
+		return nil
+	}
+	return rs.restoreRevocations(ctx, r.event, rvs)
+}
+
+// revocationRestorer is a RevocationStore that can lose its revocations
+// with the event's state (Redis), and takes them back in bulk.
+type revocationRestorer interface {
+	restoreRevocations(ctx context.Context, event int64, rvs []Revocation) error
+}
+
+// restoreRevocations implements revocationRestorer: the revocations
+// appended to the stream in pipelines, one change notice at the end.
+func (r *RedisStore) restoreRevocations(ctx context.Context, event int64, rvs []Revocation) error {
+	for len(rvs) > 0 {
+		n := min(len(rvs), revocationBatch)
+		p := r.rdb.Pipeline()
+		for _, rv := range rvs[:n] {
+			p.XAdd(ctx, &redis.XAddArgs{
+				Stream: revokedKey(event), MaxLen: MaxRevocations, Approx: true,
+				Values: []any{"sub", rv.Subject, "pos", rv.Position, "until", rv.Until.UnixMilli()},
+			})
+		}
+		if _, err := p.Exec(ctx); err != nil {
+			return unavailable("restore revocations", err)
+		}
+		rvs = rvs[n:]
+	}
+	if err := r.rdb.Publish(ctx, changedChannel(event), r.node).Err(); err != nil {
+		return unavailable("restore revocations", err)
+	}
+	return nil
+}
+
 func revokedKey(event int64) string { return "waitroom:" + hashtag.Event(event) + ":revoked" }
 
 // revocationBatch is how many revocations one read takes at most.

@@ -275,6 +275,12 @@ func (r *Room) ensure(ctx context.Context) (State, error) {
 	if s.Restoring(r.opts.Now()) && r.joined.Swap(s.RestoringUntil.UnixMilli()) != s.RestoringUntil.UnixMilli() {
 		r.opts.Logger.Info("queue state being restored; new arrivals wait until every gateway added what it remembers",
 			"event", r.event, "until", s.RestoringUntil, "watermark", s.Watermark, "last_position", s.LastPosition)
+		// The revocations went with the state: those this room remembers
+		// go back, so a revoked visitor stays out of gateways that start
+		// later too.
+		if err := r.restoreRevocations(ctx); err != nil {
+			r.opts.Logger.Warn("restoring revocations", "event", r.event, "error", err)
+		}
 	}
 	r.observe(s)
 	return s, nil

@@ -565,3 +565,36 @@ func TestRoomReadBeforeAChangeNeverUndoesIt(t *testing.T) {
 	<-changed
 	assert.False(t, r.State().SoldOut, "the change, made after the read, stands")
 }
+
+// TestRestoreWritesBackRevocations: a running gateway that remembers a
+// revocation writes it back when the store lost it with the event's state,
+// so a gateway started afterwards keeps the revoked visitor out too.
+func TestRestoreWritesBackRevocations(t *testing.T) {
+	srv := testenvRedis(t)
+	rdb, err := NewRedisClient(srv.URL())
+	require.NoError(t, err)
+	defer rdb.Close()
+	ctx := context.Background()
+	clock := newLockedClock()
+	const event = 83
+	old := gatewayRooms(t, rdb, clock, event, 1, 1)[0]
+	_, err = old.Refresh(ctx)
+	require.NoError(t, err)
+	clock.Advance(DefaultRestoreWindow)
+	_, err = old.Refresh(ctx)
+	require.NoError(t, err)
+	require.NoError(t, old.Revoke(ctx, "v_revoked", 1, time.Hour))
+	require.NoError(t, old.Revoke(ctx, "alice", 2, time.Hour))
+
+	require.NoError(t, rdb.FlushAll(ctx).Err())
+	_, err = old.Refresh(ctx) // finds the state lost and restores it
+	require.NoError(t, err)
+	clock.Advance(DefaultRestoreWindow)
+	fresh := gatewayRooms(t, rdb, clock, event, 1, 1)[0]
+	_, err = fresh.Refresh(ctx)
+	require.NoError(t, err)
+	assert.True(t, fresh.Revoked("v_revoked", 1), "the revocation the old gateway remembered")
+	pos, ok := fresh.SubjectRevoked("alice")
+	assert.True(t, ok)
+	assert.Equal(t, int64(2), pos)
+}

@@ -127,6 +127,10 @@ type Claims struct {
 	Position int64       `json:"pos,omitempty"`
 	PreQueue bool        `json:"pre,omitempty"`
 	Account  accountMark `json:"acc,omitempty"`
+	// HandedOut is when the position was handed out (unix seconds): the
+	// admission window runs from it or from the watermark's reaching the
+	// position, whichever is later, at every gateway. Renewals keep it.
+	HandedOut int64 `json:"hat,omitempty"`
 	jwt.RegisteredClaims
 }
 
@@ -170,6 +174,9 @@ type Ticket struct {
 	PreQueue bool
 	// Account marks an account's token (the acc claim).
 	Account bool
+	// HandedOut is when the position was handed out (the hat claim);
+	// zero when the token does not say.
+	HandedOut time.Time
 	// Raw is the token as it was presented or issued.
 	Raw string
 }
@@ -184,6 +191,18 @@ func (ks *KeySet) Issue(subject string, event, position int64, ttl time.Duration
 func (ks *KeySet) IssueAccount(subject string, event, position int64, ttl time.Duration) (Ticket, error) {
 	now := ks.now().UTC().Truncate(time.Second)
 	return ks.issue(Ticket{Subject: subject, Event: event, Position: position, Account: true, IssuedAt: now, ExpiresAt: now.Add(ttl)})
+}
+
+// IssueHandedOut signs a token for subject (an account's when account) at
+// position in event, valid for ttl, that tells when the position was handed
+// out (zero: it does not say).
+func (ks *KeySet) IssueHandedOut(subject string, event, position int64, account bool, handedOut time.Time, ttl time.Duration) (Ticket, error) {
+	now := ks.now().UTC().Truncate(time.Second)
+	t := Ticket{Subject: subject, Event: event, Position: position, Account: account, IssuedAt: now, ExpiresAt: now.Add(ttl)}
+	if !handedOut.IsZero() {
+		t.HandedOut = handedOut.UTC().Truncate(time.Second)
+	}
+	return ks.issue(t)
 }
 
 // IssuePreQueue signs a pre-queue token for subject in event, valid until
@@ -289,11 +308,20 @@ func (ks *KeySet) verify(raw string, event int64) (Ticket, error) {
 		PreQueue:  c.PreQueue,
 		Account:   bool(c.Account),
 		IssuedAt:  c.IssuedAt.Time.UTC(),
+		HandedOut: handedOutTime(c.HandedOut),
 		ExpiresAt: c.ExpiresAt.Time.UTC(),
 		Raw:       raw,
 	}
 	ks.seen.put(raw, t)
 	return t, nil
+}
+
+// handedOutTime is the hat claim's time; zero when it is absent.
+func handedOutTime(sec int64) time.Time {
+	if sec <= 0 {
+		return time.Time{}
+	}
+	return time.Unix(sec, 0).UTC()
 }
 
 // wholeSecondTimes refuses a token whose exp, iat or nbf is not a JSON
@@ -406,6 +434,10 @@ func appendClaims(b []byte, t Ticket) ([]byte, error) {
 	}
 	if t.Account {
 		b = append(b, `,"acc":true`...)
+	}
+	if !t.HandedOut.IsZero() {
+		b = append(b, `,"hat":`...)
+		b = strconv.AppendInt(b, t.HandedOut.Unix(), 10)
 	}
 	b = append(b, `,"iss":"`+Issuer+`","sub":`...)
 	if plainJSON(t.Subject) {

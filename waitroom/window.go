@@ -16,10 +16,12 @@ import (
 // seats). A watermark set ahead of the arrivals admits each later arrival
 // from its own handout, never from before it held the position; the
 // positions an opening reserves for its entrants are handed out when the
-// entries close. Both moments are read from what the room saw rise: the
-// watermark, and the last position handed out (its own joins at once,
-// other nodes' at the next read of the state); positions admitted before
-// the room first read the state count from then.
+// entries close. The handout is the one a token's hat claim (or an
+// account's record) tells, the same at every node whichever handed the
+// position out or leased it; without one, both moments are read from what
+// the room saw rise: the watermark, and the last position handed out (its
+// own joins at once, other nodes' at the next read of the state);
+// positions admitted before the room first read the state count from then.
 
 // maxWindowSteps bounds the watermark rises a room remembers; the oldest
 // are merged into their successors, which makes admissions look later
@@ -49,6 +51,9 @@ type window struct {
 	length time.Duration // 0: no window
 	mu     sync.Mutex
 	steps  []step
+	// marks are the rises of the watermark alone, for a position whose
+	// token says when it was handed out.
+	marks []step
 }
 
 type step struct {
@@ -65,29 +70,36 @@ func (w *window) observe(now time.Time, s State) {
 	if w.length <= 0 {
 		return
 	}
-	through := min(s.Watermark, s.LastPosition)
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	n := len(w.steps)
+	w.steps = w.rise(w.steps, now, min(s.Watermark, s.LastPosition))
+	w.marks = w.rise(w.marks, now, s.Watermark)
+}
+
+// rise adds to steps that everything through through counts from now, if
+// it did not already.
+func (w *window) rise(steps []step, now time.Time, through int64) []step {
+	n := len(steps)
 	switch {
-	case n > 0 && through <= w.steps[n-1].through:
-		return
-	case n > 0 && now.Truncate(windowGrain).Equal(w.steps[n-1].at.Truncate(windowGrain)):
-		w.steps[n-1] = step{at: now, through: through}
-		return
+	case n > 0 && through <= steps[n-1].through:
+		return steps
+	case n > 0 && now.Truncate(windowGrain).Equal(steps[n-1].at.Truncate(windowGrain)):
+		steps[n-1] = step{at: now, through: through}
+		return steps
 	}
-	w.steps = append(w.steps, step{at: now, through: through})
+	steps = append(steps, step{at: now, through: through})
 	// Rises older than the window say nothing the newest of them does not.
 	cut := 0
-	for cut+1 < len(w.steps) && now.Sub(w.steps[cut+1].at) > w.length {
+	for cut+1 < len(steps) && now.Sub(steps[cut+1].at) > w.length {
 		cut++
 	}
-	if len(w.steps)-cut > maxWindowSteps {
-		cut = len(w.steps) - maxWindowSteps
+	if len(steps)-cut > maxWindowSteps {
+		cut = len(steps) - maxWindowSteps
 	}
 	if cut > 0 {
-		w.steps = append(w.steps[:0], w.steps[cut:]...)
+		steps = append(steps[:0], steps[cut:]...)
 	}
+	return steps
 }
 
 // over reports whether position was admitted (handed out and reached)
@@ -110,10 +122,46 @@ func (w *window) over(now time.Time, position int64) bool {
 	return false
 }
 
+// overSince reports whether position, handed out at handedOut, was
+// admitted longer than the window ago: from the later of its handout and
+// the watermark's reaching it. Unlike the room's view of the last position
+// handed out, a handout time is the same at every gateway, whichever
+// handed the position out and whatever it leased.
+func (w *window) overSince(now time.Time, position int64, handedOut time.Time) bool {
+	if w.length <= 0 {
+		return false
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	limit := now.Add(-w.length)
+	if handedOut.After(limit) {
+		return false
+	}
+	for _, s := range w.marks {
+		if s.at.After(limit) {
+			return false
+		}
+		if s.through >= position {
+			return true
+		}
+	}
+	return false
+}
+
 // AdmissionOver reports whether position's admission window has passed (a
 // lookup in memory); its holder's may still be extended (Extended).
 func (r *Room) AdmissionOver(position int64) bool {
 	return r.window.over(r.opts.Now(), position)
+}
+
+// AdmissionOverSince is AdmissionOver for a position known to have been
+// handed out at handedOut (a token's hat claim); a zero handedOut is
+// AdmissionOver.
+func (r *Room) AdmissionOverSince(position int64, handedOut time.Time) bool {
+	if handedOut.IsZero() {
+		return r.AdmissionOver(position)
+	}
+	return r.window.overSince(r.opts.Now(), position, handedOut)
 }
 
 // ErrNotExtensible is returned by ExtendAdmission when the store keeps no

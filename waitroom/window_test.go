@@ -151,3 +151,46 @@ func TestWindowKeepsAStepASecond(t *testing.T) {
 	w.observe(at.Add(time.Second), State{Watermark: 1000, LastPosition: 101})
 	assert.Len(t, w.steps, 2)
 }
+
+// TestRoomAdmissionWindowLeasedPosition: a position another node leased
+// but handed out only later is admitted from its handout, which its token
+// tells, not from when this node saw the counter pass it (defect: the
+// window ended at the moment of the handout, and the token's bearer was
+// sent to the back).
+func TestRoomAdmissionWindowLeasedPosition(t *testing.T) {
+	clock := newClock()
+	ctx := context.Background()
+	rdb, event := testenv.Redis(t), testenv.EventID()
+	opts := RoomOptions{Now: clock.Now, AdmissionWindow: 15 * time.Minute}
+	a := NewRoom(NewRedisStore(rdb, RedisOptions{Now: clock.Now, Node: "a"}), event, opts)
+	b := NewRoom(NewRedisStore(rdb, RedisOptions{Now: clock.Now, Node: "b", Lease: 2}), event, opts)
+	for _, r := range []*Room{a, b} {
+		_, err := r.Refresh(ctx)
+		require.NoError(t, err)
+	}
+	clock.Advance(2 * DefaultRestoreWindow)
+	for _, r := range []*Room{a, b} {
+		_, err := r.Refresh(ctx)
+		require.NoError(t, err)
+	}
+	first, err := b.Join(ctx) // leases 1 and 2
+	require.NoError(t, err)
+	require.Equal(t, int64(1), first)
+	_, err = b.Update(ctx, Change{SetWatermark: ptrTo[int64](5)})
+	require.NoError(t, err)
+	_, err = a.Refresh(ctx)
+	require.NoError(t, err)
+
+	clock.Advance(16 * time.Minute)
+	second, err := b.Join(ctx)
+	require.NoError(t, err)
+	require.Equal(t, int64(2), second, "from b's lease")
+	handedOut := clock.Now()
+	_, err = a.Refresh(ctx)
+	require.NoError(t, err)
+	assert.False(t, a.AdmissionOverSince(second, handedOut), "handed out just now")
+	assert.True(t, a.AdmissionOverSince(first, handedOut.Add(-16*time.Minute)), "handed out and reached 16 min ago")
+
+	clock.Advance(15 * time.Minute)
+	assert.True(t, a.AdmissionOverSince(second, handedOut), "15 min after its handout")
+}
