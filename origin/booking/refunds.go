@@ -180,13 +180,18 @@ func (s *Settlement) chargeRefunded(ctx context.Context, b ledger.Booking, ev pa
 	switch {
 	case b.RefundStatus == ledger.RefundPending:
 		return s.refundBooking(ctx, b)
-	case b.Status != ledger.BookingConfirmed && b.RefundStatus != ledger.RefundFailed:
+	case b.Status != ledger.BookingConfirmed && b.Status != ledger.BookingPaymentPending &&
+		b.RefundStatus != ledger.RefundFailed:
 		return nil
+	}
+	paymentID := b.PaymentID
+	if paymentID == "" {
+		paymentID = ev.PaymentID
 	}
 	// The event may be older than a refund that failed since: the payment
 	// as the provider has it now decides.
 	pctx, cancel := s.paymentContext(ctx)
-	p, err := s.payments.GetPayment(pctx, b.PaymentID)
+	p, err := s.payments.GetPayment(pctx, paymentID)
 	cancel()
 	if err != nil {
 		return fmt.Errorf("charge refunded, booking %s: %w", b.ID, err)
@@ -195,8 +200,17 @@ func (s *Settlement) chargeRefunded(ctx context.Context, b ledger.Booking, ev pa
 		s.log.Info("charge.refunded for a payment no longer refunded: ignored", "booking", b.ID, "event", ev.ID)
 		return nil
 	}
-	if b.Status == ledger.BookingConfirmed {
+	switch b.Status {
+	case ledger.BookingConfirmed:
 		return s.refundedAtProvider(ctx, b.ID)
+	case ledger.BookingPaymentPending:
+		// The money went back before the payment's success was settled,
+		// or while a settlement that asked the provider before the refund
+		// was confirming it: the event ends the booking itself (a
+		// confirmation that won the row lock ends as a confirmed booking
+		// refunded at the provider), rather than be recorded as handled on
+		// a later settlement's word.
+		return s.refundedBeforeSettled(ctx, b, paymentID)
 	}
 	return s.refundOutcome(ctx, b, payment.Refund{Status: payment.RefundSucceeded})
 }

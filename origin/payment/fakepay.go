@@ -22,8 +22,10 @@ const (
 	MethodVisa = "pm_card_visa"
 	// MethodDeclined fails with card_declined/generic_decline.
 	MethodDeclined = "pm_card_chargeDeclined"
-	// MethodSilent succeeds at the provider but sends no webhook: the
-	// reconciliation (GetPayment) or a test (Redeliver) has to find it.
+	// MethodSilent succeeds at the provider but sends no webhook of the
+	// payment or of the origin's refunds: the reconciliation (GetPayment)
+	// or a test (Redeliver) has to find it. A refund at the provider
+	// (RefundAtProvider) still sends charge.refunded.
 	MethodSilent = "pm_fakepay_silent"
 	// MethodRefundFails pays normally, and every refund of the payment
 	// fails (status failed, with a refund.failed webhook), until

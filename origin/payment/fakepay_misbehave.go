@@ -56,8 +56,8 @@ func (f *Fakepay) tickEverySecond() {
 
 // RefundAtProvider refunds amount of a succeeded payment (0: all that is
 // left) as the merchant's dashboard would, without the origin asking, and
-// sends charge.refunded with the charge's amount_refunded: a partial refund
-// leaves the charge partly kept.
+// sends charge.refunded with the charge's amount_refunded (also for a
+// pm_fakepay_silent payment): a partial refund leaves the charge partly kept.
 func (f *Fakepay) RefundAtProvider(paymentID string, amount int64) (Refund, error) {
 	f.mu.Lock()
 	p, ok := f.payments[paymentID]
@@ -88,11 +88,11 @@ func (f *Fakepay) RefundAtProvider(paymentID string, amount int64) (Refund, erro
 	p.AmountRefunded += amount
 	f.fakeCounters.refunds.Add(1)
 	ev := f.newEvent(stripe.EventTypeChargeRefunded, p.ID, chargeObject(p), now)
-	silent := p.silent
 	f.mu.Unlock()
-	if !silent {
-		f.dispatch(ev)
-	}
+	// Sent for a silent payment too: silent is about the payment's own
+	// outcome, and a refund at the dashboard is news the origin has no
+	// other way to learn of a confirmed booking.
+	f.dispatch(ev)
 	return r.Refund, nil
 }
 

@@ -96,3 +96,22 @@ func TestFakepayForeignPayment(t *testing.T) {
 	assert.Equal(t, "b_unknown", events[0].BookingID)
 	assert.Equal(t, []Payment{p}, fp.PaymentsForBooking("b_unknown"))
 }
+
+// A payment whose own outcome is sent no webhook (pm_fakepay_silent) is
+// still refunded at the dashboard with a charge.refunded: the refund is
+// news of its own, which the origin has no other way to learn of a
+// confirmed booking.
+func TestFakepayRefundAtProviderOfASilentPayment(t *testing.T) {
+	clock := newClock()
+	rcv := newReceiver(t, clock)
+	fp := newFakepay(t, FakepayConfig{WebhookURL: rcv.srv.URL, Now: clock.Now})
+	p, err := fp.CreatePayment(t.Context(), CreateRequest{BookingID: "b_s", Amount: 900, Currency: "inr", PaymentMethod: MethodSilent})
+	require.NoError(t, err)
+	_, err = fp.RefundAtProvider(p.ID, 0)
+	require.NoError(t, err)
+	rcv.waitFor(1)
+	_, events, _ := rcv.snapshot()
+	require.Len(t, events, 1)
+	assert.Equal(t, "charge.refunded", events[0].Type)
+	assert.EqualValues(t, 900, events[0].AmountRefunded)
+}
