@@ -153,19 +153,30 @@ func TestWebhookBeforeThePaymentIDIsKnown(t *testing.T) {
 	h := newPayHarness(t, payOptions{})
 	ev := h.createEvent(map[string]any{"capacity": 5})
 	hold := h.holdOne(ev.ID, "ann", 1)
-	// The create call's answer is lost: the booking does not know its
-	// payment id yet when the provider's event comes.
-	require.NoError(t, h.fp.SetFaults(1, 0))
-	b := h.mustBook(ev.ID, "ann", hold.HoldID, payment.MethodVisa)
+	// The create call's answer is lost (the payment was made): the booking
+	// does not know its payment id yet when the provider's event comes.
+	require.NoError(t, h.fp.SetFaults(0, 1))
+	b := h.mustBook(ev.ID, "ann", hold.HoldID, payment.MethodSilent)
 	require.NoError(t, h.fp.SetFaults(0, 0))
 	assert.Equal(t, "payment_pending", b.Status)
 	assert.Empty(t, b.PaymentID)
+	pays := h.fp.PaymentsForBooking(b.BookingID)
+	require.Len(t, pays, 1)
 
-	res := h.webhook(intentEvent("evt_early", "payment_intent.succeeded", "pi_early", b.BookingID, b.Amount))
+	// Another payment whose metadata names the booking is not its payment:
+	// it settles nothing.
+	foreign := h.fp.ForeignPayment(b.BookingID, b.Amount, "inr")
+	res := h.webhook(intentEvent("evt_foreign", "payment_intent.succeeded", foreign.ID, b.BookingID, b.Amount))
 	require.Equal(t, http.StatusOK, res.status, "%s", res.body)
 	got := h.booking(ev.ID, "ann", b.BookingID)
-	assert.Equal(t, "confirmed", got.Status, "matched by metadata.booking_id")
-	assert.Equal(t, "pi_early", got.PaymentID)
+	assert.Equal(t, "payment_pending", got.Status, "a payment the booking did not make confirms nothing")
+	assert.Empty(t, got.PaymentID)
+
+	res = h.webhook(intentEvent("evt_early", "payment_intent.succeeded", pays[0].ID, b.BookingID, b.Amount))
+	require.Equal(t, http.StatusOK, res.status, "%s", res.body)
+	got = h.booking(ev.ID, "ann", b.BookingID)
+	assert.Equal(t, "confirmed", got.Status, "matched by metadata.booking_id, and the provider's word that it is its payment")
+	assert.Equal(t, pays[0].ID, got.PaymentID)
 	assert.Len(t, got.Tickets, 1)
 	h.requireSeatsOnce(ev.ID)
 }

@@ -3,6 +3,7 @@ package booking
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/google/uuid"
@@ -136,6 +137,38 @@ func (s *Settlement) bookingOfEvent(ctx context.Context, provider string, ev pay
 		s.log.Warn("webhook names a booking paid by another payment: ignored", "event", ev.ID,
 			"payment", ev.PaymentID, "booking", b.ID, "booking_payment", b.PaymentID)
 		return ledger.Booking{}, false, nil
+	case b.PaymentID == "":
+		// The booking has not recorded its payment yet (the create call's
+		// answer is late or was lost), and metadata anyone can write names
+		// it. Only the booking's own payment may settle it: the provider
+		// says which that is, as the payment reconciliation asks it.
+		own, err := s.ownPayment(ctx, b)
+		if err != nil {
+			return ledger.Booking{}, false, err
+		}
+		if own != ev.PaymentID {
+			s.log.Warn("webhook names a booking another payment is for: ignored", "event", ev.ID,
+				"payment", ev.PaymentID, "booking", b.ID, "booking_payment", own)
+			return ledger.Booking{}, false, nil
+		}
 	}
 	return b, true, nil
+}
+
+// ownPayment is the id of the payment the booking's create call made: the
+// same request again, which the provider answers with the payment it made
+// for that idempotency key ("" when it made none and will not).
+func (s *Settlement) ownPayment(ctx context.Context, b ledger.Booking) (string, error) {
+	pctx, cancel := s.paymentContext(ctx)
+	defer cancel()
+	p, err := s.payments.CreatePayment(pctx, s.paymentRequest(b))
+	switch {
+	case p.ID != "":
+		return p.ID, nil
+	case errors.Is(err, payment.ErrDeclined), errors.Is(err, payment.ErrInvalidRequest), errors.Is(err, payment.ErrIdempotencyConflict):
+		return "", nil
+	case err != nil:
+		return "", fmt.Errorf("the payment of booking %s: %w", b.ID, err)
+	}
+	return "", nil
 }
