@@ -65,7 +65,7 @@ type Room struct {
 	synced atomic.Bool
 	// known is set once a state of the event was read from the store.
 	known atomic.Bool
-	rate   *rateMeter
+	rate  *rateMeter
 	// issued is the highest position the room knows was handed out, by
 	// its joins and in the store's state: a counter found below it was
 	// lost. shown is the highest on a token it was shown. A lost counter is

@@ -53,10 +53,10 @@ func TestOriginWaitsForItsServers(t *testing.T) {
 
 	cfg, err := loadConfig(nil, func(name string) string {
 		return map[string]string{
-			"DATABASE_URL":       pgURL.String(),
-			"REDIS_URL":          rds.URL(),
-			"WAITROOM_KEYS":      "k1:" + strings.Repeat("a", 32),
-			"ORIGIN_ADMIN_TOKEN": "secret",
+			"DATABASE_URL":        pgURL.String(),
+			"REDIS_URL":           rds.URL(),
+			"WAITROOM_KEYS":       "k1:" + strings.Repeat("a", 32),
+			"ORIGIN_ADMIN_TOKEN":  "secret",
 			"ORIGIN_METRICS_ADDR": "127.0.0.1:0",
 		}[name]
 	}, io.Discard)
