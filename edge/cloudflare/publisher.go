@@ -97,6 +97,18 @@ type pending struct {
 	retryAt  time.Time
 }
 
+// apiOptions are the Cloudflare API client's settings for every caller
+// here: one bounded try per call, since each caller retries on its own
+// schedule with the newest state.
+func apiOptions(url, token string) []option.RequestOption {
+	return []option.RequestOption{
+		option.WithBaseURL(url),
+		option.WithAPIToken(token),
+		option.WithRequestTimeout(requestTimeout),
+		option.WithMaxRetries(0),
+	}
+}
+
 // New returns a publisher for cfg. It does no I/O.
 func New(cfg Config, logger *slog.Logger) (*Publisher, error) {
 	if err := cfg.Validate(); err != nil {
@@ -112,15 +124,8 @@ func New(cfg Config, logger *slog.Logger) (*Publisher, error) {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	return &Publisher{
-		cfg: cfg,
-		values: kv.NewNamespaceValueService(
-			option.WithBaseURL(cfg.APIURL),
-			option.WithAPIToken(cfg.APIToken),
-			option.WithRequestTimeout(requestTimeout),
-			// The publisher retries on its own schedule, with the newest
-			// state.
-			option.WithMaxRetries(0),
-		),
+		cfg:     cfg,
+		values:  kv.NewNamespaceValueService(apiOptions(cfg.APIURL, cfg.APIToken)...),
 		logger:  logger,
 		now:     time.Now,
 		backoff: jitteredBackoff,

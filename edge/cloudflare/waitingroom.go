@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cloudflare/cloudflare-go/v6/option"
 	"github.com/cloudflare/cloudflare-go/v6/waiting_rooms"
 
 	"github.com/waitroom/waitroom/waitroom"
@@ -251,14 +250,8 @@ func NewWaitingRoom(cfg WaitingRoomConfig, logger *slog.Logger) (*WaitingRoom, e
 		logger = slog.New(slog.DiscardHandler)
 	}
 	return &WaitingRoom{
-		cfg: cfg,
-		rooms: waiting_rooms.NewWaitingRoomService(
-			option.WithBaseURL(cfg.APIURL),
-			option.WithAPIToken(cfg.APIToken),
-			option.WithRequestTimeout(requestTimeout),
-			// Retried on the driver's own schedule, with the newest settings.
-			option.WithMaxRetries(0),
-		),
+		cfg:     cfg,
+		rooms:   waiting_rooms.NewWaitingRoomService(apiOptions(cfg.APIURL, cfg.APIToken)...),
 		logger:  logger,
 		now:     time.Now,
 		backoff: jitteredBackoff,
