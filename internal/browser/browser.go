@@ -168,3 +168,23 @@ func Screenshot(t testing.TB, ctx context.Context, name string) string {
 	t.Logf("screenshot: %s", file)
 	return file
 }
+
+// Until evaluates expr in the tab until it is true, within a minute: the
+// page gets there by itself (its own polls, reloads and refreshes), and an
+// evaluation that meets a navigation is tried again.
+func Until(t testing.TB, tab context.Context, expr string) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		ctx, cancel := context.WithTimeout(tab, 2*time.Second)
+		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](expr))
+		cancel()
+		if err == nil && ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("still not %s (last error: %v)", expr, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

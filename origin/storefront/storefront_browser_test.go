@@ -21,25 +21,6 @@ import (
 	"github.com/waitroom/waitroom/internal/browser"
 )
 
-// until evaluates expr in the tab until it is true: across the reloads of
-// a page that refreshes itself, whose evaluations may fail mid-way.
-func until(t *testing.T, tab context.Context, expr string) {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
-		ctx, cancel := context.WithTimeout(tab, 2*time.Second)
-		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](expr))
-		cancel()
-		if err == nil && ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("still not %s (last error: %v)", expr, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
 func TestBrowserStorefrontBuysTwoAdjacentSeats(t *testing.T) {
 	s := newShop(t, shopOptions{})
 	tab := browser.New(t)
@@ -85,7 +66,7 @@ func buyTwoSeats(t *testing.T, s *shop, tab context.Context, user, shots string)
 		chromedp.Click(chromedp.CSS(`label[for="s-A-1-3"]`)),
 		chromedp.Click(chromedp.CSS(`label[for="s-A-1-4"]`)),
 	))
-	until(t, tab, `document.getElementById("s-A-1-3").checked && document.getElementById("s-A-1-4").checked`)
+	browser.Until(t, tab, `document.getElementById("s-A-1-3").checked && document.getElementById("s-A-1-4").checked`)
 	browser.Screenshot(t, tab, shots+"-seats")
 	require.NoError(t, chromedp.Do(tab, chromedp.Click(chromedp.ID("hold-seats")), chromedp.WaitVisible(chromedp.ID("pay"))))
 
@@ -95,14 +76,14 @@ func buyTwoSeats(t *testing.T, s *shop, tab context.Context, user, shots string)
 	live, err := chromedp.Run(tab, chromedp.AttributeValue(chromedp.ID("countdown"), "aria-live"))
 	require.NoError(t, err)
 	assert.Equal(t, "polite", live.Value)
-	until(t, tab, `/^\d+:\d\d$/.test(document.getElementById("left").textContent)`)
+	browser.Until(t, tab, `/^\d+:\d\d$/.test(document.getElementById("left").textContent)`)
 	browser.Screenshot(t, tab, shots+"-hold")
 
 	// Pay with a test card: the booking page refreshes itself until the
 	// payment's webhook confirms it.
 	require.NoError(t, chromedp.Do(tab, chromedp.Click(chromedp.ID("c-pm_card_visa")), chromedp.Click(chromedp.ID("pay-button"))))
-	until(t, tab, `document.querySelector('[data-status="confirmed"]') !== null`)
-	until(t, tab, `Array.from(document.querySelectorAll(".tickets img")).filter(i => i.complete && i.naturalWidth > 0).length === 2`)
+	browser.Until(t, tab, `document.querySelector('[data-status="confirmed"]') !== null`)
+	browser.Until(t, tab, `Array.from(document.querySelectorAll(".tickets img")).filter(i => i.complete && i.naturalWidth > 0).length === 2`)
 	labels, err := chromedp.Run(tab, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll(".tickets figcaption")).map(f => f.textContent.split(" ").pop())`))
 	require.NoError(t, err)
 	assert.Equal(t, []string{"A-1-3", "A-1-4"}, labels)
