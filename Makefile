@@ -65,7 +65,7 @@ clean:
 .PHONY: test-browser
 test-browser: ## the pages in headless Chromium (installs chromium when missing); screenshots in out/browser/
 	scripts/chromium.sh
-	scripts/services.sh $(GO) test -tags browser -count=1 -timeout 10m -run '^TestBrowser' ./internal/browser ./caddymodule ./origin/storefront
+	scripts/services.sh $(GO) test -tags browser -count=1 -timeout 10m -run '^TestBrowser' ./internal/browser ./caddymodule ./origin/storefront ./examples
 
 # The Cloudflare Worker (edge/cloudflare/worker, docs/edge.md) in workerd,
 # through miniflare: its answers, and the Go code's token and request
