@@ -91,7 +91,7 @@ func newDay(t *testing.T) *day {
 	d.call(t, http.MethodPost, "/v1/events", "Bearer "+adminToken, map[string]any{
 		"id": d.event, "name": "Stadium night", "currency": "inr", "hold_ttl_seconds": 600, "max_per_user": 4,
 		"seating": map[string]any{"sections": []any{
-			map[string]any{"id": "A", "price": 120000, "rows": []any{map[string]any{"id": "1", "seats": 8}}},
+			map[string]any{"id": "A", "price": 120000, "rows": []any{map[string]any{"id": "1", "seats": 8}, map[string]any{"id": "2", "seats": 8}}},
 			map[string]any{"id": "GA-East", "price": 50000, "capacity": 30},
 		}},
 	}, http.StatusCreated)
@@ -152,7 +152,10 @@ func (d *day) call(t *testing.T, method, path, auth string, body any, want int, 
 type buyer struct {
 	name string
 	// lang is the browser's Accept-Language, "" for none.
-	lang      string
+	lang string
+	// link is the language the buyer chooses with the waiting page's
+	// links, "" for none.
+	link      string
 	noScript  bool
 	seats     [2]string
 	waiting   string // the waiting page's heading
@@ -166,13 +169,15 @@ type buyer struct {
 // token is revoked by that confirmed booking, and the booking, reloaded
 // through the room, still shows the tickets; a gate device admits one of
 // them; the buyer cancels and sees the refund. Once with JavaScript, once
-// without, once in German.
+// without, once in German (the browser's language), once in Spanish (chosen
+// on the waiting page).
 func TestBrowserBuyersDay(t *testing.T) {
 	d := newDay(t)
 	for _, b := range []buyer{
 		{name: "day", seats: [2]string{"A-1-1", "A-1-2"}, waiting: "You’re in the queue", bookingH1: "Your booking"},
 		{name: "day-nojs", noScript: true, seats: [2]string{"A-1-4", "A-1-5"}, waiting: "You’re in the queue", bookingH1: "Your booking"},
 		{name: "day-de", lang: "de-DE,de;q=0.9", seats: [2]string{"A-1-7", "A-1-8"}, waiting: "Sie sind in der Warteschlange", bookingH1: "Ihre Buchung"},
+		{name: "day-es", link: "es", seats: [2]string{"A-2-1", "A-2-2"}, waiting: "Estás en la cola", bookingH1: "Tu reserva"},
 	} {
 		t.Run(b.name, func(t *testing.T) { d.walk(t, b) })
 	}
@@ -227,8 +232,16 @@ func (d *day) walk(t *testing.T, b buyer) {
 		wantLang = b.lang[:2]
 	}
 
-	// 1. Arrive: the waiting page, nobody admitted yet.
+	// 1. Arrive: the waiting page, nobody admitted yet; its language links
+	// keep the place.
 	require.NoError(t, chromedp.Do(tab, chromedp.Navigate(d.site+"/"), chromedp.WaitVisible(chromedp.CSS("#position"))))
+	if b.link != "" {
+		wantLang = b.link
+		position := text("#position")
+		require.NoError(t, chromedp.Do(tab, chromedp.Click(chromedp.CSS(`a[href$="lang=`+b.link+`"]`))))
+		browser.Until(t, tab, fmt.Sprintf(`document.documentElement.lang === %q && document.getElementById("position") !== null`, b.link))
+		assert.Equal(t, position, text("#position"))
+	}
 	assert.Equal(t, b.waiting, text("h1"))
 	assert.Equal(t, wantLang, eval("document.documentElement.lang"))
 	assert.Equal(t, "waiting", roomSaid(d.site+"/"))
@@ -293,6 +306,13 @@ func (d *day) walk(t *testing.T, b buyer) {
 	assert.Equal(t, "completed", roomSaid(bookingURL), "the room passed a revoked token to the booking")
 	codes := d.tickets(t, tab, b.seats)
 	shot("7-after-revocation")
+	// "My tickets" lists it too, and leads back to it.
+	require.NoError(t, chromedp.Do(tab, chromedp.Click(chromedp.CSS(`header a[href="/tickets"]`)),
+		chromedp.WaitVisible(chromedp.CSS(".bookings"))))
+	assert.Equal(t, "completed", roomSaid(d.site+"/tickets"))
+	assert.Contains(t, text(".bookings"), b.seats[0]+", "+b.seats[1])
+	require.NoError(t, chromedp.Do(tab, chromedp.Click(chromedp.CSS(".bookings a"))))
+	browser.Until(t, tab, fmt.Sprintf(`location.href === %q && document.getElementById("cancel") !== null`, bookingURL))
 
 	// 8. A gate device of the event scans the first ticket: admitted.
 	var scan struct {
