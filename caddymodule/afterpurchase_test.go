@@ -371,3 +371,31 @@ func TestAfterPurchaseExample(t *testing.T) {
 		})
 	}
 }
+
+// TestAfterPurchaseKeepsTheRevocationsEnd: the site's revoke on a
+// completed visitor's page (a confirmed booking's page says it each time)
+// has nothing left to end: the revocation ends when it would have, and the
+// account may queue again.
+func TestAfterPurchaseKeepsTheRevocationsEnd(t *testing.T) {
+	eachStore(t, func(t *testing.T, h *Handler, clk *clock) {
+		h.AfterPurchase = buyerPages
+		h.UserID = "{http.request.header.X-User-ID}"
+		provision(t, h)
+		setWatermark(t, h, 1)
+		tok, _ := placedToken(t, h, do(t, h, asUser(at(h, "/buy", ""), "alice")))
+		serveRevoking(t, h, asUser(at(h, "/buy", tok), "alice"))
+		revokedAt := clk.Now()
+
+		clk.Advance(20 * time.Minute)
+		refresh(t, h)
+		res := doAs(t, h, asUser(at(h, "/bookings/1", tok), "alice"), true)
+		require.NotNil(t, res.next)
+		refresh(t, h)
+
+		clk.Advance(revokedAt.Add(DefaultTokenTTL + revokeLeeway).Sub(clk.Now()))
+		refresh(t, h)
+		res = do(t, h, asUser(at(h, "/bookings/1", ""), "alice"))
+		notPassed(t, res, "after the revocation ended")
+		assert.Equal(t, StatusWaiting, res.status(), "the revocation ended: a place at the back")
+	})
+}
