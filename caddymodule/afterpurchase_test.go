@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strconv"
 	"testing"
 	"time"
@@ -311,5 +312,90 @@ func TestAfterPurchaseWhenSoldOut(t *testing.T) {
 			notPassed(t, res, r.URL.Path)
 			assert.Equal(t, StatusSoldOut, res.status())
 		}
+	})
+}
+
+// TestAfterPurchaseExample: the example's after_purchase reaches the
+// bundled storefront's pages after the purchase (origin/storefront and
+// origin/routes.go), and none where a buyer holds or pays.
+func TestAfterPurchaseExample(t *testing.T) {
+	for _, file := range []string{"../Caddyfile.example", "../examples/Caddyfile"} {
+		t.Run(file, func(t *testing.T) {
+			for k, v := range map[string]string{"WAITROOM_SECRET": testSecret, "WAITROOM_PORT": "8080", "WAITROOM_ADMIN_PORT": "2019",
+				"WAITROOM_EVENT": "42", "ORIGIN_ADDR": "127.0.0.1:8081", "REDIS_URL": "redis://127.0.0.1:6379/0"} {
+				t.Setenv(k, v)
+			}
+			text, err := os.ReadFile(file)
+			require.NoError(t, err)
+			out, _, err := caddyconfig.GetAdapter("caddyfile").Adapt(text, map[string]any{"filename": file})
+			require.NoError(t, err)
+			var patterns []string
+			var find func(v any)
+			find = func(v any) {
+				switch v := v.(type) {
+				case map[string]any:
+					if v["handler"] == "waitroom" {
+						for _, p := range v["after_purchase"].([]any) {
+							patterns = append(patterns, p.(string))
+						}
+					}
+					for _, x := range v {
+						find(x)
+					}
+				case []any:
+					for _, x := range v {
+						find(x)
+					}
+				}
+			}
+			var cfg any
+			require.NoError(t, json.Unmarshal(out, &cfg))
+			find(cfg)
+			require.NotEmpty(t, patterns)
+			ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+			defer cancel()
+			m, err := afterPurchaseMatcher(ctx, patterns)
+			require.NoError(t, err)
+			match := func(method, path string) bool {
+				r := httptest.NewRequest(method, "http://tickets.test"+path, nil)
+				r = r.WithContext(context.WithValue(r.Context(), caddy.ReplacerCtxKey, caddy.NewReplacer()))
+				return m.Match(r)
+			}
+			for _, p := range []string{"/", "/bookings/0b6f", "/bookings/0b6f/cancellation", "/tickets", "/assets/shop.css", "/assets/shop.js",
+				"/favicon.ico", "/v1/bookings/0b6f", "/v1/tickets/ABC.png"} {
+				assert.True(t, match(http.MethodGet, p), "%s reaches the buyer after the purchase", p)
+			}
+			for _, p := range []string{"/events/1", "/events/1/holds", "/holds/7", "/holds/7/booking", "/v1/events/1/holds", "/v1/bookings", "/v1/holds/7"} {
+				assert.False(t, match(http.MethodGet, p), "%s is not for the completed", p)
+			}
+		})
+	}
+}
+
+// TestAfterPurchaseKeepsTheRevocationsEnd: the site's revoke on a
+// completed visitor's page (a confirmed booking's page says it each time)
+// has nothing left to end: the revocation ends when it would have, and the
+// account may queue again.
+func TestAfterPurchaseKeepsTheRevocationsEnd(t *testing.T) {
+	eachStore(t, func(t *testing.T, h *Handler, clk *clock) {
+		h.AfterPurchase = buyerPages
+		h.UserID = "{http.request.header.X-User-ID}"
+		provision(t, h)
+		setWatermark(t, h, 1)
+		tok, _ := placedToken(t, h, do(t, h, asUser(at(h, "/buy", ""), "alice")))
+		serveRevoking(t, h, asUser(at(h, "/buy", tok), "alice"))
+		revokedAt := clk.Now()
+
+		clk.Advance(20 * time.Minute)
+		refresh(t, h)
+		res := doAs(t, h, asUser(at(h, "/bookings/1", tok), "alice"), true)
+		require.NotNil(t, res.next)
+		refresh(t, h)
+
+		clk.Advance(revokedAt.Add(DefaultTokenTTL + revokeLeeway).Sub(clk.Now()))
+		refresh(t, h)
+		res = do(t, h, asUser(at(h, "/bookings/1", ""), "alice"))
+		notPassed(t, res, "after the revocation ended")
+		assert.Equal(t, StatusWaiting, res.status(), "the revocation ended: a place at the back")
 	})
 }
