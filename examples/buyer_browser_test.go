@@ -306,7 +306,11 @@ func (d *day) walk(t *testing.T, b buyer) {
 	assert.Equal(t, "completed", roomSaid(bookingURL), "the room passed a revoked token to the booking")
 	codes := d.tickets(t, tab, b.seats)
 	shot("7-after-revocation")
-	// "My tickets" lists it too, and leads back to it.
+	// The events list, then "My tickets", which lists the booking and
+	// leads back to it.
+	require.NoError(t, chromedp.Do(tab, chromedp.Click(chromedp.CSS(`header a[href="/"]`)),
+		chromedp.WaitVisible(chromedp.ID(link))))
+	assert.Equal(t, "completed", roomSaid(d.site+"/"))
 	require.NoError(t, chromedp.Do(tab, chromedp.Click(chromedp.CSS(`header a[href="/tickets"]`)),
 		chromedp.WaitVisible(chromedp.CSS(".bookings"))))
 	assert.Equal(t, "completed", roomSaid(d.site+"/tickets"))
