@@ -268,13 +268,8 @@ func (d *day) walk(t *testing.T, b buyer) {
 	browser.Until(t, tab, fmt.Sprintf(`document.getElementById(%q) !== null`, link))
 	assert.Equal(t, "admitted", roomSaid(d.site+"/"))
 	assert.Equal(t, wantLang, eval("document.documentElement.lang"))
-	// The page came by the waiting page's own reload, which chromedp may
-	// not have caught up with: the first click can miss its node.
-	require.Eventually(t, func() bool {
-		ctx, cancel := context.WithTimeout(tab, 5*time.Second)
-		defer cancel()
-		return chromedp.Do(ctx, chromedp.Click(chromedp.ID(link)), chromedp.WaitVisible(chromedp.ID("map"))) == nil
-	}, 20*time.Second, 100*time.Millisecond, "the event's page")
+	clickFresh(t, tab, "#"+link)
+	require.NoError(t, chromedp.Do(tab, chromedp.WaitVisible(chromedp.ID("map"))))
 	require.NoError(t, chromedp.Do(tab,
 		chromedp.Click(chromedp.CSS(fmt.Sprintf(`label[for="s-%s"]`, b.seats[0]))),
 		chromedp.Click(chromedp.CSS(fmt.Sprintf(`label[for="s-%s"]`, b.seats[1])))))
@@ -315,7 +310,7 @@ func (d *day) walk(t *testing.T, b buyer) {
 		chromedp.WaitVisible(chromedp.CSS(".bookings"))))
 	assert.Equal(t, "completed", roomSaid(d.site+"/tickets"))
 	assert.Contains(t, text(".bookings"), b.seats[0]+", "+b.seats[1])
-	require.NoError(t, chromedp.Do(tab, chromedp.Click(chromedp.CSS(".bookings a"))))
+	clickFresh(t, tab, ".bookings a")
 	browser.Until(t, tab, fmt.Sprintf(`location.href === %q && document.getElementById("cancel") !== null`, bookingURL))
 
 	// 8. A gate device of the event scans the first ticket: admitted.
@@ -327,11 +322,29 @@ func (d *day) walk(t *testing.T, b buyer) {
 
 	// 9. Cancel from the page: the refund goes under way, then is paid
 	// back, and the page says so; the other ticket no longer admits.
-	require.NoError(t, chromedp.Do(tab, chromedp.Click(chromedp.ID("cancel"))))
+	clickFresh(t, tab, "#cancel")
 	browser.Until(t, tab, `document.querySelector('[data-refund="succeeded"]') !== null`)
 	assert.Equal(t, "completed", roomSaid(bookingURL))
 	shot("9-refunded")
 	d.call(t, http.MethodPost, "/v1/scans", "Bearer "+d.gate, map[string]any{"code": codes[1]}, http.StatusGone)
+}
+
+// clickFresh clicks the element sel selects on a page the tab came to by
+// itself (a reload, a redirect, a click's navigation), which chromedp may
+// not have caught up with: a click that misses its node is tried again.
+func clickFresh(t *testing.T, tab context.Context, sel string) {
+	t.Helper()
+	var err error
+	for range 50 {
+		ctx, cancel := context.WithTimeout(tab, 5*time.Second)
+		err = chromedp.Do(ctx, chromedp.Click(chromedp.CSS(sel)))
+		cancel()
+		if err == nil {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("click %s: %v", sel, err)
 }
 
 // tickets checks that the booking page shows a ticket for each seat, its
