@@ -287,7 +287,8 @@ func (d *day) walk(t *testing.T, b buyer) {
 	// the payment's webhook, through the room, confirms it: two tickets
 	// with their QR codes.
 	require.NoError(t, chromedp.Do(tab, chromedp.Click(chromedp.ID("c-pm_card_visa")), chromedp.Click(chromedp.ID("pay-button"))))
-	shot("5-paying")
+	browser.Until(t, tab, `document.querySelector('[data-status]') !== null`)
+	shot("5-paid")
 	browser.Until(t, tab, `document.querySelector('[data-status="confirmed"]') !== null`)
 	d.tickets(t, tab, b.seats)
 	assert.Equal(t, b.bookingH1, text("h1"))
