@@ -60,7 +60,23 @@ http://localhost:%d {
 	}
 	entry := findRoom(ev)
 	require.NotNil(t, entry)
-	require.NoError(t, entry.room.PublishInventory(t.Context(), waitroom.Inventory{Sellable: 490, Held: 6, Confirmed: 2, Remaining: 482, Healthy: true}))
+	// The origin publishes its figures every second or so; figures older
+	// than waitroom.InventoryFresh show as stale, so they are published
+	// again while the test runs, however long Chromium takes to start.
+	inv := waitroom.Inventory{Sellable: 490, Held: 6, Confirmed: 2, Remaining: 482, Healthy: true}
+	require.NoError(t, entry.room.PublishInventory(t.Context(), inv))
+	go func() {
+		tick := time.NewTicker(500 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-t.Context().Done():
+				return
+			case <-tick.C:
+				_ = entry.room.PublishInventory(t.Context(), inv)
+			}
+		}
+	}()
 
 	admin := fmt.Sprintf("http://localhost:%d", adminPort)
 	ctx := browser.New(t)
