@@ -30,9 +30,13 @@ type sale struct {
 	l      *ledger.Ledger
 	ev     ledger.Event
 	writer *ledger.ConfirmWriter
+	// start is when its bookings are made.
+	start time.Time
 }
 
-func newSale(t *testing.T, dbURL string) *sale {
+func newSale(t *testing.T, dbURL string) *sale { return newSaleAt(t, dbURL, saleStart) }
+
+func newSaleAt(t *testing.T, dbURL string, saleStart time.Time) *sale {
 	t.Helper()
 	ctx := context.Background()
 	l, err := ledger.Open(ctx, dbURL, ledger.Options{Outbox: true})
@@ -41,7 +45,7 @@ func newSale(t *testing.T, dbURL string) *sale {
 	ev, err := l.CreateEvent(ctx, ledger.Event{ID: testenv.EventID(), Name: "outbox", Capacity: 10_000, Sellable: 10_000,
 		Price: 100, Currency: "inr", HoldTTLSeconds: 600, MaxPerUser: 4, CreatedAt: saleStart})
 	require.NoError(t, err)
-	return &sale{t: t, l: l, ev: ev, writer: ledger.NewConfirmWriter(l)}
+	return &sale{t: t, l: l, ev: ev, writer: ledger.NewConfirmWriter(l), start: saleStart}
 }
 
 // confirm books a seat and confirms the booking as a paid one is: one
@@ -50,16 +54,16 @@ func (s *sale) confirm() string {
 	s.t.Helper()
 	ctx := context.Background()
 	h := ledger.Hold{ID: uuid.Must(uuid.NewV7()).String(), EventID: s.ev.ID, UserID: "u-" + uuid.NewString(), Quantity: 1,
-		Amount: 100, Status: ledger.StatusPending, ExpiresAt: saleStart.Add(10 * time.Minute), CreatedAt: saleStart,
-		UpdatedAt: saleStart, IdempotencyKey: uuid.NewString(), RequestDigest: "d", Response: []byte("{}\n")}
-	_, err := s.l.InsertHold(ctx, h, saleStart)
+		Amount: 100, Status: ledger.StatusPending, ExpiresAt: s.start.Add(10 * time.Minute), CreatedAt: s.start,
+		UpdatedAt: s.start, IdempotencyKey: uuid.NewString(), RequestDigest: "d", Response: []byte("{}\n")}
+	_, err := s.l.InsertHold(ctx, h, s.start)
 	require.NoError(s.t, err)
 	b, err := s.l.Bookings().Insert(ctx, ledger.NewBooking{ID: uuid.NewString(), HoldID: h.ID, EventID: s.ev.ID,
 		UserID: h.UserID, Quantity: 1, Amount: 100, Currency: "inr", Provider: "fakepay", PaymentMethod: "pm_card_visa",
-		IdempotencyKey: uuid.NewString(), RequestDigest: "d", CreatedAt: saleStart})
+		IdempotencyKey: uuid.NewString(), RequestDigest: "d", CreatedAt: s.start})
 	require.NoError(s.t, err)
 	require.NoError(s.t, s.writer.Confirm(ctx, ledger.Confirmation{HoldID: h.ID, BookingID: b.ID, PaymentID: "pay_" + b.ID,
-		EventID: s.ev.ID, Now: saleStart, Sign: func(seats []int32, _ []string) ([]string, error) {
+		EventID: s.ev.ID, Now: s.start, Sign: func(seats []int32, _ []string) ([]string, error) {
 			codes := make([]string, len(seats))
 			for i, n := range seats {
 				codes[i] = b.ID + "/" + strconv.Itoa(int(n))
@@ -69,13 +73,13 @@ func (s *sale) confirm() string {
 	return b.ID
 }
 
-// cancel cancels a confirmed booking and voids its ticket: booking.cancelled
-// and ticket.voided.
+// cancel cancels a confirmed booking, with no refund due, and voids its
+// ticket: booking.cancelled and ticket.voided.
 func (s *sale) cancel(id string) {
 	s.t.Helper()
 	ctx := context.Background()
 	require.NoError(s.t, s.l.InTx(ctx, time.Time{}, func(tx ledger.Tx) error {
-		if _, _, err := tx.Bookings().Cancel(ctx, id, "cancelled_by_buyer", ledger.RefundPending, saleStart.Add(time.Second)); err != nil {
+		if _, _, err := tx.Bookings().Cancel(ctx, id, "cancelled_by_buyer", "", s.start.Add(time.Second)); err != nil {
 			return err
 		}
 		return tx.VoidTickets(ctx, id, s.ev.ID)
@@ -191,4 +195,22 @@ func (r *receiver) requests() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.n
+}
+
+// setAnswer sets how the site answers.
+func (r *receiver) setAnswer(f func(n int, ev received) int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.answer = f
+}
+
+// seenCounts is how many requests each event id got.
+func (r *receiver) seenCounts() map[string]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[string]int, len(r.seen))
+	for k, v := range r.seen {
+		out[k] = v
+	}
+	return out
 }

@@ -60,7 +60,7 @@ func TestReceiverThatFailsTimesOutAndAnswersSlowly(t *testing.T) {
 	rcv.arrived = make(chan received, 10)
 	rcv.hold = make(chan struct{})
 	first := map[string]bool{}
-	rcv.answer = func(_ int, ev received) int {
+	rcv.setAnswer(func(_ int, ev received) int {
 		if first[ev.Data.Booking] {
 			return http.StatusOK
 		}
@@ -72,7 +72,7 @@ func TestReceiverThatFailsTimesOutAndAnswersSlowly(t *testing.T) {
 			return 0
 		}
 		return http.StatusOK
-	}
+	})
 	d, m := newDeliverer(t, s.l, rcv.srv.URL, clock, nil)
 
 	type result struct {
@@ -111,7 +111,7 @@ func TestReceiverThatFailsTimesOutAndAnswersSlowly(t *testing.T) {
 	assert.Len(t, rcv.events(), 3)
 	for _, ev := range rcv.events() {
 		want := map[string]int{failing: 2, hanging: 2, slow: 1}[ev.Data.Booking]
-		assert.Equal(t, want, rcv.seen[ev.ID], "requests of %s", ev.Data.Booking)
+		assert.Equal(t, want, rcv.seenCounts()[ev.ID], "requests of %s", ev.Data.Booking)
 	}
 	assert.Zero(t, rcv.badSigs)
 	assert.Equal(t, 3.0, count(t, m.Delivered))
@@ -131,12 +131,12 @@ func TestInOrderPerBooking(t *testing.T) {
 		ids = append(ids, id)
 	}
 	rcv := newReceiver(t, clock.Now)
-	rcv.answer = func(n int, _ received) int {
+	rcv.setAnswer(func(n int, _ received) int {
 		if n%3 != 0 {
 			return http.StatusServiceUnavailable
 		}
 		return http.StatusOK
-	}
+	})
 	d, _ := newDeliverer(t, s.l, rcv.srv.URL, clock, func(c *outbox.Config) { c.Concurrency = 3 })
 	drain(t, s.l, d, clock)
 
@@ -171,12 +171,12 @@ func TestGivenUpThenSentAgain(t *testing.T) {
 	s.cancel(id)
 	rcv := newReceiver(t, clock.Now)
 	down := true
-	rcv.answer = func(_ int, ev received) int {
+	rcv.setAnswer(func(_ int, ev received) int {
 		if down && ev.Type == "booking.confirmed" {
 			return http.StatusBadGateway
 		}
 		return http.StatusOK
-	}
+	})
 	d, m := newDeliverer(t, s.l, rcv.srv.URL, clock, func(c *outbox.Config) { c.MaxAttempts = 3 })
 	drain(t, s.l, d, clock)
 
@@ -186,7 +186,7 @@ func TestGivenUpThenSentAgain(t *testing.T) {
 	assert.Equal(t, "booking.confirmed", dead[0].Type)
 	assert.Equal(t, 3, dead[0].Attempts)
 	assert.Equal(t, "answered 502", dead[0].LastError)
-	assert.Equal(t, 3, rcv.seen[dead[0].ID])
+	assert.Equal(t, 3, rcv.seenCounts()[dead[0].ID])
 	assert.Equal(t, 1.0, count(t, m.Dead))
 	assert.Equal(t, []string{"booking.cancelled", "ticket.voided"}, types(rcv.events()),
 		"an event given up on holds back nothing")
@@ -208,7 +208,7 @@ func TestGivenUpWhenTooOld(t *testing.T) {
 	clock := testenv.NewClock(saleStart.Add(2 * time.Hour))
 	s.confirm()
 	rcv := newReceiver(t, clock.Now)
-	rcv.answer = func(int, received) int { return http.StatusInternalServerError }
+	rcv.setAnswer(func(int, received) int { return http.StatusInternalServerError })
 	d, _ := newDeliverer(t, s.l, rcv.srv.URL, clock, func(c *outbox.Config) { c.MaxAge = time.Hour })
 	p, err := d.RunOnce(context.Background())
 	require.NoError(t, err)
@@ -240,7 +240,7 @@ func TestNodesShareTheWork(t *testing.T) {
 		wg.Wait()
 	}
 	require.Len(t, rcv.events(), 120)
-	for id, n := range rcv.seen {
+	for id, n := range rcv.seenCounts() {
 		assert.Equal(t, 1, n, "event %s sent %d times", id, n)
 	}
 }
