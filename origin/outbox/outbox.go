@@ -166,7 +166,6 @@ func (d *Deliverer) run(ctx context.Context, done chan struct{}) {
 		if err != nil && ctx.Err() == nil {
 			d.cfg.Logger.Warn("outbox pass failed", "error", err)
 		}
-		d.observeBacklog(ctx)
 		wait := d.cfg.Interval
 		if err == nil && p.Taken == d.cfg.Batch {
 			wait = 0 // more is due
@@ -175,8 +174,8 @@ func (d *Deliverer) run(ctx context.Context, done chan struct{}) {
 	}
 }
 
-// RunOnce leases the events due (the first pending one of each booking)
-// and sends them, a few at a time.
+// RunOnce leases the events due (the first pending one of each booking),
+// sends them, a few at a time, and then reads the backlog for the gauges.
 func (d *Deliverer) RunOnce(ctx context.Context) (Pass, error) {
 	now := d.cfg.Clock()
 	evs, err := d.ledger.ClaimOutbox(ctx, now, now.Add(d.cfg.Lease), d.cfg.Batch)
@@ -210,6 +209,9 @@ func (d *Deliverer) RunOnce(ctx context.Context) (Pass, error) {
 		})
 	}
 	wg.Wait()
+	if err := d.observeBacklog(ctx); err != nil {
+		errs = append(errs, err)
+	}
 	return p, errors.Join(errs...)
 }
 
@@ -297,13 +299,15 @@ func (d *Deliverer) Backoff(attempts int) time.Duration {
 	return b - time.Duration(d.cfg.Rand()*float64(b)/2)
 }
 
-func (d *Deliverer) observeBacklog(ctx context.Context) {
-	if d.cfg.Metrics == nil {
-		return
+// observeBacklog sets the backlog gauges after a pass.
+func (d *Deliverer) observeBacklog(ctx context.Context) error {
+	if d.cfg.Metrics == nil || ctx.Err() != nil {
+		return nil
 	}
 	b, err := d.ledger.OutboxBacklog(ctx)
 	if err != nil {
-		return
+		return err
 	}
 	d.cfg.Metrics.backlog(b, d.cfg.Clock())
+	return nil
 }

@@ -92,6 +92,8 @@ func TestReceiverThatFailsTimesOutAndAnswersSlowly(t *testing.T) {
 	close(rcv.hold)
 	res := <-done
 	require.NoError(t, res.err)
+	assert.Equal(t, 2.0, gauge(t, m.Pending), "the two to try again")
+	assert.Equal(t, 0.0, gauge(t, m.OldestAge), "written at the clock's time")
 	assert.Equal(t, outbox.Pass{Taken: 3, Delivered: 1, Retried: 2}, res.p)
 	require.Len(t, rcv.events(), 1)
 	assert.Equal(t, slow, rcv.events()[0].Data.Booking)
@@ -188,6 +190,8 @@ func TestGivenUpThenSentAgain(t *testing.T) {
 	assert.Equal(t, "answered 502", dead[0].LastError)
 	assert.Equal(t, 3, rcv.seenCounts()[dead[0].ID])
 	assert.Equal(t, 1.0, count(t, m.Dead))
+	assert.Equal(t, 1.0, gauge(t, m.DeadNow))
+	assert.Zero(t, gauge(t, m.Pending))
 	assert.Equal(t, []string{"booking.cancelled", "ticket.voided"}, types(rcv.events()),
 		"an event given up on holds back nothing")
 
@@ -199,6 +203,7 @@ func TestGivenUpThenSentAgain(t *testing.T) {
 	b, err := s.l.OutboxBacklog(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, ledger.OutboxBacklog{}, b)
+	assert.Zero(t, gauge(t, m.DeadNow))
 }
 
 // TestGivenUpWhenTooOld: an event older than MaxAge is given up on at its
@@ -278,4 +283,11 @@ func count(t *testing.T, c prometheus.Counter) float64 {
 	var m dto.Metric
 	require.NoError(t, c.Write(&m))
 	return m.GetCounter().GetValue()
+}
+
+func gauge(t *testing.T, g prometheus.Gauge) float64 {
+	t.Helper()
+	var m dto.Metric
+	require.NoError(t, g.Write(&m))
+	return m.GetGauge().GetValue()
 }
