@@ -113,7 +113,7 @@ func TestKilledOriginLosesNoEvent(t *testing.T) {
 	_ = first.Wait()
 	close(held)
 	killedAt := len(rcv.events())
-	t.Logf("killed with %d of %d events acknowledged and %d requests received", killedAt, 3*bookings, rcv.requests())
+	t.Logf("killed with %d of %d events received (the last ones never acknowledged) in %d requests", killedAt, 3*bookings, rcv.requests())
 
 	start("second origin")
 	deadline := time.Now().Add(2 * time.Minute)
