@@ -80,12 +80,15 @@ func TestOutboxFollowsTheBookingsChanges(t *testing.T) {
 	}))
 	// A change rolled back leaves no event.
 	err = l.InTx(ctx, time.Time{}, func(tx Tx) error {
-		if _, _, err := tx.Bookings().RefundedAtProvider(ctx, c.BookingID, "x", writerNow); err != nil {
+		if _, _, err := tx.Bookings().RecordRefund(ctx, c.BookingID, 0, RefundWasDone, "re_1", writerNow); err != nil {
 			return err
 		}
 		return errors.New("rolled back")
 	})
 	require.Error(t, err)
+	_, ok, err := l.Bookings().RecordRefund(ctx, c.BookingID, 0, RefundWasDone, "re_1", writerNow.Add(2*time.Minute))
+	require.NoError(t, err)
+	require.True(t, ok)
 
 	// Only the first is due while it is pending.
 	first, err := l.ClaimOutbox(ctx, writerNow.Add(time.Hour), writerNow.Add(2*time.Hour), 100)
@@ -102,7 +105,8 @@ func TestOutboxFollowsTheBookingsChanges(t *testing.T) {
 		assert.Equal(t, c.BookingID, b.Data["booking"])
 		assert.EqualValues(t, ev.ID, b.Data["event"])
 	}
-	assert.Equal(t, []string{"booking.confirmed", "ticket.admitted", "booking.cancelled", "ticket.voided"}, types)
+	assert.Equal(t, []string{"booking.confirmed", "ticket.admitted", "booking.cancelled", "ticket.voided", "booking.refunded"}, types)
+	assert.Equal(t, writerNow.Add(2*time.Minute).Unix(), got[4].Created)
 	assert.Len(t, got[0].Data["tickets"], 1, "a confirmation's event carries its tickets")
 	assert.Equal(t, writerNow.Unix(), got[0].Created)
 	assert.EqualValues(t, 100, got[0].Data["amount"])
