@@ -168,12 +168,13 @@ include xcaddy.mk
 
 # The backend recipes (examples/backends): the Go, Node and Python checks of
 # the gateway's X-Waitroom-Token against the shared token table
-# (edge/cloudflare/testdata/verdicts.json). Node's jose comes from the
+# (edge/cloudflare/testdata/verdicts.json), and of the booking events'
+# signature against examples/backends/testdata/signatures.json. Node's jose comes from the
 # lockfile, Python's PyJWT from Debian's python3-jwt (installed when missing
 # and running as root).
 RECIPES := examples/backends
 .PHONY: test-recipes
-test-recipes: $(RECIPES)/node/node_modules/.package-lock.json ## the backend recipes (Go, Node, Python) against the shared token table
+test-recipes: $(RECIPES)/node/node_modules/.package-lock.json ## the backend recipes (Go, Node, Python) against the shared token and signature tables
 	$(GO) test -count=1 ./$(RECIPES)/...
 	cd $(RECIPES)/node && npm test
 	@/usr/bin/python3 -c 'import jwt' 2>/dev/null || { \
