@@ -174,11 +174,15 @@ func steer(c ClosedLoop, in steerInput) (admit int64, reason string) {
 }
 
 // decisionTime is the time nine in ten of the recent holders took from
-// their admission to their hold, or assumed when too few are known.
-func decisionTime(recent []Held, admittedAt func(int64) (time.Time, bool), assumed time.Duration) time.Duration {
+// their admission to their hold, or assumed when too few are known. Only
+// holders admitted at least the assumed time before now count: of those
+// admitted since, only the quickest can have held yet, and their lags
+// alone would make the decision time seconds long early in a sale, count
+// everyone slower as gone and admit several times the seats.
+func decisionTime(recent []Held, admittedAt func(int64) (time.Time, bool), now time.Time, assumed time.Duration) time.Duration {
 	lags := make([]time.Duration, 0, len(recent))
 	for _, h := range recent {
-		if at, ok := admittedAt(h.Position); ok {
+		if at, ok := admittedAt(h.Position); ok && !at.After(now.Add(-assumed)) {
 			lags = append(lags, max(0, h.At.Sub(at)))
 		}
 	}
@@ -301,7 +305,7 @@ func (r *Room) steerClosedLoop(ctx context.Context) error {
 			return err
 		}
 	}
-	next := decisionTime(in.held.Recent, r.admitted.admittedAt, c.DecisionTime)
+	next := decisionTime(in.held.Recent, r.admitted.admittedAt, now, c.DecisionTime)
 	r.pilotMu.Lock()
 	r.decision = next
 	r.pilotMu.Unlock()

@@ -67,6 +67,7 @@ func TestSteer(t *testing.T) {
 func TestDecisionTime(t *testing.T) {
 	t0 := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
 	admittedAt := func(p int64) (time.Time, bool) { return t0, p <= 1000 }
+	later := t0.Add(time.Minute)
 	holds := func(n int, lag func(i int) time.Duration) []Held {
 		out := make([]Held, n)
 		for i := range out {
@@ -74,16 +75,16 @@ func TestDecisionTime(t *testing.T) {
 		}
 		return out
 	}
-	assert.Equal(t, 30*time.Second, decisionTime(holds(9, func(int) time.Duration { return time.Second }), admittedAt, 30*time.Second),
+	assert.Equal(t, 30*time.Second, decisionTime(holds(9, func(int) time.Duration { return time.Second }), admittedAt, later, 30*time.Second),
 		"too few holds: assumed")
-	assert.Equal(t, 9*time.Second, decisionTime(holds(10, func(i int) time.Duration { return time.Duration(i) * time.Second }), admittedAt, 30*time.Second),
+	assert.Equal(t, 9*time.Second, decisionTime(holds(10, func(i int) time.Duration { return time.Duration(i) * time.Second }), admittedAt, later, 30*time.Second),
 		"nine in ten held within it")
-	assert.Equal(t, minDecisionTime, decisionTime(holds(10, func(int) time.Duration { return 0 }), admittedAt, 30*time.Second))
+	assert.Equal(t, minDecisionTime, decisionTime(holds(10, func(int) time.Duration { return 0 }), admittedAt, later, 30*time.Second))
 	unknown := holds(10, func(int) time.Duration { return 0 })
 	for i := range unknown {
 		unknown[i].Position += 1000
 	}
-	assert.Equal(t, 30*time.Second, decisionTime(unknown, admittedAt, 30*time.Second), "admission unknown: not a sample")
+	assert.Equal(t, 30*time.Second, decisionTime(unknown, admittedAt, later, 30*time.Second), "admission unknown: not a sample")
 }
 
 func TestAdmissions(t *testing.T) {
@@ -226,4 +227,22 @@ func TestRoomClosedLoop(t *testing.T) {
 			assert.Equal(t, int64(60), step().Watermark, "sold out")
 		})
 	}
+}
+
+// TestDecisionTimeCensored: early in a sale only the quickest of the
+// admitted have held yet; their lags alone are not the decision time, or
+// the loop takes everyone slower for gone and admits far too many.
+func TestDecisionTimeCensored(t *testing.T) {
+	t0 := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	now := t0.Add(2 * time.Second)
+	admittedAt := func(p int64) (time.Time, bool) { return t0, p <= 1000 }
+	quick := make([]Held, 20)
+	for i := range quick {
+		quick[i] = Held{Position: int64(i + 1), At: t0.Add(time.Second)}
+	}
+	assert.Equal(t, 30*time.Second, decisionTime(quick, admittedAt, now, 30*time.Second),
+		"admitted 2s ago: a lag of 1s says nothing of those still deciding")
+	later := now.Add(40 * time.Second)
+	assert.Equal(t, minDecisionTime, decisionTime(quick, admittedAt, later, 30*time.Second),
+		"admitted longer ago than the assumed decision time: their lags are the measure")
 }
