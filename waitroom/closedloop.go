@@ -178,8 +178,12 @@ func steer(c ClosedLoop, in steerInput) (admit int64, reason string) {
 // holders admitted at least the assumed time before now count: of those
 // admitted since, only the quickest can have held yet, and their lags
 // alone would make the decision time seconds long early in a sale, count
-// everyone slower as gone and admit several times the seats.
-func decisionTime(recent []Held, admittedAt func(int64) (time.Time, bool), now time.Time, assumed time.Duration) time.Duration {
+// everyone slower as gone and admit several times the seats. With too
+// few such holders it stays current (assumed until first measured): were
+// it to fall back to the assumed time whenever the latest holders were
+// all admitted lately, the positions admitted within it would count as
+// undecided again and the loop would stall.
+func decisionTime(recent []Held, admittedAt func(int64) (time.Time, bool), now time.Time, assumed, current time.Duration) time.Duration {
 	lags := make([]time.Duration, 0, len(recent))
 	for _, h := range recent {
 		if at, ok := admittedAt(h.Position); ok && !at.After(now.Add(-assumed)) {
@@ -187,7 +191,7 @@ func decisionTime(recent []Held, admittedAt func(int64) (time.Time, bool), now t
 		}
 	}
 	if len(lags) < minDecisionSample {
-		return assumed
+		return current
 	}
 	slices.Sort(lags)
 	return min(maxDecisionTime, max(minDecisionTime, lags[(len(lags)*9)/10]))
@@ -305,7 +309,7 @@ func (r *Room) steerClosedLoop(ctx context.Context) error {
 			return err
 		}
 	}
-	next := decisionTime(in.held.Recent, r.admitted.admittedAt, now, c.DecisionTime)
+	next := decisionTime(in.held.Recent, r.admitted.admittedAt, now, c.DecisionTime, decision)
 	r.pilotMu.Lock()
 	r.decision = next
 	r.pilotMu.Unlock()

@@ -75,16 +75,16 @@ func TestDecisionTime(t *testing.T) {
 		}
 		return out
 	}
-	assert.Equal(t, 30*time.Second, decisionTime(holds(9, func(int) time.Duration { return time.Second }), admittedAt, later, 30*time.Second),
+	assert.Equal(t, 30*time.Second, decisionTime(holds(9, func(int) time.Duration { return time.Second }), admittedAt, later, 30*time.Second, 30*time.Second),
 		"too few holds: assumed")
-	assert.Equal(t, 9*time.Second, decisionTime(holds(10, func(i int) time.Duration { return time.Duration(i) * time.Second }), admittedAt, later, 30*time.Second),
+	assert.Equal(t, 9*time.Second, decisionTime(holds(10, func(i int) time.Duration { return time.Duration(i) * time.Second }), admittedAt, later, 30*time.Second, 30*time.Second),
 		"nine in ten held within it")
-	assert.Equal(t, minDecisionTime, decisionTime(holds(10, func(int) time.Duration { return 0 }), admittedAt, later, 30*time.Second))
+	assert.Equal(t, minDecisionTime, decisionTime(holds(10, func(int) time.Duration { return 0 }), admittedAt, later, 30*time.Second, 30*time.Second))
 	unknown := holds(10, func(int) time.Duration { return 0 })
 	for i := range unknown {
 		unknown[i].Position += 1000
 	}
-	assert.Equal(t, 30*time.Second, decisionTime(unknown, admittedAt, later, 30*time.Second), "admission unknown: not a sample")
+	assert.Equal(t, 30*time.Second, decisionTime(unknown, admittedAt, later, 30*time.Second, 30*time.Second), "admission unknown: not a sample")
 }
 
 func TestAdmissions(t *testing.T) {
@@ -240,9 +240,25 @@ func TestDecisionTimeCensored(t *testing.T) {
 	for i := range quick {
 		quick[i] = Held{Position: int64(i + 1), At: t0.Add(time.Second)}
 	}
-	assert.Equal(t, 30*time.Second, decisionTime(quick, admittedAt, now, 30*time.Second),
+	assert.Equal(t, 30*time.Second, decisionTime(quick, admittedAt, now, 30*time.Second, 30*time.Second),
 		"admitted 2s ago: a lag of 1s says nothing of those still deciding")
 	later := now.Add(40 * time.Second)
-	assert.Equal(t, minDecisionTime, decisionTime(quick, admittedAt, later, 30*time.Second),
+	assert.Equal(t, minDecisionTime, decisionTime(quick, admittedAt, later, 30*time.Second, 30*time.Second),
 		"admitted longer ago than the assumed decision time: their lags are the measure")
 }
+
+// TestDecisionTimeKept: once measured, the decision time is kept while the
+// latest holders were all admitted lately, rather than falling back to the
+// assumed one: the loop would take the admitted of the last half minute
+// for undecided again and stall.
+func TestDecisionTimeKept(t *testing.T) {
+	t0 := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	now := t0.Add(time.Minute)
+	admittedAt := func(p int64) (time.Time, bool) { return now.Add(-10 * time.Second), true }
+	recent := make([]Held, 20)
+	for i := range recent {
+		recent[i] = Held{Position: int64(i + 1), At: now.Add(-5 * time.Second)}
+	}
+	assert.Equal(t, 12*time.Second, decisionTime(recent, admittedAt, now, 30*time.Second, 12*time.Second))
+}
+
