@@ -261,4 +261,3 @@ func TestDecisionTimeKept(t *testing.T) {
 	}
 	assert.Equal(t, 12*time.Second, decisionTime(recent, admittedAt, now, 30*time.Second, 12*time.Second))
 }
-
