@@ -26,7 +26,7 @@ import (
 // one; before the opening, one with a solution (or without a challenge)
 // enters the pre-queue.
 func (h *Handler) serveArrival(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, repl *caddy.Replacer, s waitroom.State, presented bool, solution string) error {
-	if s.SoldOut {
+	if s.SoldOut && h.availability(s).SoldOut {
 		return h.soldOut(w, r, repl, 0, presented)
 	}
 	var client string

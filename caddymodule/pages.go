@@ -226,16 +226,26 @@ func (h *Handler) wait(w http.ResponseWriter, r *http.Request, repl *caddy.Repla
 	h.m.waiting.Inc()
 
 	ahead := h.room.room.Ahead(t.Position)
+	held := h.availability(s)
+	var within int64
+	if held.AllHeld {
+		within = int64(math.Ceil(held.Within.Seconds()))
+	} else {
+		held.MayReturn = 0
+	}
 	if wantsJSON(r) {
 		return writeJSON(w, h.WaitingStatus, waitingBody{
-			Status:               StatusWaiting,
-			Event:                h.Event,
-			Position:             t.Position,
-			AdmittedThrough:      s.Watermark,
-			Ahead:                ahead,
-			EstimatedWaitSeconds: estimate,
-			Token:                t.Raw,
-			Paused:               s.Paused,
+			Status:                 StatusWaiting,
+			Event:                  h.Event,
+			Position:               t.Position,
+			AdmittedThrough:        s.Watermark,
+			Ahead:                  ahead,
+			EstimatedWaitSeconds:   estimate,
+			Token:                  t.Raw,
+			Paused:                 s.Paused,
+			AllHeld:                held.AllHeld,
+			MayReturn:              held.MayReturn,
+			MayReturnWithinSeconds: within,
 		})
 	}
 	text := h.language(w, r)
@@ -243,15 +253,25 @@ func (h *Handler) wait(w http.ResponseWriter, r *http.Request, repl *caddy.Repla
 	if err != nil {
 		return caddyhttp.Error(http.StatusInternalServerError, err)
 	}
+	var heldWords string
+	if held.AllHeld {
+		if heldWords, err = text.AllHeld(held.MayReturn, held.Within); err != nil {
+			return caddyhttp.Error(http.StatusInternalServerError, err)
+		}
+	}
 	page := WaitingPage{
-		Event:                h.Event,
-		Position:             t.Position,
-		AdmittedThrough:      s.Watermark,
-		Ahead:                ahead,
-		EstimatedWaitSeconds: seconds,
-		EstimatedWait:        words,
-		Paused:               s.Paused,
-		RetryAfterSeconds:    retry,
+		Event:                  h.Event,
+		Position:               t.Position,
+		AdmittedThrough:        s.Watermark,
+		Ahead:                  ahead,
+		EstimatedWaitSeconds:   seconds,
+		EstimatedWait:          words,
+		Paused:                 s.Paused,
+		AllHeld:                held.AllHeld,
+		MayReturn:              held.MayReturn,
+		MayReturnWithinSeconds: within,
+		AllHeldWords:           heldWords,
+		RetryAfterSeconds:      retry,
 	}
 	if h.waitingPage != defaultWaitingPage {
 		if page.Page, err = h.catalogPage(text, r.URL); err != nil {
@@ -259,7 +279,7 @@ func (h *Handler) wait(w http.ResponseWriter, r *http.Request, repl *caddy.Repla
 		}
 		return h.render(w, h.WaitingStatus, h.waitingPage, page)
 	}
-	key := shellKey{lang: text.Lang(), words: words, paused: s.Paused, retry: retry}
+	key := shellKey{lang: text.Lang(), words: words, held: heldWords, paused: s.Paused, retry: retry}
 	query, err := linkQuery(r.URL)
 	if err != nil {
 		return caddyhttp.Error(http.StatusInternalServerError, err)
