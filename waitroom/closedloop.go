@@ -132,7 +132,9 @@ type steerInput struct {
 func steer(c ClosedLoop, in steerInput) (admit int64, reason string) {
 	s, inv := in.state, in.inv
 	switch {
-	case s.SoldOut:
+	// Sold out once nothing can come back: the origin's flag alone only
+	// says no seat is left to hold right now, and it flaps as holds lapse.
+	case Judge(s, inv, in.fresh).SoldOut:
 		return 0, "sold out"
 	case s.Paused:
 		return 0, "paused"
@@ -287,7 +289,7 @@ func (r *Room) steerClosedLoop(ctx context.Context) error {
 		return err
 	}
 	waiting := r.Ahead(s.LastPosition + 1)
-	if s.SoldOut || s.Paused || waiting == 0 {
+	if r.Availability().SoldOut || s.Paused || waiting == 0 {
 		return nil
 	}
 	lead, err := r.store.Lead(ctx, r.event, "autopilot", c.Interval*9/10)

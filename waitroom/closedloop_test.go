@@ -261,3 +261,29 @@ func TestDecisionTimeKept(t *testing.T) {
 	}
 	assert.Equal(t, 12*time.Second, decisionTime(recent, admittedAt, now, 30*time.Second, 12*time.Second))
 }
+
+// TestSteerAllHeld: the origin raises the sold-out flag whenever no seat is
+// left to hold, and lowers it as holds lapse; while seats in live holds may
+// come back the loop keeps steering, so buyers are ready for the seats of
+// holds about to expire instead of being admitted only once each is back.
+func TestSteerAllHeld(t *testing.T) {
+	c := ClosedLoop{}.WithDefaults()
+	allHeld := Inventory{Sellable: 100, Remaining: 0, Held: 20, ExpiringSoon: 10, Healthy: true}
+	base := steerInput{state: State{Watermark: 100, LastPosition: 1000, SoldOut: true, SoldOutBy: ActorOrigin},
+		inv: allHeld, fresh: true, waiting: 900}
+	admit, reason := steer(c, base)
+	assert.Equal(t, int64(10), admit, reason)
+	assert.Contains(t, reason, "5 seats free")
+
+	operator := base
+	operator.state.SoldOutBy = "operator"
+	admit, reason = steer(c, operator)
+	assert.Zero(t, admit)
+	assert.Equal(t, "sold out", reason, "an operator's flag stands")
+
+	nothingBack := base
+	nothingBack.inv.Held, nothingBack.inv.ExpiringSoon = 0, 0
+	admit, reason = steer(c, nothingBack)
+	assert.Zero(t, admit)
+	assert.Equal(t, "sold out", reason, "no live hold: nothing can come back")
+}
