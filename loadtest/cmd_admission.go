@@ -61,7 +61,7 @@ func runAdmission(ctx context.Context, args []string, out, errOut io.Writer) err
 			return err
 		}
 	}
-	rates := fs.String("rates", "50/1s,100/1s,200/1s", "the fixed rates of the sweep, comma-separated <step>/<interval>")
+	rates := fs.String("rates", "100/1s,400/1s,800/1s", "the fixed rates of the sweep, comma-separated <step>/<interval>")
 	seeds := fs.Int("seeds", 1, "crowds: seeds --seed, --seed+1, …")
 	if err := fs.parse(args); err != nil {
 		return err
