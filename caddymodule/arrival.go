@@ -33,7 +33,7 @@ func (h *Handler) serveArrival(w http.ResponseWriter, r *http.Request, next cadd
 			return h.passCompleted(w, r, next, repl, user, pos, "")
 		}
 	}
-	if s.SoldOut {
+	if s.SoldOut && h.availability(s).SoldOut {
 		return h.soldOut(w, r, repl, 0, presented)
 	}
 	var client string

@@ -46,6 +46,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		user_id          <placeholder>
 //		waiting_status   200|202|429|503
 //		sold_out_max_age <duration>
+//		sold_out_at_zero
 //		waiting_template <file>
 //		sold_out_template <file>
 //		locales          <dir>
@@ -193,6 +194,11 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.Errf("sold_out_max_age: must be positive (got %s)", dur)
 			}
 			h.SoldOutMaxAge = caddy.Duration(dur)
+		case "sold_out_at_zero":
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+			h.SoldOutAtZero = true
 		case "waiting_template":
 			v, err := stringArg(d, sub)
 			if err != nil {

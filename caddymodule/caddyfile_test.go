@@ -47,6 +47,7 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 				user_id {http.request.header.X-User-ID}
 				waiting_status 429
 				sold_out_max_age 1m
+				sold_out_at_zero
 				waiting_template /etc/caddy/waiting.html
 				sold_out_template /etc/caddy/sold_out.html
 				autopilot 100 10s
@@ -67,6 +68,7 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 				UserID:          "{http.request.header.X-User-ID}",
 				WaitingStatus:   429,
 				SoldOutMaxAge:   caddy.Duration(time.Minute),
+				SoldOutAtZero:   true,
 				WaitingTemplate: "/etc/caddy/waiting.html",
 				SoldOutTemplate: "/etc/caddy/sold_out.html",
 				Autopilot:       &Autopilot{Step: 100, Interval: caddy.Duration(10 * time.Second)},
@@ -122,6 +124,7 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 		{name: "bad waiting status", input: "waitroom {\n waiting_status 404\n}", err: "waiting_status: must be 200, 202, 429 or 503 (got 404)"},
 		{name: "waiting status not a number", input: "waitroom {\n waiting_status ok\n}", err: "waiting_status: \"ok\" is not an integer"},
 		{name: "bad max age", input: "waitroom {\n sold_out_max_age forever\n}", err: "sold_out_max_age: \"forever\" is not a duration"},
+		{name: "sold_out_at_zero takes no argument", input: "waitroom {\n sold_out_at_zero on\n}", err: "wrong argument count"},
 		{name: "zero max age", input: "waitroom {\n sold_out_max_age 0s\n}", err: "sold_out_max_age: must be positive"},
 		{name: "waiting template missing", input: "waitroom {\n waiting_template\n}", err: "waiting_template: want exactly one argument"},
 		{name: "sold out template missing", input: "waitroom {\n sold_out_template\n}", err: "sold_out_template: want exactly one argument"},

@@ -167,6 +167,13 @@ type Handler struct {
 	// Default: 200.
 	WaitingStatus int `json:"waiting_status,omitempty"`
 
+	// Answer sold out as soon as the origin finds no seat left to hold,
+	// even while seats in live holds may still come back. Default: off:
+	// until nothing can come back, visitors not yet admitted keep waiting
+	// and are told every seat is held (docs/api.md §12). An operator's
+	// sold-out flag and the hard cap are answered sold out either way.
+	SoldOutAtZero bool `json:"sold_out_at_zero,omitempty"`
+
 	// How long the sold-out answer may be cached: by shared caches
 	// (Cache-Control: public, max-age) when the request carried no queue
 	// token, only by the client's own cache (private, max-age) when it did.

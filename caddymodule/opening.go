@@ -80,7 +80,7 @@ func (h *Handler) servePreQueueTicket(w http.ResponseWriter, r *http.Request, ne
 		switch {
 		case err != nil:
 			return h.unavailable(w, r, repl, err)
-		case !placed && h.room.room.State().SoldOut:
+		case !placed && h.availability(h.room.room.State()).SoldOut:
 			// Never a place in a sold-out event.
 			return h.soldOut(w, r, repl, 0, true)
 		case !placed:

@@ -77,6 +77,14 @@ type WaitingPage struct {
 	EstimatedWait string
 	// Paused is true while the event's entry is paused.
 	Paused bool
+	// AllHeld is true while no seat is left but MayReturn seats are in
+	// live holds, which may come back within MayReturnWithinSeconds if
+	// their buyers do not pay (docs/api.md §12); AllHeldWords says so in
+	// the page's language. Zero values otherwise.
+	AllHeld                bool
+	MayReturn              int64
+	MayReturnWithinSeconds int64
+	AllHeldWords           string
 	// RetryAfterSeconds is how long to wait before polling again.
 	RetryAfterSeconds int
 }
@@ -102,6 +110,8 @@ type UnavailablePage struct {
 var sampleWaitingPage = WaitingPage{
 	Event: 1, Position: 12400, AdmittedThrough: 5000, Ahead: 7399,
 	EstimatedWaitSeconds: 240, EstimatedWait: "about 4 minutes", RetryAfterSeconds: 10,
+	AllHeld: true, MayReturn: 12, MayReturnWithinSeconds: 600,
+	AllHeldWords: "Every ticket is in someone’s basket right now. About 12 of them may come back in the next 10 minutes, if their buyers don’t pay. You keep your place.",
 }
 
 // waitingBody is the JSON form of the waiting answer.
@@ -115,6 +125,12 @@ type waitingBody struct {
 	EstimatedWaitSeconds *int64 `json:"estimated_wait_seconds"`
 	Token                string `json:"token"`
 	Paused               bool   `json:"paused"`
+	// AllHeld: no seat is left to hold, but MayReturn seats are in live
+	// holds that end, paid for or back on sale, within
+	// MayReturnWithinSeconds (docs/api.md §12).
+	AllHeld                bool  `json:"all_held"`
+	MayReturn              int64 `json:"may_return,omitempty"`
+	MayReturnWithinSeconds int64 `json:"may_return_within_seconds,omitempty"`
 }
 
 // preQueueBody is the JSON form of the pre-queue answer.

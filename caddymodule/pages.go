@@ -216,7 +216,8 @@ func (h *Handler) wait(w http.ResponseWriter, r *http.Request, repl *caddy.Repla
 		seconds = int64(math.Ceil(d.Seconds()))
 		estimate = &seconds
 	}
-	retry := retryAfter(s, d, known)
+	ahead := h.room.room.Ahead(t.Position)
+	retry := retryAfter(s, d, known, ahead)
 	hdr := w.Header()
 	hdr.Set(HeaderStatus, StatusWaiting)
 	hdr.Set("Cache-Control", "no-store")
@@ -225,17 +226,26 @@ func (h *Handler) wait(w http.ResponseWriter, r *http.Request, repl *caddy.Repla
 	setPlaceholders(repl, StatusWaiting, t.Position)
 	h.m.waiting.Inc()
 
-	ahead := h.room.room.Ahead(t.Position)
+	held := h.availability(s)
+	var within int64
+	if held.AllHeld {
+		within = int64(math.Ceil(held.Within.Seconds()))
+	} else {
+		held.MayReturn = 0
+	}
 	if wantsJSON(r) {
 		return writeJSON(w, h.WaitingStatus, waitingBody{
-			Status:               StatusWaiting,
-			Event:                h.Event,
-			Position:             t.Position,
-			AdmittedThrough:      s.Watermark,
-			Ahead:                ahead,
-			EstimatedWaitSeconds: estimate,
-			Token:                t.Raw,
-			Paused:               s.Paused,
+			Status:                 StatusWaiting,
+			Event:                  h.Event,
+			Position:               t.Position,
+			AdmittedThrough:        s.Watermark,
+			Ahead:                  ahead,
+			EstimatedWaitSeconds:   estimate,
+			Token:                  t.Raw,
+			Paused:                 s.Paused,
+			AllHeld:                held.AllHeld,
+			MayReturn:              held.MayReturn,
+			MayReturnWithinSeconds: within,
 		})
 	}
 	text := h.language(w, r)
@@ -243,15 +253,25 @@ func (h *Handler) wait(w http.ResponseWriter, r *http.Request, repl *caddy.Repla
 	if err != nil {
 		return caddyhttp.Error(http.StatusInternalServerError, err)
 	}
+	var heldWords string
+	if held.AllHeld {
+		if heldWords, err = text.AllHeld(held.MayReturn, held.Within); err != nil {
+			return caddyhttp.Error(http.StatusInternalServerError, err)
+		}
+	}
 	page := WaitingPage{
-		Event:                h.Event,
-		Position:             t.Position,
-		AdmittedThrough:      s.Watermark,
-		Ahead:                ahead,
-		EstimatedWaitSeconds: seconds,
-		EstimatedWait:        words,
-		Paused:               s.Paused,
-		RetryAfterSeconds:    retry,
+		Event:                  h.Event,
+		Position:               t.Position,
+		AdmittedThrough:        s.Watermark,
+		Ahead:                  ahead,
+		EstimatedWaitSeconds:   seconds,
+		EstimatedWait:          words,
+		Paused:                 s.Paused,
+		AllHeld:                held.AllHeld,
+		MayReturn:              held.MayReturn,
+		MayReturnWithinSeconds: within,
+		AllHeldWords:           heldWords,
+		RetryAfterSeconds:      retry,
 	}
 	if h.waitingPage != defaultWaitingPage {
 		if page.Page, err = h.catalogPage(text, r.URL); err != nil {
@@ -259,7 +279,7 @@ func (h *Handler) wait(w http.ResponseWriter, r *http.Request, repl *caddy.Repla
 		}
 		return h.render(w, h.WaitingStatus, h.waitingPage, page)
 	}
-	key := shellKey{lang: text.Lang(), words: words, paused: s.Paused, retry: retry}
+	key := shellKey{lang: text.Lang(), words: words, held: heldWords, paused: s.Paused, retry: retry}
 	query, err := linkQuery(r.URL)
 	if err != nil {
 		return caddyhttp.Error(http.StatusInternalServerError, err)
@@ -395,18 +415,37 @@ func wantsJSON(r *http.Request) bool {
 	return mentions(r.Header.Values("Accept"), "application/json")
 }
 
-// maxRetryAfter is the longest a waiting client is told to wait before
-// polling again.
-const maxRetryAfter = 30
+// maxRetryAfter and minRetryAfter bound what a waiting client is told to
+// wait before polling again.
+const (
+	maxRetryAfter = 30
+	minRetryAfter = 3
+)
+
+// nearFront is how few present waiters ahead put a position near the
+// front: more than the closed loop admits at one raise by default
+// (max_undecided) and a fixed rate's usual step. Polls every 3 s from
+// that many cost the gateway a few hundred answers a second.
+const nearFront = 500
 
 // retryAfter is how many seconds a waiting client should wait before asking
 // again: sooner as its turn nears, never so often that the queue itself
-// becomes the stampede.
-func retryAfter(s waitroom.State, d time.Duration, known bool) int {
-	if s.Paused || !known {
+// becomes the stampede. Near the front (fewer than nearFront waiting
+// ahead) it is the shortest, whatever the estimate: once admitted the
+// holder learns it within seconds. The estimate is long exactly when
+// admissions are few, as when the closed loop admits a few buyers for the
+// seats of holds that lapsed; told to come back in 30 s, those buyers
+// would hold late and keep the loop waiting on them before it admits more.
+func retryAfter(s waitroom.State, d time.Duration, known bool, ahead int64) int {
+	switch {
+	case s.Paused:
+		return 10
+	case ahead < nearFront:
+		return minRetryAfter
+	case !known:
 		return 10
 	}
-	return min(max(int(d.Seconds()/4), 3), maxRetryAfter)
+	return min(max(int(d.Seconds()/4), minRetryAfter), maxRetryAfter)
 }
 
 // maxPreQueueRetry caps the Retry-After of the pre-queue answer, so a

@@ -19,9 +19,10 @@ import (
 // numbers and the query its language links carry. Nothing of the URL is in
 // it: the visitor chooses the URL, and the cache must not grow with it.
 type shellKey struct {
-	lang, words string
-	paused      bool
-	retry       int
+	// held is the all-held sentence, empty when not all is held.
+	lang, words, held string
+	paused            bool
+	retry             int
 }
 
 // shell is the waiting page cut where the place, the people ahead and the

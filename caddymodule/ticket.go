@@ -67,10 +67,11 @@ func (h *Handler) serveTicket(w http.ResponseWriter, r *http.Request, next caddy
 	switch {
 	case s.Admits(t.Position):
 		return h.admit(w, r, next, repl, h.renew(w, r, t))
-	case s.BeyondCap(t.Position) || (s.SoldOut && t.Position > s.Watermark):
+	case s.BeyondCap(t.Position) || (s.SoldOut && t.Position > s.Watermark && h.availability(s).SoldOut):
 		// Never to be admitted. A position at or below the watermark of a
 		// paused, sold-out event waits instead: its holder may have seats
-		// to pay for once entry resumes.
+		// to pay for once entry resumes. While held seats may come back,
+		// it is not sold out yet.
 		return h.soldOut(w, r, repl, t.Position, true)
 	default:
 		h.room.room.Polled(t.Position)
@@ -107,4 +108,17 @@ func (h *Handler) isAccount(t waitroom.Ticket) bool {
 // the same moment.
 func (h *Handler) issue(user string, account bool, pos int64, handedOut time.Time) (waitroom.Ticket, error) {
 	return h.keys.IssueHandedOut(user, h.Event, pos, account, handedOut, h.ttl)
+}
+
+// availability is what positions not yet admitted are answered by at
+// state s: sold out once nothing can come back, or all held while seats
+// in live holds may (docs/api.md §12); with sold_out_at_zero, sold out by
+// the flag alone, as soon as no seat is left to hold.
+func (h *Handler) availability(s waitroom.State) waitroom.Availability {
+	inv, fresh := h.room.room.Inventory()
+	a := waitroom.Judge(s, inv, fresh)
+	if h.SoldOutAtZero {
+		a.SoldOut = s.SoldOut
+	}
+	return a
 }

@@ -176,6 +176,17 @@ func pairs(data []any) map[string]any {
 // waiting page (tested against Sprintf).
 func (x Text) Number(n int64) string { return x.num.Sprint(n) }
 
+// AllHeld says that every ticket is in someone's basket and about n may
+// come back within d (rounded up to whole minutes, at least one), as the
+// waiting page's script writes it with Intl.NumberFormat.
+func (x Text) AllHeld(n int64, d time.Duration) (string, error) {
+	minutes, err := x.Plural("wait_minutes", max(int(math.Ceil(d.Minutes())), 1))
+	if err != nil {
+		return "", err
+	}
+	return x.T("waiting_all_held", "Tickets", x.Number(n), "Minutes", minutes)
+}
+
 // Wait puts an estimated wait in words: "less than a minute", "about 1
 // minute", "about 25 minutes", "about 2 hours"; empty when it is unknown.
 func (x Text) Wait(d time.Duration, known bool) (string, error) {

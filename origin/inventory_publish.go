@@ -130,7 +130,7 @@ func (p *publisher) read(ctx context.Context, ev *seats.Event) (waitroom.Invento
 	}
 	return waitroom.Inventory{
 		Sellable: ev.Sellable, Held: counts.Pending, Confirmed: counts.Confirmed, Remaining: remaining,
-		ExpiringSoon: soon, At: now,
+		ExpiringSoon: soon, HoldTTLSeconds: int64(ev.HoldTTL() / time.Second), At: now,
 	}, nil
 }
 

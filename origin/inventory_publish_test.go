@@ -28,7 +28,7 @@ func TestOriginPublishesInventory(t *testing.T) {
 	}
 
 	inv := read()
-	assert.Equal(t, waitroom.Inventory{Sellable: 10, Remaining: 10, Healthy: true, At: h.clock.Now()}, inv)
+	assert.Equal(t, waitroom.Inventory{Sellable: 10, Remaining: 10, HoldTTLSeconds: 600, Healthy: true, At: h.clock.Now()}, inv)
 
 	require.Equal(t, http.StatusCreated, h.hold(ev.ID, "alice", 2, "k1").status)
 	inv = read()
@@ -47,6 +47,6 @@ func TestOriginPublishesInventory(t *testing.T) {
 
 	h.clock.Advance(waitroom.InventorySoon + time.Second)
 	inv = read()
-	assert.Equal(t, waitroom.Inventory{Sellable: 10, Remaining: 10, Healthy: true, At: h.clock.Now()}, inv,
+	assert.Equal(t, waitroom.Inventory{Sellable: 10, Remaining: 10, HoldTTLSeconds: 600, Healthy: true, At: h.clock.Now()}, inv,
 		"the expired hold's seats are free again")
 }

@@ -94,6 +94,10 @@ func (c ClosedLoop) Validate() error {
 	return nil
 }
 
+// heldShare is the share of the seats of holds not expiring soon that
+// are counted as free already.
+const heldShare = 0.1
+
 // Samples below which a measurement is not trusted and the configured
 // value is used instead.
 const (
@@ -132,7 +136,9 @@ type steerInput struct {
 func steer(c ClosedLoop, in steerInput) (admit int64, reason string) {
 	s, inv := in.state, in.inv
 	switch {
-	case s.SoldOut:
+	// Sold out once nothing can come back: the origin's flag alone only
+	// says no seat is left to hold right now, and it flaps as holds lapse.
+	case Judge(s, inv, in.fresh).SoldOut:
 		return 0, "sold out"
 	case s.Paused:
 		return 0, "paused"
@@ -145,7 +151,12 @@ func steer(c ClosedLoop, in steerInput) (admit int64, reason string) {
 	case inv.ErrorRate >= c.MaxErrorRate:
 		return 0, fmt.Sprintf("the origin fails %.0f%% of its answers", inv.ErrorRate*100)
 	}
-	free := float64(inv.Remaining) + c.ExpiringShare*float64(inv.ExpiringSoon)
+	// Seats in holds further from their expiry come back too when their
+	// buyers leave or their cards fail: a few buyers ready for them,
+	// rather than one admitted only once each is back and then waited
+	// on for the decision time, end the sale sooner.
+	free := float64(inv.Remaining) + c.ExpiringShare*float64(inv.ExpiringSoon) +
+		heldShare*float64(max(0, inv.Held-inv.ExpiringSoon))
 	if free <= 0 {
 		return 0, fmt.Sprintf("no seat free, %d held", inv.Held)
 	}
@@ -174,16 +185,24 @@ func steer(c ClosedLoop, in steerInput) (admit int64, reason string) {
 }
 
 // decisionTime is the time nine in ten of the recent holders took from
-// their admission to their hold, or assumed when too few are known.
-func decisionTime(recent []Held, admittedAt func(int64) (time.Time, bool), assumed time.Duration) time.Duration {
+// their admission to their hold, or assumed when too few are known. Only
+// holders admitted at least the assumed time before now count: of those
+// admitted since, only the quickest can have held yet, and their lags
+// alone would make the decision time seconds long early in a sale, count
+// everyone slower as gone and admit several times the seats. With too
+// few such holders it stays current (assumed until first measured): were
+// it to fall back to the assumed time whenever the latest holders were
+// all admitted lately, the positions admitted within it would count as
+// undecided again and the loop would stall.
+func decisionTime(recent []Held, admittedAt func(int64) (time.Time, bool), now time.Time, assumed, current time.Duration) time.Duration {
 	lags := make([]time.Duration, 0, len(recent))
 	for _, h := range recent {
-		if at, ok := admittedAt(h.Position); ok {
+		if at, ok := admittedAt(h.Position); ok && !at.After(now.Add(-assumed)) {
 			lags = append(lags, max(0, h.At.Sub(at)))
 		}
 	}
 	if len(lags) < minDecisionSample {
-		return assumed
+		return current
 	}
 	slices.Sort(lags)
 	return min(maxDecisionTime, max(minDecisionTime, lags[(len(lags)*9)/10]))
@@ -279,7 +298,7 @@ func (r *Room) steerClosedLoop(ctx context.Context) error {
 		return err
 	}
 	waiting := r.Ahead(s.LastPosition + 1)
-	if s.SoldOut || s.Paused || waiting == 0 {
+	if r.Availability().SoldOut || s.Paused || waiting == 0 {
 		return nil
 	}
 	lead, err := r.store.Lead(ctx, r.event, "autopilot", c.Interval*9/10)
@@ -301,7 +320,7 @@ func (r *Room) steerClosedLoop(ctx context.Context) error {
 			return err
 		}
 	}
-	next := decisionTime(in.held.Recent, r.admitted.admittedAt, c.DecisionTime)
+	next := decisionTime(in.held.Recent, r.admitted.admittedAt, now, c.DecisionTime, decision)
 	r.pilotMu.Lock()
 	r.decision = next
 	r.pilotMu.Unlock()

@@ -35,8 +35,9 @@ func TestSteer(t *testing.T) {
 		{"stale figures", with(func(in *steerInput) { in.fresh = false }), 0, "stale"},
 		{"origin not ready", with(func(in *steerInput) { in.inv.Healthy = false }), 0, "not ready"},
 		{"origin failing", with(func(in *steerInput) { in.inv.ErrorRate = 0.2 }), 0, "fails 20%"},
-		{"nothing left, all held", with(func(in *steerInput) { in.inv.Remaining, in.inv.Held = 0, 100 }), 0, "no seat free, 100 held"},
-		{"holds released: their seats are free again", with(func(in *steerInput) { in.inv.Remaining, in.inv.Held = 5, 95 }), 10, "5 seats free"},
+		{"nothing left, all held: buyers ready for a tenth of the held seats", with(func(in *steerInput) { in.inv.Remaining, in.inv.Held = 0, 100 }), 20, "10 seats free"},
+		{"nothing left, nothing held", with(func(in *steerInput) { in.inv.Remaining = 0 }), 0, "no seat free, 0 held"},
+		{"holds released: their seats are free again", with(func(in *steerInput) { in.inv.Remaining, in.inv.Held = 5, 95 }), 29, "15 seats free"},
 		{"holds expiring soon count in part", with(func(in *steerInput) { in.inv.Remaining, in.inv.ExpiringSoon = 0, 10 }), 10, "5 seats free"},
 		{"the undecided will take the seats", with(func(in *steerInput) { in.admitted = 60 }), 0, "likely to take them"},
 		{"undecided cap reached", with(func(in *steerInput) {
@@ -53,7 +54,7 @@ func TestSteer(t *testing.T) {
 		{"seats per holder", with(func(in *steerInput) {
 			in.inv.Held, in.inv.Confirmed = 30, 50
 			in.admitted, in.matured, in.held = 80, 80, Holds{UpTo: 40, Total: 40}
-		}), 20, "conversion 0.50 (measured), 2.0 seats each"},
+		}), 23, "conversion 0.50 (measured), 2.0 seats each"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -67,6 +68,7 @@ func TestSteer(t *testing.T) {
 func TestDecisionTime(t *testing.T) {
 	t0 := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
 	admittedAt := func(p int64) (time.Time, bool) { return t0, p <= 1000 }
+	later := t0.Add(time.Minute)
 	holds := func(n int, lag func(i int) time.Duration) []Held {
 		out := make([]Held, n)
 		for i := range out {
@@ -74,16 +76,16 @@ func TestDecisionTime(t *testing.T) {
 		}
 		return out
 	}
-	assert.Equal(t, 30*time.Second, decisionTime(holds(9, func(int) time.Duration { return time.Second }), admittedAt, 30*time.Second),
+	assert.Equal(t, 30*time.Second, decisionTime(holds(9, func(int) time.Duration { return time.Second }), admittedAt, later, 30*time.Second, 30*time.Second),
 		"too few holds: assumed")
-	assert.Equal(t, 9*time.Second, decisionTime(holds(10, func(i int) time.Duration { return time.Duration(i) * time.Second }), admittedAt, 30*time.Second),
+	assert.Equal(t, 9*time.Second, decisionTime(holds(10, func(i int) time.Duration { return time.Duration(i) * time.Second }), admittedAt, later, 30*time.Second, 30*time.Second),
 		"nine in ten held within it")
-	assert.Equal(t, minDecisionTime, decisionTime(holds(10, func(int) time.Duration { return 0 }), admittedAt, 30*time.Second))
+	assert.Equal(t, minDecisionTime, decisionTime(holds(10, func(int) time.Duration { return 0 }), admittedAt, later, 30*time.Second, 30*time.Second))
 	unknown := holds(10, func(int) time.Duration { return 0 })
 	for i := range unknown {
 		unknown[i].Position += 1000
 	}
-	assert.Equal(t, 30*time.Second, decisionTime(unknown, admittedAt, 30*time.Second), "admission unknown: not a sample")
+	assert.Equal(t, 30*time.Second, decisionTime(unknown, admittedAt, later, 30*time.Second, 30*time.Second), "admission unknown: not a sample")
 }
 
 func TestAdmissions(t *testing.T) {
@@ -226,4 +228,63 @@ func TestRoomClosedLoop(t *testing.T) {
 			assert.Equal(t, int64(60), step().Watermark, "sold out")
 		})
 	}
+}
+
+// TestDecisionTimeCensored: early in a sale only the quickest of the
+// admitted have held yet; their lags alone are not the decision time, or
+// the loop takes everyone slower for gone and admits far too many.
+func TestDecisionTimeCensored(t *testing.T) {
+	t0 := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	now := t0.Add(2 * time.Second)
+	admittedAt := func(p int64) (time.Time, bool) { return t0, p <= 1000 }
+	quick := make([]Held, 20)
+	for i := range quick {
+		quick[i] = Held{Position: int64(i + 1), At: t0.Add(time.Second)}
+	}
+	assert.Equal(t, 30*time.Second, decisionTime(quick, admittedAt, now, 30*time.Second, 30*time.Second),
+		"admitted 2s ago: a lag of 1s says nothing of those still deciding")
+	later := now.Add(40 * time.Second)
+	assert.Equal(t, minDecisionTime, decisionTime(quick, admittedAt, later, 30*time.Second, 30*time.Second),
+		"admitted longer ago than the assumed decision time: their lags are the measure")
+}
+
+// TestDecisionTimeKept: once measured, the decision time is kept while the
+// latest holders were all admitted lately, rather than falling back to the
+// assumed one: the loop would take the admitted of the last half minute
+// for undecided again and stall.
+func TestDecisionTimeKept(t *testing.T) {
+	t0 := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	now := t0.Add(time.Minute)
+	admittedAt := func(p int64) (time.Time, bool) { return now.Add(-10 * time.Second), true }
+	recent := make([]Held, 20)
+	for i := range recent {
+		recent[i] = Held{Position: int64(i + 1), At: now.Add(-5 * time.Second)}
+	}
+	assert.Equal(t, 12*time.Second, decisionTime(recent, admittedAt, now, 30*time.Second, 12*time.Second))
+}
+
+// TestSteerAllHeld: the origin raises the sold-out flag whenever no seat is
+// left to hold, and lowers it as holds lapse; while seats in live holds may
+// come back the loop keeps steering, so buyers are ready for the seats of
+// holds about to expire instead of being admitted only once each is back.
+func TestSteerAllHeld(t *testing.T) {
+	c := ClosedLoop{}.WithDefaults()
+	allHeld := Inventory{Sellable: 100, Remaining: 0, Held: 20, ExpiringSoon: 10, Healthy: true}
+	base := steerInput{state: State{Watermark: 100, LastPosition: 1000, SoldOut: true, SoldOutBy: ActorOrigin},
+		inv: allHeld, fresh: true, waiting: 900}
+	admit, reason := steer(c, base)
+	assert.Equal(t, int64(12), admit, reason)
+	assert.Contains(t, reason, "6 seats free", "half the 10 expiring soon, a tenth of the other 10")
+
+	operator := base
+	operator.state.SoldOutBy = "operator"
+	admit, reason = steer(c, operator)
+	assert.Zero(t, admit)
+	assert.Equal(t, "sold out", reason, "an operator's flag stands")
+
+	nothingBack := base
+	nothingBack.inv.Held, nothingBack.inv.ExpiringSoon = 0, 0
+	admit, reason = steer(c, nothingBack)
+	assert.Zero(t, admit)
+	assert.Equal(t, "sold out", reason, "no live hold: nothing can come back")
 }

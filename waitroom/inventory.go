@@ -29,6 +29,9 @@ type Inventory struct {
 	// ExpiringSoon is the seats of pending holds expiring within
 	// InventorySoon: likely to come back unless their buyers pay.
 	ExpiringSoon int64 `json:"expiring_soon"`
+	// HoldTTLSeconds is how long a hold lasts unpaid: within it, the seats
+	// held are bought or come back (Availability.Within). 0: not said.
+	HoldTTLSeconds int64 `json:"hold_ttl_seconds,omitempty"`
 	// Healthy is the origin's readiness (its Redis and PostgreSQL answer).
 	Healthy bool `json:"healthy"`
 	// ErrorRate is the share of the origin's recent answers that were

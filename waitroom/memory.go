@@ -126,7 +126,10 @@ func (m *MemoryStore) Update(_ context.Context, event int64, c Change) (State, e
 		e.hasWatermark = true
 	}
 	if c.SoldOut != nil {
-		e.state.SoldOut = *c.SoldOut
+		e.state.SoldOut, e.state.SoldOutBy = *c.SoldOut, ""
+		if *c.SoldOut {
+			e.state.SoldOutBy = c.Actor
+		}
 	}
 	if c.Paused != nil {
 		e.state.Paused = *c.Paused

@@ -129,9 +129,11 @@ var ensureLua string
 var ensureScript = redis.NewScript(ensureLua)
 
 const (
-	fieldWatermark    = "watermark"
-	fieldHardCap      = "hard_cap"
-	fieldSoldOut      = "sold_out"
+	fieldWatermark = "watermark"
+	fieldHardCap   = "hard_cap"
+	fieldSoldOut   = "sold_out"
+	// fieldSoldOutBy is State.SoldOutBy.
+	fieldSoldOutBy    = "sold_out_by"
 	fieldPaused       = "paused"
 	fieldRestoreUntil = "restore_until"
 	// fieldHardCapK is State.HardCapPerRemaining.
@@ -154,9 +156,12 @@ func (r *RedisStore) event(id int64) *redisEvent {
 	return e
 }
 
+// stateFields are the state's fields, in the order decodeState reads them.
+var stateFields = []string{fieldWatermark, fieldHardCap, fieldSoldOut, fieldPaused, fieldRestoreUntil, fieldHardCapK, fieldSoldOutBy}
+
 // readState queues the reads of event's state on p.
 func readState(ctx context.Context, p redis.Pipeliner, event int64) (*redis.SliceCmd, *redis.StringCmd) {
-	return p.HMGet(ctx, stateKey(event), fieldWatermark, fieldHardCap, fieldSoldOut, fieldPaused, fieldRestoreUntil, fieldHardCapK),
+	return p.HMGet(ctx, stateKey(event), stateFields...),
 		p.Get(ctx, positionsKey(event))
 }
 
@@ -169,6 +174,10 @@ func (r *RedisStore) decodeState(event int64, fields *redis.SliceCmd, last *redi
 	ints := make([]int64, len(vals))
 	for i, v := range vals {
 		if v == nil {
+			continue
+		}
+		if i == 6 {
+			s.SoldOutBy, _ = v.(string)
 			continue
 		}
 		if i == 5 {
@@ -187,6 +196,9 @@ func (r *RedisStore) decodeState(event int64, fields *redis.SliceCmd, last *redi
 		ints[i] = n
 	}
 	s.Watermark, s.HardCap, s.SoldOut, s.Paused = ints[0], ints[1], ints[2] != 0, ints[3] != 0
+	if !s.SoldOut {
+		s.SoldOutBy = ""
+	}
 	if until := time.UnixMilli(ints[4]); r.now().Before(until) {
 		s.RestoringUntil = until
 	}
@@ -252,15 +264,20 @@ func (r *RedisStore) Update(ctx context.Context, event int64, c Change) (State, 
 		// The fields the writes start from, in the same MULTI, for the
 		// log. HMGET never answers redis.Nil, which would hide a write's
 		// error in MULTI's answer.
-		beforeFields = p.HMGet(ctx, key, fieldWatermark, fieldHardCap, fieldSoldOut, fieldPaused, fieldRestoreUntil, fieldHardCapK)
+		beforeFields = p.HMGet(ctx, key, stateFields...)
 		if c.SetWatermark != nil {
 			p.HSet(ctx, key, fieldWatermark, *c.SetWatermark)
 		}
 		if c.RaiseBy != 0 {
 			incr = p.HIncrBy(ctx, key, fieldWatermark, c.RaiseBy)
 		}
-		if c.SoldOut != nil {
-			p.HSet(ctx, key, fieldSoldOut, boolInt(*c.SoldOut))
+		switch {
+		case c.SoldOut == nil:
+		case *c.SoldOut:
+			p.HSet(ctx, key, fieldSoldOut, 1, fieldSoldOutBy, c.Actor)
+		default:
+			p.HSet(ctx, key, fieldSoldOut, 0)
+			p.HDel(ctx, key, fieldSoldOutBy)
 		}
 		if c.Paused != nil {
 			p.HSet(ctx, key, fieldPaused, boolInt(*c.Paused))

@@ -23,7 +23,11 @@ type State struct {
 	// remaining (Room keeps it so).
 	HardCapPerRemaining float64 `json:"hard_cap_per_remaining,omitempty"`
 	SoldOut             bool    `json:"sold_out"`
-	Paused              bool    `json:"paused"`
+	// SoldOutBy is the actor of the change that raised SoldOut (Change.Actor;
+	// empty when unknown, as after a restore): the origin's flag
+	// (ActorOrigin) gives way while held seats may come back (Judge).
+	SoldOutBy string `json:"-"`
+	Paused    bool   `json:"paused"`
 	// RestoringUntil is set while the store puts back state it lost (or
 	// sets up a new event): until then no position is handed out, so that
 	// every gateway can first add what it remembers. Zero otherwise.

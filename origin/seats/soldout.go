@@ -48,7 +48,7 @@ func (g *Registry) SyncSoldOut(ctx context.Context, ev *Event) {
 	default:
 		return
 	}
-	if _, err := ev.room.Update(ctx, waitroom.Change{SoldOut: &want, Actor: "origin", Reason: soldOutReason(want)}); err != nil {
+	if _, err := ev.room.Update(ctx, waitroom.Change{SoldOut: &want, Actor: waitroom.ActorOrigin, Reason: soldOutReason(want)}); err != nil {
 		g.log.Warn("could not update the sold-out flag", "event", ev.ID, "sold_out", want, "error", err)
 		return
 	}

@@ -1,0 +1,38 @@
+package caddymodule
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/waitroom/waitroom/waitroom"
+)
+
+// TestRetryAfterNearFront: a waiter with few ahead polls at the shortest
+// interval, whatever the estimate: admitted, it should learn so within
+// seconds. A long estimate (the closed loop admitting a few at a time as
+// seats come back) would otherwise have the next in line poll every 30 s,
+// hold late, and keep the loop waiting on them before it admits more.
+func TestRetryAfterNearFront(t *testing.T) {
+	tests := []struct {
+		name  string
+		s     waitroom.State
+		d     time.Duration
+		known bool
+		ahead int64
+		want  int
+	}{
+		{"far back, long estimate", waitroom.State{}, 10 * time.Minute, true, 5000, maxRetryAfter},
+		{"far back, estimate unknown", waitroom.State{}, 0, false, 5000, 10},
+		{"near the front, long estimate", waitroom.State{}, 10 * time.Minute, true, 40, minRetryAfter},
+		{"near the front, estimate unknown", waitroom.State{}, 0, false, 0, minRetryAfter},
+		{"near the front, paused", waitroom.State{Paused: true}, 0, false, 0, 10},
+		{"a quarter of the estimate", waitroom.State{}, 60 * time.Second, true, 5000, 15},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, retryAfter(tt.s, tt.d, tt.known, tt.ahead))
+		})
+	}
+}
