@@ -94,7 +94,7 @@ func closedLoopAutopilot(t *testing.T, store string) {
 		store %s
 		autopilot {
 			interval 100ms
-			max_undecided 8
+			max_undecided 6
 			decision_time 1m
 		}
 	}
@@ -113,28 +113,28 @@ func closedLoopAutopilot(t *testing.T, store string) {
 	require.Zero(t, state()["watermark"], "nothing published: nobody admitted")
 
 	set := publishing(t, origin, waitroom.Inventory{Sellable: 10, Remaining: 2, Held: 8, Healthy: true})
-	require.Eventually(t, func() bool { return state()["watermark"] == 6.0 }, 10*time.Second, 20*time.Millisecond,
-		"2 seats and a tenth of the 8 held, at the assumed conversion 0.5")
+	require.Eventually(t, func() bool { return state()["watermark"] == 4.0 }, 10*time.Second, 20*time.Millisecond,
+		"2 seats at the assumed conversion 0.5")
 	log := changeLog(t, adminPort, ev)
 	require.NotEmpty(t, log)
 	assert.Equal(t, waitroom.ActorAutopilot, log[0].Actor)
-	assert.Equal(t, "admit 6: 3 seats free, 0 undecided, conversion 0.50 (assumed), 1.0 seats each, decision time 1m0s", log[0].Reason)
-	assert.Equal(t, "admitted", visitors[5].get(s.url("/")).Header.Get(HeaderStatus))
-	assert.Equal(t, "waiting", visitors[6].get(s.url("/")).Header.Get(HeaderStatus))
+	assert.Equal(t, "admit 4: 2 seats free, 0 undecided, conversion 0.50 (assumed), 1.0 seats each, decision time 1m0s", log[0].Reason)
+	assert.Equal(t, "admitted", visitors[3].get(s.url("/")).Header.Get(HeaderStatus))
+	assert.Equal(t, "waiting", visitors[4].get(s.url("/")).Header.Get(HeaderStatus))
 
-	// The 6 admitted are likely to take 3 seats; a released hold frees one
-	// more: the cap of 8 undecided admits 2.
+	// The 4 admitted take the 2 seats; 2 released holds free 2 more: the
+	// cap of 6 undecided admits 2 of the 4 the seats call for.
 	set(waitroom.Inventory{Sellable: 10, Remaining: 2, Held: 8, Healthy: true})
 	set(waitroom.Inventory{Sellable: 10, Remaining: 3, Held: 7, Healthy: true})
-	require.Eventually(t, func() bool { return state()["watermark"] == 8.0 }, 10*time.Second, 20*time.Millisecond,
+	require.Eventually(t, func() bool { return state()["watermark"] == 6.0 }, 10*time.Second, 20*time.Millisecond,
 		"a released hold's seat admits more, up to the cap")
 	log = changeLog(t, adminPort, ev)
-	assert.True(t, strings.HasPrefix(log[0].Reason, "admit 2: 4 seats free, 6 undecided"), log[0].Reason)
+	assert.True(t, strings.HasPrefix(log[0].Reason, "admit 2: 3 seats free, 4 undecided"), log[0].Reason)
 
 	set(waitroom.Inventory{Sellable: 10, Remaining: 10, Healthy: false})
 	set(waitroom.Inventory{Sellable: 10, Remaining: 10, Healthy: false})
 	time.Sleep(300 * time.Millisecond) // three steering intervals
-	assert.Equal(t, 8.0, state()["watermark"], "an unready origin admits nobody")
+	assert.Equal(t, 6.0, state()["watermark"], "an unready origin admits nobody")
 }
 
 func TestAdminHardCapDerivedMemory(t *testing.T) { adminHardCapDerived(t, "memory") }
