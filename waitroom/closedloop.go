@@ -94,10 +94,6 @@ func (c ClosedLoop) Validate() error {
 	return nil
 }
 
-// heldShare is the share of the seats of holds not expiring soon that
-// are counted as free already.
-const heldShare = 0.1
-
 // Samples below which a measurement is not trusted and the configured
 // value is used instead.
 const (
@@ -151,12 +147,7 @@ func steer(c ClosedLoop, in steerInput) (admit int64, reason string) {
 	case inv.ErrorRate >= c.MaxErrorRate:
 		return 0, fmt.Sprintf("the origin fails %.0f%% of its answers", inv.ErrorRate*100)
 	}
-	// Seats in holds further from their expiry come back too when their
-	// buyers leave or their cards fail: a few buyers ready for them,
-	// rather than one admitted only once each is back and then waited
-	// on for the decision time, end the sale sooner.
-	free := float64(inv.Remaining) + c.ExpiringShare*float64(inv.ExpiringSoon) +
-		heldShare*float64(max(0, inv.Held-inv.ExpiringSoon))
+	free := float64(inv.Remaining) + c.ExpiringShare*float64(inv.ExpiringSoon)
 	if free <= 0 {
 		return 0, fmt.Sprintf("no seat free, %d held", inv.Held)
 	}

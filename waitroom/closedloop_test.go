@@ -35,9 +35,8 @@ func TestSteer(t *testing.T) {
 		{"stale figures", with(func(in *steerInput) { in.fresh = false }), 0, "stale"},
 		{"origin not ready", with(func(in *steerInput) { in.inv.Healthy = false }), 0, "not ready"},
 		{"origin failing", with(func(in *steerInput) { in.inv.ErrorRate = 0.2 }), 0, "fails 20%"},
-		{"nothing left, all held: buyers ready for a tenth of the held seats", with(func(in *steerInput) { in.inv.Remaining, in.inv.Held = 0, 100 }), 20, "10 seats free"},
-		{"nothing left, nothing held", with(func(in *steerInput) { in.inv.Remaining = 0 }), 0, "no seat free, 0 held"},
-		{"holds released: their seats are free again", with(func(in *steerInput) { in.inv.Remaining, in.inv.Held = 5, 95 }), 29, "15 seats free"},
+		{"nothing left, all held", with(func(in *steerInput) { in.inv.Remaining, in.inv.Held = 0, 100 }), 0, "no seat free, 100 held"},
+		{"holds released: their seats are free again", with(func(in *steerInput) { in.inv.Remaining, in.inv.Held = 5, 95 }), 10, "5 seats free"},
 		{"holds expiring soon count in part", with(func(in *steerInput) { in.inv.Remaining, in.inv.ExpiringSoon = 0, 10 }), 10, "5 seats free"},
 		{"the undecided will take the seats", with(func(in *steerInput) { in.admitted = 60 }), 0, "likely to take them"},
 		{"undecided cap reached", with(func(in *steerInput) {
@@ -54,7 +53,7 @@ func TestSteer(t *testing.T) {
 		{"seats per holder", with(func(in *steerInput) {
 			in.inv.Held, in.inv.Confirmed = 30, 50
 			in.admitted, in.matured, in.held = 80, 80, Holds{UpTo: 40, Total: 40}
-		}), 23, "conversion 0.50 (measured), 2.0 seats each"},
+		}), 20, "conversion 0.50 (measured), 2.0 seats each"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -273,8 +272,8 @@ func TestSteerAllHeld(t *testing.T) {
 	base := steerInput{state: State{Watermark: 100, LastPosition: 1000, SoldOut: true, SoldOutBy: ActorOrigin},
 		inv: allHeld, fresh: true, waiting: 900}
 	admit, reason := steer(c, base)
-	assert.Equal(t, int64(12), admit, reason)
-	assert.Contains(t, reason, "6 seats free", "half the 10 expiring soon, a tenth of the other 10")
+	assert.Equal(t, int64(10), admit, reason)
+	assert.Contains(t, reason, "5 seats free")
 
 	operator := base
 	operator.state.SoldOutBy = "operator"
