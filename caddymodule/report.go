@@ -139,6 +139,9 @@ type recorder struct {
 	// abandoned is the most positions at once that were handed out, not
 	// admitted, and whose holders had stopped polling.
 	abandoned int64
+	// drawn is the lottery once drawn: it never changes after, and
+	// reading it again would read every entrant.
+	drawn *reportLottery
 }
 
 func newRecorder() *recorder { return &recorder{step: time.Second} }
@@ -339,18 +342,11 @@ func (a *Admin) report(w http.ResponseWriter, r *http.Request, entry *roomEntry)
 	body.Refused.Challenge = counterValue(metrics.challenges.WithLabelValues(ev))
 	ctx, cancel := context.WithTimeout(r.Context(), adminTimeout)
 	defer cancel()
-	v, err := entry.room.Lottery(ctx)
-	switch {
-	case errors.Is(err, waitroom.ErrNoOpening):
-	case err != nil:
+	lot, err := reportedLottery(ctx, entry.room, reports.of(id))
+	if err != nil {
 		return apiError(http.StatusServiceUnavailable, "the queue store is unavailable: %v", err)
-	default:
-		body.Lottery = &reportLottery{OpensAt: v.OpensAt.UTC(), Commitment: v.Commitment, Drawn: v.Drawn}
-		if v.Drawn {
-			seed := v.Published.Seed
-			body.Lottery.Seed = &seed
-		}
 	}
+	body.Lottery = lot
 	log, err := entry.room.ChangeLog(ctx, 0)
 	switch {
 	case errors.Is(err, waitroom.ErrNotLogged):
@@ -361,4 +357,31 @@ func (a *Admin) report(w http.ResponseWriter, r *http.Request, entry *roomEntry)
 		body.Changes = log
 	}
 	return writeJSON(w, http.StatusOK, body)
+}
+
+// reportedLottery is the room's lottery for its report: nil without a
+// scheduled opening, read from the store until drawn, then kept by rc.
+func reportedLottery(ctx context.Context, room *waitroom.Room, rc *recorder) (*reportLottery, error) {
+	rc.mu.Lock()
+	drawn := rc.drawn
+	rc.mu.Unlock()
+	if drawn != nil {
+		return drawn, nil
+	}
+	v, err := room.Lottery(ctx)
+	switch {
+	case errors.Is(err, waitroom.ErrNoOpening):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	}
+	lot := &reportLottery{OpensAt: v.OpensAt.UTC(), Commitment: v.Commitment, Drawn: v.Drawn}
+	if v.Drawn {
+		seed := v.Published.Seed
+		lot.Seed = &seed
+		rc.mu.Lock()
+		rc.drawn = lot
+		rc.mu.Unlock()
+	}
+	return lot, nil
 }

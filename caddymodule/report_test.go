@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/waitroom/waitroom/internal/testenv"
 	"github.com/waitroom/waitroom/waitroom"
 )
 
@@ -246,4 +248,45 @@ func TestReportRouteErrors(t *testing.T) {
 	rec := adminServe(a, http.MethodGet, fmt.Sprintf("/waitroom/events/%d/report", h.Event), "")
 	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
 	assert.Contains(t, rec.Body.String(), `"lottery":null`, "no scheduled opening")
+}
+
+func TestReportThroughCaddyMemory(t *testing.T) { reportThroughCaddy(t, "memory") }
+
+func TestReportThroughCaddyRedis(t *testing.T) { reportThroughCaddy(t, testenv.RedisURL(t)) }
+
+// reportThroughCaddy: the report on Caddy's admin endpoint follows the
+// event in its store, memory or Redis, one point per sample.
+func reportThroughCaddy(t *testing.T, store string) {
+	ticks := useReportTicks(t)
+	ev := testenv.EventID()
+	evs := strconv.FormatInt(ev, 10)
+	s := load(t, testenv.FreePort(t), fmt.Sprintf(`
+	waitroom {
+		event %d
+		key k1 %s
+		store %s
+	}
+	respond "the site"`, ev, testSecret, store))
+	for range 3 {
+		require.Equal(t, http.StatusOK, newVisitor(t).get(s.url("/")).StatusCode)
+	}
+	code, _, raw := adminCall(t, adminPort, http.MethodPost, "/waitroom/events/"+evs+"/watermark", `{"raise_by": 2, "reason": "first two"}`)
+	require.Equal(t, http.StatusOK, code, raw)
+	ticks <- time.Now()
+	ticks <- time.Now() // taken once the first sample is recorded
+
+	code, body, raw := adminCall(t, adminPort, http.MethodGet, "/waitroom/events/"+evs+"/report", "")
+	require.Equal(t, http.StatusOK, code, raw)
+	timeline := body["timeline"].([]any)
+	require.Len(t, timeline, 1, raw)
+	assert.Equal(t, pick(timeline[0].(map[string]any), "arrivals", "waiting", "watermark", "admitted", "remaining", "held", "all_held", "sold_out"),
+		map[string]any{"arrivals": 3.0, "waiting": 1.0, "watermark": 2.0, "admitted": 2.0, "remaining": nil, "held": nil, "all_held": false, "sold_out": false})
+	changes := body["changes"].([]any)
+	require.Len(t, changes, 1, raw)
+	assert.Equal(t, "first two", changes[0].(map[string]any)["reason"])
+	assert.Nil(t, body["lottery"])
+
+	code, body, raw = adminCall(t, adminPort, http.MethodGet, "/waitroom/events/999999999999999/report", "")
+	assert.Equal(t, http.StatusNotFound, code, raw)
+	assert.Equal(t, "not_found", body["error"])
 }
