@@ -51,22 +51,24 @@ type reportSample struct {
 	state             waitroom.State
 	admitted, waiting int64
 	inv               waitroom.Inventory
-	haveInv           bool
+	// haveInv is set once the origin published figures; fresh while they
+	// are recent (Room.Inventory).
+	haveInv, fresh bool
 }
 
 // sampleRoom reads a room's figures for the report, from memory.
 func sampleRoom(r *waitroom.Room) reportSample {
 	s := reportSample{state: r.State()}
 	s.admitted, s.waiting = queueCounts(r)
-	inv, _ := r.Inventory()
-	s.inv, s.haveInv = inv, !inv.At.IsZero()
+	inv, fresh := r.Inventory()
+	s.inv, s.haveInv, s.fresh = inv, !inv.At.IsZero(), fresh
 	return s
 }
 
 // allHeld tells the sale's "all held" moments: no seat left to take while
-// holds that may still end keep some. One function, so that the report
-// follows the gateway's own answer to waiting visitors wherever that is
-// decided.
+// holds that may still end keep some, the event not marked sold out. One
+// function, so that the report can follow the gateway's own judgement of
+// what waiting visitors are told once there is one to call.
 func allHeld(s reportSample) bool {
 	return s.haveInv && !s.state.SoldOut && s.inv.Remaining == 0 && s.inv.Held > 0
 }
