@@ -202,7 +202,7 @@
 
   // bars draws the wait percentiles as horizontal bars.
   function bars(f, waits) {
-    const rows = [["p50", "half waited at most"], ["p90", "nine in ten"], ["p99", "ninety-nine in a hundred"]];
+    const rows = [["p50", "half"], ["p90", "nine in ten"], ["p99", "99 in 100"]];
     const ticks = axisTicks(Math.max(1, ...rows.map(([k]) => waits[k] || 0)));
     const top = ticks[ticks.length - 1] || 1;
     const x = (v) => PAD.l + (v / top) * (W - PAD.l - PAD.r - 40);
@@ -217,11 +217,11 @@
       kids.push(svg("text", { class: "tick", x: PAD.l - 4, y: yy + band * 0.35, "text-anchor": "end" }, k));
       if (v === null || v === undefined) return;
       kids.push(svg("rect", { class: "bar " + k, "data-bar": k, x: PAD.l, y: yy, width: Math.max(1, x(v) - PAD.l), height: band * 0.6 },
-        svg("title", {}, k + ": " + label + " " + v + " s")));
+        svg("title", {}, label + " waited at most " + v + " s")));
       kids.push(svg("text", { class: "value", x: x(v) + 4, y: yy + band * 0.4 }, num.format(v) + " s"));
     });
     f.chart.replaceChildren(...kids);
-    f.legend.replaceChildren(el("li", { class: "plain" }, waits.p50 === null ? "nobody admitted yet" : "from the second a position was handed out to the second the watermark reached it"));
+    f.legend.replaceChildren(el("li", { class: "plain" }, waits.p50 === null ? "nobody admitted yet" : "from join to admission, to the second"));
   }
 
   function showReport(c, r) {

@@ -200,7 +200,7 @@ func acquireRoom(key roomKey, spec storeSpec, seed []byte) (*roomEntry, error) {
 			reported := make(chan struct{})
 			go func() {
 				defer close(reported)
-				recordReport(ctx, room, poolClock)
+				recordReport(ctx, room, opts.Now)
 			}()
 			defer func() { <-reported }()
 			room.Run(ctx)
