@@ -148,7 +148,8 @@
   function axisTicks(max) {
     if (max <= 0) return [0];
     const raw = max / 4, mag = Math.pow(10, Math.floor(Math.log10(raw)));
-    const step = [1, 2, 5, 10].map((m) => m * mag).find((s) => s >= raw);
+    // Whole numbers only: positions, seats and seconds.
+    const step = Math.max(1, [1, 2, 5, 10].map((m) => m * mag).find((s) => s >= raw));
     const out = [];
     for (let v = 0; ; v += step) {
       out.push(v);
@@ -189,7 +190,10 @@
     for (const s of series) {
       const pts = [];
       s.values.forEach((v, i) => { if (v !== null) pts.push(x(times[i]).toFixed(1) + "," + y(v).toFixed(1)); });
-      if (pts.length === 1) pts.push((x(times[times.length - 1]) + 2).toFixed(1) + "," + pts[0].split(",")[1]);
+      if (pts.length === 1) {
+        const [cx, cy] = pts[0].split(",");
+        kids.push(svg("circle", { class: "dot " + s.key, cx, cy, r: 3 }));
+      }
       kids.push(svg("polyline", { class: "series " + s.key, "data-series": s.key, points: pts.join(" ") },
         svg("title", {}, s.label)));
     }

@@ -60,7 +60,6 @@ http://localhost:%d {
 	}
 	entry := findRoom(ev)
 	require.NotNil(t, entry)
-	require.NoError(t, entry.room.PublishInventory(t.Context(), waitroom.Inventory{Sellable: 490, Held: 6, Confirmed: 2, Remaining: 482, Healthy: true}))
 
 	admin := fmt.Sprintf("http://localhost:%d", adminPort)
 	ctx := browser.New(t)
@@ -107,6 +106,9 @@ http://localhost:%d {
 		return s
 	}
 
+	// Published once the browser is up, so the figures are fresh (3 s)
+	// when the console first reads them however long Chromium took to start.
+	require.NoError(t, entry.room.PublishInventory(t.Context(), waitroom.Inventory{Sellable: 490, Held: 6, Confirmed: 2, Remaining: 482, Healthy: true}))
 	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(admin+"/waitroom/console")))
 	until("h2 .badge", "Open")
 	until("[data-k=watermark]", "2")
