@@ -46,6 +46,7 @@ const adminTimeout = 5 * time.Second
 //	                                        {"per_remaining": 3} (derived)
 //	GET  /waitroom/events/{id}/lottery      the scheduled opening's draw
 //	GET  /waitroom/events/{id}/log          the change log, newest first (?limit=N)
+//	GET  /waitroom/events/{id}/report       the sale's report (report.go)
 //	GET  /waitroom/live                     every event's state, queue and rates
 //	GET  /waitroom/console                  the staff console, a page over these
 //
@@ -118,6 +119,7 @@ func (a *Admin) newMux() *http.ServeMux {
 	m.Handle("GET /waitroom/events/{id}/lottery", a.handle(a.withEvent(a.lottery)))
 	m.Handle("GET /waitroom/events/{id}/log", a.handle(a.withEvent(a.changeLog)))
 	m.Handle("GET /waitroom/events/{id}/applied", a.handle(a.withEvent(a.applied)))
+	m.Handle("GET /waitroom/events/{id}/report", a.handle(a.withEvent(a.report)))
 	m.Handle("GET /waitroom/live", a.handle(a.live))
 	m.Handle("GET /waitroom/console", a.handle(a.console))
 	m.Handle(adminPrefix, a.handle(func(w http.ResponseWriter, r *http.Request) error { return a.unrouted(m, w, r) }))

@@ -33,15 +33,32 @@ var (
 var consolePage, consoleCSP = buildConsole()
 
 func buildConsole() ([]byte, string) {
-	page := strings.NewReplacer("{{style}}", consoleCSS, "{{script}}", consoleJS).Replace(consoleHTML)
+	script := compactScript(consoleJS)
+	page := strings.NewReplacer("{{style}}", consoleCSS, "{{script}}", script).Replace(consoleHTML)
 	hash := func(s string) string {
 		sum := sha256.Sum256([]byte(s))
 		return "'sha256-" + base64.StdEncoding.EncodeToString(sum[:]) + "'"
 	}
 	csp := "default-src 'none'; connect-src 'self'; img-src 'self'; " +
-		"style-src " + hash(consoleCSS) + "; script-src " + hash(consoleJS) + "; " +
+		"style-src " + hash(consoleCSS) + "; script-src " + hash(script) + "; " +
 		"frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
 	return []byte(page), csp
+}
+
+// compactScript drops the script's indentation, blank lines and comment
+// lines, which the browser has no use for. The script has no multi-line
+// string, so no line's leading space or "//" is part of one.
+func compactScript(js string) string {
+	var b strings.Builder
+	for line := range strings.Lines(js) {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "//") {
+			continue
+		}
+		b.WriteString(line)
+		b.WriteByte('\n')
+	}
+	return b.String()
 }
 
 func (a *Admin) console(w http.ResponseWriter, _ *http.Request) error {

@@ -8,6 +8,10 @@
   const cards = new Map();
   const num = new Intl.NumberFormat("en");
   const LOG_EVERY = 5000;
+  // The sale's report is read every two seconds while the event is on
+  // sale, every ten once it is sold out (it is then the sale's record).
+  const REPORT_EVERY = 2000, RECORD_EVERY = 10000;
+  const SVG = "http://www.w3.org/2000/svg";
 
   // An action's outcome stays up for a few seconds over the polls' news.
   let heldUntil = 0;
@@ -44,7 +48,7 @@
   ];
 
   function card(id) {
-    const c = { id, state: null, loggedAt: 0, stats: {} };
+    const c = { id, state: null, loggedAt: 0, reportedAt: 0, stats: {} };
     c.badge = el("span", { class: "badge" });
     const dl = el("dl");
     for (const [k, label] of STATS) {
@@ -64,8 +68,9 @@
     c.log = el("tbody");
     const table = el("table", {}, el("caption", {}, "Change log, newest first"),
       el("thead", {}, el("tr", {}, ...["Time", "Actor", "Field", "From", "To", "Reason"].map((h) => el("th", { scope: "col" }, h)))), c.log);
+    c.report = reportView(id);
     c.root = el("section", { id: "event-" + id, class: "event", "aria-labelledby": "title-" + id },
-      el("h2", { id: "title-" + id }, "Event " + id, c.badge), dl, form, table);
+      el("h2", { id: "title-" + id }, "Event " + id, c.badge), dl, form, c.report.root, table);
     return c;
   }
 
@@ -109,6 +114,162 @@
     }
   }
 
+  // The sale's report (GET /waitroom/events/{id}/report) drawn as SVG:
+  // the queue, the seats, and how long people waited. No library: a line
+  // chart is a polyline per series over a shared time axis.
+  const W = 480, H = 170, PAD = { l: 48, r: 8, t: 8, b: 22 };
+
+  function svg(tag, attrs, ...kids) {
+    const e = document.createElementNS(SVG, tag);
+    for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, v);
+    e.append(...kids);
+    return e;
+  }
+
+  function figure(name, caption) {
+    const chart = svg("svg", { viewBox: "0 0 " + W + " " + H, role: "img", "data-chart": name, "aria-label": caption });
+    const legend = el("ul", { class: "legend" });
+    return { chart, legend, root: el("figure", {}, el("figcaption", {}, caption), chart, legend) };
+  }
+
+  function reportView(id) {
+    const v = { id };
+    v.queue = figure("queue", "Queue: waiting, admitted, watermark");
+    v.seats = figure("seats", "Seats: remaining and held");
+    v.waits = figure("waits", "Wait from join to admission (seconds)");
+    v.facts = el("dl", { class: "facts" });
+    v.note = el("p", { class: "note" }, "No sale yet.");
+    v.root = el("section", { class: "report", "aria-label": "Sale report of event " + id },
+      el("h3", {}, "The sale's report"), v.note, el("div", { class: "charts" }, v.queue.root, v.seats.root, v.waits.root), v.facts);
+    return v;
+  }
+
+  // axisTicks is a few round values from 0 to max.
+  function axisTicks(max) {
+    if (max <= 0) return [0];
+    const raw = max / 4, mag = Math.pow(10, Math.floor(Math.log10(raw)));
+    // Whole numbers only: positions, seats and seconds.
+    const step = Math.max(1, [1, 2, 5, 10].map((m) => m * mag).find((s) => s >= raw));
+    const out = [];
+    for (let v = 0; ; v += step) {
+      out.push(v);
+      if (v >= max) break;
+    }
+    return out;
+  }
+
+  function clock(ms) { return new Date(ms).toLocaleTimeString("en-GB"); }
+
+  // lines draws series over times (ms): [{key, label, values}], null values
+  // left out. bands shades the times where a flag holds: [{key, label, on}].
+  function lines(f, times, series, bands) {
+    const x0 = times[0], x1 = Math.max(times[times.length - 1], x0 + 1000);
+    const all = series.flatMap((s) => s.values.filter((v) => v !== null));
+    const ticks = axisTicks(Math.max(1, ...all));
+    const top = ticks[ticks.length - 1] || 1;
+    const x = (t) => PAD.l + ((t - x0) / (x1 - x0)) * (W - PAD.l - PAD.r);
+    const y = (v) => H - PAD.b - (v / top) * (H - PAD.t - PAD.b);
+    const kids = [];
+    for (const b of bands || []) {
+      for (let i = 0; i < times.length; i++) {
+        if (!b.on[i]) continue;
+        let j = i;
+        while (j + 1 < times.length && b.on[j + 1]) j++;
+        const right = j + 1 < times.length ? times[j + 1] : times[j] + 1000;
+        kids.push(svg("rect", { class: "band " + b.key, "data-band": b.key, x: x(times[i]), y: PAD.t,
+          width: Math.max(1, x(Math.min(right, x1)) - x(times[i])), height: H - PAD.t - PAD.b }));
+        i = j;
+      }
+    }
+    for (const v of ticks) {
+      kids.push(svg("line", { class: "grid", x1: PAD.l, x2: W - PAD.r, y1: y(v), y2: y(v) }));
+      kids.push(svg("text", { class: "tick", x: PAD.l - 4, y: y(v) + 4, "text-anchor": "end" }, num.format(v)));
+    }
+    kids.push(svg("text", { class: "tick", x: PAD.l, y: H - 6 }, clock(x0)));
+    kids.push(svg("text", { class: "tick", x: W - PAD.r, y: H - 6, "text-anchor": "end" }, clock(x1)));
+    for (const s of series) {
+      const pts = [];
+      s.values.forEach((v, i) => { if (v !== null) pts.push(x(times[i]).toFixed(1) + "," + y(v).toFixed(1)); });
+      if (pts.length === 1) {
+        const [cx, cy] = pts[0].split(",");
+        kids.push(svg("circle", { class: "dot " + s.key, cx, cy, r: 3 }));
+      }
+      kids.push(svg("polyline", { class: "series " + s.key, "data-series": s.key, points: pts.join(" ") },
+        svg("title", {}, s.label)));
+    }
+    f.chart.replaceChildren(...kids);
+    const last = (s) => { for (let i = s.values.length - 1; i >= 0; i--) if (s.values[i] !== null) return s.values[i]; return null; };
+    f.legend.replaceChildren(
+      ...series.map((s) => el("li", { class: s.key }, s.label + ": " + (last(s) === null ? "—" : num.format(last(s))))),
+      ...(bands || []).filter((b) => b.on.some(Boolean)).map((b) => el("li", { class: "band " + b.key }, b.label)));
+  }
+
+  // bars draws the wait percentiles as horizontal bars.
+  function bars(f, waits) {
+    const rows = [["p50", "half"], ["p90", "nine in ten"], ["p99", "99 in 100"]];
+    const ticks = axisTicks(Math.max(1, ...rows.map(([k]) => waits[k] || 0)));
+    const top = ticks[ticks.length - 1] || 1;
+    const x = (v) => PAD.l + (v / top) * (W - PAD.l - PAD.r - 40);
+    const band = (H - PAD.t - PAD.b) / rows.length;
+    const kids = [];
+    for (const v of ticks) {
+      kids.push(svg("line", { class: "grid", x1: x(v), x2: x(v), y1: PAD.t, y2: H - PAD.b }));
+      kids.push(svg("text", { class: "tick", x: x(v), y: H - 6, "text-anchor": "middle" }, num.format(v) + " s"));
+    }
+    rows.forEach(([k, label], i) => {
+      const v = waits[k], yy = PAD.t + i * band + band * 0.2;
+      kids.push(svg("text", { class: "tick", x: PAD.l - 4, y: yy + band * 0.35, "text-anchor": "end" }, k));
+      if (v === null || v === undefined) return;
+      kids.push(svg("rect", { class: "bar " + k, "data-bar": k, x: PAD.l, y: yy, width: Math.max(1, x(v) - PAD.l), height: band * 0.6 },
+        svg("title", {}, label + " waited at most " + v + " s")));
+      kids.push(svg("text", { class: "value", x: x(v) + 4, y: yy + band * 0.4 }, num.format(v) + " s"));
+    });
+    f.chart.replaceChildren(...kids);
+    f.legend.replaceChildren(el("li", { class: "plain" }, waits.p50 === null ? "nobody admitted yet" : "from join to admission, to the second"));
+  }
+
+  function showReport(c, r) {
+    const v = c.report, tl = r.timeline;
+    v.note.textContent = tl.length
+      ? (c.state && c.state.sold_out ? "The sale's record, " : "Live, ") + clock(Date.parse(tl[0].t)) + " to " + clock(Date.parse(tl[tl.length - 1].t)) + ", " + tl.length + " points."
+      : "No sale yet: the report starts at the first arrival.";
+    if (tl.length) {
+      const times = tl.map((p) => Date.parse(p.t));
+      const col = (k) => tl.map((p) => (p[k] === undefined ? null : p[k]));
+      lines(v.queue, times, [
+        { key: "waiting", label: "Waiting", values: col("waiting") },
+        { key: "admitted", label: "Admitted", values: col("admitted") },
+        { key: "watermark", label: "Watermark", values: col("watermark") },
+      ], [{ key: "sold_out", label: "Sold out", on: col("sold_out") }]);
+      lines(v.seats, times, [
+        { key: "remaining", label: "Remaining", values: col("remaining") },
+        { key: "held", label: "Held", values: col("held") },
+      ], [{ key: "all_held", label: "All held", on: col("all_held") }, { key: "sold_out", label: "Sold out", on: col("sold_out") }]);
+    }
+    bars(v.waits, r.wait_seconds);
+    const facts = [
+      ["Arrivals", tl.length ? num.format(tl[tl.length - 1].arrivals) : "—"],
+      ["Abandoned", num.format(r.abandoned)],
+      ["Refused: join rate", num.format(r.refused.join_rate)],
+      ["Refused: challenge", num.format(r.refused.challenge)],
+      ["Changes", num.format(r.changes.length)],
+    ];
+    if (r.lottery) {
+      facts.push(["Lottery commitment", r.lottery.commitment.slice(0, 16) + "…"]);
+      facts.push(["Lottery seed", r.lottery.seed ? r.lottery.seed.slice(0, 16) + "…" : "not drawn yet"]);
+    }
+    v.facts.replaceChildren(...facts.map(([k, val]) => el("div", {}, el("dt", {}, k), el("dd", { "data-r": k }, val))));
+  }
+
+  async function refreshReport(c) {
+    c.reportedAt = Date.now();
+    try {
+      showReport(c, await call("GET", "/waitroom/events/" + c.id + "/report"));
+    } catch (err) {
+      c.report.note.textContent = "report: " + err.message;
+    }
+  }
+
   async function act(c, what) {
     const path = "/waitroom/events/" + c.id + "/";
     const reason = c.reason.value.trim() || "staff console";
@@ -148,6 +309,7 @@
         }
         show(c, ev);
         if (Date.now() - c.loggedAt >= LOG_EVERY) refreshLog(c);
+        if (Date.now() - c.reportedAt >= (ev.sold_out ? RECORD_EVERY : REPORT_EVERY)) refreshReport(c);
       }
       for (const [id, c] of cards) {
         if (!seen.has(id)) { c.root.remove(); cards.delete(id); }

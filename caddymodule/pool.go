@@ -197,6 +197,12 @@ func acquireRoom(key roomKey, spec storeSpec, seed []byte) (*roomEntry, error) {
 		e := &roomEntry{key: key, room: room, store: st, ready: room.Ready(), cancel: cancel, done: make(chan struct{})}
 		go func() {
 			defer close(e.done)
+			reported := make(chan struct{})
+			go func() {
+				defer close(reported)
+				recordReport(ctx, room, opts.Now)
+			}()
+			defer func() { <-reported }()
 			room.Run(ctx)
 		}()
 		return e, nil
