@@ -27,9 +27,9 @@ const Version = 2
 // Worker has those as a secret binding, and KeyIDs only says which of them
 // the gateway still accepts.
 type State struct {
-	Version   int   `json:"v"`
-	Event     int64 `json:"event"`
-	SoldOut   bool  `json:"sold_out"`
+	Version int   `json:"v"`
+	Event   int64 `json:"event"`
+	SoldOut bool  `json:"sold_out"`
 	// AllHeld is set while the gateway keeps visitors waiting despite
 	// SoldOut: no seat is left, but MayReturn seats in live holds may
 	// come back (docs/api.md §12). The Worker answers 410 only for a
