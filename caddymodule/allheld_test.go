@@ -50,6 +50,8 @@ func TestAllHeldIsNotSoldOut(t *testing.T) {
 		assert.Equal(t, "waiting", body["status"])
 		assert.Equal(t, true, body["all_held"])
 		assert.EqualValues(t, 3, body["may_return"])
+		_, inQueue := queueCounts(h.room.room)
+		assert.Positive(t, inQueue, "the console counts them waiting")
 
 		res = serve(t, h, get(h, ""))
 		require.Equal(t, http.StatusOK, res.rec.Code, "a new arrival joins while all is held: %s", res.rec.Body.String())
@@ -64,6 +66,8 @@ func TestAllHeldIsNotSoldOut(t *testing.T) {
 		res = serve(t, h, get(h, waiting))
 		assert.Equal(t, http.StatusGone, res.rec.Code)
 		assert.Equal(t, StatusSoldOut, res.status())
+		_, inQueue = queueCounts(h.room.room)
+		assert.Zero(t, inQueue)
 
 		// An operator's flag stands, holds or not.
 		update(t, h, waitroom.Change{SoldOut: ptr(false), Actor: "origin"})
