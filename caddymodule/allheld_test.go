@@ -4,10 +4,13 @@ import (
 	"encoding/json"
 	"net/http"
 	"testing"
+	"time"
 
+	"github.com/caddyserver/caddy/v2"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/waitroom/waitroom/edge/cloudflare"
 	"github.com/waitroom/waitroom/waitroom"
 )
 
@@ -47,6 +50,8 @@ func TestAllHeldIsNotSoldOut(t *testing.T) {
 		assert.Equal(t, "waiting", body["status"])
 		assert.Equal(t, true, body["all_held"])
 		assert.EqualValues(t, 3, body["may_return"])
+		_, inQueue := queueCounts(h.room.room)
+		assert.Positive(t, inQueue, "the console counts them waiting")
 
 		res = serve(t, h, get(h, ""))
 		require.Equal(t, http.StatusOK, res.rec.Code, "a new arrival joins while all is held: %s", res.rec.Body.String())
@@ -61,6 +66,8 @@ func TestAllHeldIsNotSoldOut(t *testing.T) {
 		res = serve(t, h, get(h, waiting))
 		assert.Equal(t, http.StatusGone, res.rec.Code)
 		assert.Equal(t, StatusSoldOut, res.status())
+		_, inQueue = queueCounts(h.room.room)
+		assert.Zero(t, inQueue)
 
 		// An operator's flag stands, holds or not.
 		update(t, h, waitroom.Change{SoldOut: ptr(false), Actor: "origin"})
@@ -121,4 +128,39 @@ func TestSoldOutAtZeroKeepsTheEarlyAnswer(t *testing.T) {
 		admitted, _ := tokenAt(t, h, 1)
 		assert.Equal(t, http.StatusOK, serve(t, h, get(h, admitted)).rec.Code, "a buyer let in may still pay")
 	})
+}
+
+func TestAllHeldReachesWorkersKV(t *testing.T) {
+	url, written := kvStandIn(t)
+	h := provision(t, &Handler{Watermark: 10, Keys: []Key{{ID: "k1", Secret: testSecret}},
+		CloudflareKV: &CloudflareKV{AccountID: "acct", NamespaceID: "ns", APIToken: "cf-test-token",
+			APIURL: url, Debounce: caddy.Duration(time.Millisecond)}})
+	// next is the first state written that passes ok: a poll may catch a
+	// change half done, and only the last write counts.
+	next := func(ok func(cloudflare.State) bool) cloudflare.State {
+		t.Helper()
+		for {
+			select {
+			case st := <-written:
+				if ok(st) {
+					return st
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("the state looked for never reached the stand-in")
+				return cloudflare.State{}
+			}
+		}
+	}
+	require.NoError(t, h.room.room.PublishInventory(t.Context(), waitroom.Inventory{Sellable: 5, Held: 3, Confirmed: 2, Healthy: true}))
+	update(t, h, waitroom.Change{SoldOut: ptr(true), Actor: waitroom.ActorOrigin})
+	st := next(func(st cloudflare.State) bool { return st.SoldOut })
+	assert.True(t, st.AllHeld, "the edge is told the visitors keep waiting")
+	assert.EqualValues(t, 3, st.MayReturn)
+
+	// The holds were paid for: the figures alone change, and the edge
+	// learns that nothing can come back.
+	require.NoError(t, h.room.room.PublishInventory(t.Context(), waitroom.Inventory{Sellable: 5, Confirmed: 5, Healthy: true}))
+	st = next(func(st cloudflare.State) bool { return !st.AllHeld })
+	assert.True(t, st.SoldOut)
+	assert.Zero(t, st.MayReturn)
 }

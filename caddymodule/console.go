@@ -111,7 +111,8 @@ func queueCounts(r *waitroom.Room) (admitted, waiting int64) {
 		last = min(last, s.HardCap)
 	}
 	admitted = min(s.Watermark, last)
-	if !s.SoldOut && last > s.Watermark {
+	// Sold out, nobody waits; all held, they still do (docs/api.md §12).
+	if !(s.SoldOut && r.Availability().SoldOut) && last > s.Watermark {
 		waiting = r.Ahead(last + 1)
 	}
 	return max(admitted, 0), waiting

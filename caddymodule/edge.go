@@ -116,10 +116,16 @@ func (h *Handler) edgePage() (cloudflare.Page, error) {
 	return p, nil
 }
 
-// start publishes room's state once the room has read it from the store,
+// edgeRecheck is how often the publisher looks again at what the state
+// gives positions not yet admitted: the origin's figures (all held or sold
+// out) change without a change of the state.
+const edgeRecheck = time.Second
+
+// start publishes room's state, with what judge says positions not yet
+// admitted get at that state, once the room has read it from the store,
 // and again at every change, until stop or the end of parent (the
 // config's context).
-func (e *edgePublisher) start(parent context.Context, room *waitroom.Room) {
+func (e *edgePublisher) start(parent context.Context, room *waitroom.Room, judge func(waitroom.State) waitroom.Availability) {
 	ctx, cancel := context.WithCancel(parent)
 	e.cancel = cancel
 	e.done.Add(2)
@@ -134,13 +140,18 @@ func (e *edgePublisher) start(parent context.Context, room *waitroom.Room) {
 			return
 		case <-room.Ready():
 		}
+		recheck := time.NewTicker(edgeRecheck)
+		defer recheck.Stop()
 		for {
 			changed := room.Changed()
-			e.pub.Publish(cloudflare.StateOf(room.State(), e.page))
+			s := room.State()
+			// An unchanged value is not written again (Publisher.Publish).
+			e.pub.Publish(cloudflare.StateOf(s, judge(s), e.page))
 			select {
 			case <-ctx.Done():
 				return
 			case <-changed:
+			case <-recheck.C:
 			}
 		}
 	}()

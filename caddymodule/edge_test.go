@@ -386,16 +386,26 @@ func tokenVerdicts(t *testing.T, keys []waitroom.Key) []tokenVerdict {
 }
 
 func requestVerdicts(t *testing.T, keys []waitroom.Key) (soldOutPages map[string]string, rows []request) {
+	held := &waitroom.Inventory{Sellable: 10, Held: 3, Confirmed: 7, Healthy: true}
+	bought := &waitroom.Inventory{Sellable: 10, Confirmed: 10, Healthy: true}
+	origin := waitroom.Change{SoldOut: ptr(true), Actor: waitroom.ActorOrigin}
 	states := []struct {
 		name string
 		c    waitroom.Change
+		// inv is the origin's figures, published before the request.
+		inv    *waitroom.Inventory
+		atZero bool
 	}{
-		{"open", waitroom.Change{}},
-		{"sold out", waitroom.Change{SoldOut: ptr(true)}},
-		{"sold out and paused", waitroom.Change{SoldOut: ptr(true), Paused: ptr(true)}},
-		{"paused", waitroom.Change{Paused: ptr(true)}},
-		{"hard cap 20", waitroom.Change{HardCap: ptr(int64(20))}},
-		{"sold out, hard cap 20", waitroom.Change{SoldOut: ptr(true), HardCap: ptr(int64(20))}},
+		{name: "open", c: waitroom.Change{}},
+		{name: "sold out", c: waitroom.Change{SoldOut: ptr(true)}},
+		{name: "sold out and paused", c: waitroom.Change{SoldOut: ptr(true), Paused: ptr(true)}},
+		{name: "paused", c: waitroom.Change{Paused: ptr(true)}},
+		{name: "hard cap 20", c: waitroom.Change{HardCap: ptr(int64(20))}},
+		{name: "sold out, hard cap 20", c: waitroom.Change{SoldOut: ptr(true), HardCap: ptr(int64(20))}},
+		{name: "all held (the origin's flag, 3 seats held)", c: origin, inv: held},
+		{name: "sold out by the origin, nothing held", c: origin, inv: bought},
+		{name: "all held, sold_out_at_zero", c: origin, inv: held, atZero: true},
+		{name: "sold out by an operator, 3 seats held", c: waitroom.Change{SoldOut: ptr(true), Actor: ActorAdmin}, inv: held},
 	}
 	type carry struct {
 		name    string
@@ -501,12 +511,15 @@ func requestVerdicts(t *testing.T, keys []waitroom.Key) (soldOutPages map[string
 			}
 			for _, accept := range accepts {
 				event++
-				h := &Handler{Event: event, Watermark: 10, now: func() time.Time { return verdictTime }}
+				h := &Handler{Event: event, Watermark: 10, SoldOutAtZero: s.atZero, now: func() time.Time { return verdictTime }}
 				for _, k := range keys {
 					h.Keys = append(h.Keys, Key{ID: k.ID, Secret: string(k.Secret)})
 				}
 				provision(t, h)
 				st := update(t, h, s.c)
+				if s.inv != nil {
+					require.NoError(t, h.room.room.PublishInventory(t.Context(), *s.inv))
+				}
 				page, err := h.edgePage()
 				require.NoError(t, err)
 				if soldOutPages == nil {
@@ -515,7 +528,7 @@ func requestVerdicts(t *testing.T, keys []waitroom.Key) (soldOutPages map[string
 				require.Equal(t, soldOutPages, page.SoldOutPages, "one set of pages for every row")
 				page.SoldOutPages = nil
 				row := request{Name: s.name + " / " + c.name + " / " + strings.Split(accept, "/")[1], Accept: accept,
-					State: cloudflare.StateOf(st, page), Path: cmp.Or(c.path, "/buy"), AcceptLanguage: c.acceptLanguage, LangCookie: c.langCookie}
+					State: cloudflare.StateOf(st, h.availability(st), page), Path: cmp.Or(c.path, "/buy"), AcceptLanguage: c.acceptLanguage, LangCookie: c.langCookie}
 				if c.header != nil {
 					row.HeaderToken = c.header(event)
 				}

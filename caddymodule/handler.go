@@ -418,7 +418,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		h.nonces = ns
 	}
 	if h.edge != nil {
-		h.edge.start(ctx, room.room)
+		h.edge.start(ctx, room.room, h.availability)
 	}
 	if h.cfRoom != nil {
 		h.cfRoom.start(ctx, room.room)

@@ -294,7 +294,7 @@ func walkThrough(t *testing.T, store string) {
 	token := body["token"].(string)
 	assert.Equal(t, map[string]any{
 		"status": "waiting", "event": float64(ev), "position": 1.0, "admitted_through": 0.0,
-		"ahead": 0.0, "estimated_wait_seconds": nil, "token": token, "paused": false,
+		"ahead": 0.0, "estimated_wait_seconds": nil, "token": token, "paused": false, "all_held": false,
 	}, body)
 	setCookie := res.Header.Get("Set-Cookie")
 	assert.True(t, strings.HasPrefix(setCookie, cookieName+"="+token+";"), setCookie)

@@ -4,11 +4,13 @@ package caddymodule
 // docs/api.md §2–3): a state-machine property test that drives the real
 // handler, with the memory store, with Redis, and as two gateways sharing
 // Redis, through random sequences of arrivals, polls, replayed tokens,
-// pre-queue tokens, watermark moves, pause, sold out, hard-cap changes,
-// revocations, the buyer's pages after the purchase (after_purchase), clock
-// moves, an opening and its draw, a reload that removes the opening, and
-// Redis losing the event's state; and checks every answer against a small
-// model of what the rules say it must be.
+// pre-queue tokens, watermark moves, pause, sold out (an operator's, or
+// the origin's while the seats it published as held may come back, with or
+// without sold_out_at_zero), hard-cap changes, revocations, the buyer's
+// pages after the purchase (after_purchase), clock moves, an opening and
+// its draw, a reload that removes the opening, and Redis losing the event's
+// state; and checks every answer against a small model of what the rules
+// say it must be.
 //
 // The model states the rules, not the code: where the rules leave a choice
 // (when exactly a drawn position counts as handed out, an account's
@@ -169,6 +171,7 @@ func newModelSystem(t *rapid.T, clk *clock, store string, rdb redis.UniversalCli
 		s.opensAt = clk.Now().Add(opening)
 	}
 	s.m = newModel(clk.Now(), s.opensAt)
+	s.m.atZero = rapid.Bool().Draw(t, "sold_out_at_zero")
 	s.gws, s.cancels = s.provision(gateways, s.opensAt)
 	return s
 }
@@ -183,6 +186,7 @@ func (s *modelSystem) provision(n int, opensAt time.Time) ([]*Handler, []func())
 			Event: s.event, Keys: []Key{{ID: "k1", Secret: testSecret}}, Store: s.store, Lease: int64(i + 1),
 			UserID: modelUserID, TokenTTL: caddy.Duration(modelTTL), AdmissionWindow: caddy.Duration(modelWindow),
 			AbandonAfter: caddy.Duration(modelAbandon), AfterPurchase: []string{modelAfterPurchase},
+			SoldOutAtZero: s.m.atZero,
 		}
 		if !opensAt.IsZero() {
 			h.OpensAt, h.LotterySeed = opensAt.UTC().Format(time.RFC3339), testSeed
@@ -233,6 +237,7 @@ func (s *modelSystem) update(c waitroom.Change) {
 	}
 	s.sync()
 	s.m.setState(s.clk.Now(), st.Watermark, st.Paused, st.SoldOut, st.HardCap)
+	s.m.soldOutBy = st.SoldOutBy
 }
 
 func (s *modelSystem) actions() map[string]func(*rapid.T) {
@@ -296,7 +301,21 @@ func (s *modelSystem) actions() map[string]func(*rapid.T) {
 		},
 		"sold_out": func(t *rapid.T) {
 			so := rapid.Bool().Draw(t, "sold_out")
-			s.update(waitroom.Change{SoldOut: &so})
+			s.update(waitroom.Change{SoldOut: &so, Actor: ActorAdmin})
+		},
+		"origin_sold_out": func(t *rapid.T) {
+			so := rapid.Bool().Draw(t, "sold_out")
+			s.update(waitroom.Change{SoldOut: &so, Actor: waitroom.ActorOrigin})
+		},
+		"publish_inventory": func(t *rapid.T) {
+			// No seat left to hold; held ones may come back.
+			held := rapid.Int64Range(0, 3).Draw(t, "held")
+			g := rapid.IntRange(0, len(s.gws)-1).Draw(t, "publishing_gateway")
+			if err := s.gws[g].room.room.PublishInventory(context.Background(), waitroom.Inventory{Sellable: 10, Held: held, Confirmed: 10 - held, Healthy: true}); err != nil {
+				t.Fatalf("publish inventory: %v", err)
+			}
+			s.sync()
+			s.m.held, s.m.heldAt, s.m.figuresLost = held, s.clk.Now(), false
 		},
 		"hard_cap": func(t *rapid.T) {
 			hc := rapid.Int64Range(0, s.m.lastPos()+3).Draw(t, "hard_cap")
@@ -320,6 +339,10 @@ func (s *modelSystem) actions() map[string]func(*rapid.T) {
 			s.gws, s.cancels = gws, cancels
 			s.sync()
 			s.m.reload(s.clk.Now())
+			if s.m.figuresLost {
+				// New rooms know only what the store still has.
+				s.m.heldAt = time.Time{}
+			}
 		},
 		"lose_redis_state": func(t *rapid.T) {
 			if s.rdb == nil {
@@ -376,6 +399,9 @@ func (s *modelSystem) loseState() {
 		s.t.Fatalf("restored position counter %d below the highest position handed out, %d", st.LastPosition, s.m.lastPos())
 	}
 	s.m.lose(s.clk.Now(), st.HardCap)
+	// Restored from a gateway's memory, the flag no longer says whose; the
+	// origin's figures are gone from the store (the rooms keep theirs).
+	s.m.soldOutBy, s.m.figuresLost = st.SoldOutBy, true
 }
 
 // modelAnswer is what one request got.
@@ -535,9 +561,16 @@ type modelAccount struct {
 }
 
 type model struct {
-	start                time.Time
-	wm                   int64
-	paused, soldOut      bool
+	start           time.Time
+	wm              int64
+	paused, soldOut bool
+	// soldOutBy is the flag's actor; held the seats in live holds the
+	// origin published at heldAt; atZero the gateways' sold_out_at_zero;
+	// now the time of the request being judged.
+	soldOutBy            string
+	held                 int64
+	heldAt, now          time.Time
+	atZero, figuresLost  bool
 	hardCap              int64
 	steps                []modelStep
 	positions            map[int64]*modelPos // handed out, with a token
@@ -576,7 +609,8 @@ func newModel(now, opensAt time.Time) *model {
 
 func (m *model) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "watermark %d paused %v sold_out %v hard_cap %d", m.wm, m.paused, m.soldOut, m.hardCap)
+	fmt.Fprintf(&b, "watermark %d paused %v sold_out %v (by %q, %d held at %s, at zero %v) hard_cap %d", m.wm, m.paused, m.soldOut,
+		m.soldOutBy, m.held, m.heldAt.Format("15:04:05"), m.atZero, m.hardCap)
 	if !m.opensAt.IsZero() {
 		fmt.Fprintf(&b, " opens_at %s removed %v entrants %d", m.opensAt.Format("15:04:05"), m.openingRemoved, len(m.entrants))
 	}
@@ -750,13 +784,26 @@ func (m *model) fresh(p int64) error {
 	return nil
 }
 
+// allHeld: the origin's last figures, still fresh, count seats in live
+// holds, and no seat left to hold.
+func (m *model) allHeld() bool {
+	return m.held > 0 && !m.heldAt.IsZero() && m.now.Sub(m.heldAt) <= waitroom.InventoryFresh
+}
+
+// gone: positions not yet admitted are answered sold out (docs/api.md
+// §12): the flag, unless it is the origin's while held seats may come back
+// and the gateways were not told to answer sold out at zero.
+func (m *model) gone() bool {
+	return m.soldOut && (m.atZero || m.soldOutBy != waitroom.ActorOrigin || !m.allHeld())
+}
+
 // verdict is the status the rules give a valid, unrevoked token at p whose
 // window has not ended.
 func (m *model) verdict(p int64) string {
 	switch {
 	case m.admits(p):
 		return StatusAdmitted
-	case m.beyondCap(p) || (m.soldOut && p > m.wm):
+	case m.beyondCap(p) || (m.gone() && p > m.wm):
 		return StatusSoldOut
 	}
 	return StatusWaiting
@@ -766,6 +813,7 @@ func (m *model) verdict(p int64) string {
 // anonymous) that presented tok (nil: none or invalid) at now, then
 // records what it did.
 func (m *model) judge(now time.Time, path, account string, tok *waitroom.Ticket, a modelAnswer) error {
+	m.now = now
 	if !m.opensAt.IsZero() && !m.openingRemoved && !now.Before(m.opensAt) && a.pos > 0 {
 		m.closed = true
 	}
@@ -854,6 +902,10 @@ func (m *model) safety(now time.Time, a modelAnswer) error {
 		if a.body.Ahead < 0 || a.body.Ahead > max(0, a.pos-m.wm-1) {
 			return fmt.Errorf("ahead %d outside [0, %d]", a.body.Ahead, max(0, a.pos-m.wm-1))
 		}
+		if want := m.allHeld(); a.body.AllHeld != want || (want && a.body.MayReturn != m.held) {
+			return fmt.Errorf("rule: a waiting answer says when every seat is held: all_held %v may_return %d, want %v and %d",
+				a.body.AllHeld, a.body.MayReturn, want, m.held)
+		}
 	}
 	if a.issued != nil {
 		if mp := m.positions[a.issued.Position]; mp != nil && mp.subject != a.issued.Subject {
@@ -866,7 +918,7 @@ func (m *model) safety(now time.Time, a modelAnswer) error {
 // arrival: a request without a valid token (or one the rules make a new
 // arrival).
 func (m *model) arrival(now time.Time, account string, a modelAnswer) error {
-	if m.soldOut {
+	if m.gone() {
 		return expectStatus(a, StatusSoldOut, "a new arrival in a sold-out event")
 	}
 	if m.preQueue(now) {
@@ -1090,7 +1142,7 @@ func (m *model) preQueueToken(now time.Time, account string, tk waitroom.Ticket,
 		return nil
 	}
 	if m.canDraw(sub) {
-		if m.soldOut && a.status == StatusSoldOut {
+		if m.gone() && a.status == StatusSoldOut {
 			return nil
 		}
 		return m.drawnFirst(now, sub, a)
@@ -1115,7 +1167,7 @@ func (m *model) preQueueToken(now time.Time, account string, tk waitroom.Ticket,
 		// position the account holds (docs/api.md §12).
 		return m.token(now, account, waitroom.Ticket{Subject: sub, Position: held.pos, Account: true}, a)
 	}
-	if m.soldOut {
+	if m.gone() {
 		return expectStatus(a, StatusSoldOut, "a pre-queue token without a draw in a sold-out event")
 	}
 	if !waitroom.IsVisitorID(sub) {

@@ -23,6 +23,7 @@ import (
 
 	"github.com/waitroom/waitroom/internal/browser"
 	"github.com/waitroom/waitroom/internal/testenv"
+	"github.com/waitroom/waitroom/waitroom"
 )
 
 // pageSite starts a site behind the room on the memory store; extra is more
@@ -149,6 +150,20 @@ func TestBrowserWaitingPage(t *testing.T) {
 	assert.Equal(t, "5", textOf(t, bob, "position"))
 	assert.Regexp(t, `^Ihre geschätzte Wartezeit beträgt (weniger als eine Minute|etwa \d+ Minuten?)\.$`, textOf(t, bob, "wait"))
 	browser.Screenshot(t, bob, "waiting-de")
+
+	// Every seat in a basket: bob keeps his place, and his page says so,
+	// from a poll (docs/api.md §12).
+	entry := findRoom(ev)
+	require.NotNil(t, entry)
+	_, uerr := entry.room.Update(t.Context(), waitroom.Change{SoldOut: ptr(true), Actor: waitroom.ActorOrigin})
+	require.NoError(t, uerr)
+	require.NoError(t, entry.room.PublishInventory(t.Context(), waitroom.Inventory{Sellable: 490, Held: 12, Confirmed: 478, HoldTTLSeconds: 600, Healthy: true}))
+	waitFor(t, bob, `!document.getElementById("held").hidden`, 20*time.Second)
+	assert.Equal(t, "Gerade liegt jedes Ticket in jemandes Warenkorb. Etwa 12 davon könnten in den nächsten 10 Minuten zurückkommen, "+
+		"wenn ihre Käufer nicht bezahlen. Ihr Platz bleibt erhalten.", textOf(t, bob, "held"))
+	assert.Equal(t, "Sie sind in der Warteschlange", eval[string](t, bob, "document.querySelector('h1').textContent"))
+	assert.Equal(t, "Wir lassen Sie herein, sobald Sie an der Reihe sind.", textOf(t, bob, "wait"), "no estimate from the pace so far")
+	browser.Screenshot(t, bob, "all-held-de")
 
 	// Sold out: bob's waiting page turns into the sold-out page, in German;
 	// a newcomer gets it at once.

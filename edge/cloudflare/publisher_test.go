@@ -119,7 +119,7 @@ func newTestPublisher(t *testing.T, api *standIn, debounce time.Duration) (*Publ
 }
 
 func stateAt(event, watermark int64, soldOut bool) State {
-	return StateOf(waitroom.State{Event: event, Watermark: watermark, SoldOut: soldOut, HardCap: 900},
+	return StateOf(waitroom.State{Event: event, Watermark: watermark, SoldOut: soldOut, HardCap: 900}, waitroom.Availability{SoldOut: soldOut},
 		Page{KeyIDs: []string{"k2", "k1"}, SoldOutMaxAge: 10,
 			Languages: []string{"en", "de"}, SoldOutPages: map[string]string{"en": "<p>Sold out</p>", "de": "<p>Ausverkauft</p>"}})
 }

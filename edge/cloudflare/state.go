@@ -18,17 +18,24 @@ import (
 )
 
 // Version is the layout of State; the Worker refuses values of another
-// layout and passes their traffic on.
-const Version = 1
+// layout and passes their traffic on. 2 added AllHeld: a Worker of
+// layout 1 would answer 410 where the gateway keeps visitors waiting.
+const Version = 2
 
 // State is the KV value of one event: what the Worker needs to judge a
 // request as the gateway would. It never carries a signing secret: the
 // Worker has those as a secret binding, and KeyIDs only says which of them
 // the gateway still accepts.
 type State struct {
-	Version   int   `json:"v"`
-	Event     int64 `json:"event"`
-	SoldOut   bool  `json:"sold_out"`
+	Version int   `json:"v"`
+	Event   int64 `json:"event"`
+	SoldOut bool  `json:"sold_out"`
+	// AllHeld is set while the gateway keeps visitors waiting despite
+	// SoldOut: no seat is left, but MayReturn seats in live holds may
+	// come back (docs/api.md §12). The Worker answers 410 only for a
+	// SoldOut state without it, which nothing brings back.
+	AllHeld   bool  `json:"all_held"`
+	MayReturn int64 `json:"may_return"`
 	Paused    bool  `json:"paused"`
 	Watermark int64 `json:"watermark"`
 	// HardCap is the last position admitted for now; 0 means none. It can
@@ -58,12 +65,20 @@ type Page struct {
 	SoldOutPages  map[string]string
 }
 
-// StateOf is the KV value of s, with the gateway's page settings.
-func StateOf(s waitroom.State, p Page) State {
+// StateOf is the KV value of s, with what the gateway answers positions
+// not yet admitted by (a: sold out, or all held) and its page settings.
+func StateOf(s waitroom.State, a waitroom.Availability, p Page) State {
+	held := a.AllHeld && !a.SoldOut
+	var mayReturn int64
+	if held {
+		mayReturn = a.MayReturn
+	}
 	return State{
 		Version:       Version,
 		Event:         s.Event,
 		SoldOut:       s.SoldOut,
+		AllHeld:       held,
+		MayReturn:     mayReturn,
 		Paused:        s.Paused,
 		Watermark:     s.Watermark,
 		HardCap:       s.HardCap,

@@ -13,7 +13,7 @@ export const TOKEN_HEADER = "X-Waitroom-Token";
 export const STATUS_HEADER = "X-Waitroom-Status";
 export const COOKIE_PREFIX = "waitroom_";
 // The layout of the published state this Worker reads.
-export const STATE_VERSION = 1;
+export const STATE_VERSION = 2;
 // What the sold-out answer depends on: its form and whether the request
 // carried a token.
 const SOLD_OUT_VARY = "Accept, Cookie, " + TOKEN_HEADER;
@@ -91,6 +91,11 @@ export async function judge(request, state, keys, nowMs) {
     // raised live, or is derived from the remaining seats at every poll,
     // so a token past it is the gateway's to judge.
     return { verdict: "pass", why: "open" };
+  }
+  if (state.all_held) {
+    // No seat is left, but seats in live holds may come back: the gateway
+    // keeps the visitor waiting and says so (docs/api.md §12).
+    return { verdict: "pass", why: "all held" };
   }
   const event = state.event;
   const kids = Array.isArray(state.key_ids) ? state.key_ids : [];

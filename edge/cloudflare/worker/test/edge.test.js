@@ -35,7 +35,7 @@ function token(pos, { kid = "k2", secret = SECRET_K2, event = EVENT, ttl = 1800 
 
 function state(fields) {
   return {
-    v: 1, event: EVENT, sold_out: false, paused: false, watermark: 10, hard_cap: 0,
+    v: 2, event: EVENT, sold_out: false, all_held: false, may_return: 0, paused: false, watermark: 10, hard_cap: 0,
     key_ids: ["k2", "k1"], sold_out_max_age: 10, languages: ["en", "de"], sold_out_pages: PAGES, ...fields,
   };
 }
@@ -110,6 +110,19 @@ describe("the Worker", () => {
     ({ res, reached } = await get("/buy", { Accept: "text/html", "Accept-Language": "fr-FR,fr;q=0.9" }));
     assert.equal(res.status, 200, "a language the gateway lacks is left to its matcher");
     assert.equal(reached.length, 1);
+  });
+
+  test("all held is not sold out: the edge passes every request on while held seats may come back", async () => {
+    await publish(EVENT, state({ sold_out: true, all_held: true, may_return: 3 }));
+    for (const headers of [
+      { Accept: "application/json" },
+      { Accept: "text/html", "Accept-Language": "en" },
+      { Accept: "application/json", Cookie: `waitroom_42=${token(11)}` },
+    ]) {
+      const { res, reached } = await get("/buy", headers);
+      assert.equal(res.status, 200, JSON.stringify(headers));
+      assert.equal(reached.length, 1, "the gateway answers: the visitor keeps waiting");
+    }
   });
 
   test("an admitted token passes to the origin even when sold out", async () => {
@@ -194,9 +207,11 @@ describe("the Worker", () => {
       assert.equal(res.status, 200, `event ${event} has no state`);
       assert.equal(reached.length, 1);
     }
-    await publish(EVENT, { ...state({ sold_out: true }), v: 2 });
-    const { res } = await get("/buy");
-    assert.equal(res.status, 200);
+    for (const v of [1, 3]) {
+      await publish(EVENT, { ...state({ sold_out: true }), v });
+      const { res } = await get("/buy");
+      assert.equal(res.status, 200, `a value of layout ${v}`);
+    }
     await publish(EVENT, state({ sold_out: true, event: 43 }));
     assert.equal((await get("/buy")).res.status, 200, "a value under the wrong key is not believed");
   });
