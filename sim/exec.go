@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -160,18 +161,48 @@ func (w *world) wrap(s Step, n *node, op func() *violation) *violation {
 		}
 		defer func() { _ = w.fp.SetFaults(0, 0) }()
 		return op()
-	case PGCutPaused, PGCutReplies:
+	case PGCutPaused, PGCutReplies, PGCutAfterRedis:
 		if n.pgDown {
 			return op()
 		}
 		w.fault(s.Wrap.String())
-		if s.Wrap == PGCutPaused {
+		// cutting: the fault's hold on PostgreSQL has begun; the cut comes
+		// Step.Dur after.
+		cutting := make(chan struct{})
+		switch s.Wrap {
+		case PGCutPaused:
 			n.pgProxy.Pause()
-		} else {
+			close(cutting)
+		case PGCutReplies:
 			n.pgProxy.StallReplies()
+			close(cutting)
+		case PGCutAfterRedis:
+			// The inventory's changes are scripts; the first one the node
+			// sends during the step cuts its PostgreSQL off.
+			var once sync.Once
+			n.redisProxy.OnSend(func(b []byte) {
+				if isScriptCall(b) {
+					once.Do(func() {
+						n.pgProxy.Pause()
+						close(cutting)
+					})
+				}
+			})
+			// Off before the step's end lets PostgreSQL go again.
+			run := op
+			op = func() *violation {
+				defer n.redisProxy.OnSend(nil)
+				return run()
+			}
 		}
 		done := make(chan *violation, 1)
 		go func() { done <- op() }()
+		select {
+		case v := <-done:
+			n.pgProxy.Resume()
+			return v
+		case <-cutting:
+		}
 		select {
 		case v := <-done:
 			n.pgProxy.Resume()
@@ -185,6 +216,13 @@ func (w *world) wrap(s Step, n *node, op func() *violation) *violation {
 		return v
 	}
 	return nil
+}
+
+// isScriptCall reports whether b, bytes a client sent Redis, holds a script
+// call (EVAL, EVALSHA, in RESP: a bulk string of the command's name).
+func isScriptCall(b []byte) bool {
+	l := bytes.ToLower(b)
+	return bytes.Contains(l, []byte("\r\nevalsha\r\n")) || bytes.Contains(l, []byte("\r\neval\r\n"))
 }
 
 // answered checks what every answer must be: never a 500, never hung.
