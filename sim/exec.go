@@ -161,7 +161,7 @@ func (w *world) wrap(s Step, n *node, op func() *violation) *violation {
 		}
 		defer func() { _ = w.fp.SetFaults(0, 0) }()
 		return op()
-	case PGCutPaused, PGCutReplies, PGCutAfterRedis:
+	case PGCutPaused, PGCutReplies, PGCutAfterRedis, PGStallAfterRedis:
 		if n.pgDown {
 			return op()
 		}
@@ -176,7 +176,7 @@ func (w *world) wrap(s Step, n *node, op func() *violation) *violation {
 		case PGCutReplies:
 			n.pgProxy.StallReplies()
 			close(cutting)
-		case PGCutAfterRedis:
+		case PGCutAfterRedis, PGStallAfterRedis:
 			// The inventory's changes are scripts; the first one the node
 			// sends during the step cuts its PostgreSQL off.
 			var once sync.Once
@@ -208,6 +208,10 @@ func (w *world) wrap(s Step, n *node, op func() *violation) *violation {
 			n.pgProxy.Resume()
 			return v
 		case <-time.After(s.Dur):
+		}
+		if s.Wrap == PGStallAfterRedis {
+			n.pgProxy.Resume()
+			return <-done
 		}
 		n.pgProxy.Cut()
 		v := <-done
