@@ -76,7 +76,12 @@
 // (the node's PostgreSQL traffic held, then the connections cut: nothing
 // sent ran), pg-cut-reply-lost (PostgreSQL runs what is sent, the replies
 // are held, then the connections are cut: a commit the node never heard
-// of), pay-failure and pay-timeout (every provider call fails before the
+// of), pg-cut-after-redis (a settlement's PostgreSQL traffic held from the
+// node's first Redis script call on, then cut: a hold confirmed in Redis
+// whose ledger step failed), pg-stall-after-redis (a hold's PostgreSQL
+// traffic held a while from its first Redis script call on, then let go:
+// its row reaches the ledger late, after its seats were taken in Redis),
+// pay-failure and pay-timeout (every provider call fails before the
 // provider, or does its work and loses its answer). The faults go through
 // one internal/faultproxy per node in front of Redis and of PostgreSQL;
 // the Redis is the run's own (never a shared one) and the database too.

@@ -2,9 +2,14 @@ package sim
 
 import (
 	"bytes"
+	"crypto/sha1"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
 	"sync"
 	"time"
 
@@ -179,9 +184,15 @@ func (w *world) wrap(s Step, n *node, op func() *violation) *violation {
 		case PGCutAfterRedis, PGStallAfterRedis:
 			// The inventory's changes are scripts; the first one the node
 			// sends during the step cuts its PostgreSQL off.
+			// The inventory's confirmation (a settlement) or hold: a
+			// script called by its SHA-1, or sent whole.
+			script := scriptConfirm
+			if s.Wrap == PGStallAfterRedis {
+				script = scriptHold
+			}
 			var once sync.Once
 			n.redisProxy.OnSend(func(b []byte) {
-				if isScriptCall(b) {
+				if script.calledIn(b) {
 					once.Do(func() {
 						n.pgProxy.Pause()
 						close(cutting)
@@ -222,11 +233,34 @@ func (w *world) wrap(s Step, n *node, op func() *violation) *violation {
 	return nil
 }
 
-// isScriptCall reports whether b, bytes a client sent Redis, holds a script
-// call (EVAL, EVALSHA, in RESP: a bulk string of the command's name).
-func isScriptCall(b []byte) bool {
+// inventoryScript names one of the inventory's Lua scripts as it reaches
+// Redis: the SHA-1 of its source (EVALSHA), or its first line (EVAL, after
+// NOSCRIPT).
+type inventoryScript struct{ sha, head []byte }
+
+var scriptConfirm, scriptHold = loadScript("confirm.lua"), loadScript("hold.lua")
+
+// loadScript reads an inventory script's source beside this package's.
+// Without it (a test binary moved away from its sources) any script call
+// matches.
+func loadScript(name string) inventoryScript {
+	_, file, _, _ := runtime.Caller(0)
+	src, err := os.ReadFile(filepath.Join(filepath.Dir(file), "..", "inventory", name))
+	if err != nil {
+		return inventoryScript{}
+	}
+	sum := sha1.Sum(src)
+	head, _, _ := bytes.Cut(src, []byte("\n"))
+	return inventoryScript{sha: []byte(hex.EncodeToString(sum[:])), head: head}
+}
+
+// calledIn reports whether b, bytes a client sent Redis, calls the script.
+func (sc inventoryScript) calledIn(b []byte) bool {
 	l := bytes.ToLower(b)
-	return bytes.Contains(l, []byte("\r\nevalsha\r\n")) || bytes.Contains(l, []byte("\r\neval\r\n"))
+	if !bytes.Contains(l, []byte("\r\nevalsha\r\n")) && !bytes.Contains(l, []byte("\r\neval\r\n")) {
+		return false
+	}
+	return sc.sha == nil || bytes.Contains(l, sc.sha) || bytes.Contains(b, sc.head)
 }
 
 // answered checks what every answer must be: never a 500, never hung.
