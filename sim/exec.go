@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/waitroom/waitroom/origin/payment"
@@ -191,20 +192,28 @@ func (w *world) wrap(s Step, n *node, op func() *violation) *violation {
 				script = scriptHold
 			}
 			var once sync.Once
+			var struck atomic.Bool
 			n.redisProxy.OnSend(func(b []byte) {
 				if script.calledIn(b) {
 					once.Do(func() {
+						struck.Store(true)
 						n.pgProxy.Pause()
 						close(cutting)
 					})
 				}
 			})
-			// Off before the step's end lets PostgreSQL go again.
+			// Off before the step's end lets PostgreSQL go again. The
+			// summary counts the faults that struck apart.
 			run := op
 			op = func() *violation {
 				defer n.redisProxy.OnSend(nil)
 				return run()
 			}
+			defer func() {
+				if struck.Load() {
+					w.fault(s.Wrap.String() + " (struck)")
+				}
+			}()
 		}
 		done := make(chan *violation, 1)
 		go func() { done <- op() }()
