@@ -58,9 +58,11 @@ func (w *world) exec(s Step) *violation {
 		}
 		w.redis.Start()
 		w.redisDown = false
+		w.stateLost = true
 	case RedisFlush:
 		if !w.redisDown {
 			w.fault("redis-flush")
+			w.stateLost = true
 			_ = w.direct.FlushAll(w.ctx).Err()
 		}
 	case RedisDown:
@@ -68,6 +70,7 @@ func (w *world) exec(s Step) *violation {
 			w.fault("redis-down")
 			w.redis.Stop()
 			w.redisDown = true
+			w.stateLost = true
 		}
 	case PGDown:
 		if !n.pgDown {
