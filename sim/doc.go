@@ -129,9 +129,13 @@
 //
 // At each settle step (and at the end, after moving the clock past every
 // deadline): the faults are healed, the writes given up on are left to
-// become final (a write timeout of wall time), and the passes run on every
-// node until nothing moves (at most 6 rounds, 10 at the end). Then drift
-// must be 0 (CheckInvariant) and the money must be accounted for: every
+// become final (a write timeout of wall time), and the passes but the drift
+// corrector run on every node until nothing moves; unless Redis lost its
+// state since the last settle point, drift must then be 0 already
+// (drift-lost: a count the protocol lost, such as a place that vanished,
+// which the corrector would only paper over). Then every pass runs on
+// every node until nothing moves (at most 6 rounds, 10 at the end), and
+// drift must be 0 (CheckInvariant) and the money must be accounted for: every
 // payment the provider captured ends as a confirmed booking with its
 // tickets, a refund the provider made, or a refund visibly pending or
 // failed on the booking, never kept silently; a booking is "refunded" only
