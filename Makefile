@@ -7,9 +7,10 @@ BIN := bin
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
 
+# One go build for several commands compiles their shared packages once and
+# keeps both cores busy, where one build after another does not.
 build: ## build Caddy with the waitroom module and the origin (bin/caddy, bin/origin)
-	$(GO) build -o $(BIN)/caddy ./cmd/caddy
-	$(GO) build -o $(BIN)/origin ./cmd/origin
+	$(GO) build -o $(BIN)/ ./cmd/caddy ./cmd/origin
 
 test: ## run every test against private Redis (one server and a 3-master cluster) and PostgreSQL servers
 	scripts/services.sh scripts/cluster.sh $(MAKE) --no-print-directory test-go
@@ -118,7 +119,8 @@ need-wrk = @command -v wrk >/dev/null 2>&1 || { echo "installing wrk (Debian pac
 	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk; }
 
 .PHONY: up
-up: build loadtest-bin ## the product on this machine to try in a browser (storefront, console); Ctrl-C stops it
+up: ## the product on this machine to try in a browser (storefront, console); Ctrl-C stops it
+	$(GO) build -o $(BIN)/ ./cmd/caddy ./cmd/origin ./loadtest
 	scripts/services.sh $(BIN)/loadtest up $(ARGS)
 
 .PHONY: demo demo-cluster demo-2m bench-strategies bench-gate bench-gateway bench-holds bench-seats bench-confirm bench-admission loadtest-bin
@@ -163,12 +165,13 @@ include xcaddy.mk
 
 # The backend recipes (examples/backends): the Go, Node and Python checks of
 # the gateway's X-Waitroom-Token against the shared token table
-# (edge/cloudflare/testdata/verdicts.json). Node's jose comes from the
+# (edge/cloudflare/testdata/verdicts.json), and of the booking events'
+# signature against examples/backends/testdata/signatures.json. Node's jose comes from the
 # lockfile, Python's PyJWT from Debian's python3-jwt (installed when missing
 # and running as root).
 RECIPES := examples/backends
 .PHONY: test-recipes
-test-recipes: $(RECIPES)/node/node_modules/.package-lock.json ## the backend recipes (Go, Node, Python) against the shared token table
+test-recipes: $(RECIPES)/node/node_modules/.package-lock.json ## the backend recipes (Go, Node, Python) against the shared token and signature tables
 	$(GO) test -count=1 ./$(RECIPES)/...
 	cd $(RECIPES)/node && npm test
 	@/usr/bin/python3 -c 'import jwt' 2>/dev/null || { \

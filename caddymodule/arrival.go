@@ -26,6 +26,13 @@ import (
 // one; before the opening, one with a solution (or without a challenge)
 // enters the pre-queue.
 func (h *Handler) serveArrival(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, repl *caddy.Replacer, s waitroom.State, presented bool, solution string) error {
+	if len(h.afterPurchase) > 0 {
+		// An account done with its purchase, on another device or with
+		// another token, reaches its bookings as itself, sold out or not.
+		if user, pos, ok := h.completedAccount(repl); ok && h.isAfterPurchase(r, repl) {
+			return h.passCompleted(w, r, next, repl, user, pos, "")
+		}
+	}
 	if s.SoldOut {
 		return h.soldOut(w, r, repl, 0, presented)
 	}

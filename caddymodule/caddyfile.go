@@ -59,6 +59,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //			max_error_rate <share>
 //		}
 //		cookie_secure    always|auto
+//		after_purchase   <path pattern…>
 //		opens_at         <RFC 3339 time>
 //		lottery_seed     <hex>
 //		challenge        [<bits>]
@@ -227,6 +228,14 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.Errf("cookie_secure: must be %s or %s (got %q)", CookieSecureAlways, CookieSecureAuto, v)
 			}
 			h.CookieSecure = v
+		case "after_purchase":
+			// Repeatable: each adds its patterns. A bad pattern is
+			// refused when the config is validated.
+			args := d.RemainingArgs()
+			if len(args) == 0 {
+				return d.Errf("after_purchase: want at least one path pattern (e.g. /bookings/* /tickets)")
+			}
+			h.AfterPurchase = append(h.AfterPurchase, args...)
 		case "opens_at":
 			v, err := stringArg(d, sub)
 			if err != nil {

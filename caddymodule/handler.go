@@ -206,6 +206,14 @@ type Handler struct {
 	// "always" on every answer, for sites only ever reached over HTTPS.
 	CookieSecure string `json:"cookie_secure,omitempty"`
 
+	// The paths of the buyer's pages after the purchase (a booking, the
+	// tickets, their QR codes), as patterns of Caddy's path matcher. A
+	// visitor whose token the site revoked, or whose account's position
+	// is completed, is passed on to these with X-Waitroom-Status:
+	// completed and its user id, its cookie kept, and to nothing else.
+	// Default: none (a revoked visitor reaches nothing).
+	AfterPurchase []string `json:"after_purchase,omitempty"`
+
 	// When the queue opens, RFC 3339. Before it, arrivals enter a
 	// pre-queue: they get a token without a position and a page that counts
 	// down; at the opening every entrant is given a position by a draw
@@ -273,6 +281,10 @@ type Handler struct {
 	limitedPage  *template.Template
 	edge         *edgePublisher
 	cfRoom       *waitingRoomSteerer
+
+	// afterPurchase matches the buyer's pages after the purchase; nil
+	// without after_purchase.
+	afterPurchase caddyhttp.MatchPath
 }
 
 // CaddyModule returns the Caddy module information.
@@ -337,6 +349,9 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	}
 
 	if err := h.loadPages(); err != nil {
+		return err
+	}
+	if h.afterPurchase, err = afterPurchaseMatcher(ctx, h.AfterPurchase); err != nil {
 		return err
 	}
 	if h.Challenge > 0 {
@@ -429,9 +444,15 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	case ok && ticket.PreQueue:
 		return h.servePreQueueTicket(w, r, next, repl, ticket, solution)
 	case ok:
-		switch h.holds(r, state, ticket) {
-		case ticketCompleted:
-			return h.completed(w, r, repl, ticket.Position)
+		switch hold := h.holds(r, state, ticket); hold {
+		case ticketCompleted, ticketRevoked:
+			if h.isAfterPurchase(r, repl) {
+				return h.passCompleted(w, r, next, repl, ticket.Subject, ticket.Position, ticket.Raw)
+			}
+			if hold == ticketCompleted {
+				return h.completed(w, r, repl, ticket.Position)
+			}
+			return h.serveArrival(w, r, next, repl, state, true, solution)
 		case ticketSpent:
 			return h.serveArrival(w, r, next, repl, state, true, solution)
 		}

@@ -5,9 +5,10 @@ package caddymodule
 // handler, with the memory store, with Redis, and as two gateways sharing
 // Redis, through random sequences of arrivals, polls, replayed tokens,
 // pre-queue tokens, watermark moves, pause, sold out, hard-cap changes,
-// revocations, clock moves, an opening and its draw, a reload that removes
-// the opening, and Redis losing the event's state; and checks every answer
-// against a small model of what the rules say it must be.
+// revocations, the buyer's pages after the purchase (after_purchase), clock
+// moves, an opening and its draw, a reload that removes the opening, and
+// Redis losing the event's state; and checks every answer against a small
+// model of what the rules say it must be.
 //
 // The model states the rules, not the code: where the rules leave a choice
 // (when exactly a drawn position counts as handed out, an account's
@@ -51,6 +52,14 @@ const (
 	modelUserID   = "{model.user}"
 	modelConfirm  = "/confirm" // the site answers it with the revoke command
 	modelAccounts = "alice bob carol"
+)
+
+// modelBooking is one of the buyer's pages after the purchase
+// (after_purchase); the site answers it with the revoke command too, as a
+// confirmed booking's page does.
+const (
+	modelBooking       = "/bookings/1"
+	modelAfterPurchase = "/bookings/*"
 )
 
 var (
@@ -173,7 +182,7 @@ func (s *modelSystem) provision(n int, opensAt time.Time) ([]*Handler, []func())
 		h := &Handler{
 			Event: s.event, Keys: []Key{{ID: "k1", Secret: testSecret}}, Store: s.store, Lease: int64(i + 1),
 			UserID: modelUserID, TokenTTL: caddy.Duration(modelTTL), AdmissionWindow: caddy.Duration(modelWindow),
-			AbandonAfter: caddy.Duration(modelAbandon),
+			AbandonAfter: caddy.Duration(modelAbandon), AfterPurchase: []string{modelAfterPurchase},
 		}
 		if !opensAt.IsZero() {
 			h.OpensAt, h.LotterySeed = opensAt.UTC().Format(time.RFC3339), testSeed
@@ -257,6 +266,22 @@ func (s *modelSystem) actions() map[string]func(*rapid.T) {
 				t.Skip("nobody arrived yet")
 			}
 			s.request(t, c, c.token, modelConfirm)
+		},
+		"booking_page": func(t *rapid.T) {
+			c := s.pick(t)
+			if c == nil {
+				t.Skip("nobody arrived yet")
+			}
+			tok := c.token
+			switch rapid.IntRange(0, 3).Draw(t, "which_token") {
+			case 0:
+				tok = "" // another device
+			case 1:
+				if len(c.history) > 0 {
+					tok = rapid.SampledFrom(c.history).Draw(t, "old_token")
+				}
+			}
+			s.request(t, c, tok, modelBooking)
 		},
 		"set_watermark": func(t *rapid.T) {
 			wm := s.m.wm + rapid.Int64Range(0, max(0, s.m.lastPos()-s.m.wm)+4).Draw(t, "ahead")
@@ -360,7 +385,13 @@ type modelAnswer struct {
 	// pos is the position the answer names ({http.waitroom.position}).
 	pos int64
 	// user is X-Waitroom-User of an admitted request.
-	user   string
+	user string
+	// passed: the site got the request; siteStatus is the
+	// X-Waitroom-Status it was told.
+	passed     bool
+	siteStatus string
+	// cookie: the answer set the queue cookie.
+	cookie bool
 	issued *waitroom.Ticket // a token handed out with a position
 	pre    *waitroom.Ticket // a pre-queue token handed out
 	body   waitingBody
@@ -408,7 +439,8 @@ func (s *modelSystem) request(t *rapid.T, c *modelClient, tok, path string) {
 	var a modelAnswer
 	next := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
 		a.user = r.Header.Get(HeaderUser)
-		if r.URL.Path == modelConfirm {
+		a.passed, a.siteStatus = true, r.Header.Get(HeaderStatus)
+		if r.URL.Path == modelConfirm || r.URL.Path == modelBooking {
 			w.Header().Set(HeaderCommand, CommandRevoke)
 			a.revoke = true
 		}
@@ -419,6 +451,14 @@ func (s *modelSystem) request(t *rapid.T, c *modelClient, tok, path string) {
 		t.Fatalf("ServeHTTP: %v", err)
 	}
 	a.code, a.status, a.raw = rec.Code, rec.Header().Get(HeaderStatus), rec.Body.String()
+	for _, ck := range rec.Result().Cookies() {
+		a.cookie = a.cookie || ck.Name == h.cookieName
+	}
+	if a.revoke && a.status != StatusAdmitted {
+		// The command of a completed visitor's page is taken off and not
+		// carried out: nothing to record.
+		a.revoke = false
+	}
 	a.pos, _ = strconv.ParseInt(repl.ReplaceAll("{http.waitroom.position}", ""), 10, 64)
 	if raw := rec.Header().Get(HeaderToken); raw != "" {
 		tk, err := h.keys.VerifyAny(raw, s.event)
@@ -450,7 +490,7 @@ func (s *modelSystem) request(t *rapid.T, c *modelClient, tok, path string) {
 		}
 	}
 	t.Logf("%s %s %s → %s", c, path, describeToken(presented, tok), a)
-	if err := s.m.judge(s.clk.Now(), c.account, presented, a); err != nil {
+	if err := s.m.judge(s.clk.Now(), path, c.account, presented, a); err != nil {
 		t.Fatalf("%s\nmodel: %s", err, s.m)
 	}
 }
@@ -507,6 +547,7 @@ type model struct {
 	givenUp              map[subPos]bool // positions a subject left for a newer one
 	revoked              map[subPos]time.Time
 	accountRevoked       map[string]time.Time
+	accountRevokedAt     map[string]int64 // the position of an account's latest revocation
 	accounts             map[string]*modelAccount
 	opensAt              time.Time
 	openingRemoved       bool
@@ -528,7 +569,7 @@ func newModel(now, opensAt time.Time) *model {
 	return &model{
 		start: now, steps: []modelStep{{now, 0}}, positions: map[int64]*modelPos{}, used: map[int64]bool{},
 		bySubject: map[string][]int64{}, tokenExp: map[subPos]time.Time{}, givenUp: map[subPos]bool{}, revoked: map[subPos]time.Time{},
-		accountRevoked: map[string]time.Time{}, accounts: map[string]*modelAccount{}, opensAt: opensAt,
+		accountRevoked: map[string]time.Time{}, accountRevokedAt: map[string]int64{}, accounts: map[string]*modelAccount{}, opensAt: opensAt,
 		entrants: map[string]bool{}, drawn: map[string]int64{}, preYield: map[string]map[int64]bool{}, preBeyond: map[string]int64{},
 	}
 }
@@ -721,17 +762,26 @@ func (m *model) verdict(p int64) string {
 	return StatusWaiting
 }
 
-// judge checks answer a to a request of account (empty: anonymous) that
-// presented tok (nil: none or invalid) at now, then records what it did.
-func (m *model) judge(now time.Time, account string, tok *waitroom.Ticket, a modelAnswer) error {
+// judge checks answer a to a request for path of account (empty:
+// anonymous) that presented tok (nil: none or invalid) at now, then
+// records what it did.
+func (m *model) judge(now time.Time, path, account string, tok *waitroom.Ticket, a modelAnswer) error {
 	if !m.opensAt.IsZero() && !m.openingRemoved && !now.Before(m.opensAt) && a.pos > 0 {
 		m.closed = true
 	}
 	if err := m.safety(now, a); err != nil {
 		return err
 	}
+	if a.passed && a.status != StatusAdmitted && (a.status != StatusCompleted || path != modelBooking) {
+		return fmt.Errorf("rule: only the admitted, and the completed on the buyer's pages, reach the site: %s passed %s", path, a)
+	}
 	var err error
+	completed, user, pos := m.completedVisitor(now, account, tok)
 	switch {
+	case path == modelBooking && completed:
+		err = m.passedCompleted(a, user, pos)
+	case path == modelBooking && a.passed && a.status == StatusCompleted:
+		err = fmt.Errorf("rule: only a revoked token or a completed account is passed on as completed (%s)", a)
 	case tok == nil:
 		err = m.arrival(now, account, a)
 	case tok.PreQueue:
@@ -746,6 +796,37 @@ func (m *model) judge(now time.Time, account string, tok *waitroom.Ticket, a mod
 		return err
 	}
 	m.record(now, account, tok, a)
+	return nil
+}
+
+// completedVisitor tells whether the rules make the request's bearer
+// completed on the buyer's pages (after_purchase): a token with a
+// position the site revoked (an account's: any of the account's), or,
+// without one, an account whose revocation lasts. A pre-queue token never
+// is: the token of its drawn position is.
+func (m *model) completedVisitor(now time.Time, account string, tok *waitroom.Ticket) (bool, string, int64) {
+	switch {
+	case tok != nil && tok.PreQueue:
+		return false, "", 0
+	case tok != nil && m.isRevoked(now, tok.Subject, tok.Position):
+		return true, tok.Subject, tok.Position
+	case tok == nil && account != "" && m.accountIsRevoked(now, account):
+		return true, account, m.accountRevokedAt[account]
+	}
+	return false, "", 0
+}
+
+// passedCompleted: a completed visitor on the buyer's pages is passed on
+// as itself, told it is completed, its cookie kept.
+func (m *model) passedCompleted(a modelAnswer, user string, pos int64) error {
+	switch {
+	case !a.passed || a.status != StatusCompleted || a.siteStatus != StatusCompleted:
+		return fmt.Errorf("rule: a completed visitor (%s,%d) reaches the buyer's pages as completed: got %s, the site told %q", user, pos, a, a.siteStatus)
+	case a.user != user || a.pos != pos:
+		return fmt.Errorf("rule: a completed visitor reaches the buyer's pages as itself: (%s,%d) passed as (%s,%d)", user, pos, a.user, a.pos)
+	case a.cookie || a.issued != nil || a.pre != nil:
+		return fmt.Errorf("rule: a completed visitor's cookie is kept on the buyer's pages: (%s,%d) given a token (%s)", user, pos, a)
+	}
 	return nil
 }
 
@@ -1157,6 +1238,7 @@ func (m *model) record(now time.Time, account string, tok *waitroom.Ticket, a mo
 		m.revoked[subPos{a.user, a.pos}] = until
 		if !waitroom.IsVisitorID(a.user) {
 			m.accountRevoked[a.user] = until
+			m.accountRevokedAt[a.user] = a.pos
 		}
 	}
 }

@@ -116,7 +116,9 @@ func (h *Handler) servePreQueueTicket(w http.ResponseWriter, r *http.Request, ne
 	switch h.holds(r, s, yielded) {
 	case ticketCompleted:
 		return h.completed(w, r, repl, pos)
-	case ticketSpent:
+	case ticketSpent, ticketRevoked:
+		// A pre-queue token never reaches the buyer's pages: the token of
+		// its drawn position does.
 		return h.serveArrival(w, r, next, repl, s, true, solution)
 	}
 	placed, err := h.issue(t.Subject, account, pos, handedOut)

@@ -136,6 +136,9 @@ func (h *Handler) Validate() error {
 			return fmt.Errorf("autopilot: step and interval must both be positive (got %d every %s)", a.Step, time.Duration(a.Interval))
 		}
 	}
+	if err := validateAfterPurchase(h.AfterPurchase); err != nil {
+		return err
+	}
 	switch h.CookieSecure {
 	case "", CookieSecureAuto, CookieSecureAlways:
 	default:

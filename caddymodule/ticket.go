@@ -26,6 +26,10 @@ const (
 	ticketSpent
 	// ticketCompleted: an account whose admission the site revoked.
 	ticketCompleted
+	// ticketRevoked: an anonymous visitor's position the site revoked:
+	// spent, but on the buyer's pages after the purchase (after_purchase)
+	// its bearer is completed, as an account is.
+	ticketRevoked
 )
 
 // holds tells what t's position still gives: nothing once the site revoked
@@ -40,7 +44,7 @@ func (h *Handler) holds(r *http.Request, s waitroom.State, t waitroom.Ticket) ti
 			return ticketCompleted
 		}
 		// An anonymous visitor may queue again, at the back.
-		return ticketSpent
+		return ticketRevoked
 	}
 	if account {
 		if _, revoked := h.room.room.SubjectRevoked(t.Subject); revoked {

@@ -41,6 +41,9 @@ type commandWriter struct {
 	r    *http.Request
 	t    waitroom.Ticket
 	done bool
+	// spent: the request's admission is over already (a completed
+	// visitor), so a revoke has nothing left to end.
+	spent bool
 }
 
 func (cw *commandWriter) command() {
@@ -62,7 +65,7 @@ func (cw *commandWriter) command() {
 		}
 		delete(hdr, name)
 	}
-	if !revoke {
+	if !revoke || cw.spent {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(cw.r.Context()), joinTimeout)

@@ -55,6 +55,8 @@ type harnessOptions struct {
 	config   func(*origin.Config)
 	// clock is the injected time; a new one when nil.
 	clock *clock
+	// outbox opens the ledger with the booking events' outbox on.
+	outbox bool
 }
 
 // harness is an origin over real Redis and Postgres, served by httptest.
@@ -84,7 +86,7 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 	t.Cleanup(func() { _ = rdb.Close() })
 
 	ctx := context.Background()
-	lg, err := ledger.Open(ctx, o.dbURL, ledger.Options{MaxConns: 40})
+	lg, err := ledger.Open(ctx, o.dbURL, ledger.Options{MaxConns: 40, Outbox: o.outbox})
 	require.NoError(t, err)
 	t.Cleanup(lg.Close)
 

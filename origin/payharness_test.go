@@ -31,6 +31,8 @@ type payOptions struct {
 	redisURL, dbURL string
 	// clock is the injected time; a new one when nil.
 	clock *clock
+	// outbox as in harnessOptions.
+	outbox bool
 }
 
 func newPayHarness(t *testing.T, o payOptions) *payHarness {
@@ -56,7 +58,7 @@ func newPayHarness(t *testing.T, o payOptions) *payHarness {
 		cancel()
 		_ = fp.Close()
 	})
-	h := newHarness(t, harnessOptions{clock: c, redisURL: o.redisURL, dbURL: o.dbURL, config: func(cfg *origin.Config) {
+	h := newHarness(t, harnessOptions{clock: c, redisURL: o.redisURL, dbURL: o.dbURL, outbox: o.outbox, config: func(cfg *origin.Config) {
 		cfg.Payments = fp
 		cfg.TicketKey = ticketKey
 		if o.config != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/waitroom/waitroom/origin/idem"
 	"github.com/waitroom/waitroom/origin/ledger"
 	"github.com/waitroom/waitroom/origin/maintenance"
+	"github.com/waitroom/waitroom/origin/outbox"
 	"github.com/waitroom/waitroom/origin/payment"
 	"github.com/waitroom/waitroom/origin/seats"
 	"github.com/waitroom/waitroom/origin/storefront"
@@ -105,6 +106,11 @@ type Config struct {
 	// storefront.MinBuyerKeyLen bytes; every origin node needs the same
 	// one. Default a random key: the cookies of a restarted node are void.
 	BuyerKey []byte
+	// Events sends the booking events of the ledger's outbox to the site
+	// (package outbox); off while its URL is empty. The ledger must be
+	// opened with ledger.Options.Outbox for events to be written. Its clock
+	// and logger default to the server's.
+	Events outbox.Config
 }
 
 func (c *Config) defaults() error {
@@ -189,6 +195,8 @@ type Server struct {
 	payments  *maintenance.PaymentReconciler
 	// publisher keeps the events' inventory published for the gateways.
 	publisher *publisher
+	// events sends the outbox's booking events; nil when off.
+	events *outbox.Deliverer
 }
 
 // New returns a server over l and rdb (both the caller's to close). It does
@@ -247,6 +255,23 @@ func New(cfg Config, l *ledger.Ledger, rdb redis.UniversalClient) (*Server, erro
 		}
 		s.payments = maintenance.NewPaymentReconciler(cfg.PaymentReconciler, l, s.bookings.Settlement())
 	}
+	if cfg.Events.URL != "" {
+		ec := cfg.Events
+		if ec.Clock == nil {
+			ec.Clock = cfg.Clock
+		}
+		if ec.Logger == nil {
+			ec.Logger = cfg.Logger
+		}
+		if ec.Metrics == nil {
+			if ec.Metrics, err = outbox.NewMetrics(reg); err != nil {
+				return nil, err
+			}
+		}
+		if s.events, err = outbox.New(ec, l); err != nil {
+			return nil, fmt.Errorf("origin config: %w", err)
+		}
+	}
 	if s.shop, err = s.newStorefront(); err != nil {
 		return nil, fmt.Errorf("origin config: %w", err)
 	}
@@ -281,7 +306,8 @@ func (s *Server) Start(ctx context.Context) error {
 
 // Run runs the maintenance services (the reaper, the drift corrector, the
 // resolution of uncertain writes, the publishing of the inventory for the
-// gateways and, with payments, the payment reconciliation) until ctx ends, and returns once they have stopped.
+// gateways, with payments the payment reconciliation, and with events
+// their deliverer) until ctx ends, and returns once they have stopped.
 func (s *Server) Run(ctx context.Context) {
 	services := []interface {
 		Start(context.Context)
@@ -290,6 +316,9 @@ func (s *Server) Run(ctx context.Context) {
 	if s.cfg.Payments != nil {
 		services = append(services, s.payments)
 	}
+	if s.events != nil {
+		services = append(services, s.events)
+	}
 	for _, svc := range services {
 		svc.Start(ctx)
 	}
@@ -297,6 +326,15 @@ func (s *Server) Run(ctx context.Context) {
 	for _, svc := range services {
 		svc.Stop()
 	}
+}
+
+// DeliverEventsOnce runs one pass of the booking events' deliverer (none
+// when events are off).
+func (s *Server) DeliverEventsOnce(ctx context.Context) (outbox.Pass, error) {
+	if s.events == nil {
+		return outbox.Pass{}, nil
+	}
+	return s.events.RunOnce(ctx)
 }
 
 // ReapOnce runs one pass of the reaper and returns how many holds it

@@ -5,11 +5,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/waitroom/waitroom/internal/redisurl"
+	"github.com/waitroom/waitroom/origin/outbox"
 	"github.com/waitroom/waitroom/origin/payment"
 	"github.com/waitroom/waitroom/origin/storefront"
 	"github.com/waitroom/waitroom/origin/ticketcode"
@@ -47,6 +50,9 @@ type config struct {
 	paymentWindow            time.Duration
 	paymentReconcileInterval time.Duration
 	paymentPendingAfter      time.Duration
+
+	// events sends booking events to the site; its URL is empty when off.
+	events outbox.Config
 }
 
 // loadConfig reads the environment through getenv, then the flags in args.
@@ -85,6 +91,11 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (co
 		"address of the metrics (GET /metrics), apart from the API so the public site never shows them; empty: not served (ORIGIN_METRICS_ADDR)")
 	fs.StringVar(&c.debugAddr, "debug-addr", env("ORIGIN_DEBUG_ADDR", ""),
 		"listen address of the Go profiler (net/http/pprof at /debug/pprof/); unset: none. Keep it off public networks (ORIGIN_DEBUG_ADDR)")
+	fs.StringVar(&c.events.URL, "events-url", env("ORIGIN_EVENTS_URL", ""),
+		"URL the booking events are POSTed to; unset: none sent, and no outbox row written (ORIGIN_EVENTS_URL)")
+	var eventsMaxAttempts string
+	fs.StringVar(&eventsMaxAttempts, "events-max-attempts", env("ORIGIN_EVENTS_MAX_ATTEMPTS", "20"),
+		"tries of a booking event before it is given up on (ORIGIN_EVENTS_MAX_ATTEMPTS)")
 	fs.StringVar(&c.logFormat, "log-format", env("ORIGIN_LOG_FORMAT", "text"), "log format: text or json (ORIGIN_LOG_FORMAT)")
 	var provider string
 	fs.StringVar(&provider, "payment-provider", env("PAYMENT_PROVIDER", payment.NameFakepay),
@@ -105,6 +116,8 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (co
 		{&c.holdMaxLife, "hold-max-life", "ORIGIN_HOLD_MAX_LIFE", 0, "longest a hold may live from its creation, extensions included (default 2 × the event's hold lifetime)"},
 		{&c.paymentWindow, "payment-window", "ORIGIN_PAYMENT_WINDOW", 2 * time.Minute, "least time a booking keeps its hold for the payment (at most the hold lifetime)"},
 		{&c.paymentReconcileInterval, "payment-reconcile-interval", "ORIGIN_PAYMENT_RECONCILE_INTERVAL", 15 * time.Second, "how often the payment reconciliation runs"},
+		{&c.events.Timeout, "events-timeout", "ORIGIN_EVENTS_TIMEOUT", 10 * time.Second, "bound of one try to send a booking event; its lease to a node is twice as long"},
+		{&c.events.MaxAge, "events-max-age", "ORIGIN_EVENTS_MAX_AGE", 72 * time.Hour, "age after which a booking event not acknowledged is given up on"},
 		{&c.paymentPendingAfter, "payment-pending-after", "ORIGIN_PAYMENT_PENDING_AFTER", time.Minute, "how long a booking waits for its payment's webhook before the provider is asked"},
 	} {
 		def, err := envDuration(d.env, d.def)
@@ -186,11 +199,32 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (co
 			"a rebuild that reads the ledger sooner can miss hold rows still being written and sell their seats twice; "+
 			"leave it unset to follow the timeout", c.rebuildSettle, c.holdWriteTimeout))
 	}
+	if c.events.URL != "" {
+		if u, err := url.Parse(c.events.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			errs = append(errs, fmt.Errorf("ORIGIN_EVENTS_URL is malformed: an http or https URL is required"))
+		}
+		switch secret := getenv("ORIGIN_EVENTS_SECRET"); {
+		case len(secret) >= minEventsSecretLen:
+			c.events.Secret = []byte(secret)
+		case secret == "":
+			errs = append(errs, fmt.Errorf("ORIGIN_EVENTS_SECRET is required with ORIGIN_EVENTS_URL"))
+		default:
+			errs = append(errs, fmt.Errorf("ORIGIN_EVENTS_SECRET is malformed: at least %d bytes are required", minEventsSecretLen))
+		}
+		if n, err := strconv.Atoi(eventsMaxAttempts); err != nil || n < 1 {
+			errs = append(errs, fmt.Errorf("ORIGIN_EVENTS_MAX_ATTEMPTS must be a positive integer, not %q", eventsMaxAttempts))
+		} else {
+			c.events.MaxAttempts = n
+		}
+	}
 	if c.logFormat != "text" && c.logFormat != "json" {
 		errs = append(errs, fmt.Errorf("ORIGIN_LOG_FORMAT must be text or json, not %q", c.logFormat))
 	}
 	return c, errors.Join(errs...)
 }
+
+// minEventsSecretLen is the shortest secret booking events are signed with.
+const minEventsSecretLen = 16
 
 // minGateTokenLen is the shortest gate token accepted: it is a password,
 // typed into many devices, and guessing it lets anyone mark tickets used.

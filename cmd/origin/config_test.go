@@ -146,6 +146,26 @@ func TestLoadConfig(t *testing.T) {
 		{name: "bad redis cluster url", env: with("REDIS_URL", "redis://127.0.0.1:7000?addr=7001"), wantErr: "REDIS_URL is malformed"},
 		{name: "bad database url", env: with("DATABASE_URL", "postgres://%zz"), wantErr: "DATABASE_URL is malformed"},
 		{name: "bad duration", env: with("ORIGIN_REAPER_INTERVAL", "often"), wantErr: "ORIGIN_REAPER_INTERVAL"},
+		{name: "events off by default", env: valid, check: func(t *testing.T, c config) {
+			assert.Empty(t, c.events.URL)
+		}},
+		{name: "events", env: withAll(map[string]string{"ORIGIN_EVENTS_URL": "https://site.example/hooks",
+			"ORIGIN_EVENTS_SECRET": strings.Repeat("e", 16), "ORIGIN_EVENTS_TIMEOUT": "3s", "ORIGIN_EVENTS_MAX_ATTEMPTS": "5"}),
+			check: func(t *testing.T, c config) {
+				assert.Equal(t, "https://site.example/hooks", c.events.URL)
+				assert.Equal(t, []byte(strings.Repeat("e", 16)), c.events.Secret)
+				assert.Equal(t, 3*time.Second, c.events.Timeout)
+				assert.Equal(t, 5, c.events.MaxAttempts)
+				assert.Equal(t, 72*time.Hour, c.events.MaxAge)
+			}},
+		{name: "events without secret", env: with("ORIGIN_EVENTS_URL", "https://site.example/hooks"),
+			wantErr: "ORIGIN_EVENTS_SECRET is required"},
+		{name: "events short secret", env: withAll(map[string]string{"ORIGIN_EVENTS_URL": "https://site.example/hooks",
+			"ORIGIN_EVENTS_SECRET": "short"}), wantErr: "ORIGIN_EVENTS_SECRET is malformed"},
+		{name: "events bad url", env: withAll(map[string]string{"ORIGIN_EVENTS_URL": "site.example/hooks",
+			"ORIGIN_EVENTS_SECRET": strings.Repeat("e", 16)}), wantErr: "ORIGIN_EVENTS_URL is malformed"},
+		{name: "events bad attempts", env: withAll(map[string]string{"ORIGIN_EVENTS_URL": "https://site.example/hooks",
+			"ORIGIN_EVENTS_SECRET": strings.Repeat("e", 16), "ORIGIN_EVENTS_MAX_ATTEMPTS": "0"}), wantErr: "ORIGIN_EVENTS_MAX_ATTEMPTS"},
 		{name: "unknown flag", env: valid, args: []string{"-nope"}, wantErr: "nope"},
 	}
 	for _, tt := range tests {

@@ -15,6 +15,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"net/url"
 	"os"
 	"os/signal"
 	"strconv"
@@ -125,6 +126,7 @@ func run(ctx context.Context, ln net.Listener, cfg config, log *slog.Logger) err
 		PaymentReconciler: maintenance.PaymentReconcilerConfig{
 			Interval: cfg.paymentReconcileInterval, PendingAfter: cfg.paymentPendingAfter,
 		},
+		Events: cfg.events,
 	}, lg, rdb)
 	if err != nil {
 		return err
@@ -158,6 +160,10 @@ func run(ctx context.Context, ln net.Listener, cfg config, log *slog.Logger) err
 	}
 	front.set(srv.Handler())
 	log.Info("origin ready", "addr", ln.Addr().String(), "payment_provider", payments.Name())
+	if cfg.events.URL != "" {
+		u, _ := url.Parse(cfg.events.URL) // checked by loadConfig
+		log.Info("booking events are sent", "url", u.Redacted())
+	}
 	if cfg.gateToken == "" {
 		log.Info("ORIGIN_GATE_TOKEN is not set: the gate (POST /v1/scans) takes gate devices' tokens only, and answers 503 gate_disabled while none is registered")
 	}
@@ -196,7 +202,7 @@ func connect(ctx context.Context, cfg config, log *slog.Logger, waiting *waitLis
 	)
 	wg.Go(func() {
 		lg, pgErr = awaitServer(ctx, log, "PostgreSQL", func(ctx context.Context) (*ledger.Ledger, error) {
-			return ledger.Open(ctx, cfg.databaseURL, ledger.Options{})
+			return ledger.Open(ctx, cfg.databaseURL, ledger.Options{Outbox: cfg.events.URL != ""})
 		})
 		if pgErr == nil {
 			waiting.done("PostgreSQL")

@@ -57,6 +57,10 @@ type Options struct {
 	// server gets the statement, which may be long after the origin sent it
 	// and gave up on it: what bounds a write's outcome is its deadline.
 	StatementTimeout time.Duration
+	// Outbox turns on the booking events' outbox: every change a site is
+	// told of writes its outbox row in its own transaction (migration 014).
+	// Off, nothing is written; every node of one ledger sets it alike.
+	Outbox bool
 }
 
 // Open connects (checking the server answers), and applies the migrations.
@@ -76,6 +80,9 @@ func Open(ctx context.Context, url string, opts Options) (*Ledger, error) {
 	}
 	if _, ok := cfg.ConnConfig.RuntimeParams["statement_timeout"]; !ok {
 		cfg.ConnConfig.RuntimeParams["statement_timeout"] = fmt.Sprint(opts.StatementTimeout.Milliseconds())
+	}
+	if opts.Outbox {
+		cfg.ConnConfig.RuntimeParams[outboxSetting] = "on"
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {

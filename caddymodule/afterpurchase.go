@@ -1,0 +1,119 @@
+package caddymodule
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+)
+
+// The buyer's pages after the purchase (after_purchase, docs/api.md §12).
+// The site revokes a buyer's token once the booking is confirmed, so the
+// queue's place is not used twice; without these paths the buyer's next
+// request would be a new arrival, its cookie replaced, and the booking and
+// its tickets out of reach behind the waiting page. On these paths alone a
+// completed visitor (a token the site revoked, an account whose position
+// is completed) is passed on, as itself, and told so.
+
+// validateAfterPurchase checks the patterns as Caddy's path matcher will
+// read them, so a pattern that could never match fails the load instead.
+func validateAfterPurchase(patterns []string) error {
+	for i, p := range patterns {
+		switch {
+		case p == "":
+			return fmt.Errorf("after_purchase: pattern %d is empty", i+1)
+		case p == "*":
+			return errors.New(`after_purchase: "*" matches every path, which would pass a revoked visitor everywhere; name the buyer's pages (/bookings/*, /tickets)`)
+		case !strings.HasPrefix(p, "/") && !strings.HasPrefix(p, "*") && !strings.HasPrefix(p, "{"):
+			return fmt.Errorf("after_purchase: %q is not a path: it must start with / (or * for a suffix)", p)
+		case globbed(p):
+			if _, err := path.Match(strings.ToLower(p), "/"); err != nil {
+				return fmt.Errorf("after_purchase: %q is not a valid pattern: %w", p, err)
+			}
+		}
+	}
+	return nil
+}
+
+// globbed tells whether Caddy's path matcher compares p with path.Match
+// (its other forms, a prefix, a suffix, a substring, an escaped path or a
+// placeholder, take any text).
+func globbed(p string) bool {
+	if strings.ContainsAny(p, "%{") {
+		return false
+	}
+	switch n := strings.Count(p, "*"); {
+	case n == 2 && strings.HasPrefix(p, "*") && strings.HasSuffix(p, "*"):
+		return false
+	case n == 1 && (strings.HasPrefix(p, "*") || strings.HasSuffix(p, "*")):
+		return false
+	}
+	return true
+}
+
+// afterPurchaseMatcher is the path matcher of the patterns, provisioned on
+// a copy so the config keeps what the operator wrote.
+func afterPurchaseMatcher(ctx caddy.Context, patterns []string) (caddyhttp.MatchPath, error) {
+	if len(patterns) == 0 {
+		return nil, nil
+	}
+	m := caddyhttp.MatchPath(slices.Clone(patterns))
+	if err := m.Provision(ctx); err != nil {
+		return nil, fmt.Errorf("after_purchase: %w", err)
+	}
+	return m, nil
+}
+
+// isAfterPurchase tells whether r is for one of the buyer's pages.
+func (h *Handler) isAfterPurchase(r *http.Request, repl *caddy.Replacer) bool {
+	if len(h.afterPurchase) == 0 {
+		return false
+	}
+	// The matcher reads the replacer from the request, as Caddy gives it.
+	if _, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); !ok {
+		r = r.WithContext(context.WithValue(r.Context(), caddy.ReplacerCtxKey, repl))
+	}
+	ok, err := h.afterPurchase.MatchWithError(r)
+	return ok && err == nil
+}
+
+// completedAccount is the request's account (user_id) while its
+// revocation lasts, and the position it completed.
+func (h *Handler) completedAccount(repl *caddy.Replacer) (string, int64, bool) {
+	if h.UserID == "" {
+		return "", 0, false
+	}
+	user := strings.TrimSpace(repl.ReplaceAll(h.UserID, ""))
+	if user == "" {
+		return "", 0, false
+	}
+	pos, ok := h.room.room.SubjectRevoked(user)
+	return user, pos, ok
+}
+
+// passCompleted passes a completed visitor on to one of the buyer's pages:
+// its user id and position, and the token it came with (raw; none from a
+// new device), which is neither renewed nor replaced, so the cookie stays
+// the buyer's. The site is told it is completed (X-Waitroom-Status on the
+// request too), and its command is taken off the answer but not carried
+// out: there is no admission left to end.
+func (h *Handler) passCompleted(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, repl *caddy.Replacer, user string, pos int64, raw string) error {
+	r.Header.Set(HeaderUser, user)
+	if pos > 0 {
+		r.Header.Set(HeaderPosition, strconv.FormatInt(pos, 10))
+	}
+	if raw != "" {
+		r.Header.Set(HeaderToken, raw)
+	}
+	r.Header.Set(HeaderStatus, StatusCompleted)
+	w.Header().Set(HeaderStatus, StatusCompleted)
+	setPlaceholders(repl, StatusCompleted, pos)
+	return next.ServeHTTP(&commandWriter{ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: w}, h: h, r: r, spent: true}, r)
+}
