@@ -18,6 +18,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -1006,13 +1007,30 @@ func TestRedisDown(t *testing.T) {
 	assert.Equal(t, "admitted", alice.get(s.url("/")).Header.Get(HeaderStatus))
 }
 
-// useClock makes the stores and rooms created during the test read a clock
-// the test moves.
+// testClock is the clock the running test moves, nil for the real one.
+// poolClock reads it at every call rather than being replaced per test: a
+// store is pooled by its URL, and the config an earlier test left loaded
+// in the in-process Caddy keeps that store alive, so the next test's
+// handlers get the same store. With the clock it was created with, that
+// store saw the earlier test's clock stand still, and a restore window
+// opened on it never ended however far the test moved its own.
+var testClock atomic.Pointer[clock]
+
+func init() {
+	poolClock = func() time.Time {
+		if c := testClock.Load(); c != nil {
+			return c.Now()
+		}
+		return time.Now()
+	}
+}
+
+// useClock makes the stores and rooms read a clock the test moves, those
+// created before the test (pooled, still in use) included.
 func useClock(t *testing.T) *clock {
 	clk := newClock()
-	prev := poolClock
-	poolClock = clk.Now
-	t.Cleanup(func() { poolClock = prev })
+	prev := testClock.Swap(clk)
+	t.Cleanup(func() { testClock.Store(prev) })
 	return clk
 }
 

@@ -1141,6 +1141,12 @@ func (m *model) preQueueToken(now time.Time, account string, tk waitroom.Ticket,
 		// The draw under way at another gateway.
 		return nil
 	}
+	if a.status == StatusCompleted && m.accountIsRevoked(now, sub) {
+		// A revoked account is done on every device (docs/api.md §3),
+		// its entry in the draw too: an entrant account that took its
+		// drawn place by another device and was revoked there.
+		return nil
+	}
 	if m.canDraw(sub) {
 		if m.gone() && a.status == StatusSoldOut {
 			return nil
@@ -1151,9 +1157,6 @@ func (m *model) preQueueToken(now time.Time, account string, tk waitroom.Ticket,
 	// the one it holds).
 	if b, ok := m.preBeyond[sub]; ok && a.pos == b {
 		return expectStatus(a, m.verdict(b), fmt.Sprintf("pre-queue token (%s) at the position %d it was answered with", sub, b))
-	}
-	if a.status == StatusCompleted && m.accountIsRevoked(now, sub) {
-		return nil
 	}
 	if m.mayHaveDrawn(sub) && a.pos > 0 && a.status != StatusSoldOut {
 		// The store lost the entries before the opening, but not those

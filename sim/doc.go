@@ -76,7 +76,12 @@
 // (the node's PostgreSQL traffic held, then the connections cut: nothing
 // sent ran), pg-cut-reply-lost (PostgreSQL runs what is sent, the replies
 // are held, then the connections are cut: a commit the node never heard
-// of), pay-failure and pay-timeout (every provider call fails before the
+// of), pg-cut-after-redis (a settlement's PostgreSQL traffic held from the
+// node's first Redis script call on, then cut: a hold confirmed in Redis
+// whose ledger step failed), pg-stall-after-redis (a hold's PostgreSQL
+// traffic held a while from its first Redis script call on, then let go:
+// its row reaches the ledger late, after its seats were taken in Redis),
+// pay-failure and pay-timeout (every provider call fails before the
 // provider, or does its work and loses its answer). The faults go through
 // one internal/faultproxy per node in front of Redis and of PostgreSQL;
 // the Redis is the run's own (never a shared one) and the database too.
@@ -124,9 +129,13 @@
 //
 // At each settle step (and at the end, after moving the clock past every
 // deadline): the faults are healed, the writes given up on are left to
-// become final (a write timeout of wall time), and the passes run on every
-// node until nothing moves (at most 6 rounds, 10 at the end). Then drift
-// must be 0 (CheckInvariant) and the money must be accounted for: every
+// become final (a write timeout of wall time), and the passes but the drift
+// corrector run on every node until nothing moves; unless Redis lost its
+// state since the last settle point, drift must then be 0 already
+// (drift-lost: a count the protocol lost, such as a place that vanished,
+// which the corrector would only paper over). Then every pass runs on
+// every node until nothing moves (at most 6 rounds, 10 at the end), and
+// drift must be 0 (CheckInvariant) and the money must be accounted for: every
 // payment the provider captured ends as a confirmed booking with its
 // tickets, a refund the provider made, or a refund visibly pending or
 // failed on the booking, never kept silently; a booking is "refunded" only

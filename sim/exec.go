@@ -1,10 +1,17 @@
 package sim
 
 import (
+	"bytes"
+	"crypto/sha1"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/waitroom/waitroom/origin/payment"
@@ -51,9 +58,11 @@ func (w *world) exec(s Step) *violation {
 		}
 		w.redis.Start()
 		w.redisDown = false
+		w.stateLost = true
 	case RedisFlush:
 		if !w.redisDown {
 			w.fault("redis-flush")
+			w.stateLost = true
 			_ = w.direct.FlushAll(w.ctx).Err()
 		}
 	case RedisDown:
@@ -61,6 +70,7 @@ func (w *world) exec(s Step) *violation {
 			w.fault("redis-down")
 			w.redis.Stop()
 			w.redisDown = true
+			w.stateLost = true
 		}
 	case PGDown:
 		if !n.pgDown {
@@ -160,15 +170,53 @@ func (w *world) wrap(s Step, n *node, op func() *violation) *violation {
 		}
 		defer func() { _ = w.fp.SetFaults(0, 0) }()
 		return op()
-	case PGCutPaused, PGCutReplies:
+	case PGCutPaused, PGCutReplies, PGCutAfterRedis, PGStallAfterRedis:
 		if n.pgDown {
 			return op()
 		}
 		w.fault(s.Wrap.String())
-		if s.Wrap == PGCutPaused {
+		// cutting: the fault's hold on PostgreSQL has begun; the cut comes
+		// Step.Dur after.
+		cutting := make(chan struct{})
+		switch s.Wrap {
+		case PGCutPaused:
 			n.pgProxy.Pause()
-		} else {
+			close(cutting)
+		case PGCutReplies:
 			n.pgProxy.StallReplies()
+			close(cutting)
+		case PGCutAfterRedis, PGStallAfterRedis:
+			// The inventory's changes are scripts; the first one the node
+			// sends during the step cuts its PostgreSQL off.
+			// The inventory's confirmation (a settlement) or hold: a
+			// script called by its SHA-1, or sent whole.
+			script := scriptConfirm
+			if s.Wrap == PGStallAfterRedis {
+				script = scriptHold
+			}
+			var once sync.Once
+			var struck atomic.Bool
+			n.redisProxy.OnSend(func(b []byte) {
+				if script.calledIn(b) {
+					once.Do(func() {
+						struck.Store(true)
+						n.pgProxy.Pause()
+						close(cutting)
+					})
+				}
+			})
+			// Off before the step's end lets PostgreSQL go again. The
+			// summary counts the faults that struck apart.
+			run := op
+			op = func() *violation {
+				defer n.redisProxy.OnSend(nil)
+				return run()
+			}
+			defer func() {
+				if struck.Load() {
+					w.fault(s.Wrap.String() + " (struck)")
+				}
+			}()
 		}
 		done := make(chan *violation, 1)
 		go func() { done <- op() }()
@@ -176,7 +224,17 @@ func (w *world) wrap(s Step, n *node, op func() *violation) *violation {
 		case v := <-done:
 			n.pgProxy.Resume()
 			return v
+		case <-cutting:
+		}
+		select {
+		case v := <-done:
+			n.pgProxy.Resume()
+			return v
 		case <-time.After(s.Dur):
+		}
+		if s.Wrap == PGStallAfterRedis {
+			n.pgProxy.Resume()
+			return <-done
 		}
 		n.pgProxy.Cut()
 		v := <-done
@@ -185,6 +243,36 @@ func (w *world) wrap(s Step, n *node, op func() *violation) *violation {
 		return v
 	}
 	return nil
+}
+
+// inventoryScript names one of the inventory's Lua scripts as it reaches
+// Redis: the SHA-1 of its source (EVALSHA), or its first line (EVAL, after
+// NOSCRIPT).
+type inventoryScript struct{ sha, head []byte }
+
+var scriptConfirm, scriptHold = loadScript("confirm.lua"), loadScript("hold.lua")
+
+// loadScript reads an inventory script's source beside this package's.
+// Without it (a test binary moved away from its sources) any script call
+// matches.
+func loadScript(name string) inventoryScript {
+	_, file, _, _ := runtime.Caller(0)
+	src, err := os.ReadFile(filepath.Join(filepath.Dir(file), "..", "inventory", name))
+	if err != nil {
+		return inventoryScript{}
+	}
+	sum := sha1.Sum(src)
+	head, _, _ := bytes.Cut(src, []byte("\n"))
+	return inventoryScript{sha: []byte(hex.EncodeToString(sum[:])), head: head}
+}
+
+// calledIn reports whether b, bytes a client sent Redis, calls the script.
+func (sc inventoryScript) calledIn(b []byte) bool {
+	l := bytes.ToLower(b)
+	if !bytes.Contains(l, []byte("\r\nevalsha\r\n")) && !bytes.Contains(l, []byte("\r\neval\r\n")) {
+		return false
+	}
+	return sc.sha == nil || bytes.Contains(l, sc.sha) || bytes.Contains(b, sc.head)
 }
 
 // answered checks what every answer must be: never a 500, never hung.

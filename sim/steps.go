@@ -94,11 +94,21 @@ const (
 	// loses its answer.
 	PayFailure
 	PayTimeout
+	// PGCutAfterRedis: from the node's first Redis script call during the
+	// step on, its PostgreSQL traffic is held, and the connections cut
+	// after Step.Dur: a change made in Redis whose ledger step fails (a
+	// hold confirmed in Redis, its row left pending).
+	PGCutAfterRedis
+	// PGStallAfterRedis: as PGCutAfterRedis, but the traffic goes on after
+	// Step.Dur, nothing cut: a hold's row reaches the ledger late, after
+	// its seats were taken in Redis, while other steps run.
+	PGStallAfterRedis
 )
 
 var wrapNames = map[Wrap]string{
 	RedisReplyLost: "redis-reply-lost", PGCutPaused: "pg-cut-mid-tx", PGCutReplies: "pg-cut-reply-lost",
-	PayFailure: "pay-failure", PayTimeout: "pay-timeout",
+	PayFailure: "pay-failure", PayTimeout: "pay-timeout", PGCutAfterRedis: "pg-cut-after-redis",
+	PGStallAfterRedis: "pg-stall-after-redis",
 }
 
 func (w Wrap) String() string { return wrapNames[w] }
@@ -289,7 +299,7 @@ func (s Step) String() string {
 	}
 	if s.Wrap != NoWrap {
 		add("fault", s.Wrap)
-		if s.Wrap == PGCutPaused || s.Wrap == PGCutReplies {
+		if s.Wrap == PGCutPaused || s.Wrap == PGCutReplies || s.Wrap == PGCutAfterRedis || s.Wrap == PGStallAfterRedis {
 			add("after", s.Dur)
 		}
 	}
@@ -549,6 +559,12 @@ var racing = map[Kind][]Kind{
 func Generate(seed uint64, n int, o Options) []Step {
 	setup := SetupOf(seed)
 	r := rngOf(seed, 2)
+	// The faults added later draw from a stream of their own, so the
+	// steps an earlier form of the generator drew for a seed stay as they
+	// were.
+	rf := rngOf(seed, 3)
+	afterRedis := o.Faults && !o.Skip[PGCutAfterRedis.String()]
+	stallAfterRedis := o.Faults && !o.Skip[PGStallAfterRedis.String()]
 	var table []weighted
 	total := 0
 	for _, w := range weights {
@@ -646,6 +662,23 @@ func Generate(seed uint64, n int, o Options) []Step {
 			if len(wraps) > 0 && r.IntN(8) == 0 {
 				s.Wrap = wraps[r.IntN(len(wraps))]
 				s.Dur = time.Duration(r.IntN(30)) * time.Millisecond
+			}
+		}
+		// A payment's Redis step whose ledger step fails: a settlement (a
+		// webhook, the payment reconciliation, a booking paid at once)
+		// that confirms the hold in Redis and then loses PostgreSQL.
+		// A hold whose row reaches the ledger late, its seats taken in
+		// Redis: what a buyer's late payment, settling beside it, counts.
+		late := rf.IntN(10)
+		lateDur := time.Duration(rf.IntN(30)) * time.Millisecond
+		switch k {
+		case Book, Webhook, PayRecon:
+			if afterRedis && s.Wrap == NoWrap && late == 0 {
+				s.Wrap, s.Dur = PGCutAfterRedis, lateDur
+			}
+		case Hold:
+			if stallAfterRedis && s.Wrap == NoWrap && late < 2 {
+				s.Wrap, s.Dur = PGStallAfterRedis, 20*time.Millisecond+2*lateDur
 			}
 		}
 		// A payment that changes its mind matters most when the origin

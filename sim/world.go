@@ -188,6 +188,10 @@ type world struct {
 
 	redis     *testenv.RedisServer
 	redisDown bool
+	// stateLost: Redis lost the inventory (restarted empty, flushed,
+	// down) since the last settle point; the rebuilds and the drift
+	// corrector put it back, so drift before the corrector says nothing.
+	stateLost bool
 	direct    *redis.Client
 	store     *waitroom.RedisStore
 	oracle    *ledger.Ledger

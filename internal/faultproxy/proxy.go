@@ -37,6 +37,8 @@ type Proxy struct {
 	paused bool
 	closed bool
 	links  map[*link]struct{}
+	// onSend, when set, sees every chunk a client sends before it goes on.
+	onSend func([]byte)
 }
 
 // link is one forwarded connection: a flow each way.
@@ -71,6 +73,16 @@ func Start(target string) (*Proxy, error) {
 	p := &Proxy{target: target, ln: ln, links: make(map[*link]struct{})}
 	go p.serve()
 	return p, nil
+}
+
+// OnSend makes fn see every chunk of bytes a client sends, before the
+// chunk is forwarded (or held): a fault can start at a given request, such
+// as cutting another server once this one is asked to change something.
+// nil removes it.
+func (p *Proxy) OnSend(fn func([]byte)) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.onSend = fn
 }
 
 // Addr is the proxy's host:port.
@@ -240,6 +252,14 @@ func (p *Proxy) pipe(l *link, f *flow, src net.Conn) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
+		if n > 0 && f == l.up {
+			p.mu.Lock()
+			fn := p.onSend
+			p.mu.Unlock()
+			if fn != nil {
+				fn(buf[:n])
+			}
+		}
 		if n > 0 {
 			f.send(buf[:n])
 		}
