@@ -54,6 +54,9 @@ type reportSample struct {
 	// haveInv is set once the origin published figures; fresh while they
 	// are recent (Room.Inventory).
 	haveInv, fresh bool
+	// avail is what waiting visitors are told of the seats: sold out, or
+	// all held while held seats may come back.
+	avail waitroom.Availability
 }
 
 // sampleRoom reads a room's figures for the report, from memory.
@@ -62,15 +65,15 @@ func sampleRoom(r *waitroom.Room) reportSample {
 	s.admitted, s.waiting = queueCounts(r)
 	inv, fresh := r.Inventory()
 	s.inv, s.haveInv, s.fresh = inv, !inv.At.IsZero(), fresh
+	s.avail = waitroom.Judge(s.state, inv, fresh)
 	return s
 }
 
-// allHeld tells the sale's "all held" moments: no seat left to take while
-// holds that may still end keep some, the event not marked sold out. One
-// function, so that the report can follow the gateway's own judgement of
-// what waiting visitors are told once there is one to call.
+// allHeld tells the sale's "all held" moments as waiting visitors were
+// told them (waitroom.Judge): no seat left to take while holds that may
+// still end keep some, and the answer not sold out.
 func allHeld(s reportSample) bool {
-	return s.haveInv && !s.state.SoldOut && s.inv.Remaining == 0 && s.inv.Held > 0
+	return s.avail.AllHeld && !s.avail.SoldOut
 }
 
 // waitBounds are the lower bounds, in seconds, of the wait histogram's
@@ -160,7 +163,7 @@ func (rc *recorder) record(now time.Time, s reportSample) {
 		return
 	}
 	p := reportPoint{T: t, Arrivals: s.state.LastPosition, Waiting: s.waiting, Watermark: s.state.Watermark,
-		Admitted: s.admitted, AllHeld: allHeld(s), SoldOut: s.state.SoldOut}
+		Admitted: s.admitted, AllHeld: allHeld(s), SoldOut: s.avail.SoldOut}
 	if s.haveInv {
 		remaining, held := s.inv.Remaining, s.inv.Held
 		p.Remaining, p.Held = &remaining, &held
@@ -174,7 +177,7 @@ func (rc *recorder) record(now time.Time, s reportSample) {
 	}
 	rc.points = append(rc.points, p)
 	rc.countWaits(t, p.Admitted)
-	if !s.state.SoldOut {
+	if !s.avail.SoldOut {
 		queued := s.state.LastPosition
 		if s.state.HardCap > 0 {
 			queued = min(queued, s.state.HardCap)

@@ -28,8 +28,9 @@ func sampleOf(last, watermark, remaining, held int64, soldOut bool) reportSample
 		s.waiting = max(last-watermark, 0)
 	}
 	if remaining >= 0 {
-		s.inv, s.haveInv = waitroom.Inventory{Remaining: remaining, Held: held, At: time.Unix(1, 0)}, true
+		s.inv, s.haveInv, s.fresh = waitroom.Inventory{Remaining: remaining, Held: held, At: time.Unix(1, 0)}, true, true
 	}
+	s.avail = waitroom.Judge(s.state, s.inv, s.fresh)
 	return s
 }
 
@@ -63,6 +64,12 @@ func TestAllHeld(t *testing.T) {
 		"none left, some held":      {sampleOf(5, 5, 0, 4, false), true},
 		"none left, none held":      {sampleOf(5, 5, 0, 0, false), false},
 		"marked sold out, all held": {sampleOf(5, 5, 0, 4, true), false},
+		"the origin's flag, all held": {func() reportSample {
+			s := sampleOf(5, 5, 0, 4, true)
+			s.state.SoldOutBy = waitroom.ActorOrigin
+			s.avail = waitroom.Judge(s.state, s.inv, s.fresh)
+			return s
+		}(), true},
 	} {
 		t.Run(name, func(t *testing.T) { assert.Equal(t, tc.want, allHeld(tc.s)) })
 	}
