@@ -452,19 +452,32 @@ func (w *world) book(s Step, n *node) *violation {
 		if err := json.Unmarshal(a.body, &b); err != nil || b.BookingID == "" {
 			return violated("api", "booking answered %d with %s", a.status, a.body)
 		}
-		use, seen := w.bookKeys[key]
-		bodyKey := holdID + " " + pm
-		switch {
-		case !seen:
-			w.bookKeys[key] = keyUse{body: bodyKey, status: a.status, id: b.BookingID}
-		case use.body != bodyKey && a.status == http.StatusAccepted && b.BookingID != use.id:
-			return violated("idempotency", "key %s first used for %s made another booking for %s", key, use.body, bodyKey)
-		case use.body == bodyKey && a.status == http.StatusAccepted && use.status == http.StatusAccepted && use.id != b.BookingID:
-			return violated("idempotency", "key %s replayed made a second booking %s (first %s)", key, b.BookingID, use.id)
+		if v := bookKeyCheck(w.bookKeys, key, holdID+" "+pm, a.status, b.BookingID); v != nil {
+			return v
 		}
 		if !contains(u.bookings, b.BookingID) {
 			u.bookings = append(u.bookings, b.BookingID)
 		}
+	}
+	return nil
+}
+
+// bookKeyCheck holds a booking answer (status, booking id) to what its
+// Idempotency-Key first got, in keys, and remembers the key's first use.
+// Only a key that made a booking is kept for good (in the booking's row):
+// a 200 names a booking made with another key, and what it answered may
+// be forgotten with Redis; once that booking has failed, the key may make
+// one, with any body.
+func bookKeyCheck(keys map[string]keyUse, key, bodyKey string, status int, id string) *violation {
+	use, seen := keys[key]
+	switch {
+	case !seen && status == http.StatusAccepted:
+		keys[key] = keyUse{body: bodyKey, status: status, id: id}
+	case !seen:
+	case use.body != bodyKey && status == http.StatusAccepted && id != use.id:
+		return violated("idempotency", "key %s first used for %s made another booking for %s", key, use.body, bodyKey)
+	case use.body == bodyKey && status == http.StatusAccepted && use.id != id:
+		return violated("idempotency", "key %s replayed made a second booking %s (first %s)", key, id, use.id)
 	}
 	return nil
 }
