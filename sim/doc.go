@@ -124,8 +124,10 @@
 // refused (gate-revoked, by their answers); a void feed never gives a valid
 // ticket, nor one twice. Every answer: never a 500, never an answer after 20 s; a
 // hold never goes to a position the watermark never reached; an
-// Idempotency-Key replayed never makes a second hold or booking, reused
-// with another body never a new one.
+// Idempotency-Key that made a hold or booking, replayed, never makes a
+// second, reused with another body never a new one (a key whose answers
+// only named one made with another key lives in Redis and may be forgotten
+// with it).
 //
 // At each settle step (and at the end, after moving the clock past every
 // deadline): the faults are healed, the writes given up on are left to
