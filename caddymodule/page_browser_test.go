@@ -210,7 +210,7 @@ func TestBrowserWaitingPageWithoutJavaScript(t *testing.T) {
 	assert.Equal(t, "1", textOf(t, tab, "position"))
 	refresh, err := chromedp.Run(tab, chromedp.AttributeValue(chromedp.CSS(`noscript > meta[http-equiv="refresh"]`), "content"))
 	require.NoError(t, err)
-	assert.Equal(t, "10", refresh.Value, "the poll interval while nothing is known")
+	assert.Equal(t, "3", refresh.Value, "the poll interval near the front, though nothing is known of the pace")
 	browser.Screenshot(t, tab, "waiting-nojs")
 
 	code, _, raw := adminCall(t, adminPort, http.MethodPost, "/waitroom/events/"+evs+"/watermark", `{"set": 1}`)
