@@ -80,7 +80,9 @@
 // node's first Redis script call on, then cut: a hold confirmed in Redis
 // whose ledger step failed), pg-stall-after-redis (a hold's PostgreSQL
 // traffic held a while from its first Redis script call on, then let go:
-// its row reaches the ledger late, after its seats were taken in Redis),
+// its row reaches the ledger late, after its seats were taken in Redis;
+// two times in three the hold is a returning buyer's whose earlier hold
+// lapsed while paying, and that payment's event lands beside it),
 // pay-failure and pay-timeout (every provider call fails before the
 // provider, or does its work and loses its answer). The faults go through
 // one internal/faultproxy per node in front of Redis and of PostgreSQL;

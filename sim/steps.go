@@ -689,7 +689,44 @@ func Generate(seed uint64, n int, o Options) []Step {
 		}
 		steps[i] = s
 	}
+	aftermath(steps, setup, o, rngOf(seed, 4))
 	return steps
+}
+
+// aftermath pairs a hold whose row reaches the ledger late with the moves
+// that make it matter, now and then (drawn from a stream of its own, so
+// the steps without such a fault stay as they were): the hold is a
+// returning buyer's, one who booked a few steps before and whose hold
+// lapsed (the clock moved past its lifetime while the payment was
+// pending), taking all a buyer may; the buyer's earlier payment lands
+// beside it, while its row is still on the way.
+func aftermath(steps []Step, setup Setup, o Options, r *rand.Rand) {
+	free := func(i int) bool { return i > 0 && i < len(steps) && steps[i].Kind != Settle }
+	lapse := func() Step {
+		return Step{Kind: Clock, Dur: setup.HoldTTL + time.Duration(1+r.IntN(int(setup.HoldTTL/time.Second)))*time.Second}
+	}
+	for i := range steps {
+		s := &steps[i]
+		if s.Kind != Hold || s.Wrap != PGStallAfterRedis || r.IntN(3) == 0 {
+			continue
+		}
+		j := i - 2
+		for ; j >= 0 && j >= i-6 && (steps[j].Kind != Book || steps[j].Method == 1 /* declined */); j-- {
+		}
+		if j < 0 || j < i-6 || !free(i-1) || o.Skip[Clock.String()] || o.Skip[Webhook.String()] {
+			continue
+		}
+		s.User, s.Qty, s.Mode, s.Race = steps[j].User, setup.MaxPerUser, KeyNew, false
+		s.Dur = time.Duration(100+r.IntN(100)) * time.Millisecond
+		steps[i-1], s.Par, s.At = lapse(), false, 0
+		if free(i+1) && !o.Serial {
+			steps[i+1] = Step{Kind: Webhook, Node: (s.Node + 1) % setup.Nodes, User: s.User, Sel: r.IntN(1 << 16),
+				Mode: WebhookDeliver, Par: true, At: time.Duration(10+r.IntN(30)) * time.Millisecond}
+			if i+2 < len(steps) {
+				steps[i+2].Par, steps[i+2].At = false, 0 // the pair is a group of its own
+			}
+		}
+	}
 }
 
 func pickKey(r *rand.Rand) int {

@@ -119,18 +119,24 @@ func (s *Settlement) settlePaymentOnce(ctx context.Context, b ledger.Booking, pa
 		// this booking (which confirmed the booking with it).
 		err = s.confirmAfterHold(ctx, b, paymentID)
 	case errors.Is(err, seats.ErrHoldExpired), errors.Is(err, ledger.ErrHoldNotActive):
-		return s.latePayment(ctx, ev, b, paymentID)
+		err = s.latePayment(ctx, ev, b, paymentID)
 	case errors.Is(err, ledger.ErrBookingSettled):
 		// Settled between the read and the ledger step, with the hold
 		// confirmed in Redis: by a failure reported meanwhile (the
 		// payment_failed webhook, the reconciliation), which the success
 		// overrides, or by a concurrent settlement of this success.
 		return s.paidAfterFailure(ctx, b, paymentID, known, paid, revived)
-	case errors.Is(err, errBookingSettled):
-		return nil
 	}
 	if errors.Is(err, ledger.ErrNoSeatLeft) {
-		return s.refundUnseated(ctx, ev, b, paymentID)
+		err = s.refundUnseated(ctx, ev, b, paymentID)
+	}
+	if errors.Is(err, errBookingSettled) {
+		// The booking stopped waiting for its payment before the step
+		// that settles it locked its row: settled by a concurrent
+		// settlement of this success (nothing left to do), or failed by a
+		// failure reported meanwhile, which the success overrides: the
+		// money ends as a sale or a refund, never kept.
+		return s.paidAfterFailure(ctx, b, paymentID, known, paid, revived)
 	}
 	return err
 }
@@ -256,8 +262,11 @@ func (s *Settlement) confirmAfterHold(ctx context.Context, b ledger.Booking, pay
 	confirmed := false
 	err := s.ledger.InTx(ctx, time.Time{}, func(tx ledger.Tx) error {
 		cur, err := tx.Bookings().Lock(ctx, b.ID)
-		if err != nil || cur.Status != ledger.BookingPaymentPending {
+		if err != nil {
 			return err
+		}
+		if cur.Status != ledger.BookingPaymentPending {
+			return errBookingSettled
 		}
 		h, err := tx.LockHold(ctx, cur.HoldID)
 		if err != nil {
@@ -307,8 +316,11 @@ func (s *Settlement) latePayment(ctx context.Context, ev *seats.Event, b ledger.
 			return err
 		}
 		cur, err := tx.Bookings().Lock(ctx, b.ID)
-		if err != nil || cur.Status != ledger.BookingPaymentPending {
+		if err != nil {
 			return err
+		}
+		if cur.Status != ledger.BookingPaymentPending {
+			return errBookingSettled
 		}
 		h, err := tx.LockHold(ctx, cur.HoldID)
 		if err != nil {
@@ -402,8 +414,11 @@ func (s *Settlement) refundUnseated(ctx context.Context, ev *seats.Event, b ledg
 	var refund bool
 	err := s.ledger.InTx(ctx, time.Time{}, func(tx ledger.Tx) error {
 		cur, err := tx.Bookings().Lock(ctx, b.ID)
-		if err != nil || cur.Status != ledger.BookingPaymentPending {
+		if err != nil {
 			return err
+		}
+		if cur.Status != ledger.BookingPaymentPending {
+			return errBookingSettled
 		}
 		if _, err := tx.ReleaseUnseatedHold(ctx, cur.HoldID, now); err != nil {
 			return err

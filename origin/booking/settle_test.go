@@ -32,6 +32,8 @@ type fixture struct {
 	svc    *booking.Service
 	now    time.Time
 	ev     *seats.Event
+	// skew moves the clock; background loops read it.
+	skew atomic.Int64
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -44,7 +46,7 @@ func newFixture(t *testing.T) *fixture {
 	require.NoError(t, err)
 	t.Cleanup(l.Close)
 	f := &fixture{t: t, ledger: l, now: time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)}
-	clock := func() time.Time { return f.now }
+	clock := func() time.Time { return f.now.Add(time.Duration(f.skew.Load())) }
 	f.seats, err = seats.New(seats.Config{Ledger: l, Redis: rdb, Idempotency: idem.New(rdb), Clock: clock,
 		HoldWriteTimeout: 20 * time.Second})
 	require.NoError(t, err)
@@ -130,11 +132,19 @@ func TestPaidAfterFailure(t *testing.T) {
 		// between: the failure is reported between the success's Redis
 		// step and its ledger step, instead of before it.
 		between bool
+		// expired: the hold's expiry passes before the success lands, so
+		// the success is a late payment (the event has no overflow
+		// reserve: refunded).
+		expired bool
 		want    string
+		reason  string
 	}{
 		{name: "failed, then succeeded", want: ledger.BookingConfirmed},
-		{name: "failed, second booking, then succeeded", second: true, want: ledger.BookingRefunded},
+		{name: "failed, second booking, then succeeded", second: true, want: ledger.BookingRefunded,
+			reason: booking.ReasonPaidAfterFailure},
 		{name: "failure between the success's two steps", between: true, want: ledger.BookingConfirmed},
+		{name: "failure between a late success's two steps", between: true, expired: true,
+			want: ledger.BookingRefunded, reason: booking.ReasonLateSoldOut},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -158,6 +168,9 @@ func TestPaidAfterFailure(t *testing.T) {
 			if tc.second {
 				b2 = f.book(h, payment.MethodSilent)
 			}
+			if tc.expired {
+				f.skew.Add(int64(time.Hour))
+			}
 			assert.Equal(t, "processed", f.event(payment.KindPaymentSucceeded, b1))
 			assert.False(t, armed.Load())
 			require.NoError(t, f.fp.WaitIdle(ctx))
@@ -173,9 +186,14 @@ func TestPaidAfterFailure(t *testing.T) {
 				assert.Equal(t, ledger.StatusConfirmed, hold.Status)
 			} else {
 				assert.Empty(t, tickets)
-				assert.Equal(t, booking.ReasonPaidAfterFailure, got.StatusReason)
+				assert.Equal(t, tc.reason, got.StatusReason)
 				f.moneyBack(b1)
-				assert.Equal(t, ledger.BookingPaymentPending, f.booking(b2.ID).Status, "the second booking is the hold's")
+				if tc.second {
+					assert.Equal(t, ledger.BookingPaymentPending, f.booking(b2.ID).Status, "the second booking is the hold's")
+				}
+				if tc.expired {
+					assert.Equal(t, ledger.StatusExpired, hold.Status)
+				}
 			}
 			inv, err := f.seats.Recovery().CheckInvariant(ctx, f.ev.ID)
 			require.NoError(t, err)
