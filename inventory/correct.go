@@ -22,11 +22,16 @@ type Correction struct {
 	// Lapsed counts the holds of add not added for expiring before
 	// notBefore.
 	Lapsed int64
+	// Confirmed counts the pending records confirmed from a confirmed
+	// hold of add: confirmations Redis lost.
+	Confirmed int64
 }
 
 // Correct brings an event's keys in line with the ledger without stopping
 // the sale: it adds the holds of add that Redis does not have (live in the
-// ledger, lost by Redis: a failover that dropped acknowledged writes), drops
+// ledger, lost by Redis: a failover that dropped acknowledged writes),
+// confirms the pending records of the confirmed holds of add (a lost
+// confirmation: Redis would give the seats away at the hold's expiry), drops
 // the holds of drop (ended in the ledger) except buyers' records of no
 // seats, and sets remaining to sellable minus the seats of every hold
 // record, all in one script. Holds, releases and reclaims keep remaining and
@@ -72,7 +77,7 @@ func (inv *Inventory) Correct(ctx context.Context, event, sellable int64, sectio
 	if err != nil {
 		return Correction{}, fmt.Errorf("correct event %d: %w", event, err)
 	}
-	r, err := parseReply(vals, 8)
+	r, err := parseReply(vals, 9)
 	if err != nil {
 		return Correction{}, fmt.Errorf("correct event %d: %w", event, err)
 	}
@@ -82,8 +87,18 @@ func (inv *Inventory) Correct(ctx context.Context, event, sellable int64, sectio
 	case notLoaded:
 		return Correction{}, fmt.Errorf("correct event %d: %w", event, ErrNotLoaded)
 	}
-	c := Correction{Before: r.int(1), After: r.int(2), Added: r.int(3), Dropped: r.int(4), Seats: r.int(5), Places: r.int(6), Lapsed: r.int(7)}
+	c := Correction{Before: r.int(1), After: r.int(2), Added: r.int(3), Dropped: r.int(4), Seats: r.int(5), Places: r.int(6), Lapsed: r.int(7), Confirmed: r.int(8)}
 	return c, r.err
+}
+
+// PendingIDs lists the ids of the holds Redis has pending for event: those
+// in its expiry index.
+func (inv *Inventory) PendingIDs(ctx context.Context, event int64) ([]string, error) {
+	ids, err := inv.rdb.ZRange(ctx, KeysFor(event).Expiry, 0, -1).Result()
+	if err != nil {
+		return nil, fmt.Errorf("list pending holds of event %d: %w", event, err)
+	}
+	return ids, nil
 }
 
 // HoldIDs lists the ids of the hold records Redis keeps for event.

@@ -28,22 +28,25 @@
 -- ARGV[4] -> n, the number of holds to add
 -- ARGV[5 .. 4+4n] -> four values per hold to add: hold id, user id, record
 --              (JSON), expires_at ms (-1: not in the expiry index); one that
---              Redis has by now is left as it is
+--              Redis has by now is left as it is, but for its confirmation:
+--              a confirmed record (c) confirms Redis's pending one (a
+--              confirmation Redis lost, which it would otherwise give
+--              away at the hold's expiry)
 -- ARGV[5+4n ..] -> ids of holds to drop (a buyer's record of no seats stays)
 -- returns {outcome, remaining before, remaining after, added, dropped,
 --          seats whose owner was wrong (missing, stray or another hold's),
 --          places by which the sections' counts were wrong, holds not added
---          for expiring before ARGV[3]}
+--          for expiring before ARGV[3], pending records confirmed}
 --   outcome: "ok", "not_loaded" or "frozen" (nothing changed)
 if redis.call('EXISTS', KEYS[5]) == 1 then
-  return {'frozen', 0, 0, 0, 0, 0, 0, 0}
+  return {'frozen', 0, 0, 0, 0, 0, 0, 0, 0}
 end
 if redis.call('EXISTS', KEYS[1]) == 0 then
-  return {'not_loaded', 0, 0, 0, 0, 0, 0, 0}
+  return {'not_loaded', 0, 0, 0, 0, 0, 0, 0, 0}
 end
 local notBefore = tonumber(ARGV[3])
 local n = tonumber(ARGV[4])
-local added, dropped, lapsed = 0, 0, 0
+local added, dropped, lapsed, confirmed = 0, 0, 0, 0
 for i = 5, 4 + 4 * n, 4 do
   local id, user, rec, exp = ARGV[i], ARGV[i + 1], ARGV[i + 2], tonumber(ARGV[i + 3])
   if exp >= 0 and exp < notBefore then
@@ -58,6 +61,15 @@ for i = 5, 4 + 4 * n, 4 do
       redis.call('HSET', KEYS[2], user, id)
     end
     added = added + 1
+  elseif exp < 0 then
+    local want = cjson.decode(rec)
+    local r = cjson.decode(redis.call('HGET', KEYS[3], id))
+    if want.c and not r.c and not r.o then
+      r.c = true
+      redis.call('HSET', KEYS[3], id, cjson.encode(r))
+      redis.call('ZREM', KEYS[4], id)
+      confirmed = confirmed + 1
+    end
   end
 end
 for i = 5 + 4 * n, #ARGV do
@@ -126,4 +138,4 @@ if after < 0 then
   after = 0
 end
 redis.call('SET', KEYS[1], after)
-return {'ok', before, after, added, dropped, fixed, placesFixed, lapsed}
+return {'ok', before, after, added, dropped, fixed, placesFixed, lapsed, confirmed}

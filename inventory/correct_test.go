@@ -151,3 +151,32 @@ func TestCorrectNeverPutsBackAReclaimedHold(t *testing.T) {
 	assert.Equal(t, int64(12-3), remaining(t, inv, event), "the reclaimed seats stay free")
 	assert.Equal(t, inventory.Held, hold(t, inv, event, "ann", 1, t0).Outcome, "ann's lapsed hold is gone")
 }
+
+// TestCorrectConfirmsALostConfirmation: a hold the ledger has confirmed
+// and Redis has pending (its confirmation lost) is confirmed, out of the
+// expiry index, so no reclaim returns its seats; a pending one passed as
+// pending, and a buyer's record, are left as they are.
+func TestCorrectConfirmsALostConfirmation(t *testing.T) {
+	ctx := context.Background()
+	inv, rdb, event := loaded(t, 5,
+		inventory.LiveHold{ID: "sold", User: "ann", Quantity: 2, ExpiresAt: t0.Add(time.Minute)},
+		inventory.LiveHold{ID: "held", User: "bob", Quantity: 1, ExpiresAt: t0.Add(time.Minute)},
+		inventory.LiveHold{ID: "buyer", User: "eve", Overflow: true})
+	k := inventory.KeysFor(event)
+
+	c, err := inv.Correct(ctx, event, 8, nil, time.Time{}, []inventory.LiveHold{
+		{ID: "sold", User: "ann", Quantity: 2, Confirmed: true},
+		{ID: "held", User: "bob", Quantity: 1, ExpiresAt: t0.Add(time.Minute)},
+		{ID: "buyer", User: "eve", Confirmed: true},
+	}, nil)
+	require.NoError(t, err)
+	assert.Equal(t, inventory.Correction{Before: 5, After: 5, Confirmed: 1}, c)
+	pending, err := rdb.ZRange(ctx, k.Expiry, 0, -1).Result()
+	require.NoError(t, err)
+	assert.Equal(t, []string{"held"}, pending)
+
+	// Past the expiry: only bob's seat comes back.
+	n, _, _, err := inv.Reclaim(ctx, event, t0.Add(time.Hour))
+	require.NoError(t, err)
+	assert.Equal(t, int64(6), n)
+}

@@ -118,6 +118,10 @@ func (rc *Recovery) Correct(ctx context.Context, ev *Event) (inventory.Correctio
 	if err != nil {
 		return inventory.Correction{}, err
 	}
+	pending, err := rc.inv.PendingIDs(ctx, ev.ID)
+	if err != nil {
+		return inventory.Correction{}, err
+	}
 	snap, err := rc.ledgerState(ctx, ev, func(ctx context.Context) ([]ledger.LiveHold, []ledger.OverflowBuyer, error) {
 		return rc.ledger.LiveHoldsNow(ctx, ev.ID, rc.now())
 	})
@@ -128,9 +132,19 @@ func (rc *Recovery) Correct(ctx context.Context, ev *Event) (inventory.Correctio
 	for _, id := range inRedis {
 		have[id] = true
 	}
+	pendingInRedis := make(map[string]bool, len(pending))
+	for _, id := range pending {
+		pendingInRedis[id] = true
+	}
+	// A hold the ledger has confirmed and Redis pending is a confirmation
+	// Redis lost: it is passed too, and the script confirms it, or Redis
+	// would give its seats away at its expiry. (The other way round, a
+	// hold confirmed in Redis whose ledger step failed, is left: its
+	// payment's retry completes it, or the ledger ends it and it is
+	// dropped.)
 	var add []inventory.LiveHold
 	for _, h := range snap.Holds {
-		if !have[h.ID] {
+		if !have[h.ID] || (h.Confirmed && pendingInRedis[h.ID]) {
 			add = append(add, h)
 		}
 	}
@@ -144,19 +158,20 @@ func (rc *Recovery) Correct(ctx context.Context, ev *Event) (inventory.Correctio
 	if err != nil {
 		return c, err
 	}
-	if c.Added > 0 {
+	if c.Added > 0 || c.Confirmed > 0 {
 		// A hold read live above may have been released since, its record
-		// gone before the script put it back: its seats would stay taken
-		// until the next pass. The ledger is asked again now that the
-		// script has run; any of them ended by now is dropped at once.
+		// gone before the script put it back (or its release still owed to
+		// Redis): its seats would stay taken until the next pass. The
+		// ledger is asked again now that the script has run; any of them
+		// ended by now is dropped at once.
 		if c, err = rc.dropEndedSince(ctx, ev, add, c); err != nil {
 			return c, err
 		}
 	}
-	if c.Before != c.After || c.Added > 0 || c.Dropped > 0 || c.Seats > 0 || c.Places > 0 {
+	if c.Before != c.After || c.Added > 0 || c.Dropped > 0 || c.Seats > 0 || c.Places > 0 || c.Confirmed > 0 {
 		rc.metrics.DriftCorrections.Inc()
 		rc.log.Warn("inventory corrected from the ledger", "event", ev.ID, "remaining_before", c.Before,
-			"remaining_after", c.After, "holds_added", c.Added, "holds_dropped", c.Dropped, "seats_corrected", c.Seats, "places_corrected", c.Places)
+			"remaining_after", c.After, "holds_added", c.Added, "holds_confirmed", c.Confirmed, "holds_dropped", c.Dropped, "seats_corrected", c.Seats, "places_corrected", c.Places)
 		if ev.room.State().SoldOut != (c.After == 0) {
 			rc.registry.SyncSoldOut(ctx, ev)
 		}
