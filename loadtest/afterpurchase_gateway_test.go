@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -11,9 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/waitroom/waitroom/internal/testenv"
 	"github.com/waitroom/waitroom/loadtest/api"
-	"github.com/waitroom/waitroom/loadtest/stack"
 )
 
 // TestPurchaseSurvivesRevocationThroughTheGateway buys a ticket through
@@ -22,50 +19,9 @@ import (
 // still reached with that token through the room (after_purchase), as the
 // same buyer, while any other page makes the bearer a new arrival.
 func TestPurchaseSurvivesRevocationThroughTheGateway(t *testing.T) {
-	redisURL := testenv.RedisURL(t)
-	databaseURL := testenv.Postgres(t)
-	caddyBin, originBin := buildServers(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	sitePort, err := stack.FreePort()
-	require.NoError(t, err)
-	adminPort, err := stack.FreePort()
-	require.NoError(t, err)
-	sys, err := stack.Up(ctx, stack.SystemConfig{
-		CaddyBin: caddyBin, OriginBin: originBin, Dir: t.TempDir(),
-		RedisURL: redisURL, DatabaseURL: databaseURL,
-		Caddyfile: "../examples/Caddyfile", SitePort: sitePort, AdminPort: adminPort,
-		Event: api.NewEvent{Name: "Final", Capacity: 10, Price: 90000, Currency: "inr", HoldTTLSeconds: 600, MaxPerUser: 4},
-	})
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		for _, err := range sys.Down(context.Background()) {
-			t.Log(err)
-		}
-	})
-	ev := sys.Event.ID
-	client := &http.Client{Timeout: 30 * time.Second}
-	call := buyerCalls(ctx, t, client)
-	gw := sys.Gateway
-
-	resp, raw := call(http.MethodGet, fmt.Sprintf("%s/v1/events/%d", gw, ev), "", "", nil)
-	require.Equal(t, "waiting", resp.Header.Get("X-Waitroom-Status"), "%s", raw)
-	var waiting api.Waiting
-	require.NoError(t, json.Unmarshal(raw, &waiting))
-	token := waiting.Token
-	admin := api.GatewayAdmin{Client: api.Client{HTTP: client, Base: sys.Caddy.AdminURL}}
-	_, err = admin.SetWatermark(ctx, ev, 100)
-	require.NoError(t, err)
-	require.Eventually(t, func() bool {
-		resp, _ = call(http.MethodGet, fmt.Sprintf("%s/v1/events/%d", gw, ev), token, "", nil)
-		return resp.Header.Get("X-Waitroom-Status") == "admitted"
-	}, 10*time.Second, 50*time.Millisecond)
-
-	resp, raw = call(http.MethodPost, fmt.Sprintf("%s/v1/events/%d/holds", gw, ev), token, "hold-1", map[string]int{"quantity": 1})
-	require.Equal(t, http.StatusCreated, resp.StatusCode, "%s", raw)
-	var hold api.Hold
-	require.NoError(t, json.Unmarshal(raw, &hold))
-	resp, raw = call(http.MethodPost, gw+"/v1/bookings", token, "book-1",
+	h := heldThroughLocalCaddyfile(t)
+	call, gw, ev, token, hold := h.call, h.sys.Gateway, h.sys.Event.ID, h.token, h.hold
+	resp, raw := call(http.MethodPost, gw+"/v1/bookings", token, "book-1",
 		map[string]string{"hold_id": hold.HoldID, "payment_method_token": api.CardVisa})
 	require.Less(t, resp.StatusCode, 300, "%s", raw)
 	var b api.Booking

@@ -25,52 +25,11 @@ import (
 // provider holds no queue token, and the room's waiting page would have
 // answered it 200 and swallowed it.
 func TestWebhookThroughTheGateway(t *testing.T) {
-	redisURL := testenv.RedisURL(t)
-	databaseURL := testenv.Postgres(t)
-	caddyBin, originBin := buildServers(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	sitePort, err := stack.FreePort()
-	require.NoError(t, err)
-	adminPort, err := stack.FreePort()
-	require.NoError(t, err)
-	sys, err := stack.Up(ctx, stack.SystemConfig{
-		CaddyBin: caddyBin, OriginBin: originBin, Dir: t.TempDir(),
-		RedisURL: redisURL, DatabaseURL: databaseURL,
-		Caddyfile: "../examples/Caddyfile", SitePort: sitePort, AdminPort: adminPort,
-		Event: api.NewEvent{Name: "Final", Capacity: 10, Price: 90000, Currency: "inr", HoldTTLSeconds: 600, MaxPerUser: 4},
-	})
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		for _, err := range sys.Down(context.Background()) {
-			t.Log(err)
-		}
-	})
-	ev := sys.Event.ID
-	client := &http.Client{Timeout: 30 * time.Second}
-	call := buyerCalls(ctx, t, client)
-	gw := sys.Gateway
-
-	resp, raw := call(http.MethodGet, fmt.Sprintf("%s/v1/events/%d", gw, ev), "", "", nil)
-	require.Equal(t, "waiting", resp.Header.Get("X-Waitroom-Status"), "%s", raw)
-	var waiting api.Waiting
-	require.NoError(t, json.Unmarshal(raw, &waiting))
-	admin := api.GatewayAdmin{Client: api.Client{HTTP: client, Base: sys.Caddy.AdminURL}}
-	_, err = admin.SetWatermark(ctx, ev, 100)
-	require.NoError(t, err)
-	token := waiting.Token
-	require.Eventually(t, func() bool {
-		resp, _ = call(http.MethodGet, fmt.Sprintf("%s/v1/events/%d", gw, ev), token, "", nil)
-		return resp.Header.Get("X-Waitroom-Status") == "admitted"
-	}, 10*time.Second, 50*time.Millisecond)
-
-	resp, raw = call(http.MethodPost, fmt.Sprintf("%s/v1/events/%d/holds", gw, ev), token, "hold-1", map[string]int{"quantity": 1})
-	require.Equal(t, http.StatusCreated, resp.StatusCode, "%s", raw)
-	var hold api.Hold
-	require.NoError(t, json.Unmarshal(raw, &hold))
+	h := heldThroughLocalCaddyfile(t)
+	ctx, sys, client, call, gw, ev, token, hold := h.ctx, h.sys, h.client, h.call, h.sys.Gateway, h.sys.Event.ID, h.token, h.hold
 	// The provider takes the money and sends nothing of its own accord:
 	// the test sends its webhook, to the public address.
-	resp, raw = call(http.MethodPost, gw+"/v1/bookings", token, "book-1",
+	resp, raw := call(http.MethodPost, gw+"/v1/bookings", token, "book-1",
 		map[string]string{"hold_id": hold.HoldID, "payment_method_token": api.FakepaySilent})
 	require.Equal(t, http.StatusAccepted, resp.StatusCode, "%s", raw)
 	var b api.Booking
@@ -109,4 +68,66 @@ func TestWebhookThroughTheGateway(t *testing.T) {
 	resp, raw = call(http.MethodPost, gw+"/v1/webhooks/fakepay", "", "", map[string]string{"id": "evt_forged"})
 	assert.Equal(t, http.StatusBadRequest, resp.StatusCode, "%s", raw)
 	assert.Empty(t, resp.Header.Get("X-Waitroom-Status"))
+}
+
+// localHold is a buyer admitted through the local Caddyfile, holding one
+// seat.
+type localHold struct {
+	ctx    context.Context
+	sys    *stack.System
+	client *http.Client
+	call   func(method, url, token, key string, body any) (*http.Response, []byte)
+	token  string
+	hold   api.Hold
+}
+
+// heldThroughLocalCaddyfile starts the origin and Caddy with the
+// Caddyfile make up runs, for an event of 10 seats, and takes a buyer
+// through the room: a waiting answer, the watermark raised in the
+// gateway's admin, admitted, then a hold of one seat.
+func heldThroughLocalCaddyfile(t *testing.T) localHold {
+	t.Helper()
+	redisURL := testenv.RedisURL(t)
+	databaseURL := testenv.Postgres(t)
+	caddyBin, originBin := buildServers(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	t.Cleanup(cancel)
+	sitePort, err := stack.FreePort()
+	require.NoError(t, err)
+	adminPort, err := stack.FreePort()
+	require.NoError(t, err)
+	sys, err := stack.Up(ctx, stack.SystemConfig{
+		CaddyBin: caddyBin, OriginBin: originBin, Dir: t.TempDir(),
+		RedisURL: redisURL, DatabaseURL: databaseURL,
+		Caddyfile: "../examples/Caddyfile", SitePort: sitePort, AdminPort: adminPort,
+		Event: api.NewEvent{Name: "Final", Capacity: 10, Price: 90000, Currency: "inr", HoldTTLSeconds: 600, MaxPerUser: 4},
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		for _, err := range sys.Down(context.Background()) {
+			t.Log(err)
+		}
+	})
+	ev, gw := sys.Event.ID, sys.Gateway
+	client := &http.Client{Timeout: 30 * time.Second}
+	call := buyerCalls(ctx, t, client)
+
+	resp, raw := call(http.MethodGet, fmt.Sprintf("%s/v1/events/%d", gw, ev), "", "", nil)
+	require.Equal(t, "waiting", resp.Header.Get("X-Waitroom-Status"), "%s", raw)
+	var waiting api.Waiting
+	require.NoError(t, json.Unmarshal(raw, &waiting))
+	token := waiting.Token
+	admin := api.GatewayAdmin{Client: api.Client{HTTP: client, Base: sys.Caddy.AdminURL}}
+	_, err = admin.SetWatermark(ctx, ev, 100)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		resp, _ = call(http.MethodGet, fmt.Sprintf("%s/v1/events/%d", gw, ev), token, "", nil)
+		return resp.Header.Get("X-Waitroom-Status") == "admitted"
+	}, 10*time.Second, 50*time.Millisecond)
+
+	resp, raw = call(http.MethodPost, fmt.Sprintf("%s/v1/events/%d/holds", gw, ev), token, "hold-1", map[string]int{"quantity": 1})
+	require.Equal(t, http.StatusCreated, resp.StatusCode, "%s", raw)
+	var hold api.Hold
+	require.NoError(t, json.Unmarshal(raw, &hold))
+	return localHold{ctx: ctx, sys: sys, client: client, call: call, token: token, hold: hold}
 }
