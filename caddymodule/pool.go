@@ -195,12 +195,16 @@ func acquireRoom(key roomKey, spec storeSpec, seed []byte) (*roomEntry, error) {
 		// context ends at every reload.
 		ctx, cancel := context.WithCancel(context.Background())
 		e := &roomEntry{key: key, room: room, store: st, ready: room.Ready(), cancel: cancel, done: make(chan struct{})}
+		// The ticks are taken here, in the provisioning config's goroutine,
+		// not in the recorder's: tests swap reportTicks between loads.
+		ticks, stopTicks := reportTicks()
 		go func() {
 			defer close(e.done)
 			reported := make(chan struct{})
 			go func() {
 				defer close(reported)
-				recordReport(ctx, room, opts.Now)
+				defer stopTicks()
+				recordReport(ctx, room, opts.Now, ticks)
 			}()
 			defer func() { <-reported }()
 			room.Run(ctx)

@@ -307,12 +307,10 @@ var reportTicks = func() (<-chan time.Time, func()) {
 	return t.C, t.Stop
 }
 
-// recordReport samples room into its event's report every reportEvery
-// until ctx ends. Two rooms of one event (a reload swapping configs) both
-// sample it; a second keeps one point.
-func recordReport(ctx context.Context, room *waitroom.Room, now func() time.Time) {
-	ticks, stop := reportTicks()
-	defer stop()
+// recordReport samples room into its event's report at every tick until
+// ctx ends. Two rooms of one event (a reload swapping configs) both sample
+// it; a second keeps one point.
+func recordReport(ctx context.Context, room *waitroom.Room, now func() time.Time, ticks <-chan time.Time) {
 	for {
 		select {
 		case <-ctx.Done():
