@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // FenceTTL is how long a rebuild may hold the fence without renewing it; a
@@ -109,7 +111,17 @@ func (inv *Inventory) rebuild(ctx context.Context, event int64, onlyMissing bool
 		return false, fmt.Errorf("rebuild event %d: set fence: %w", event, err)
 	}
 	if !ok {
-		return false, fmt.Errorf("rebuild event %d: %w", event, ErrRebuilding)
+		// When the reply to the SET NX is lost, go-redis sends it again and
+		// the retry finds the fence the first try set: with our token, which
+		// no other rebuild has, it is ours. (SET NX GET would say so in one
+		// call, but needs Redis 7.)
+		owner, err := inv.rdb.Get(ctx, k.Frozen).Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return false, fmt.Errorf("rebuild event %d: read fence: %w", event, err)
+		}
+		if owner != fence {
+			return false, fmt.Errorf("rebuild event %d: %w", event, ErrRebuilding)
+		}
 	}
 	defer func() {
 		if errors.Is(err, errLoaded) {
@@ -159,6 +171,8 @@ func (inv *Inventory) rebuild(ctx context.Context, event int64, onlyMissing bool
 			}
 			args = append(args, h.ID, h.User, rec, exp)
 		}
+		// A batch run again by go-redis after a lost reply loads the same
+		// holds again (a "reset" clears what the first run loaded): harmless.
 		if err := rebuildLoadScript.Run(ctx, inv.rdb, k.all(), args...).Err(); err != nil {
 			return false, fmt.Errorf("rebuild event %d: load holds: %w", event, err)
 		}
@@ -172,7 +186,7 @@ func (inv *Inventory) rebuild(ctx context.Context, event int64, onlyMissing bool
 	if err != nil {
 		return false, fmt.Errorf("rebuild event %d: set remaining: %w", event, err)
 	}
-	if n != 1 {
+	if n == 0 {
 		return false, fmt.Errorf("rebuild event %d: fence lost before remaining was set", event)
 	}
 	return true, nil
