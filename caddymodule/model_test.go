@@ -1157,6 +1157,12 @@ func (m *model) preQueueToken(now time.Time, account string, tk waitroom.Ticket,
 		if m.gone() && a.status == StatusSoldOut {
 			return nil
 		}
+		if held := m.accounts[sub]; held != nil && !waitroom.IsVisitorID(sub) && a.pos == held.pos && !now.Before(m.opensAt.Add(modelWindow)) {
+			// Its drawn place may have come and gone, and the account
+			// was given one at the back from another device: the token
+			// yields the account's position (docs/api.md §12).
+			return m.token(now, account, waitroom.Ticket{Subject: sub, Position: held.pos, Account: true}, a)
+		}
 		return m.drawnFirst(now, sub, a)
 	}
 	// No draw to read it from: a place at the back, once (an account's:
