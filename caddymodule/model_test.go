@@ -1254,6 +1254,18 @@ func (m *model) record(now time.Time, account string, tok *waitroom.Ticket, a mo
 			}
 		}
 	}
+	if tok != nil && tok.PreQueue && a.pos > 0 && a.issued == nil && m.positions[a.pos] == nil {
+		// A pre-queue token answered at a position without its token (sold
+		// out, or beyond the hard cap): the position is its bearer's from
+		// the draw, handed out when the entries closed, or, without a
+		// draw, from now; its window counts from then once the watermark
+		// reaches it, whenever the token of it is issued.
+		mp := &modelPos{subject: tok.Subject, handLo: now, handHi: now}
+		if m.canDraw(tok.Subject) || m.mayHaveDrawn(tok.Subject) {
+			mp.handLo = m.opensAt
+		}
+		m.positions[a.pos] = mp
+	}
 	if a.pos > 0 {
 		m.used[a.pos] = true
 	}
