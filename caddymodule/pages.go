@@ -217,7 +217,7 @@ func (h *Handler) wait(w http.ResponseWriter, r *http.Request, repl *caddy.Repla
 		estimate = &seconds
 	}
 	ahead := h.room.room.Ahead(t.Position)
-	retry := retryAfter(s, d, known, ahead)
+	retry := retryAfter(s, d, known, ahead, frontOf(h.room.room.Inventory()))
 	hdr := w.Header()
 	hdr.Set(HeaderStatus, StatusWaiting)
 	hdr.Set("Cache-Control", "no-store")
@@ -423,24 +423,42 @@ const (
 )
 
 // nearFront is how few present waiters ahead put a position near the
-// front: more than the closed loop admits at one raise by default
-// (max_undecided) and a fixed rate's usual step. Polls every 3 s from
-// that many cost the gateway a few hundred answers a second.
+// front at least: more than the closed loop admits at one raise by
+// default (max_undecided) and a fixed rate's usual step. Polls every 3 s
+// from that many cost the gateway a few hundred answers a second.
 const nearFront = 500
+
+// maxNearFront bounds the front however many seats are left: polls every
+// 3 s from that many cost a fleet under two thousand answers a second.
+const maxNearFront = 5000
+
+// frontOf is how many present waiters ahead still put a position near the
+// front: nearFront, or, while the origin's figures are fresh, twice the
+// seats not yet sold (free or held), about as far as the admissions for
+// them reach when one admitted user in two buys. A waiter told to come
+// back in 30 s while the next raises reach it learns of its admission up
+// to half a minute late: the seats wait for it and the sale's last seat
+// sells that much later.
+func frontOf(inv waitroom.Inventory, fresh bool) int64 {
+	if !fresh {
+		return nearFront
+	}
+	return min(max(nearFront, 2*(inv.Remaining+inv.Held)), maxNearFront)
+}
 
 // retryAfter is how many seconds a waiting client should wait before asking
 // again: sooner as its turn nears, never so often that the queue itself
-// becomes the stampede. Near the front (fewer than nearFront waiting
-// ahead) it is the shortest, whatever the estimate: once admitted the
+// becomes the stampede. Near the front (fewer than front waiting ahead,
+// frontOf) it is the shortest, whatever the estimate: once admitted the
 // holder learns it within seconds. The estimate is long exactly when
 // admissions are few, as when the closed loop admits a few buyers for the
 // seats of holds that lapsed; told to come back in 30 s, those buyers
 // would hold late and keep the loop waiting on them before it admits more.
-func retryAfter(s waitroom.State, d time.Duration, known bool, ahead int64) int {
+func retryAfter(s waitroom.State, d time.Duration, known bool, ahead, front int64) int {
 	switch {
 	case s.Paused:
 		return 10
-	case ahead < nearFront:
+	case ahead < front:
 		return minRetryAfter
 	case !known:
 		return 10

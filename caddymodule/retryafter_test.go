@@ -32,7 +32,33 @@ func TestRetryAfterNearFront(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			assert.Equal(t, tt.want, retryAfter(tt.s, tt.d, tt.known, tt.ahead))
+			assert.Equal(t, tt.want, retryAfter(tt.s, tt.d, tt.known, tt.ahead, nearFront))
 		})
 	}
+}
+
+// TestFrontOf: while the origin's figures are fresh, the front reaches
+// twice the seats not yet sold, so the waiters the next raises will reach
+// poll often enough to learn of their admission in seconds; never less
+// than nearFront, never more than maxNearFront.
+func TestFrontOf(t *testing.T) {
+	tests := []struct {
+		name  string
+		inv   waitroom.Inventory
+		fresh bool
+		want  int64
+	}{
+		{"stale figures", waitroom.Inventory{Remaining: 2000}, false, nearFront},
+		{"few seats left", waitroom.Inventory{Remaining: 10, Held: 40}, true, nearFront},
+		{"a sale's start", waitroom.Inventory{Remaining: 490}, true, 980},
+		{"free and held", waitroom.Inventory{Remaining: 300, Held: 400}, true, 1400},
+		{"a large sale", waitroom.Inventory{Remaining: 20000}, true, maxNearFront},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, frontOf(tt.inv, tt.fresh))
+		})
+	}
+	assert.Equal(t, minRetryAfter, retryAfter(waitroom.State{}, 10*time.Minute, true, 900, frontOf(waitroom.Inventory{Remaining: 490}, true)),
+		"900 ahead of 490 seats: near the front")
 }

@@ -1,7 +1,9 @@
 package sim
 
 import (
+	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -54,4 +56,50 @@ func TestBookKeyCheck(t *testing.T) {
 			assert.Contains(t, v.msg, tt.broken)
 		})
 	}
+}
+
+// A confirmation whose ledger step failed after Redis sold the seat (its
+// success event answered 503, the provider to deliver it again) is under
+// way at a settle point short of the final one while its booking is not yet
+// due to the payment reconciliation; once it is due, or at the final settle
+// point, the same state is drift, since the reconciliation must have ended
+// it.
+func TestConfirmingUnderWay(t *testing.T) {
+	w, err := newWorld(t, 1, newStats())
+	require.NoError(t, err)
+	require.Equal(t, SaleReserved, w.setup.Kind)
+	for _, line := range []string{
+		"admit qty=20",
+		"hold node=0 user=0 qty=1 sel=0 shape=best key=new",
+		"book node=0 user=0 sel=0 method=pm_card_visa key=new",
+		"webhook node=0 user=0 sel=0 mode=deliver fault=pg-cut-after-redis after=5ms",
+	} {
+		s, err := ParseStep(line)
+		require.NoError(t, err)
+		require.Nil(t, w.execGroup([]Step{s}), line)
+	}
+	w.heal()
+	ctx := context.Background()
+	event := w.sales[0].id
+	inv, err := w.nodes[0].srv.CheckInvariant(ctx, event)
+	require.NoError(t, err)
+	require.NotNil(t, inv.SeatDrift)
+	require.EqualValues(t, 0, inv.Drift, "%+v", inv)
+	require.EqualValues(t, 1, *inv.SeatDrift, "the seat sold in redis, held in the ledger: %+v", inv)
+
+	d, err := w.settledDrift(ctx, event, inv, false)
+	require.NoError(t, err)
+	assert.EqualValues(t, 0, d, "under way at a settle point")
+	d, err = w.settledDrift(ctx, event, inv, true)
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, d, "drift at the final settle point")
+
+	// The booking due to the reconciliation, the hold still live.
+	w.clock.Advance(paymentPendingAfter + time.Second)
+	inv, err = w.nodes[0].srv.CheckInvariant(ctx, event)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, *inv.SeatDrift, "%+v", inv)
+	d, err = w.settledDrift(ctx, event, inv, false)
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, d, "drift once the reconciliation is due")
 }

@@ -144,7 +144,12 @@
 // tickets, a refund the provider made, or a refund visibly pending or
 // failed on the booking, never kept silently; a booking is "refunded" only
 // if the provider refunded it; the ledger's MoneyReport adds up and keeps
-// nothing.
+// nothing. Short of the end, a booking waiting for its payment within the
+// payment reconciliation's interval is in flight, for both checks: a
+// reserved seat its hold has sold in Redis and held in the ledger (a
+// confirmation whose ledger step failed, its success event to be delivered
+// again) is not drift there, since no clock moves at a settle point and
+// the redelivery or the reconciliation completes it; at the end it is.
 //
 // # Running and replaying
 //

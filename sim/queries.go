@@ -123,6 +123,35 @@ func readSeatChecks(ctx context.Context, l *ledger.Ledger, event int64, capaciti
 	return c, err
 }
 
+// sqlConfirming lists the reserved seats the ledger has held by a pending,
+// live hold whose booking waits for its payment and was made or last looked
+// at by the payment reconciliation since $3 (not due to it yet), with the
+// hold. confirming (check.go) keeps those Redis has sold to the same hold.
+//
+//	$1 event, $2 now, $3 now less the reconciliation's PendingAfter
+const sqlConfirming = `SELECT s.seat_id, s.hold_id::text FROM event_seats s JOIN holds h ON h.id = s.hold_id
+	WHERE s.event_id = $1 AND s.status = 'held' AND h.status = 'pending' AND h.expires_at >= $2
+		AND EXISTS (SELECT 1 FROM bookings b
+			WHERE b.hold_id = h.id AND b.status = 'payment_pending' AND b.checked_at >= $3)`
+
+// readConfirming returns sqlConfirming's seats: seat id → hold id.
+func readConfirming(ctx context.Context, l *ledger.Ledger, event int64, now, dueBefore time.Time) (map[string]string, error) {
+	rows, err := l.Pool().Query(ctx, sqlConfirming, event, now, dueBefore)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]string{}
+	for rows.Next() {
+		var seat, hold string
+		if err := rows.Scan(&seat, &hold); err != nil {
+			return nil, err
+		}
+		out[seat] = hold
+	}
+	return out, rows.Err()
+}
+
 // sqlGateChecks reads the gate's invariants over every event of the run:
 //
 //   - elsewhere: a ticket admitted at a gate of another event (the gates

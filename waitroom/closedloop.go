@@ -175,29 +175,61 @@ func steer(c ClosedLoop, in steerInput) (admit int64, reason string) {
 	return admit, figures
 }
 
-// decisionTime is the time nine in ten of the recent holders took from
-// their admission to their hold, or assumed when too few are known. Only
-// holders admitted at least the assumed time before now count: of those
-// admitted since, only the quickest can have held yet, and their lags
-// alone would make the decision time seconds long early in a sale, count
-// everyone slower as gone and admit several times the seats. With too
-// few such holders it stays current (assumed until first measured): were
-// it to fall back to the assumed time whenever the latest holders were
-// all admitted lately, the positions admitted within it would count as
-// undecided again and the loop would stall.
-func decisionTime(recent []Held, admittedAt func(int64) (time.Time, bool), now time.Time, assumed, current time.Duration) time.Duration {
-	lags := make([]time.Duration, 0, len(recent))
+// decisionTime is the time within which nine in ten of the admitted who
+// hold do so, measured on the latest holders, or current (assumed until
+// first measured) when they cannot tell it yet.
+//
+// A lag says something only next to lags observed for as long. Early in a
+// sale only the quickest of the admitted have held: their lags alone would
+// make the decision time a second, count everyone slower as gone and admit
+// several times the seats. Waiting the assumed time before trusting any
+// lag is safe but blind: for half a minute the loop takes everyone
+// admitted for undecided, and seats stay free while people wait. So each
+// candidate time d is judged on the holders admitted at least
+// decisionHorizon × d ago, all of whose holds within that horizon are
+// seen: d is the decision time when nine in ten of those holds came within
+// it. The smallest candidate that passes is taken, so a quick crowd is
+// measured within seconds and a slow one as soon as its lags are seen.
+// While none passes the time stays current: falling back to the assumed
+// one would take the last half minute's admitted for undecided again and
+// stall the loop.
+func decisionTime(recent []Held, admittedAt func(int64) (time.Time, bool), now time.Time, current time.Duration) time.Duration {
+	type sample struct {
+		at  time.Time
+		lag time.Duration
+	}
+	samples := make([]sample, 0, len(recent))
 	for _, h := range recent {
-		if at, ok := admittedAt(h.Position); ok && !at.After(now.Add(-assumed)) {
-			lags = append(lags, max(0, h.At.Sub(at)))
+		if at, ok := admittedAt(h.Position); ok {
+			samples = append(samples, sample{at, max(0, h.At.Sub(at))})
 		}
 	}
-	if len(lags) < minDecisionSample {
+	if len(samples) < minDecisionSample {
 		return current
 	}
-	slices.Sort(lags)
-	return min(maxDecisionTime, max(minDecisionTime, lags[(len(lags)*9)/10]))
+	lags := make([]time.Duration, 0, len(samples))
+	for d := minDecisionTime; d <= maxDecisionTime; d = d * 5 / 4 {
+		horizon := decisionHorizon * d
+		lags = lags[:0]
+		for _, s := range samples {
+			if !s.at.After(now.Add(-horizon)) && s.lag <= horizon {
+				lags = append(lags, s.lag)
+			}
+		}
+		if len(lags) < minDecisionSample {
+			continue
+		}
+		slices.Sort(lags)
+		if p90 := lags[(len(lags)*9)/10]; p90 <= d {
+			return max(minDecisionTime, p90)
+		}
+	}
+	return current
 }
+
+// decisionHorizon is how many times a candidate decision time its holders
+// must have had: the admitted who hold later than it are taken to be few.
+const decisionHorizon = 3
 
 // admissions remembers when the watermark rose and how many present
 // positions each rise admitted, so a node knows when a position was
@@ -311,7 +343,7 @@ func (r *Room) steerClosedLoop(ctx context.Context) error {
 			return err
 		}
 	}
-	next := decisionTime(in.held.Recent, r.admitted.admittedAt, now, c.DecisionTime, decision)
+	next := decisionTime(in.held.Recent, r.admitted.admittedAt, now, decision)
 	r.pilotMu.Lock()
 	r.decision = next
 	r.pilotMu.Unlock()

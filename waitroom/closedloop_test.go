@@ -75,16 +75,16 @@ func TestDecisionTime(t *testing.T) {
 		}
 		return out
 	}
-	assert.Equal(t, 30*time.Second, decisionTime(holds(9, func(int) time.Duration { return time.Second }), admittedAt, later, 30*time.Second, 30*time.Second),
+	assert.Equal(t, 30*time.Second, decisionTime(holds(9, func(int) time.Duration { return time.Second }), admittedAt, later, 30*time.Second),
 		"too few holds: assumed")
-	assert.Equal(t, 9*time.Second, decisionTime(holds(10, func(i int) time.Duration { return time.Duration(i) * time.Second }), admittedAt, later, 30*time.Second, 30*time.Second),
+	assert.Equal(t, 9*time.Second, decisionTime(holds(10, func(i int) time.Duration { return time.Duration(i) * time.Second }), admittedAt, later, 30*time.Second),
 		"nine in ten held within it")
-	assert.Equal(t, minDecisionTime, decisionTime(holds(10, func(int) time.Duration { return 0 }), admittedAt, later, 30*time.Second, 30*time.Second))
+	assert.Equal(t, minDecisionTime, decisionTime(holds(10, func(int) time.Duration { return 0 }), admittedAt, later, 30*time.Second))
 	unknown := holds(10, func(int) time.Duration { return 0 })
 	for i := range unknown {
 		unknown[i].Position += 1000
 	}
-	assert.Equal(t, 30*time.Second, decisionTime(unknown, admittedAt, later, 30*time.Second, 30*time.Second), "admission unknown: not a sample")
+	assert.Equal(t, 30*time.Second, decisionTime(unknown, admittedAt, later, 30*time.Second), "admission unknown: not a sample")
 }
 
 func TestAdmissions(t *testing.T) {
@@ -240,10 +240,10 @@ func TestDecisionTimeCensored(t *testing.T) {
 	for i := range quick {
 		quick[i] = Held{Position: int64(i + 1), At: t0.Add(time.Second)}
 	}
-	assert.Equal(t, 30*time.Second, decisionTime(quick, admittedAt, now, 30*time.Second, 30*time.Second),
+	assert.Equal(t, 30*time.Second, decisionTime(quick, admittedAt, now, 30*time.Second),
 		"admitted 2s ago: a lag of 1s says nothing of those still deciding")
 	later := now.Add(40 * time.Second)
-	assert.Equal(t, minDecisionTime, decisionTime(quick, admittedAt, later, 30*time.Second, 30*time.Second),
+	assert.Equal(t, minDecisionTime, decisionTime(quick, admittedAt, later, 30*time.Second),
 		"admitted longer ago than the assumed decision time: their lags are the measure")
 }
 
@@ -259,7 +259,7 @@ func TestDecisionTimeKept(t *testing.T) {
 	for i := range recent {
 		recent[i] = Held{Position: int64(i + 1), At: now.Add(-5 * time.Second)}
 	}
-	assert.Equal(t, 12*time.Second, decisionTime(recent, admittedAt, now, 30*time.Second, 12*time.Second))
+	assert.Equal(t, 12*time.Second, decisionTime(recent, admittedAt, now, 12*time.Second))
 }
 
 // TestSteerAllHeld: the origin raises the sold-out flag whenever no seat is
@@ -286,4 +286,42 @@ func TestSteerAllHeld(t *testing.T) {
 	admit, reason = steer(c, nothingBack)
 	assert.Zero(t, admit)
 	assert.Equal(t, "sold out", reason, "no live hold: nothing can come back")
+}
+
+// TestDecisionTimeEarly: a crowd that holds within seconds is measured
+// within seconds, not after the assumed half minute, during which the
+// loop took everyone admitted for undecided and left seats free while
+// people waited; and a second look a moment after an admission is not
+// enough to measure it.
+func TestDecisionTimeEarly(t *testing.T) {
+	t0 := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	admittedAt := func(p int64) (time.Time, bool) { return t0, p <= 200 }
+	// 150 of 200 held, 1 to 4 s after their admission.
+	recent := make([]Held, 150)
+	for i := range recent {
+		recent[i] = Held{Position: int64(i + 1), At: t0.Add(time.Second + time.Duration(i)*20*time.Millisecond)}
+	}
+	held := func(now time.Time) []Held {
+		var out []Held
+		for _, h := range recent {
+			if !h.At.After(now) {
+				out = append(out, h)
+			}
+		}
+		return out
+	}
+	assumed := 30 * time.Second
+	for _, tt := range []struct {
+		after time.Duration
+		want  time.Duration
+	}{
+		{2 * time.Second, assumed},  // the quickest only: says nothing yet
+		{5 * time.Second, assumed},  // all held by now, but not yet seen for three times as long
+		{11 * time.Second, assumed}, // 3.1 s fails (the p90 is 3.7 s); 3.8 s needs them seen for 11.4 s
+		{12 * time.Second, 3700 * time.Millisecond},
+		{time.Minute, 3700 * time.Millisecond},
+	} {
+		got := decisionTime(held(t0.Add(tt.after)), admittedAt, t0.Add(tt.after), assumed)
+		assert.Equal(t, tt.want, got, "%s after the admission", tt.after)
+	}
 }
