@@ -325,6 +325,12 @@ func (s *modelSystem) actions() map[string]func(*rapid.T) {
 			d := rapid.SampledFrom([]time.Duration{
 				30 * time.Second, 3 * time.Minute, 8 * time.Minute, 14 * time.Minute, 16 * time.Minute, 31 * time.Minute,
 			}).Draw(t, "by")
+			// What the requests since the last sync changed (a draw, a
+			// join at the other gateway) reaches every gateway before the
+			// time passes, as its poll would within 500 ms: a gateway
+			// counts a position whose handout nothing tells from when it
+			// saw the position handed out, not from after the jump.
+			s.sync()
 			s.clk.Advance(d)
 			s.sync()
 		},
@@ -365,14 +371,21 @@ func (s *modelSystem) pick(t *rapid.T) *modelClient {
 func (s *modelSystem) loseState() {
 	ctx := context.Background()
 	match := "waitroom:" + hashtag.Event(s.event) + "*"
+	// All in one DEL (the keys share the event's hash slot), as a
+	// restarted or flushed Redis loses them: deleted one by one, a
+	// gateway's own refresh could put the state back between two of them
+	// and the rest of the deletion take part of what it put back, a loss
+	// of part of the state no such event makes.
 	del := func(ctx context.Context, c *redis.Client) error {
+		var keys []string
 		iter := c.Scan(ctx, 0, match, 1000).Iterator()
 		for iter.Next(ctx) {
-			if err := c.Del(ctx, iter.Val()).Err(); err != nil {
-				return err
-			}
+			keys = append(keys, iter.Val())
 		}
-		return iter.Err()
+		if err := iter.Err(); err != nil || len(keys) == 0 {
+			return err
+		}
+		return c.Del(ctx, keys...).Err()
 	}
 	var err error
 	switch c := s.rdb.(type) {
@@ -1151,6 +1164,12 @@ func (m *model) preQueueToken(now time.Time, account string, tk waitroom.Ticket,
 		if m.gone() && a.status == StatusSoldOut {
 			return nil
 		}
+		if held := m.accounts[sub]; held != nil && !waitroom.IsVisitorID(sub) && a.pos == held.pos && !now.Before(m.opensAt.Add(modelWindow)) {
+			// Its drawn place may have come and gone, and the account
+			// was given one at the back from another device: the token
+			// yields the account's position (docs/api.md §12).
+			return m.token(now, account, waitroom.Ticket{Subject: sub, Position: held.pos, Account: true}, a)
+		}
 		return m.drawnFirst(now, sub, a)
 	}
 	// No draw to read it from: a place at the back, once (an account's:
@@ -1234,6 +1253,18 @@ func (m *model) record(now time.Time, account string, tok *waitroom.Ticket, a mo
 				m.positions[a.pos].handLo = m.opensAt
 			}
 		}
+	}
+	if tok != nil && tok.PreQueue && a.pos > 0 && a.issued == nil && m.positions[a.pos] == nil {
+		// A pre-queue token answered at a position without its token (sold
+		// out, or beyond the hard cap): the position is its bearer's from
+		// the draw, handed out when the entries closed, or, without a
+		// draw, from now; its window counts from then once the watermark
+		// reaches it, whenever the token of it is issued.
+		mp := &modelPos{subject: tok.Subject, handLo: now, handHi: now}
+		if m.canDraw(tok.Subject) || m.mayHaveDrawn(tok.Subject) {
+			mp.handLo = m.opensAt
+		}
+		m.positions[a.pos] = mp
 	}
 	if a.pos > 0 {
 		m.used[a.pos] = true

@@ -220,7 +220,7 @@ func (r *Room) Refresh(ctx context.Context) (State, error) {
 
 func (r *Room) refresh(ctx context.Context) (State, error) {
 	if !r.opts.Follow && !r.synced.Load() {
-		return r.ensure(ctx)
+		return r.ensure(ctx, false)
 	}
 	s, err := r.store.State(ctx, r.event)
 	switch {
@@ -231,7 +231,7 @@ func (r *Room) refresh(ctx context.Context) (State, error) {
 		return r.State(), nil
 	case errors.Is(err, ErrNoState):
 		r.opts.Logger.Warn("queue state missing from the store; restoring it from memory", "event", r.event, "error", err)
-		return r.ensure(ctx)
+		return r.ensure(ctx, true)
 	case err != nil:
 		return r.State(), err
 	case r.opts.Follow:
@@ -239,9 +239,9 @@ func (r *Room) refresh(ctx context.Context) (State, error) {
 	case s.LastPosition < r.issued.Load():
 		r.opts.Logger.Warn("the store's position counter went back; restoring it from memory",
 			"event", r.event, "counter", s.LastPosition, "handed_out", r.issued.Load())
-		return r.ensure(ctx)
+		return r.ensure(ctx, true)
 	case s.Restoring(r.opts.Now()) && s.RestoringUntil.UnixMilli() != r.joined.Load():
-		return r.ensure(ctx)
+		return r.ensure(ctx, false)
 	}
 	r.observe(s)
 	return s, nil
@@ -253,7 +253,10 @@ func (r *Room) refresh(ctx context.Context) (State, error) {
 // admitted, rather than that nobody is.
 func (r *Room) Known() bool { return r.known.Load() }
 
-func (r *Room) ensure(ctx context.Context) (State, error) {
+// ensure sets the state up in the store, or puts it back from what the
+// room remembers. lost says the room found it lost: what it put back at
+// an earlier restore may have gone too, even within that restore's window.
+func (r *Room) ensure(ctx context.Context, lost bool) (State, error) {
 	cur, d := r.State(), r.opts.Defaults
 	d.Watermark = max(d.Watermark, cur.Watermark)
 	d.LastPosition = max(d.LastPosition, cur.LastPosition, r.issued.Load(), r.shown.Load())
@@ -272,12 +275,21 @@ func (r *Room) ensure(ctx context.Context) (State, error) {
 		return cur, err
 	}
 	r.synced.Store(true)
-	if s.Restoring(r.opts.Now()) && r.joined.Swap(s.RestoringUntil.UnixMilli()) != s.RestoringUntil.UnixMilli() {
+	if !s.Restoring(r.opts.Now()) {
+		r.observe(s)
+		return s, nil
+	}
+	joined := r.joined.Swap(s.RestoringUntil.UnixMilli()) == s.RestoringUntil.UnixMilli()
+	if !joined {
 		r.opts.Logger.Info("queue state being restored; new arrivals wait until every gateway added what it remembers",
 			"event", r.event, "until", s.RestoringUntil, "watermark", s.Watermark, "last_position", s.LastPosition)
+	}
+	if !joined || lost {
 		// The revocations went with the state: those this room remembers
 		// go back, so a revoked visitor stays out of gateways that start
-		// later too.
+		// later too. A restore that ends when the one the room joined
+		// did is not that one when the room found the state lost again
+		// (at the same instant): what it wrote then went with it.
 		if err := r.restoreRevocations(ctx); err != nil {
 			r.opts.Logger.Warn("restoring revocations", "event", r.event, "error", err)
 		}

@@ -598,3 +598,40 @@ func TestRestoreWritesBackRevocations(t *testing.T) {
 	assert.True(t, ok)
 	assert.Equal(t, int64(2), pos)
 }
+
+// TestRestoreWritesBackRevocationsAfterASecondLoss: the store loses the
+// event's state again right after a gateway put it back, at the same
+// instant, so the new restore ends when the one it joined did. The gateway
+// puts its state back again; its revocations must go back with it, or a
+// gateway started afterwards lets the revoked visitors in.
+func TestRestoreWritesBackRevocationsAfterASecondLoss(t *testing.T) {
+	srv := testenvRedis(t)
+	rdb, err := NewRedisClient(srv.URL())
+	require.NoError(t, err)
+	defer rdb.Close()
+	ctx := context.Background()
+	clock := newLockedClock()
+	const event = 84
+	old := gatewayRooms(t, rdb, clock, event, 1, 1)[0]
+	_, err = old.Refresh(ctx)
+	require.NoError(t, err)
+	clock.Advance(DefaultRestoreWindow)
+	_, err = old.Refresh(ctx)
+	require.NoError(t, err)
+	require.NoError(t, old.Revoke(ctx, "v_revoked", 1, time.Hour))
+	require.NoError(t, old.Revoke(ctx, "alice", 2, time.Hour))
+
+	for range 2 {
+		require.NoError(t, rdb.FlushAll(ctx).Err())
+		_, err = old.Refresh(ctx) // finds the state lost and restores it
+		require.NoError(t, err)
+	}
+	clock.Advance(DefaultRestoreWindow)
+	fresh := gatewayRooms(t, rdb, clock, event, 1, 1)[0]
+	_, err = fresh.Refresh(ctx)
+	require.NoError(t, err)
+	assert.True(t, fresh.Revoked("v_revoked", 1), "the revocation the old gateway remembered")
+	pos, ok := fresh.SubjectRevoked("alice")
+	assert.True(t, ok, "the account's revocation the old gateway remembered")
+	assert.Equal(t, int64(2), pos)
+}
