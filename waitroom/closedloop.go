@@ -94,14 +94,6 @@ func (c ClosedLoop) Validate() error {
 	return nil
 }
 
-// conversionWindow is how many of the latest decided positions the
-// conversion is measured on. Not all of them: late in a sale the seats
-// free are the few of holds that lapsed, most of those admitted for them
-// find them taken already and go, and a conversion measured since the
-// start (most early buyers held) would take the undecided for buyers long
-// after they left, and the seat would wait a decision time for each.
-const conversionWindow = 50
-
 // Samples below which a measurement is not trusted and the configured
 // value is used instead.
 const (
@@ -131,10 +123,6 @@ type steerInput struct {
 	// held counts the positions that held: UpTo those admitted at least
 	// the decision time ago.
 	held Holds
-	// latest and latestHeld are the latest of the matured positions (at
-	// least conversionWindow of them, or all) and how many of them held:
-	// the conversion is measured on them.
-	latest, latestHeld int64
 	// decision is the time from admission to hold, measured or assumed.
 	decision time.Duration
 }
@@ -164,8 +152,8 @@ func steer(c ClosedLoop, in steerInput) (admit int64, reason string) {
 		return 0, fmt.Sprintf("no seat free, %d held", inv.Held)
 	}
 	conversion, measured := c.Conversion, "assumed"
-	if in.latest >= minConversionSample {
-		conversion, measured = math.Min(1, math.Max(0.05, float64(in.latestHeld)/float64(in.latest))), "measured"
+	if in.matured >= minConversionSample {
+		conversion, measured = math.Min(1, math.Max(0.05, float64(in.held.UpTo)/float64(in.matured))), "measured"
 	}
 	perHolder := 1.0
 	if in.held.Total >= minHoldersSample {
@@ -317,18 +305,6 @@ func (a *admissions) by(t time.Time) (watermark, live int64) {
 	return a.steps[i-1].watermark, a.steps[i-1].live
 }
 
-// upTo is the watermark and the present positions admitted by the last
-// rise that had admitted at most live of them; 0, 0 when none had.
-func (a *admissions) upTo(live int64) (watermark, admitted int64) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	i := sort.Search(len(a.steps), func(i int) bool { return a.steps[i].live > live })
-	if i == 0 {
-		return 0, 0
-	}
-	return a.steps[i-1].watermark, a.steps[i-1].live
-}
-
 // total is the present positions admitted so far.
 func (a *admissions) total() int64 {
 	a.mu.Lock()
@@ -365,14 +341,6 @@ func (r *Room) steerClosedLoop(ctx context.Context) error {
 	if hs, ok := r.store.(HeldStore); ok {
 		if in.held, err = hs.Holds(ctx, r.event, maturedThrough); err != nil {
 			return err
-		}
-		in.latest, in.latestHeld = matured, in.held.UpTo
-		if before, live := r.admitted.upTo(matured - conversionWindow); before > 0 {
-			older, err := hs.Holds(ctx, r.event, before)
-			if err != nil {
-				return err
-			}
-			in.latest, in.latestHeld = matured-live, in.held.UpTo-older.UpTo
 		}
 	}
 	next := decisionTime(in.held.Recent, r.admitted.admittedAt, now, decision)
