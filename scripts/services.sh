@@ -90,6 +90,9 @@ pg_bindir() {
 	return 1
 }
 
+# The servers run in sessions of their own: a Ctrl-C at the terminal reaches
+# the command, which may still need them to clean up (drop its database), and
+# the servers stop after it, in cleanup.
 started=()
 workdir=$(mktemp -d -t waitroom-services.XXXXXX)
 chmod 755 "$workdir"
@@ -121,7 +124,7 @@ if [ -z "${REDIS_URL:-}" ] && [[ $services == *" redis "* ]]; then
 	for attempt in 1 2 3; do
 		port=$(free_port)
 		# noeviction: an evicted seat counter is an oversell.
-		redis-server --bind 127.0.0.1 --port "$port" --dir "$workdir/redis" \
+		setsid redis-server --bind 127.0.0.1 --port "$port" --dir "$workdir/redis" \
 			--save '' --appendonly no --maxmemory-policy noeviction \
 			--logfile "$workdir/redis/redis.log" --daemonize no &
 		pid=$!
@@ -150,7 +153,7 @@ if [ -z "${DATABASE_URL:-}" ] && [[ $services == *" postgres "* ]]; then
 		{ log "initdb failed"; cat "$workdir/initdb.log" >&2; exit 1; }
 	for attempt in 1 2 3; do
 		port=$(free_port)
-		"${run_pg[@]}" "$bindir/postgres" -D "$pgdata/data" -p "$port" -k "$pgdata" \
+		setsid "${run_pg[@]}" "$bindir/postgres" -D "$pgdata/data" -p "$port" -k "$pgdata" \
 			-c listen_addresses=127.0.0.1 -c max_connections=300 \
 			-c shared_buffers=256MB ${PG_EXTRA_OPTS:-} >"$workdir/postgres.log" 2>&1 &
 		pid=$!
