@@ -44,7 +44,9 @@
 //     two nodes, delivers it and keeps it for later (a duplicate), drops it
 //     (lost), has the provider send a payment's outcome again (also a
 //     silent payment's), or delivers every queued event of one booking at
-//     once to different nodes (a burst: a failure and a success racing);
+//     once to different nodes (a burst: a failure and a success racing),
+//     or delivers the newest queued event of the buyer's own bookings (own:
+//     only in the pairing below);
 //   - reap, reconcile, resolve, payrecon: one pass of the reaper, the
 //     reconciler, the uncertain-write check or the payment reconciliation
 //     on one node;
@@ -82,7 +84,14 @@
 // traffic held a while from its first Redis script call on, then let go:
 // its row reaches the ledger late, after its seats were taken in Redis;
 // two times in three the hold is a returning buyer's whose earlier hold
-// lapsed while paying, and that payment's event lands beside it),
+// lapsed while paying, and that payment's event lands beside it; in a sale
+// of general-admission sections, one hold of a section in four is followed
+// by other buyers' holds of the rest of the section, its booking with a
+// card whose success the provider sends, that event delivered (own) under
+// pg-cut-after-redis, the clock past the holds' lifetime, one more buyer's
+// hold of the section for all a buyer may take (the ledger's buckets
+// short: it expires the lapsed holds itself, the one confirmed in Redis
+// among them) and a settle point),
 // pay-failure and pay-timeout (every provider call fails before the
 // provider, or does its work and loses its answer). The faults go through
 // one internal/faultproxy per node in front of Redis and of PostgreSQL;

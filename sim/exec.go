@@ -510,9 +510,21 @@ func (w *world) webhook(s Step, n *node) *violation {
 		return nil
 	}
 	i := s.Sel % len(w.queue)
+	if mode == WebhookOwn {
+		u := w.users[s.User%len(w.users)]
+		i = -1
+		for j, h := range w.queue {
+			if contains(u.bookings, h.booking) {
+				i = j
+			}
+		}
+		if i < 0 {
+			return nil
+		}
+	}
 	// A step beside others delivers the user's own events when it can:
 	// a buyer's payment landing while the buyer acts.
-	if s.Par {
+	if s.Par && mode != WebhookOwn {
 		u := w.users[s.User%len(w.users)]
 		var mine []int
 		for j, h := range w.queue {

@@ -140,10 +140,14 @@ const (
 	// at once, each to another node: a provider's events about one payment
 	// racing each other.
 	WebhookBurst
+	// WebhookOwn delivers the newest queued event of the user's bookings
+	// once, as WebhookDeliver: a provider's prompt answer to the payment
+	// the buyer just made. Never drawn alone (lapsedConfirmation).
+	WebhookOwn
 	webhookModes
 )
 
-var webhookModeNames = []string{"deliver", "duplicate", "keep", "drop", "resend", "burst"}
+var webhookModeNames = []string{"deliver", "duplicate", "keep", "drop", "resend", "burst", "own"}
 
 // Hold shapes: how a hold names what it takes (by the sale's kind; a
 // general-admission event always takes a quantity).
@@ -690,7 +694,82 @@ func Generate(seed uint64, n int, o Options) []Step {
 		steps[i] = s
 	}
 	aftermath(steps, setup, o, rngOf(seed, 4))
+	lapsedConfirmation(steps, setup, o, rngOf(seed, 5))
 	return steps
+}
+
+// lapsedConfirmation follows, now and then, a hold of a general-admission
+// section with the moves that make a lost ledger step of its confirmation
+// matter (drawn from a stream of its own): other buyers hold the rest of
+// the section; the first books at once with a card whose success the
+// provider sends, the provider answers at once and the settlement loses
+// PostgreSQL after its Redis step (the hold confirmed there, pending in the
+// ledger); the clock passes every hold's lifetime; one more buyer then asks
+// the section for all a buyer may take. Redis has the lapsed holds' places
+// back, the ledger has not (no reaper ran), so its buckets fall short and
+// the new hold expires the lapsed holds itself, the one confirmed in Redis
+// among them; a settle point follows, before a drift corrector's pass can
+// hide what the protocol lost. Random steps rarely line these up before a pass repairs the
+// confirmation: most bookings find their hold lapsed or released, most
+// queued events are duplicates or of holds that lapsed, and a section is
+// seldom full when a hold that lapsed is confirmed.
+func lapsedConfirmation(steps []Step, setup Setup, o Options, r *rand.Rand) {
+	var ga []SectionSpec
+	for _, sec := range setup.Sections {
+		if sec.Capacity > 0 {
+			ga = append(ga, sec)
+		}
+	}
+	if len(ga) == 0 || !o.Faults || setup.Users < 3 {
+		return
+	}
+	for _, k := range []string{Hold.String(), Book.String(), Webhook.String(), Clock.String(), PGCutAfterRedis.String()} {
+		if o.Skip[k] {
+			return
+		}
+	}
+	paying := []int{0, 3, 5} // methods whose success the provider sends
+	for i := 0; i < len(steps); i++ {
+		h := steps[i]
+		if h.Kind != Hold || h.Shape%shapes != ShapeSection || r.IntN(4) != 0 {
+			continue
+		}
+		qty := min(h.Qty, setup.MaxPerUser)
+		rest := ga[h.Sel%len(ga)].Capacity - qty
+		fillers := min((rest+setup.MaxPerUser-1)/setup.MaxPerUser, setup.Users-2)
+		n := 1 + fillers + 5 // the steps of the pairing
+		if i+n >= len(steps) {
+			break
+		}
+		free := true
+		for j := i + 1; j < i+n; j++ {
+			free = free && steps[j].Kind != Settle
+		}
+		if !free {
+			continue
+		}
+		u := h.User
+		others := r.Perm(setup.Users - 1)
+		other := func(k int) int { return (u + 1 + others[k]) % setup.Users }
+		section := func(user int) Step {
+			return Step{Kind: Hold, Node: r.IntN(setup.Nodes), User: user, Qty: setup.MaxPerUser,
+				Sel: h.Sel, Shape: ShapeSection, Mode: KeyNew}
+		}
+		steps[i].Qty, steps[i].Mode, steps[i].Race, steps[i].Wrap = qty, KeyNew, false, NoWrap
+		j := i + 1
+		for k := range fillers {
+			steps[j] = section(other(k))
+			j++
+		}
+		steps[j] = Step{Kind: Book, Node: h.Node, User: u, Method: paying[r.IntN(len(paying))], Mode: KeyNew}
+		steps[j+1] = Step{Kind: Webhook, Node: r.IntN(setup.Nodes), User: u, Mode: WebhookOwn,
+			Wrap: PGCutAfterRedis, Dur: time.Duration(1+r.IntN(10)) * time.Millisecond}
+		steps[j+2] = Step{Kind: Clock, Dur: setup.HoldTTL + time.Duration(1+r.IntN(int(setup.HoldTTL/time.Second)))*time.Second}
+		steps[j+3] = section(other(fillers))
+		steps[j+4] = Step{Kind: Settle}
+		steps[i+n].Par, steps[i+n].At = false, 0 // the pairing ends its group
+		i += n
+	}
 }
 
 // aftermath pairs a hold whose row reaches the ledger late with the moves

@@ -93,3 +93,45 @@ func TestSpec(t *testing.T) {
 	}
 	assert.Equal(t, "0-2,5,7-8", FormatIndices([]int{8, 0, 1, 2, 5, 7}))
 }
+
+// In a sale of general-admission sections a hold of a section is now and
+// then followed by the moves that make a lost ledger step of its
+// confirmation matter, ending in a settle point; never elsewhere, and
+// never without the fault.
+func TestLapsedConfirmationPairing(t *testing.T) {
+	const seed = 14
+	setup := SetupOf(seed)
+	require.Equal(t, SaleSections, setup.Kind)
+	steps := Generate(seed, 200, Options{Faults: true})
+	found := 0
+	for i, s := range steps {
+		if s.Kind != Webhook || s.Mode != WebhookOwn {
+			continue
+		}
+		found++
+		require.Less(t, i+3, len(steps))
+		assert.Equal(t, PGCutAfterRedis, s.Wrap)
+		book := steps[i-1]
+		assert.Equal(t, Book, book.Kind)
+		assert.Equal(t, s.User, book.User)
+		assert.Contains(t, []int{0, 3, 5}, book.Method, "a card whose success the provider sends")
+		assert.Equal(t, Clock, steps[i+1].Kind)
+		assert.Greater(t, steps[i+1].Dur, setup.HoldTTL, "past the holds' lifetime")
+		next := steps[i+2]
+		assert.Equal(t, Hold, next.Kind)
+		assert.Equal(t, ShapeSection, next.Shape)
+		assert.NotEqual(t, s.User, next.User)
+		assert.Equal(t, setup.MaxPerUser, next.Qty)
+		assert.Equal(t, Settle, steps[i+3].Kind)
+		got, err := ParseStep(s.String())
+		require.NoError(t, err)
+		assert.Equal(t, WebhookOwn, got.Mode, s.String())
+	}
+	assert.Positive(t, found)
+	for _, s := range Generate(seed, 200, Options{Faults: true, Skip: map[string]bool{PGCutAfterRedis.String(): true}}) {
+		assert.False(t, s.Kind == Webhook && s.Mode == WebhookOwn, "not without the fault")
+	}
+	for _, s := range Generate(seed+2, 200, Options{Faults: true}) { // general admission
+		assert.False(t, s.Kind == Webhook && s.Mode == WebhookOwn, "only in a sale of sections")
+	}
+}
