@@ -568,70 +568,48 @@ func TestRoomReadBeforeAChangeNeverUndoesIt(t *testing.T) {
 
 // TestRestoreWritesBackRevocations: a running gateway that remembers a
 // revocation writes it back when the store lost it with the event's state,
-// so a gateway started afterwards keeps the revoked visitor out too.
+// so a gateway started afterwards keeps the revoked visitor out too. Also
+// when the store loses the state again right after the gateway put it
+// back, at the same instant, so the new restore ends when the one it
+// joined did: the revocations must go back with the state again.
 func TestRestoreWritesBackRevocations(t *testing.T) {
-	srv := testenvRedis(t)
-	rdb, err := NewRedisClient(srv.URL())
-	require.NoError(t, err)
-	defer rdb.Close()
-	ctx := context.Background()
-	clock := newLockedClock()
-	const event = 83
-	old := gatewayRooms(t, rdb, clock, event, 1, 1)[0]
-	_, err = old.Refresh(ctx)
-	require.NoError(t, err)
-	clock.Advance(DefaultRestoreWindow)
-	_, err = old.Refresh(ctx)
-	require.NoError(t, err)
-	require.NoError(t, old.Revoke(ctx, "v_revoked", 1, time.Hour))
-	require.NoError(t, old.Revoke(ctx, "alice", 2, time.Hour))
+	for _, tt := range []struct {
+		name   string
+		event  int64
+		losses int
+	}{
+		{"one loss", 83, 1},
+		{"a second loss at the same instant", 84, 2},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := testenvRedis(t)
+			rdb, err := NewRedisClient(srv.URL())
+			require.NoError(t, err)
+			defer rdb.Close()
+			ctx := context.Background()
+			clock := newLockedClock()
+			old := gatewayRooms(t, rdb, clock, tt.event, 1, 1)[0]
+			_, err = old.Refresh(ctx)
+			require.NoError(t, err)
+			clock.Advance(DefaultRestoreWindow)
+			_, err = old.Refresh(ctx)
+			require.NoError(t, err)
+			require.NoError(t, old.Revoke(ctx, "v_revoked", 1, time.Hour))
+			require.NoError(t, old.Revoke(ctx, "alice", 2, time.Hour))
 
-	require.NoError(t, rdb.FlushAll(ctx).Err())
-	_, err = old.Refresh(ctx) // finds the state lost and restores it
-	require.NoError(t, err)
-	clock.Advance(DefaultRestoreWindow)
-	fresh := gatewayRooms(t, rdb, clock, event, 1, 1)[0]
-	_, err = fresh.Refresh(ctx)
-	require.NoError(t, err)
-	assert.True(t, fresh.Revoked("v_revoked", 1), "the revocation the old gateway remembered")
-	pos, ok := fresh.SubjectRevoked("alice")
-	assert.True(t, ok)
-	assert.Equal(t, int64(2), pos)
-}
-
-// TestRestoreWritesBackRevocationsAfterASecondLoss: the store loses the
-// event's state again right after a gateway put it back, at the same
-// instant, so the new restore ends when the one it joined did. The gateway
-// puts its state back again; its revocations must go back with it, or a
-// gateway started afterwards lets the revoked visitors in.
-func TestRestoreWritesBackRevocationsAfterASecondLoss(t *testing.T) {
-	srv := testenvRedis(t)
-	rdb, err := NewRedisClient(srv.URL())
-	require.NoError(t, err)
-	defer rdb.Close()
-	ctx := context.Background()
-	clock := newLockedClock()
-	const event = 84
-	old := gatewayRooms(t, rdb, clock, event, 1, 1)[0]
-	_, err = old.Refresh(ctx)
-	require.NoError(t, err)
-	clock.Advance(DefaultRestoreWindow)
-	_, err = old.Refresh(ctx)
-	require.NoError(t, err)
-	require.NoError(t, old.Revoke(ctx, "v_revoked", 1, time.Hour))
-	require.NoError(t, old.Revoke(ctx, "alice", 2, time.Hour))
-
-	for range 2 {
-		require.NoError(t, rdb.FlushAll(ctx).Err())
-		_, err = old.Refresh(ctx) // finds the state lost and restores it
-		require.NoError(t, err)
+			for range tt.losses {
+				require.NoError(t, rdb.FlushAll(ctx).Err())
+				_, err = old.Refresh(ctx) // finds the state lost and restores it
+				require.NoError(t, err)
+			}
+			clock.Advance(DefaultRestoreWindow)
+			fresh := gatewayRooms(t, rdb, clock, tt.event, 1, 1)[0]
+			_, err = fresh.Refresh(ctx)
+			require.NoError(t, err)
+			assert.True(t, fresh.Revoked("v_revoked", 1), "the revocation the old gateway remembered")
+			pos, ok := fresh.SubjectRevoked("alice")
+			assert.True(t, ok, "the account's revocation the old gateway remembered")
+			assert.Equal(t, int64(2), pos)
+		})
 	}
-	clock.Advance(DefaultRestoreWindow)
-	fresh := gatewayRooms(t, rdb, clock, event, 1, 1)[0]
-	_, err = fresh.Refresh(ctx)
-	require.NoError(t, err)
-	assert.True(t, fresh.Revoked("v_revoked", 1), "the revocation the old gateway remembered")
-	pos, ok := fresh.SubjectRevoked("alice")
-	assert.True(t, ok, "the account's revocation the old gateway remembered")
-	assert.Equal(t, int64(2), pos)
 }
