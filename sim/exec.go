@@ -510,21 +510,10 @@ func (w *world) webhook(s Step, n *node) *violation {
 		return nil
 	}
 	i := s.Sel % len(w.queue)
-	if mode == WebhookOwn {
-		u := w.users[s.User%len(w.users)]
-		i = -1
-		for j, h := range w.queue {
-			if contains(u.bookings, h.booking) {
-				i = j
-			}
-		}
-		if i < 0 {
-			return nil
-		}
-	}
-	// A step beside others delivers the user's own events when it can:
-	// a buyer's payment landing while the buyer acts.
-	if s.Par && mode != WebhookOwn {
+	// A step beside others delivers the user's own events when it can: a
+	// buyer's payment landing while the buyer acts; own delivers the
+	// newest of them, or nothing.
+	if s.Par || mode == WebhookOwn {
 		u := w.users[s.User%len(w.users)]
 		var mine []int
 		for j, h := range w.queue {
@@ -532,7 +521,12 @@ func (w *world) webhook(s Step, n *node) *violation {
 				mine = append(mine, j)
 			}
 		}
-		if len(mine) > 0 {
+		switch {
+		case mode == WebhookOwn && len(mine) == 0:
+			return nil
+		case mode == WebhookOwn:
+			i = mine[len(mine)-1]
+		case len(mine) > 0:
 			i = mine[s.Sel%len(mine)]
 		}
 	}

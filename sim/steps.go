@@ -709,10 +709,10 @@ func Generate(seed uint64, n int, o Options) []Step {
 // back, the ledger has not (no reaper ran), so its buckets fall short and
 // the new hold expires the lapsed holds itself, the one confirmed in Redis
 // among them; a settle point follows, before a drift corrector's pass can
-// hide what the protocol lost. Random steps rarely line these up before a pass repairs the
-// confirmation: most bookings find their hold lapsed or released, most
-// queued events are duplicates or of holds that lapsed, and a section is
-// seldom full when a hold that lapsed is confirmed.
+// hide what the protocol lost. Random steps rarely line these up before a
+// pass repairs the confirmation: most bookings find their hold lapsed or
+// released, most queued events are duplicates or of holds that lapsed, and
+// a section is seldom full when a hold that lapsed is confirmed.
 func lapsedConfirmation(steps []Step, setup Setup, o Options, r *rand.Rand) {
 	var ga []SectionSpec
 	for _, sec := range setup.Sections {
@@ -764,7 +764,7 @@ func lapsedConfirmation(steps []Step, setup Setup, o Options, r *rand.Rand) {
 		steps[j] = Step{Kind: Book, Node: h.Node, User: u, Method: paying[r.IntN(len(paying))], Mode: KeyNew}
 		steps[j+1] = Step{Kind: Webhook, Node: r.IntN(setup.Nodes), User: u, Mode: WebhookOwn,
 			Wrap: PGCutAfterRedis, Dur: time.Duration(1+r.IntN(10)) * time.Millisecond}
-		steps[j+2] = Step{Kind: Clock, Dur: setup.HoldTTL + time.Duration(1+r.IntN(int(setup.HoldTTL/time.Second)))*time.Second}
+		steps[j+2] = lapse(setup, r)
 		steps[j+3] = section(other(fillers))
 		steps[j+4] = Step{Kind: Settle}
 		steps[i+n].Par, steps[i+n].At = false, 0 // the pairing ends its group
@@ -781,9 +781,6 @@ func lapsedConfirmation(steps []Step, setup Setup, o Options, r *rand.Rand) {
 // beside it, while its row is still on the way.
 func aftermath(steps []Step, setup Setup, o Options, r *rand.Rand) {
 	free := func(i int) bool { return i > 0 && i < len(steps) && steps[i].Kind != Settle }
-	lapse := func() Step {
-		return Step{Kind: Clock, Dur: setup.HoldTTL + time.Duration(1+r.IntN(int(setup.HoldTTL/time.Second)))*time.Second}
-	}
 	for i := range steps {
 		s := &steps[i]
 		if s.Kind != Hold || s.Wrap != PGStallAfterRedis || r.IntN(3) == 0 {
@@ -797,7 +794,7 @@ func aftermath(steps []Step, setup Setup, o Options, r *rand.Rand) {
 		}
 		s.User, s.Qty, s.Mode, s.Race = steps[j].User, setup.MaxPerUser, KeyNew, false
 		s.Dur = time.Duration(100+r.IntN(100)) * time.Millisecond
-		steps[i-1], s.Par, s.At = lapse(), false, 0
+		steps[i-1], s.Par, s.At = lapse(setup, r), false, 0
 		if free(i+1) && !o.Serial {
 			steps[i+1] = Step{Kind: Webhook, Node: (s.Node + 1) % setup.Nodes, User: s.User, Sel: r.IntN(1 << 16),
 				Mode: WebhookDeliver, Par: true, At: time.Duration(10+r.IntN(30)) * time.Millisecond}
@@ -806,6 +803,11 @@ func aftermath(steps []Step, setup Setup, o Options, r *rand.Rand) {
 			}
 		}
 	}
+}
+
+// lapse is a clock step past a hold's whole lifetime.
+func lapse(setup Setup, r *rand.Rand) Step {
+	return Step{Kind: Clock, Dur: setup.HoldTTL + time.Duration(1+r.IntN(int(setup.HoldTTL/time.Second)))*time.Second}
 }
 
 func pickKey(r *rand.Rand) int {
