@@ -94,6 +94,24 @@ func (c ClosedLoop) Validate() error {
 	return nil
 }
 
+// conversionWindow is how many of the latest decided positions the
+// conversion is measured on. Not all of them: late in a sale the seats
+// free are the few of holds that lapsed, most of those admitted for them
+// find them taken already and go, and a conversion measured since the
+// start (most early buyers held) would take the undecided for buyers long
+// after they left, and the seat would wait a decision time for each.
+//
+// But the latest alone feed back on themselves: the more are admitted per
+// free seat, the fewer of them find one, the lower the conversion and the
+// more are admitted next. So the latest conversion is never taken below
+// conversionFloor of the conversion since the start, which bounds the
+// users admitted per free seat to about 1/conversionFloor times what the
+// crowd's own conversion asks for.
+const (
+	conversionWindow = 50
+	conversionFloor  = 0.5
+)
+
 // Samples below which a measurement is not trusted and the configured
 // value is used instead.
 const (
@@ -123,6 +141,10 @@ type steerInput struct {
 	// held counts the positions that held: UpTo those admitted at least
 	// the decision time ago.
 	held Holds
+	// latest and latestHeld are the latest of the matured positions (at
+	// least conversionWindow of them, or all) and how many of them held:
+	// the conversion is measured on them.
+	latest, latestHeld int64
 	// decision is the time from admission to hold, measured or assumed.
 	decision time.Duration
 }
@@ -152,8 +174,10 @@ func steer(c ClosedLoop, in steerInput) (admit int64, reason string) {
 		return 0, fmt.Sprintf("no seat free, %d held", inv.Held)
 	}
 	conversion, measured := c.Conversion, "assumed"
-	if in.matured >= minConversionSample {
-		conversion, measured = math.Min(1, math.Max(0.05, float64(in.held.UpTo)/float64(in.matured))), "measured"
+	if in.latest >= minConversionSample {
+		since := float64(in.held.UpTo) / float64(in.matured)
+		latest := float64(in.latestHeld) / float64(in.latest)
+		conversion, measured = min(1, max(0.05, latest, conversionFloor*since)), "measured"
 	}
 	perHolder := 1.0
 	if in.held.Total >= minHoldersSample {
@@ -305,6 +329,18 @@ func (a *admissions) by(t time.Time) (watermark, live int64) {
 	return a.steps[i-1].watermark, a.steps[i-1].live
 }
 
+// upTo is the watermark and the present positions admitted by the last
+// rise that had admitted at most live of them; 0, 0 when none had.
+func (a *admissions) upTo(live int64) (watermark, admitted int64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	i := sort.Search(len(a.steps), func(i int) bool { return a.steps[i].live > live })
+	if i == 0 {
+		return 0, 0
+	}
+	return a.steps[i-1].watermark, a.steps[i-1].live
+}
+
 // total is the present positions admitted so far.
 func (a *admissions) total() int64 {
 	a.mu.Lock()
@@ -341,6 +377,14 @@ func (r *Room) steerClosedLoop(ctx context.Context) error {
 	if hs, ok := r.store.(HeldStore); ok {
 		if in.held, err = hs.Holds(ctx, r.event, maturedThrough); err != nil {
 			return err
+		}
+		in.latest, in.latestHeld = matured, in.held.UpTo
+		if before, live := r.admitted.upTo(matured - conversionWindow); before > 0 {
+			older, err := hs.Holds(ctx, r.event, before)
+			if err != nil {
+				return err
+			}
+			in.latest, in.latestHeld = matured-live, in.held.UpTo-older.UpTo
 		}
 	}
 	next := decisionTime(in.held.Recent, r.admitted.admittedAt, now, decision)

@@ -46,13 +46,24 @@ func TestSteer(t *testing.T) {
 		{"no more than wait", with(func(in *steerInput) { in.waiting = 7 }), 7, "20 seats free"},
 		{"conversion measured once enough decided", with(func(in *steerInput) {
 			in.admitted, in.matured, in.held = 100, 100, Holds{UpTo: 25, Total: 25}
+			in.latest, in.latestHeld = 100, 25
 		}), 80, "conversion 0.25 (measured)"},
 		{"holds of the undecided count as decided", with(func(in *steerInput) {
 			in.admitted, in.matured, in.held = 140, 100, Holds{UpTo: 25, Total: 35}
+			in.latest, in.latestHeld = 100, 25
 		}), 50, "30 undecided, conversion 0.25 (measured)"},
+		{"conversion measured on the latest decided", with(func(in *steerInput) {
+			in.admitted, in.matured, in.held = 400, 400, Holds{UpTo: 120, Total: 120}
+			in.latest, in.latestHeld = 50, 10
+		}), 100, "conversion 0.20 (measured)"},
+		{"the latest conversion never below half the conversion since the start", with(func(in *steerInput) {
+			in.admitted, in.matured, in.held = 400, 400, Holds{UpTo: 300, Total: 300}
+			in.latest, in.latestHeld = 50, 2
+		}), 54, "conversion 0.38 (measured)"},
 		{"seats per holder", with(func(in *steerInput) {
 			in.inv.Held, in.inv.Confirmed = 30, 50
 			in.admitted, in.matured, in.held = 80, 80, Holds{UpTo: 40, Total: 40}
+			in.latest, in.latestHeld = 80, 40
 		}), 20, "conversion 0.50 (measured), 2.0 seats each"},
 	}
 	for _, tt := range tests {
@@ -113,6 +124,12 @@ func TestAdmissions(t *testing.T) {
 	w, live = a.by(t0.Add(-time.Second))
 	assert.Zero(t, w+live)
 	assert.Equal(t, int64(30), a.total(), "positions handed out after the watermark passed them count once they are")
+
+	w, live = a.upTo(20)
+	assert.Equal(t, int64(30), w, "the last rise that had admitted at most 20 present positions")
+	assert.Equal(t, int64(15), live)
+	w, live = a.upTo(4)
+	assert.Zero(t, w+live, "no rise had admitted so few")
 }
 
 func TestStoreHolds(t *testing.T) {
