@@ -165,7 +165,11 @@ func readState(ctx context.Context, p redis.Pipeliner, event int64) (*redis.Slic
 		p.Get(ctx, positionsKey(event))
 }
 
-func (r *RedisStore) decodeState(event int64, fields *redis.SliceCmd, last *redis.StringCmd) (State, error) {
+// decodeState reads the state queued by readState. high is what this node
+// had taken from the counter before the read was sent: positions it takes
+// while the read is in flight may be above the counter the read returns,
+// and would look like a counter gone back.
+func (r *RedisStore) decodeState(event int64, fields *redis.SliceCmd, last *redis.StringCmd, high int64) (State, error) {
 	s := State{Event: event}
 	vals, err := fields.Result()
 	if err != nil {
@@ -212,8 +216,8 @@ func (r *RedisStore) decodeState(event int64, fields *redis.SliceCmd, last *redi
 		// Ensure always writes the watermark: without it the state is
 		// missing or was lost.
 		err = ErrNoState
-	case s.LastPosition < r.high(event):
-		err = fmt.Errorf("%w: the position counter is at %d, below %d handed out by this node", ErrNoState, s.LastPosition, r.high(event))
+	case s.LastPosition < high:
+		err = fmt.Errorf("%w: the position counter is at %d, below %d handed out by this node", ErrNoState, s.LastPosition, high)
 	}
 	return s, err
 }
@@ -222,10 +226,11 @@ func (r *RedisStore) decodeState(event int64, fields *redis.SliceCmd, last *redi
 func (r *RedisStore) State(ctx context.Context, event int64) (State, error) {
 	p := r.ctl.Pipeline()
 	fields, last := readState(ctx, p, event)
+	high := r.high(event)
 	if _, err := p.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return State{}, unavailable("read state", err)
 	}
-	s, err := r.decodeState(event, fields, last)
+	s, err := r.decodeState(event, fields, last, high)
 	if errors.Is(err, ErrNoState) {
 		return s, err
 	}
@@ -298,7 +303,7 @@ func (r *RedisStore) Update(ctx context.Context, event int64, c Change) (State, 
 	if err != nil {
 		return s, err
 	}
-	before, _ := r.decodeState(event, beforeFields, redis.NewStringResult("0", nil))
+	before, _ := r.decodeState(event, beforeFields, redis.NewStringResult("0", nil), 0)
 	if entries := logEntries(c, before, s, r.now()); len(entries) > 0 {
 		// After the change rather than in its MULTI: a log entry lost to a
 		// crash in between is the price of not scripting every change.
@@ -348,6 +353,7 @@ func isOverflow(err error) bool {
 func (r *RedisStore) apply(ctx context.Context, event int64, op string, writes func(redis.Pipeliner)) (State, error) {
 	var fields *redis.SliceCmd
 	var last *redis.StringCmd
+	high := r.high(event)
 	_, err := r.ctl.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		writes(p)
 		fields, last = readState(ctx, p, event)
@@ -357,7 +363,7 @@ func (r *RedisStore) apply(ctx context.Context, event int64, op string, writes f
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return State{}, unavailable(op, err)
 	}
-	s, err := r.decodeState(event, fields, last)
+	s, err := r.decodeState(event, fields, last, high)
 	if errors.Is(err, ErrNoState) {
 		// Changes that don't set the watermark (sold out from the origin)
 		// can come before any gateway set the event up.

@@ -109,3 +109,55 @@ func (h *holdTake) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		return next(ctx, cmd)
 	}
 }
+
+// TestStateReadMeetingATake: a position this node takes while a read of the
+// state is in flight is above the counter that read returns. That is the
+// arrivals going on, not a counter gone back: the read must not take the
+// state for lost (which would have the room restore it, and warn, many
+// times a second in a rush).
+func TestStateReadMeetingATake(t *testing.T) {
+	rdb := testenv.Redis(t)
+	ctx := context.Background()
+	evt := testenv.EventID()
+	s := NewRedisStore(rdb, RedisOptions{})
+	hook := &afterStateRead{take: func() {
+		_, err := s.NextPosition(ctx, evt)
+		assert.NoError(t, err)
+	}}
+	rdb.AddHook(hook)
+	_, err := s.Ensure(ctx, evt, Defaults{})
+	require.NoError(t, err)
+	_, err = s.NextPosition(ctx, evt)
+	require.NoError(t, err)
+
+	hook.armed.Store(true)
+	st, err := s.State(ctx, evt)
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), st.LastPosition, "the counter as read, before the take")
+	assert.False(t, hook.armed.Load(), "the take ran between the read and its decoding")
+	st, err = s.State(ctx, evt)
+	require.NoError(t, err)
+	assert.Equal(t, int64(2), st.LastPosition)
+}
+
+// afterStateRead takes a position once armed, right after the next
+// pipeline that reads the state returns.
+type afterStateRead struct {
+	armed atomic.Bool
+	take  func()
+}
+
+func (h *afterStateRead) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *afterStateRead) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return next
+}
+
+func (h *afterStateRead) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		if len(cmds) > 0 && cmds[0].Name() == "hmget" && h.armed.CompareAndSwap(true, false) {
+			h.take()
+		}
+		return err
+	}
+}

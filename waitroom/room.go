@@ -222,6 +222,9 @@ func (r *Room) refresh(ctx context.Context) (State, error) {
 	if !r.opts.Follow && !r.synced.Load() {
 		return r.ensure(ctx, false)
 	}
+	// Positions handed out while the read is in flight may be above the
+	// counter it returns: only those handed out before it are compared.
+	issued := r.issued.Load()
 	s, err := r.store.State(ctx, r.event)
 	switch {
 	case errors.Is(err, ErrNoState) && r.opts.Follow:
@@ -236,9 +239,9 @@ func (r *Room) refresh(ctx context.Context) (State, error) {
 		return r.State(), err
 	case r.opts.Follow:
 		// A follower hands out no positions: what it saw restores nothing.
-	case s.LastPosition < r.issued.Load():
+	case s.LastPosition < issued:
 		r.opts.Logger.Warn("the store's position counter went back; restoring it from memory",
-			"event", r.event, "counter", s.LastPosition, "handed_out", r.issued.Load())
+			"event", r.event, "counter", s.LastPosition, "handed_out", issued)
 		return r.ensure(ctx, true)
 	case s.Restoring(r.opts.Now()) && s.RestoringUntil.UnixMilli() != r.joined.Load():
 		return r.ensure(ctx, false)
