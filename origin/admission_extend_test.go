@@ -2,6 +2,7 @@ package origin_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -89,4 +90,34 @@ func TestBookingExtendsAdmission(t *testing.T) {
 	exp := expiry(t, hj.ExpiresAt)
 	require.True(t, exp.After(first.Add(time.Minute)), "the booking extended the hold: %s → %s", first, exp)
 	require.True(t, extendedAt(t, h.harness, ev.ID, "ann", exp), "admission extended until the extended hold's expiry %s", exp)
+}
+
+// TestRefusalIsNotedForTheAutopilot: a hold refused for want of seats is
+// noted against its queue position, so a first hold that position makes
+// later (of a seat that came back) is counted but not taken for a
+// decision time by the gateways' autopilot.
+func TestRefusalIsNotedForTheAutopilot(t *testing.T) {
+	h := newHarness(t, harnessOptions{clock: nearNow()})
+	ev := h.createEvent(map[string]any{"capacity": 1, "hold_ttl_seconds": 600})
+	hold := func(user string, position int64) result {
+		return h.do(http.MethodPost, fmt.Sprintf("/v1/events/%d/holds", ev.ID), map[string]any{"quantity": 1}, map[string]string{
+			waitroom.TokenHeader: h.token(user, ev.ID, position),
+			"Idempotency-Key":    "hold-" + user,
+		})
+	}
+	res := hold("ann", 1)
+	require.Equal(t, http.StatusCreated, res.status, "hold: %s", res.body)
+	res = hold("bob", 2)
+	require.Equal(t, http.StatusConflict, res.status, "hold: %s", res.body)
+
+	ctx := context.Background()
+	store := waitroom.NewRedisStore(h.rdb, waitroom.RedisOptions{})
+	first, err := store.MarkHeld(ctx, ev.ID, 2, h.clock.Now())
+	require.NoError(t, err)
+	require.True(t, first, "a refusal is not a hold")
+	held, err := store.Holds(ctx, ev.ID, 2)
+	require.NoError(t, err)
+	require.Equal(t, int64(2), held.UpTo, "both holds count")
+	require.Len(t, held.Recent, 1)
+	require.Equal(t, int64(1), held.Recent[0].Position, "only the hold made without a refusal is a sample")
 }

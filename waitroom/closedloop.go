@@ -27,7 +27,10 @@ type ClosedLoop struct {
 	// 500ms.
 	Interval time.Duration
 	// MaxUndecided caps the users admitted lately (within the decision
-	// time) who have not held yet; default 200.
+	// time) who have not held yet; default 500. It sets how fast the first
+	// seats go: at the opening the loop admits up to this many at once and
+	// more only as they hold, so a cap well below the seats on sale makes
+	// the first wave of holds wait on the slowest of each batch.
 	MaxUndecided int64
 	// Conversion is the share of admitted users who hold, assumed until
 	// enough admitted users have had the decision time to decide; default
@@ -49,7 +52,7 @@ type ClosedLoop struct {
 // Defaults of ClosedLoop.
 const (
 	DefaultClosedLoopInterval = 500 * time.Millisecond
-	DefaultMaxUndecided       = 200
+	DefaultMaxUndecided       = 500
 	DefaultConversion         = 0.5
 	DefaultDecisionTime       = 30 * time.Second
 	DefaultExpiringShare      = 0.5

@@ -41,8 +41,8 @@ func TestSteer(t *testing.T) {
 		{"the undecided will take the seats", with(func(in *steerInput) { in.admitted = 60 }), 0, "likely to take them"},
 		{"undecided cap reached", with(func(in *steerInput) {
 			in.inv.Remaining, in.admitted = 1000, DefaultMaxUndecided
-		}), 0, "200 undecided at most"},
-		{"the cap bounds a raise", with(func(in *steerInput) { in.inv.Remaining, in.admitted = 1000, 150 }), 50, "150 undecided"},
+		}), 0, "500 undecided at most"},
+		{"the cap bounds a raise", with(func(in *steerInput) { in.inv.Remaining, in.admitted = 1000, DefaultMaxUndecided-50 }), 50, "450 undecided"},
 		{"no more than wait", with(func(in *steerInput) { in.waiting = 7 }), 7, "20 seats free"},
 		{"conversion measured once enough decided", with(func(in *steerInput) {
 			in.admitted, in.matured, in.held = 100, 100, Holds{UpTo: 25, Total: 25}
@@ -141,6 +141,9 @@ func TestStoreHolds(t *testing.T) {
 			ctx := context.Background()
 			s, evt := store(), testenv.EventID()
 			t0 := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+			// 65 was refused for want of seats before it held: its hold is
+			// counted, but its lag measured the wait for a seat.
+			require.NoError(t, s.MarkRefused(ctx, evt, 65))
 			for i, p := range []int64{3, 64, 65, 200, 3} {
 				first, err := s.MarkHeld(ctx, evt, p, t0.Add(time.Duration(i)*time.Second))
 				require.NoError(t, err)
@@ -150,8 +153,12 @@ func TestStoreHolds(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, int64(2), h.UpTo)
 			assert.Equal(t, int64(4), h.Total)
-			assert.Equal(t, []Held{{200, t0.Add(3 * time.Second)}, {65, t0.Add(2 * time.Second)}, {64, t0.Add(time.Second)}, {3, t0}},
-				utc(h.Recent))
+			assert.Equal(t, []Held{{200, t0.Add(3 * time.Second)}, {64, t0.Add(time.Second)}, {3, t0}},
+				utc(h.Recent), "a hold after a refusal is not listed")
+			require.NoError(t, s.MarkRefused(ctx, evt, 200))
+			h, err = s.Holds(ctx, evt, 64)
+			require.NoError(t, err)
+			assert.Len(t, h.Recent, 3, "a refusal after the first hold changes nothing")
 			h, err = s.Holds(ctx, evt, 0)
 			require.NoError(t, err)
 			assert.Zero(t, h.UpTo)

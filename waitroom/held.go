@@ -19,6 +19,14 @@ import (
 // share of admitted users who hold and the time they take. One bit per
 // position (bounded like the positions handed out) and a short list of the
 // latest first holds.
+//
+// The origin also tells which positions were refused a hold for want of
+// seats. A refused buyer who keeps trying and holds a seat that came back
+// took the time the seat took to come back, not the time to decide: late
+// in a sale most first holds are such, and counted they raise the decision
+// time to about a hold's lifetime, during which the loop takes everyone it
+// admitted for a returned seat for undecided. So a first hold that follows
+// a refusal is counted as a hold but not listed among the recent ones.
 
 // recentHolds is how many of the latest first holds the store keeps: the
 // sample the time from admission to hold is measured on.
@@ -46,6 +54,9 @@ type HeldStore interface {
 	MarkHeld(ctx context.Context, event, position int64, at time.Time) (first bool, err error)
 	// Holds counts the positions that held, at or below upTo and in all.
 	Holds(ctx context.Context, event, upTo int64) (Holds, error)
+	// MarkRefused records that position was refused a hold for want of
+	// seats: its first hold, if one comes, is not listed among the recent.
+	MarkRefused(ctx context.Context, event, position int64) error
 }
 
 // NoteHold tells every gateway sharing the store that the holder of
@@ -60,8 +71,21 @@ func (r *Room) NoteHold(ctx context.Context, position int64) error {
 	return err
 }
 
+// NoteRefused tells every gateway sharing the store that the holder of
+// position was refused a hold because no seat was left: the origin calls
+// it for each such refusal. It does nothing with a store that keeps no
+// record of holds.
+func (r *Room) NoteRefused(ctx context.Context, position int64) error {
+	hs, ok := r.store.(HeldStore)
+	if !ok || position < 1 {
+		return nil
+	}
+	return hs.MarkRefused(ctx, r.event, position)
+}
+
 func heldKey(event int64) string       { return "waitroom:" + hashtag.Event(event) + ":held" }
 func recentHeldKey(event int64) string { return "waitroom:" + hashtag.Event(event) + ":held:recent" }
+func refusedKey(event int64) string    { return "waitroom:" + hashtag.Event(event) + ":refused" }
 
 //go:embed held.lua
 var heldLua string
@@ -70,12 +94,20 @@ var heldScript = redis.NewScript(heldLua)
 
 // MarkHeld implements HeldStore.
 func (r *RedisStore) MarkHeld(ctx context.Context, event, position int64, at time.Time) (bool, error) {
-	n, err := heldScript.Run(ctx, r.rdb, []string{heldKey(event), recentHeldKey(event)},
+	n, err := heldScript.Run(ctx, r.rdb, []string{heldKey(event), recentHeldKey(event), refusedKey(event)},
 		position, at.UnixMilli(), recentHolds).Int()
 	if err != nil {
 		return false, unavailable("mark held", err)
 	}
 	return n == 1, nil
+}
+
+// MarkRefused implements HeldStore.
+func (r *RedisStore) MarkRefused(ctx context.Context, event, position int64) error {
+	if err := r.rdb.SetBit(ctx, refusedKey(event), position, 1).Err(); err != nil {
+		return unavailable("mark refused", err)
+	}
+	return nil
 }
 
 // Holds implements HeldStore.
@@ -106,10 +138,12 @@ func (r *RedisStore) Holds(ctx context.Context, event, upTo int64) (Holds, error
 	return h, nil
 }
 
-// memHeld is an event's positions that held, in memory.
+// memHeld is an event's positions that held, and those refused, in
+// memory.
 type memHeld struct {
-	bits   []uint64
-	recent []Held // newest last
+	bits    []uint64
+	refused map[int64]bool
+	recent  []Held // newest last
 }
 
 // MarkHeld implements HeldStore.
@@ -125,11 +159,26 @@ func (m *MemoryStore) MarkHeld(_ context.Context, event, position int64, at time
 		return false, nil
 	}
 	h.bits[i] |= bit
+	if h.refused[position] {
+		return true, nil
+	}
 	h.recent = append(h.recent, Held{Position: position, At: at})
 	if n := len(h.recent) - recentHolds; n > 0 {
 		h.recent = append(h.recent[:0], h.recent[n:]...)
 	}
 	return true, nil
+}
+
+// MarkRefused implements HeldStore.
+func (m *MemoryStore) MarkRefused(_ context.Context, event, position int64) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	h := &m.event(event).held
+	if h.refused == nil {
+		h.refused = make(map[int64]bool)
+	}
+	h.refused[position] = true
+	return nil
 }
 
 // Holds implements HeldStore.

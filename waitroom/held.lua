@@ -1,18 +1,24 @@
 -- held.lua: a queue position whose holder went on to hold seats.
 --
--- The first hold made with a position sets its bit and is listed among
--- the recent ones with when it was made; later holds of the same position
--- (a retry, a new hold after one expired) change nothing.
+-- The first hold made with a position sets its bit and, unless the
+-- position was refused a hold before (its holder waited for a seat to come
+-- back), is listed among the recent ones with when it was made; later
+-- holds of the same position (a retry, a new hold after one expired)
+-- change nothing.
 --
 -- KEYS[1] -> the event's bitmap of positions that held
 -- KEYS[2] -> the event's list of recent first holds, "position:unix ms",
 --            newest first
+-- KEYS[3] -> the event's bitmap of positions refused a hold
 -- ARGV[1] -> the position
 -- ARGV[2] -> when the hold was made, unix ms
 -- ARGV[3] -> how many recent holds the list keeps
 -- returns 1 for the position's first hold, else 0
 if redis.call('SETBIT', KEYS[1], ARGV[1], 1) == 1 then
   return 0
+end
+if redis.call('GETBIT', KEYS[3], ARGV[1]) == 1 then
+  return 1
 end
 redis.call('LPUSH', KEYS[2], ARGV[1] .. ':' .. ARGV[2])
 redis.call('LTRIM', KEYS[2], 0, tonumber(ARGV[3]) - 1)

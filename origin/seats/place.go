@@ -228,6 +228,7 @@ func (p *Protocol) answer(ctx context.Context, req PlaceRequest, ir inventory.Ho
 		if req.Section == "" && res.Remaining == 0 && !ev.room.State().SoldOut {
 			p.registry.SyncSoldOut(ctx, ev)
 		}
+		p.noteRefused(ctx, ev, req.Position)
 		return Result{Outcome: SoldOut, Remaining: res.Remaining, Section: req.Section}
 	case inventory.SeatsTaken:
 		ev.seatsTaken(res.Taken, true)
@@ -434,5 +435,17 @@ func (p *Protocol) extendAdmission(ctx context.Context, ev *Event, h ledger.Hold
 	// The gateways' autopilot measures by it who of those admitted hold.
 	if err := ev.room.NoteHold(ctx, h.Position); err != nil {
 		p.log.Warn("hold not noted for the autopilot", "event", ev.ID, "hold", h.ID, "error", err)
+	}
+}
+
+// noteRefused tells the gateways' autopilot that the holder of position
+// found no seat: a hold it makes later, of a seat that came back, measures
+// the seat's return rather than its decision. Detached and bounded like
+// extendAdmission; the refusal is answered whatever the store does.
+func (p *Protocol) noteRefused(ctx context.Context, ev *Event, position int64) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), admissionExtendTimeout)
+	defer cancel()
+	if err := ev.room.NoteRefused(ctx, position); err != nil {
+		p.log.Warn("refusal not noted for the autopilot", "event", ev.ID, "position", position, "error", err)
 	}
 }
