@@ -426,7 +426,7 @@ const (
 // front at least: more than the closed loop admits at one raise by
 // default (max_undecided) and a fixed rate's usual step. Polls every 3 s
 // from that many cost the gateway a few hundred answers a second.
-const nearFront = 1000
+const nearFront = 500
 
 // maxNearFront bounds the front however many seats are left: polls every
 // 3 s from that many cost a fleet under two thousand answers a second.

@@ -41,8 +41,8 @@ func TestSteer(t *testing.T) {
 		{"the undecided will take the seats", with(func(in *steerInput) { in.admitted = 60 }), 0, "likely to take them"},
 		{"undecided cap reached", with(func(in *steerInput) {
 			in.inv.Remaining, in.admitted = 1000, DefaultMaxUndecided
-		}), 0, "500 undecided at most"},
-		{"the cap bounds a raise", with(func(in *steerInput) { in.inv.Remaining, in.admitted = 1000, DefaultMaxUndecided-50 }), 50, "450 undecided"},
+		}), 0, "200 undecided at most"},
+		{"the cap bounds a raise", with(func(in *steerInput) { in.inv.Remaining, in.admitted = 1000, DefaultMaxUndecided-50 }), 50, "150 undecided"},
 		{"no more than wait", with(func(in *steerInput) { in.waiting = 7 }), 7, "20 seats free"},
 		{"conversion measured once enough decided", with(func(in *steerInput) {
 			in.admitted, in.matured, in.held = 100, 100, Holds{UpTo: 25, Total: 25}
