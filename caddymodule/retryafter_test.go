@@ -50,7 +50,7 @@ func TestFrontOf(t *testing.T) {
 	}{
 		{"stale figures", waitroom.Inventory{Remaining: 2000}, false, nearFront},
 		{"few seats left", waitroom.Inventory{Remaining: 10, Held: 40}, true, nearFront},
-		{"a sale's start", waitroom.Inventory{Remaining: 900}, true, 1800},
+		{"a sale's start", waitroom.Inventory{Remaining: 490}, true, 980},
 		{"free and held", waitroom.Inventory{Remaining: 300, Held: 400}, true, 1400},
 		{"a large sale", waitroom.Inventory{Remaining: 20000}, true, maxNearFront},
 	}

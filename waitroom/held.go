@@ -141,9 +141,27 @@ func (r *RedisStore) Holds(ctx context.Context, event, upTo int64) (Holds, error
 // memHeld is an event's positions that held, and those refused, in
 // memory.
 type memHeld struct {
-	bits    []uint64
-	refused map[int64]bool
-	recent  []Held // newest last
+	bits, refused positionBits
+	recent        []Held // newest last
+}
+
+// positionBits is one bit per queue position, as the store's bitmaps.
+type positionBits []uint64
+
+// set sets position's bit and reports whether it was set already.
+func (b *positionBits) set(position int64) (was bool) {
+	i, bit := position/64, uint64(1)<<(position%64)
+	if i >= int64(len(*b)) {
+		*b = append(*b, make([]uint64, i-int64(len(*b))+1)...)
+	}
+	was = (*b)[i]&bit != 0
+	(*b)[i] |= bit
+	return was
+}
+
+func (b positionBits) has(position int64) bool {
+	i := position / 64
+	return i < int64(len(b)) && b[i]&(1<<(position%64)) != 0
 }
 
 // MarkHeld implements HeldStore.
@@ -151,15 +169,10 @@ func (m *MemoryStore) MarkHeld(_ context.Context, event, position int64, at time
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	h := &m.event(event).held
-	i, bit := position/64, uint64(1)<<(position%64)
-	if i >= int64(len(h.bits)) {
-		h.bits = append(h.bits, make([]uint64, i-int64(len(h.bits))+1)...)
-	}
-	if h.bits[i]&bit != 0 {
+	if h.bits.set(position) {
 		return false, nil
 	}
-	h.bits[i] |= bit
-	if h.refused[position] {
+	if h.refused.has(position) {
 		return true, nil
 	}
 	h.recent = append(h.recent, Held{Position: position, At: at})
@@ -173,11 +186,7 @@ func (m *MemoryStore) MarkHeld(_ context.Context, event, position int64, at time
 func (m *MemoryStore) MarkRefused(_ context.Context, event, position int64) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	h := &m.event(event).held
-	if h.refused == nil {
-		h.refused = make(map[int64]bool)
-	}
-	h.refused[position] = true
+	m.event(event).held.refused.set(position)
 	return nil
 }
 
