@@ -33,6 +33,9 @@ type sim struct {
 	// settled, so the persistent stop waiting.
 	closed atomic.Bool
 	start  time.Time
+	// holders counts the buyers who have held a seat, in the order of
+	// their first hold: the n-th one's plan is drawn by planOf.
+	holders atomic.Uint64
 
 	// followFor bounds how long a buyer follows a booking; lateBy is how
 	// long after a hold's expiry a late webhook is sent.
@@ -183,9 +186,10 @@ func (s *sim) gateway() string {
 	return s.gateways[s.turn.Add(1)%uint64(len(s.gateways))]
 }
 
-// crowd draws every user's arrival and behaviour. The arrivals are drawn
-// first and handed out in order, so the crowd is sorted by arrival without
-// moving the records (the behaviours are drawn independently of it).
+// crowd draws every user's arrival and behaviour before holding (what a
+// holder does next is drawn by planOf). The arrivals are drawn first and
+// handed out in order, so the crowd is sorted by arrival without moving the
+// records (the behaviours are drawn independently of it).
 func (s *sim) crowd() []user {
 	cfg := s.cfg
 	seed := rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))
@@ -203,18 +207,31 @@ func (s *sim) crowd() []user {
 		u.refresh = rng.Float64() < cfg.Refresh-1
 		u.persist = rng.Float64() < cfg.Persist
 		u.double = rng.Float64() < cfg.DoubleClick
-		switch p := rng.Float64(); {
-		case p < cfg.Abandon:
-			u.plan = abandon
-		case p < cfg.Abandon+cfg.Decline:
-			u.plan = payDeclined
-		case p < cfg.Abandon+cfg.Decline+cfg.Late:
-			u.plan = payLate
-		case p < cfg.Abandon+cfg.Decline+cfg.Late+cfg.ChangeMind:
-			u.plan = payChangeMind
-		}
 	}
 	return users
+}
+
+// planOf draws what the n-th buyer to hold a seat (from 1) will do with it.
+// The plan goes with the order of first holds, not with the person: which
+// person takes a seat that came back depends on what admitted them, so a
+// plan drawn per person would give each autopilot its own chains of
+// abandoned holds, and the last seat, which those chains set, would measure
+// the draw rather than the admission. Drawn this way, every mode of the
+// same seed meets the same sequence of buyers who pay, abandon or are
+// declined; the fractions are the configured ones either way.
+func planOf(cfg Config, n uint64) plan {
+	rng := rand.New(rand.NewPCG(cfg.Seed^0x6a09e667f3bcc908, n))
+	switch p := rng.Float64(); {
+	case p < cfg.Abandon:
+		return abandon
+	case p < cfg.Abandon+cfg.Decline:
+		return payDeclined
+	case p < cfg.Abandon+cfg.Decline+cfg.Late:
+		return payLate
+	case p < cfg.Abandon+cfg.Decline+cfg.Late+cfg.ChangeMind:
+		return payChangeMind
+	}
+	return payNow
 }
 
 // snapshot of the counters that move outside the crowd.

@@ -47,7 +47,9 @@ type user struct {
 	// admitted nor sold out.
 	failures uint8
 	step     uint8
-	plan     plan
+	// plan is drawn at the user's first hold (planOf).
+	plan    plan
+	planned bool
 	// refresh is an extra page load pending while queued.
 	refresh  bool
 	persist  bool
@@ -220,6 +222,9 @@ func (s *sim) shop(ctx context.Context, u *buyer) (Outcome, error) {
 		}
 		if err != nil {
 			return outcomeOf(ctx), err
+		}
+		if !u.planned {
+			u.plan, u.planned = planOf(s.cfg, s.holders.Add(1)), true
 		}
 		if u.plan == abandon {
 			s.c.expired.Add(1)
