@@ -12,12 +12,14 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp/encode"
 	"go.uber.org/zap"
 
 	"github.com/waitroom/waitroom/locale"
@@ -301,8 +303,24 @@ func (h *Handler) wait(w http.ResponseWriter, r *http.Request, repl *caddy.Repla
 	}
 	b := getBody()
 	defer putBody(b)
-	*b = sh.fill(*b, text.Number(t.Position), text.Number(ahead), query)
+	// The page differs by Accept-Encoding from here on, for any cache.
+	w.Header().Add("Vary", "Accept-Encoding")
+	if acceptsGzip(r) {
+		*b = sh.fillGzip(*b, text.Number(t.Position), text.Number(ahead), query)
+		w.Header().Set("Content-Encoding", "gzip")
+	} else {
+		*b = sh.fill(*b, text.Number(t.Position), text.Number(ahead), query)
+	}
 	return writeHTML(w, h.WaitingStatus, *b)
+}
+
+// acceptsGzip tells whether the request accepts a gzip answer, by Caddy's
+// own reading of Accept-Encoding (q=0 refuses).
+func acceptsGzip(r *http.Request) bool {
+	if len(r.Header["Accept-Encoding"]) == 0 {
+		return false
+	}
+	return slices.Contains(encode.AcceptedEncodings(r, nil), "gzip")
 }
 
 // waitingShell renders the default waiting page of page's key with the

@@ -321,6 +321,37 @@ func TestPageSize(t *testing.T) {
 	}
 }
 
+// A browser gets the waiting page gzipped, as the same page; a client that
+// does not accept gzip, or refuses it with q=0, gets it as it is.
+func TestWaitingPageGzipped(t *testing.T) {
+	h := provision(t, &Handler{})
+	tok, _ := join(t, h)
+	page := func(accept string) result {
+		r := htmlGet(h, "/buy?item=7", "Accept-Encoding", accept)
+		r.AddCookie(&http.Cookie{Name: h.cookieName, Value: tok})
+		res := serve(t, h, r)
+		require.Equal(t, http.StatusOK, res.rec.Code)
+		assert.Equal(t, "text/html; charset=utf-8", res.rec.Header().Get("Content-Type"))
+		assert.Contains(t, res.rec.Header().Values("Vary"), "Accept-Encoding")
+		assert.Equal(t, strconv.Itoa(res.rec.Body.Len()), res.rec.Header().Get("Content-Length"))
+		return res
+	}
+	plain := page("")
+	assert.Empty(t, plain.rec.Header().Get("Content-Encoding"))
+	require.Contains(t, plain.rec.Body.String(), "?item=7&amp;lang=de")
+	for _, accept := range []string{"gzip, deflate, br", "br;q=1.0, GZIP;q=0.5"} {
+		res := page(accept)
+		assert.Equal(t, "gzip", res.rec.Header().Get("Content-Encoding"), accept)
+		assert.Equal(t, plain.rec.Body.String(), gunzip(t, res.rec.Body.Bytes()), accept)
+		assert.Less(t, 10*res.rec.Body.Len(), 6*plain.rec.Body.Len(), "%s: the page is sent compressed", accept)
+	}
+	for _, accept := range []string{"br", "gzip;q=0", "identity"} {
+		res := page(accept)
+		assert.Empty(t, res.rec.Header().Get("Content-Encoding"), accept)
+		assert.Equal(t, plain.rec.Body.String(), res.rec.Body.String(), accept)
+	}
+}
+
 // contrast is the WCAG contrast ratio of two #rgb or #rrggbb colours.
 func contrast(t *testing.T, a, b string) float64 {
 	t.Helper()

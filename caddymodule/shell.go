@@ -1,6 +1,10 @@
 package caddymodule
 
 import (
+	"bytes"
+	"compress/flate"
+	"encoding/binary"
+	"hash/crc32"
 	"html/template"
 	"strings"
 	"sync"
@@ -29,8 +33,13 @@ type shellKey struct {
 // query of each language link go: parts[i] is followed by holes[i], the
 // last part by nothing.
 type shell struct {
-	parts []string
+	parts [][]byte
 	holes []hole
+	// zparts are the parts deflated once each, for browsers, which all
+	// accept gzip: the page is several times the size of a JSON answer,
+	// and compressing it per poll would cost more than sending it (see
+	// fillGzip).
+	zparts [][]byte
 }
 
 type hole uint8
@@ -73,10 +82,11 @@ func cut(page, pos, ahead, query string) (shell, bool) {
 			}
 		}
 		if at < 0 {
-			sh.parts = append(sh.parts, page)
+			sh.parts = append(sh.parts, []byte(page))
+			sh.zparts = deflateParts(sh.parts)
 			return sh, true
 		}
-		sh.parts = append(sh.parts, page[:at])
+		sh.parts = append(sh.parts, []byte(page[:at]))
 		sh.holes = append(sh.holes, marks[which].h)
 		page = page[at+len(marks[which].s):]
 	}
@@ -100,11 +110,94 @@ func (s shell) fill(b []byte, pos, ahead, query string) []byte {
 	return append(b, s.parts[len(s.parts)-1]...)
 }
 
+// deflateParts compresses each part on its own, byte-aligned after it
+// (a sync flush; the last part ends the stream), so that the holes can go
+// between them as stored blocks. A part may not refer back to the one
+// before: the hole between them differs from one visitor to the next, and
+// so would the distance.
+func deflateParts(parts [][]byte) [][]byte {
+	z := make([][]byte, len(parts))
+	var buf bytes.Buffer
+	w, _ := flate.NewWriter(&buf, flate.BestCompression) // the level is valid
+	for i, p := range parts {
+		buf.Reset()
+		w.Reset(&buf)
+		w.Write(p) // a bytes.Buffer does not fail
+		if i < len(parts)-1 {
+			w.Flush()
+		} else {
+			w.Close()
+		}
+		z[i] = bytes.Clone(buf.Bytes())
+	}
+	return z
+}
+
+// gzipHeader is a gzip member's header without a name, time or flags.
+var gzipHeader = [10]byte{0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 255}
+
+// fillGzip appends the page for one visitor to b as gzip does, from the
+// parts deflated once: the holes go in stored (uncompressed) blocks, and
+// only the checksum runs over the whole page. The arguments are fill's.
+func (s shell) fillGzip(b []byte, pos, ahead, query string) []byte {
+	b = append(b, gzipHeader[:]...)
+	var crc uint32
+	size := 0
+	for i, h := range s.holes {
+		b = append(b, s.zparts[i]...)
+		crc = crc32.Update(crc, crc32.IEEETable, s.parts[i])
+		var v string
+		switch h {
+		case holePosition:
+			v = template.HTMLEscapeString(pos)
+		case holeAhead:
+			v = template.HTMLEscapeString(ahead)
+		case holeQuery:
+			v = query
+		}
+		at := len(b)
+		b = appendStored(b, v)
+		// The stored block's bytes are v's, after each block's header.
+		for j := at; j < len(b); j += storedHeader + 0xffff {
+			crc = crc32.Update(crc, crc32.IEEETable, b[j+storedHeader:min(len(b), j+storedHeader+0xffff)])
+		}
+		size += len(s.parts[i]) + len(v)
+	}
+	last := s.parts[len(s.parts)-1]
+	b = append(b, s.zparts[len(s.zparts)-1]...)
+	crc = crc32.Update(crc, crc32.IEEETable, last)
+	size += len(last)
+	b = binary.LittleEndian.AppendUint32(b, crc)
+	return binary.LittleEndian.AppendUint32(b, uint32(size))
+}
+
+// storedHeader is the bytes before a stored block's data: the block's
+// type, its length and the length's complement.
+const storedHeader = 5
+
+// appendStored appends v as non-final stored deflate blocks of at most
+// 0xffff bytes, which start byte-aligned, as every deflated part ends
+// (RFC 1951, 3.2.4).
+func appendStored(b []byte, v string) []byte {
+	for len(v) > 0 {
+		n := min(len(v), 0xffff)
+		b = append(b, 0)
+		b = binary.LittleEndian.AppendUint16(b, uint16(n))
+		b = binary.LittleEndian.AppendUint16(b, ^uint16(n))
+		b = append(b, v[:n]...)
+		v = v[n:]
+	}
+	return b
+}
+
 // size is about how many bytes s holds.
 func (s shell) size() int {
 	n := len(s.holes)
 	for _, p := range s.parts {
 		n += len(p)
+	}
+	for _, z := range s.zparts {
+		n += len(z)
 	}
 	return n
 }

@@ -1,7 +1,10 @@
 package caddymodule
 
 import (
+	"bytes"
+	"compress/gzip"
 	"fmt"
+	"io"
 	"net/url"
 	"strings"
 	"testing"
@@ -45,6 +48,7 @@ func TestWaitingShellIsTheTemplatesPage(t *testing.T) {
 					query, err := linkQuery(u)
 					require.NoError(t, err)
 					assert.Equal(t, b.String(), string(sh.fill(nil, text.Number(n.pos), text.Number(n.ahead), query)), name)
+					assert.Equal(t, b.String(), gunzip(t, sh.fillGzip(nil, text.Number(n.pos), text.Number(n.ahead), query)), name)
 				}
 			}
 		}
@@ -66,13 +70,45 @@ func TestCutRefusesAmbiguousPages(t *testing.T) {
 	assert.Equal(t, "q&amp; a 1 q&amp; b 2 cq&amp;", string(sh.fill(nil, "1", "2", "q&amp;")))
 }
 
+// The gzip form of a shell is the page itself, whatever is in the holes:
+// empty parts, escaped numbers, and a query longer than a stored block.
+func TestGzipShellIsThePage(t *testing.T) {
+	long := strings.Repeat("q=%3C1%3E&amp;", 0xffff/7)
+	for _, c := range []struct{ page, pos, ahead, query string }{
+		{"a 7 b 8 c", "1", "2", "q"},
+		{"7Q8", "<1>", "", ""},
+		{"Q a 7 Q b 8 cQ", "1,234", "56", long},
+		{strings.Repeat("<p>same words</p>", 300) + "7 Q 8" + strings.Repeat("<i>x</i>", 500), "9", "10", "a=b&amp;"},
+	} {
+		sh, ok := cut(c.page, "7", "8", "Q")
+		require.True(t, ok, c.page)
+		want := string(sh.fill(nil, c.pos, c.ahead, c.query))
+		got := sh.fillGzip([]byte("kept"), c.pos, c.ahead, c.query)
+		require.Equal(t, "kept", string(got[:4]))
+		assert.Equal(t, want, gunzip(t, got[4:]), c.page[:min(len(c.page), 40)])
+	}
+}
+
+// gunzip decompresses one gzip member, checking its checksum and size.
+func gunzip(t *testing.T, b []byte) string {
+	t.Helper()
+	in := bytes.NewReader(b)
+	r, err := gzip.NewReader(in)
+	require.NoError(t, err)
+	r.Multistream(false)
+	out, err := io.ReadAll(r)
+	require.NoError(t, err, "a valid gzip member")
+	assert.Zero(t, in.Len(), "nothing after the member")
+	return string(out)
+}
+
 // The cache starts over past its bound in bytes rather than growing with
 // what visitors choose.
 func TestShellsAreBoundedByBytes(t *testing.T) {
 	var c shells
 	big := strings.Repeat("x", 64<<10)
 	for i := range 2 * maxShellBytes / len(big) {
-		c.put(shellKey{lang: fmt.Sprint(i)}, shell{parts: []string{big}})
+		c.put(shellKey{lang: fmt.Sprint(i)}, shell{parts: [][]byte{[]byte(big)}})
 	}
 	assert.LessOrEqual(t, c.bytes, maxShellBytes)
 	total := 0

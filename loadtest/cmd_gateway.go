@@ -39,8 +39,9 @@ type gatewayTarget struct {
 	site   stack.Site
 	header map[string]string
 	// want is the X-Waitroom-Status expected ("" for none), wantType the
-	// Content-Type's media type ("" for any).
-	want, wantType string
+	// Content-Type's media type ("" for any), wantEncoding the
+	// Content-Encoding ("" for none).
+	want, wantType, wantEncoding string
 	// profile names the CPU profile taken of it ("" for none).
 	profile string
 }
@@ -151,8 +152,10 @@ func runGateway(ctx context.Context, args []string, out, errOut io.Writer) error
 		{name: "respond", site: sites.respond, header: jsonAccept},
 		{name: "waiting answer, JSON (queued token)", site: sites.roomWaiting, want: api.StatusWaiting, wantType: "application/json", profile: "waiting-json",
 			header: map[string]string{"Accept": "application/json", api.HeaderToken: queued}},
-		{name: "waiting answer, HTML (queued cookie)", site: sites.roomWaiting, want: api.StatusWaiting, wantType: "text/html", profile: "waiting-html",
-			header: map[string]string{"Accept": "text/html", "Cookie": waitroom.CookieName(events[1]) + "=" + queued}},
+		// As a browser asks for it.
+		{name: "waiting answer, HTML (queued cookie)", site: sites.roomWaiting, want: api.StatusWaiting, wantType: "text/html", wantEncoding: "gzip", profile: "waiting-html",
+			header: map[string]string{"Accept": "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8", "Accept-Encoding": "gzip, deflate, br",
+				"Cookie": waitroom.CookieName(events[1]) + "=" + queued}},
 		{name: "new arrival (Redis store)", site: sites.roomArrivals, want: api.StatusWaiting, profile: "arrival", header: jsonAccept},
 		{name: fmt.Sprintf("new arrival (Redis store, lease %d)", arrivalLease), site: sites.roomArrivalsLeased, want: api.StatusWaiting, profile: "arrival-lease", header: jsonAccept},
 	}
@@ -285,7 +288,8 @@ func (r gatewayRun) cpuPerRequest() float64 {
 }
 
 // checkTarget sends a target's request once and checks the answer wrk
-// will count blindly: 200, the waiting room's status, the media type.
+// will count blindly: 200, the waiting room's status, the media type and
+// the encoding.
 func checkTarget(ctx context.Context, client *http.Client, t gatewayTarget) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, t.site.URL()+"/", nil)
 	if err != nil {
@@ -310,6 +314,9 @@ func checkTarget(ctx context.Context, client *http.Client, t gatewayTarget) erro
 		if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != t.wantType {
 			return fmt.Errorf("%s: Content-Type %q, want %s", t.name, resp.Header.Get("Content-Type"), t.wantType)
 		}
+	}
+	if got := resp.Header.Get("Content-Encoding"); got != t.wantEncoding {
+		return fmt.Errorf("%s: Content-Encoding %q, want %q", t.name, got, t.wantEncoding)
 	}
 	return nil
 }
