@@ -3,6 +3,7 @@ package waitroom
 import (
 	"context"
 	_ "embed"
+	"errors"
 	"fmt"
 	"math/bits"
 	"strconv"
@@ -59,9 +60,26 @@ type HeldStore interface {
 	MarkRefused(ctx context.Context, event, position int64) error
 }
 
+// HolderStore makes the two notes of a new hold at once: what
+// ExtensionStore.ExtendAdmission and HeldStore.MarkHeld do, in one call.
+type HolderStore interface {
+	NoteHolder(ctx context.Context, event int64, subject string, until time.Time, position int64, at time.Time) error
+}
+
+// NoteHolder is what the origin calls for each hold it makes: subject's
+// admission is kept for d (ExtendAdmission) and the autopilot counts the
+// hold of position (NoteHold), in one round trip where the store can.
+func (r *Room) NoteHolder(ctx context.Context, subject string, d time.Duration, position int64) error {
+	if hs, ok := r.store.(HolderStore); ok {
+		now := r.opts.Now()
+		return hs.NoteHolder(ctx, r.event, subject, now.Add(d), position, now)
+	}
+	return errors.Join(r.ExtendAdmission(ctx, subject, d), r.NoteHold(ctx, position))
+}
+
 // NoteHold tells every gateway sharing the store that the holder of
-// position holds seats: the origin calls it for each hold it makes. It
-// does nothing with a store that keeps no such record.
+// position holds seats. It does nothing with a store that keeps no such
+// record.
 func (r *Room) NoteHold(ctx context.Context, position int64) error {
 	hs, ok := r.store.(HeldStore)
 	if !ok || position < 1 {
@@ -95,11 +113,23 @@ var heldScript = redis.NewScript(heldLua)
 // MarkHeld implements HeldStore.
 func (r *RedisStore) MarkHeld(ctx context.Context, event, position int64, at time.Time) (bool, error) {
 	n, err := heldScript.Run(ctx, r.rdb, []string{heldKey(event), recentHeldKey(event), refusedKey(event)},
-		position, at.UnixMilli(), recentHolds).Int()
+		position, at.UnixMilli(), recentHolds, 0, 0).Int()
 	if err != nil {
 		return false, unavailable("mark held", err)
 	}
 	return n == 1, nil
+}
+
+// NoteHolder implements HolderStore: held.lua with the extension, whose key
+// is on the event's slot as the others are.
+func (r *RedisStore) NoteHolder(ctx context.Context, event int64, subject string, until time.Time, position int64, at time.Time) error {
+	ttl := max(until.Sub(r.now()).Milliseconds(), 0)
+	err := heldScript.Run(ctx, r.rdb, []string{heldKey(event), recentHeldKey(event), refusedKey(event), extendedKey(event, subject)},
+		position, at.UnixMilli(), recentHolds, until.UnixMilli(), ttl).Err()
+	if err != nil {
+		return unavailable("note holder", err)
+	}
+	return nil
 }
 
 // MarkRefused implements HeldStore.
@@ -213,6 +243,7 @@ func (m *MemoryStore) Holds(_ context.Context, event, upTo int64) (Holds, error)
 }
 
 var (
-	_ HeldStore = (*MemoryStore)(nil)
-	_ HeldStore = (*RedisStore)(nil)
+	_ HeldStore   = (*MemoryStore)(nil)
+	_ HeldStore   = (*RedisStore)(nil)
+	_ HolderStore = (*RedisStore)(nil)
 )

@@ -1,4 +1,6 @@
--- held.lua: a queue position whose holder went on to hold seats.
+-- held.lua: a queue position whose holder went on to hold seats, and, when
+-- asked, the holder's admission kept past its window: the origin's two
+-- notes of a new hold in one round trip.
 --
 -- The first hold made with a position sets its bit and, unless the
 -- position was refused a hold before (its holder waited for a seat to come
@@ -10,11 +12,17 @@
 -- KEYS[2] -> the event's list of recent first holds, "position:unix ms",
 --            newest first
 -- KEYS[3] -> the event's bitmap of positions refused a hold
--- ARGV[1] -> the position
+-- KEYS[4] -> (with ARGV[5] > 0) the holder's admission extension
+-- ARGV[1] -> the position (below 1: none, nothing marked)
 -- ARGV[2] -> when the hold was made, unix ms
 -- ARGV[3] -> how many recent holds the list keeps
+-- ARGV[4] -> until when the admission is kept, unix ms
+-- ARGV[5] -> for how long from now, ms (0: no extension)
 -- returns 1 for the position's first hold, else 0
-if redis.call('SETBIT', KEYS[1], ARGV[1], 1) == 1 then
+if tonumber(ARGV[5]) > 0 then
+  redis.call('SET', KEYS[4], ARGV[4], 'PX', ARGV[5])
+end
+if tonumber(ARGV[1]) < 1 or redis.call('SETBIT', KEYS[1], ARGV[1], 1) == 1 then
   return 0
 end
 if redis.call('GETBIT', KEYS[3], ARGV[1]) == 1 then

@@ -194,3 +194,46 @@ func TestRoomAdmissionWindowLeasedPosition(t *testing.T) {
 	clock.Advance(15 * time.Minute)
 	assert.True(t, a.AdmissionOverSince(second, handedOut), "15 min after its handout")
 }
+
+// TestRoomNoteHolder: the origin's note of a new hold keeps the holder
+// admitted and counts its position's hold, on both stores, in one call
+// with Redis; a hold without a position only keeps the holder admitted, and
+// the first hold of a refused position is counted but not listed.
+func TestRoomNoteHolder(t *testing.T) {
+	for name, store := range map[string]func(*fakeClock) Store{
+		"memory": func(c *fakeClock) Store { return NewMemoryStore(c.Now) },
+		"redis": func(c *fakeClock) Store {
+			return NewRedisStore(testenv.Redis(t), RedisOptions{Now: c.Now})
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			clock := newClock()
+			ctx := context.Background()
+			s := store(clock)
+			evt := testenv.EventID()
+			r := NewRoom(s, evt, RoomOptions{Now: clock.Now})
+			require.NoError(t, r.NoteRefused(ctx, 9))
+			require.NoError(t, r.NoteHolder(ctx, "bob", 10*time.Minute, 5))
+			require.NoError(t, r.NoteHolder(ctx, "bob", 10*time.Minute, 5), "a retry changes nothing")
+			require.NoError(t, r.NoteHolder(ctx, "carol", time.Minute, 0))
+			require.NoError(t, r.NoteHolder(ctx, "dave", time.Minute, 9))
+
+			for _, who := range []string{"bob", "carol", "dave"} {
+				ext, err := r.Extended(ctx, who)
+				require.NoError(t, err)
+				assert.True(t, ext, who)
+			}
+			h, err := s.(HeldStore).Holds(ctx, evt, 10)
+			require.NoError(t, err)
+			assert.Equal(t, Holds{UpTo: 2, Total: 2, Recent: []Held{{5, clock.Now().UTC()}}}, Holds{UpTo: h.UpTo, Total: h.Total, Recent: utc(h.Recent)})
+
+			clock.Advance(2 * time.Minute)
+			ext, err := r.Extended(ctx, "carol")
+			require.NoError(t, err)
+			assert.False(t, ext, "carol's minute is over")
+			ext, err = r.Extended(ctx, "bob")
+			require.NoError(t, err)
+			assert.True(t, ext)
+		})
+	}
+}

@@ -429,12 +429,10 @@ const admissionExtendTimeout = 500 * time.Millisecond
 func (p *Protocol) extendAdmission(ctx context.Context, ev *Event, h ledger.Hold) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), admissionExtendTimeout)
 	defer cancel()
-	if err := ev.room.ExtendAdmission(ctx, h.UserID, h.ExpiresAt.Sub(p.now())+admissionMargin); err != nil {
-		p.log.Warn("admission not extended for a holder", "event", ev.ID, "hold", h.ID, "error", err)
-	}
-	// The gateways' autopilot measures by it who of those admitted hold.
-	if err := ev.room.NoteHold(ctx, h.Position); err != nil {
-		p.log.Warn("hold not noted for the autopilot", "event", ev.ID, "hold", h.ID, "error", err)
+	// The same call tells the gateways' autopilot, which measures by it who
+	// of those admitted hold.
+	if err := ev.room.NoteHolder(ctx, h.UserID, h.ExpiresAt.Sub(p.now())+admissionMargin, h.Position); err != nil {
+		p.log.Warn("admission not extended for a holder, or its hold not noted for the autopilot", "event", ev.ID, "hold", h.ID, "error", err)
 	}
 }
 
