@@ -98,19 +98,21 @@ func (c ClosedLoop) Validate() error {
 	return nil
 }
 
-// conversionWindow is how many of the latest decided positions the
-// conversion is measured on. Not all of them: late in a sale the seats
-// free are the few of holds that lapsed, most of those admitted for them
-// find them taken already and go, and a conversion measured since the
-// start (most early buyers held) would take the undecided for buyers long
-// after they left, and the seat would wait a decision time for each.
+// The conversion is the share of the admitted who came to hold seats,
+// whether they got them or were refused for want of them (the origin notes
+// both). Measured on holds alone it fed back on itself: the more were
+// admitted per free seat, the fewer found one, the lower the conversion and
+// the more were admitted next, each of them refused, most of them gone
+// disappointed. Those who came and were refused show that the crowd still
+// buys; the seats left are what steer counts as free.
 //
-// But the latest alone feed back on themselves: the more are admitted per
-// free seat, the fewer of them find one, the lower the conversion and the
-// more are admitted next. So the latest conversion is never taken below
-// conversionFloor of the conversion since the start, which bounds the
-// users admitted per free seat to about 1/conversionFloor times what the
-// crowd's own conversion asks for.
+// conversionWindow is how many of the latest decided positions it is
+// measured on: later positions waited longer and more of their holders
+// have left, so a conversion since the start would take the undecided for
+// buyers long after they left, and a seat would wait a decision time for
+// each. The latest are never taken below conversionFloor of the
+// conversion since the start, a bound on the users admitted per free seat
+// should a few unlucky positions come in a row.
 const (
 	conversionWindow = 50
 	conversionFloor  = 0.5
@@ -142,13 +144,13 @@ type steerInput struct {
 	// admitted counts the present positions admitted, in all; matured
 	// those of them admitted at least the decision time ago.
 	admitted, matured int64
-	// held counts the positions that held: UpTo those admitted at least
-	// the decision time ago.
+	// held counts the positions that held, and that came to hold: UpTo
+	// those admitted at least the decision time ago.
 	held Holds
-	// latest and latestHeld are the latest of the matured positions (at
-	// least conversionWindow of them, or all) and how many of them held:
-	// the conversion is measured on them.
-	latest, latestHeld int64
+	// latest and latestTried are the latest of the matured positions (at
+	// least conversionWindow of them, or all) and how many of them came to
+	// hold: the conversion is measured on them.
+	latest, latestTried int64
 	// decision is the time from admission to hold, measured or assumed.
 	decision time.Duration
 }
@@ -179,15 +181,16 @@ func steer(c ClosedLoop, in steerInput) (admit int64, reason string) {
 	}
 	conversion, measured := c.Conversion, "assumed"
 	if in.latest >= minConversionSample {
-		since := float64(in.held.UpTo) / float64(in.matured)
-		latest := float64(in.latestHeld) / float64(in.latest)
+		since := float64(in.held.TriedUpTo) / float64(in.matured)
+		latest := float64(in.latestTried) / float64(in.latest)
 		conversion, measured = min(1, max(0.05, latest, conversionFloor*since)), "measured"
 	}
 	perHolder := 1.0
 	if in.held.Total >= minHoldersSample {
 		perHolder = math.Max(1, float64(inv.Held+inv.Confirmed)/float64(in.held.Total))
 	}
-	undecided := max(0, (in.admitted-in.matured)-(in.held.Total-in.held.UpTo))
+	// Those who came to hold have decided, whether they got seats or not.
+	undecided := max(0, (in.admitted-in.matured)-(in.held.TriedTotal-in.held.TriedUpTo))
 	figures := fmt.Sprintf("%d seats free, %d undecided, conversion %.2f (%s), %.1f seats each, decision time %s",
 		int64(math.Round(free)), undecided, conversion, measured, perHolder, in.decision.Round(100*time.Millisecond))
 	likely := conversion * perHolder * float64(undecided)
@@ -382,13 +385,13 @@ func (r *Room) steerClosedLoop(ctx context.Context) error {
 		if in.held, err = hs.Holds(ctx, r.event, maturedThrough); err != nil {
 			return err
 		}
-		in.latest, in.latestHeld = matured, in.held.UpTo
+		in.latest, in.latestTried = matured, in.held.TriedUpTo
 		if before, live := r.admitted.upTo(matured - conversionWindow); before > 0 {
 			older, err := hs.Holds(ctx, r.event, before)
 			if err != nil {
 				return err
 			}
-			in.latest, in.latestHeld = matured-live, in.held.UpTo-older.UpTo
+			in.latest, in.latestTried = matured-live, in.held.TriedUpTo-older.TriedUpTo
 		}
 	}
 	next := decisionTime(in.held.Recent, r.admitted.admittedAt, now, decision)

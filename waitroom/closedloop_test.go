@@ -45,25 +45,29 @@ func TestSteer(t *testing.T) {
 		{"the cap bounds a raise", with(func(in *steerInput) { in.inv.Remaining, in.admitted = 1000, DefaultMaxUndecided-50 }), 50, "150 undecided"},
 		{"no more than wait", with(func(in *steerInput) { in.waiting = 7 }), 7, "20 seats free"},
 		{"conversion measured once enough decided", with(func(in *steerInput) {
-			in.admitted, in.matured, in.held = 100, 100, Holds{UpTo: 25, Total: 25}
-			in.latest, in.latestHeld = 100, 25
+			in.admitted, in.matured, in.held = 100, 100, Holds{UpTo: 25, Total: 25, TriedUpTo: 25, TriedTotal: 25}
+			in.latest, in.latestTried = 100, 25
 		}), 80, "conversion 0.25 (measured)"},
 		{"holds of the undecided count as decided", with(func(in *steerInput) {
-			in.admitted, in.matured, in.held = 140, 100, Holds{UpTo: 25, Total: 35}
-			in.latest, in.latestHeld = 100, 25
+			in.admitted, in.matured, in.held = 140, 100, Holds{UpTo: 25, Total: 35, TriedUpTo: 25, TriedTotal: 35}
+			in.latest, in.latestTried = 100, 25
 		}), 50, "30 undecided, conversion 0.25 (measured)"},
 		{"conversion measured on the latest decided", with(func(in *steerInput) {
-			in.admitted, in.matured, in.held = 400, 400, Holds{UpTo: 120, Total: 120}
-			in.latest, in.latestHeld = 50, 10
+			in.admitted, in.matured, in.held = 400, 400, Holds{UpTo: 120, Total: 120, TriedUpTo: 120, TriedTotal: 120}
+			in.latest, in.latestTried = 50, 10
 		}), 100, "conversion 0.20 (measured)"},
 		{"the latest conversion never below half the conversion since the start", with(func(in *steerInput) {
-			in.admitted, in.matured, in.held = 400, 400, Holds{UpTo: 300, Total: 300}
-			in.latest, in.latestHeld = 50, 2
+			in.admitted, in.matured, in.held = 400, 400, Holds{UpTo: 300, Total: 300, TriedUpTo: 300, TriedTotal: 300}
+			in.latest, in.latestTried = 50, 2
 		}), 54, "conversion 0.38 (measured)"},
+		{"those refused for want of seats came to buy: converted, and decided", with(func(in *steerInput) {
+			in.admitted, in.matured, in.held = 140, 100, Holds{UpTo: 25, Total: 30, TriedUpTo: 50, TriedTotal: 90}
+			in.latest, in.latestTried = 100, 50
+		}), 40, "0 undecided, conversion 0.50 (measured)"},
 		{"seats per holder", with(func(in *steerInput) {
 			in.inv.Held, in.inv.Confirmed = 30, 50
-			in.admitted, in.matured, in.held = 80, 80, Holds{UpTo: 40, Total: 40}
-			in.latest, in.latestHeld = 80, 40
+			in.admitted, in.matured, in.held = 80, 80, Holds{UpTo: 40, Total: 40, TriedUpTo: 40, TriedTotal: 40}
+			in.latest, in.latestTried = 80, 40
 		}), 20, "conversion 0.50 (measured), 2.0 seats each"},
 	}
 	for _, tt := range tests {
@@ -149,10 +153,13 @@ func TestStoreHolds(t *testing.T) {
 				require.NoError(t, err)
 				assert.Equal(t, i < 4, first, "position %d", p)
 			}
+			require.NoError(t, s.MarkRefused(ctx, evt, 7))
 			h, err := s.Holds(ctx, evt, 64)
 			require.NoError(t, err)
 			assert.Equal(t, int64(2), h.UpTo)
 			assert.Equal(t, int64(4), h.Total)
+			assert.Equal(t, int64(3), h.TriedUpTo, "3, 7 and 64 came to hold")
+			assert.Equal(t, int64(5), h.TriedTotal, "and 65 and 200, refused or not")
 			assert.Equal(t, []Held{{200, t0.Add(3 * time.Second)}, {64, t0.Add(time.Second)}, {3, t0}},
 				utc(h.Recent), "a hold after a refusal is not listed")
 			require.NoError(t, s.MarkRefused(ctx, evt, 200))

@@ -44,6 +44,11 @@ type Holds struct {
 	// UpTo counts the positions at or below the one asked for that held;
 	// Total all of them.
 	UpTo, Total int64
+	// TriedUpTo and TriedTotal count likewise the positions whose holders
+	// came to hold seats, whether they got them or were refused for want
+	// of seats: how many of the admitted want to buy, which the seats left
+	// do not bound.
+	TriedUpTo, TriedTotal int64
 	// Recent are the latest first holds, newest first.
 	Recent []Held
 }
@@ -56,7 +61,8 @@ type HeldStore interface {
 	// Holds counts the positions that held, at or below upTo and in all.
 	Holds(ctx context.Context, event, upTo int64) (Holds, error)
 	// MarkRefused records that position was refused a hold for want of
-	// seats: its first hold, if one comes, is not listed among the recent.
+	// seats: it came to hold, and its first hold, if one comes, is not
+	// listed among the recent.
 	MarkRefused(ctx context.Context, event, position int64) error
 }
 
@@ -104,6 +110,7 @@ func (r *Room) NoteRefused(ctx context.Context, position int64) error {
 func heldKey(event int64) string       { return "waitroom:" + hashtag.Event(event) + ":held" }
 func recentHeldKey(event int64) string { return "waitroom:" + hashtag.Event(event) + ":held:recent" }
 func refusedKey(event int64) string    { return "waitroom:" + hashtag.Event(event) + ":refused" }
+func triedKey(event int64) string      { return "waitroom:" + hashtag.Event(event) + ":tried" }
 
 //go:embed held.lua
 var heldLua string
@@ -112,7 +119,7 @@ var heldScript = redis.NewScript(heldLua)
 
 // MarkHeld implements HeldStore.
 func (r *RedisStore) MarkHeld(ctx context.Context, event, position int64, at time.Time) (bool, error) {
-	n, err := heldScript.Run(ctx, r.rdb, []string{heldKey(event), recentHeldKey(event), refusedKey(event)},
+	n, err := heldScript.Run(ctx, r.rdb, []string{heldKey(event), recentHeldKey(event), refusedKey(event), triedKey(event)},
 		position, at.UnixMilli(), recentHolds, 0, 0).Int()
 	if err != nil {
 		return false, unavailable("mark held", err)
@@ -124,7 +131,7 @@ func (r *RedisStore) MarkHeld(ctx context.Context, event, position int64, at tim
 // is on the event's slot as the others are.
 func (r *RedisStore) NoteHolder(ctx context.Context, event int64, subject string, until time.Time, position int64, at time.Time) error {
 	ttl := max(until.Sub(r.now()).Milliseconds(), 0)
-	err := heldScript.Run(ctx, r.rdb, []string{heldKey(event), recentHeldKey(event), refusedKey(event), extendedKey(event, subject)},
+	err := heldScript.Run(ctx, r.rdb, []string{heldKey(event), recentHeldKey(event), refusedKey(event), triedKey(event), extendedKey(event, subject)},
 		position, at.UnixMilli(), recentHolds, until.UnixMilli(), ttl).Err()
 	if err != nil {
 		return unavailable("note holder", err)
@@ -134,7 +141,12 @@ func (r *RedisStore) NoteHolder(ctx context.Context, event int64, subject string
 
 // MarkRefused implements HeldStore.
 func (r *RedisStore) MarkRefused(ctx context.Context, event, position int64) error {
-	if err := r.rdb.SetBit(ctx, refusedKey(event), position, 1).Err(); err != nil {
+	_, err := r.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.SetBit(ctx, refusedKey(event), position, 1)
+		p.SetBit(ctx, triedKey(event), position, 1)
+		return nil
+	})
+	if err != nil {
 		return unavailable("mark refused", err)
 	}
 	return nil
@@ -143,18 +155,20 @@ func (r *RedisStore) MarkRefused(ctx context.Context, event, position int64) err
 // Holds implements HeldStore.
 func (r *RedisStore) Holds(ctx context.Context, event, upTo int64) (Holds, error) {
 	p := r.rdb.Pipeline()
-	var below *redis.IntCmd
+	var below, triedBelow *redis.IntCmd
 	if upTo >= 1 {
 		below = p.BitCount(ctx, heldKey(event), &redis.BitCount{Start: 0, End: upTo, Unit: redis.BitCountIndexBit})
+		triedBelow = p.BitCount(ctx, triedKey(event), &redis.BitCount{Start: 0, End: upTo, Unit: redis.BitCountIndexBit})
 	}
 	total := p.BitCount(ctx, heldKey(event), nil)
+	tried := p.BitCount(ctx, triedKey(event), nil)
 	recent := p.LRange(ctx, recentHeldKey(event), 0, -1)
 	if _, err := p.Exec(ctx); err != nil {
 		return Holds{}, unavailable("holds", err)
 	}
-	h := Holds{Total: total.Val()}
+	h := Holds{Total: total.Val(), TriedTotal: tried.Val()}
 	if below != nil {
-		h.UpTo = below.Val()
+		h.UpTo, h.TriedUpTo = below.Val(), triedBelow.Val()
 	}
 	for _, s := range recent.Val() {
 		pos, ms, ok := strings.Cut(s, ":")
@@ -171,8 +185,8 @@ func (r *RedisStore) Holds(ctx context.Context, event, upTo int64) (Holds, error
 // memHeld is an event's positions that held, and those refused, in
 // memory.
 type memHeld struct {
-	bits, refused positionBits
-	recent        []Held // newest last
+	bits, refused, tried positionBits
+	recent               []Held // newest last
 }
 
 // positionBits is one bit per queue position, as the store's bitmaps.
@@ -189,6 +203,21 @@ func (b *positionBits) set(position int64) (was bool) {
 	return was
 }
 
+// count counts the bits set at or below upTo, and in all.
+func (b positionBits) count(upTo int64) (below, total int64) {
+	for i, w := range b {
+		n := int64(bits.OnesCount64(w))
+		total += n
+		switch first := int64(i) * 64; {
+		case first+63 <= upTo:
+			below += n
+		case first <= upTo:
+			below += int64(bits.OnesCount64(w & (1<<(upTo-first+1) - 1)))
+		}
+	}
+	return below, total
+}
+
 func (b positionBits) has(position int64) bool {
 	i := position / 64
 	return i < int64(len(b)) && b[i]&(1<<(position%64)) != 0
@@ -199,6 +228,7 @@ func (m *MemoryStore) MarkHeld(_ context.Context, event, position int64, at time
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	h := &m.event(event).held
+	h.tried.set(position)
 	if h.bits.set(position) {
 		return false, nil
 	}
@@ -216,7 +246,9 @@ func (m *MemoryStore) MarkHeld(_ context.Context, event, position int64, at time
 func (m *MemoryStore) MarkRefused(_ context.Context, event, position int64) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.event(event).held.refused.set(position)
+	h := &m.event(event).held
+	h.refused.set(position)
+	h.tried.set(position)
 	return nil
 }
 
@@ -226,16 +258,8 @@ func (m *MemoryStore) Holds(_ context.Context, event, upTo int64) (Holds, error)
 	defer m.mu.Unlock()
 	h := &m.event(event).held
 	var out Holds
-	for i, w := range h.bits {
-		n := int64(bits.OnesCount64(w))
-		out.Total += n
-		switch first := int64(i) * 64; {
-		case first+63 <= upTo:
-			out.UpTo += n
-		case first <= upTo:
-			out.UpTo += int64(bits.OnesCount64(w & (1<<(upTo-first+1) - 1)))
-		}
-	}
+	out.UpTo, out.Total = h.bits.count(upTo)
+	out.TriedUpTo, out.TriedTotal = h.tried.count(upTo)
 	for i := len(h.recent) - 1; i >= 0; i-- {
 		out.Recent = append(out.Recent, h.recent[i])
 	}
