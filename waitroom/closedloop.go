@@ -189,8 +189,9 @@ func steer(c ClosedLoop, in steerInput) (admit int64, reason string) {
 	if in.held.Total >= minHoldersSample {
 		perHolder = math.Max(1, float64(inv.Held+inv.Confirmed)/float64(in.held.Total))
 	}
-	// Those who came to hold have decided, whether they got seats or not.
-	undecided := max(0, (in.admitted-in.matured)-(in.held.TriedTotal-in.held.TriedUpTo))
+	// Those refused stay undecided for the decision time: some keep trying,
+	// and take the next seat that comes back.
+	undecided := max(0, (in.admitted-in.matured)-(in.held.Total-in.held.UpTo))
 	figures := fmt.Sprintf("%d seats free, %d undecided, conversion %.2f (%s), %.1f seats each, decision time %s",
 		int64(math.Round(free)), undecided, conversion, measured, perHolder, in.decision.Round(100*time.Millisecond))
 	likely := conversion * perHolder * float64(undecided)
