@@ -317,9 +317,6 @@ func (h *Handler) wait(w http.ResponseWriter, r *http.Request, repl *caddy.Repla
 // acceptsGzip tells whether the request accepts a gzip answer, by Caddy's
 // own reading of Accept-Encoding (q=0 refuses).
 func acceptsGzip(r *http.Request) bool {
-	if len(r.Header["Accept-Encoding"]) == 0 {
-		return false
-	}
 	return slices.Contains(encode.AcceptedEncodings(r, nil), "gzip")
 }
 

@@ -155,12 +155,7 @@ func (s shell) fillGzip(b []byte, pos, ahead, query string) []byte {
 		case holeQuery:
 			v = query
 		}
-		at := len(b)
-		b = appendStored(b, v)
-		// The stored block's bytes are v's, after each block's header.
-		for j := at; j < len(b); j += storedHeader + 0xffff {
-			crc = crc32.Update(crc, crc32.IEEETable, b[j+storedHeader:min(len(b), j+storedHeader+0xffff)])
-		}
+		b, crc = appendStored(b, crc, v)
 		size += len(s.parts[i]) + len(v)
 	}
 	last := s.parts[len(s.parts)-1]
@@ -171,23 +166,21 @@ func (s shell) fillGzip(b []byte, pos, ahead, query string) []byte {
 	return binary.LittleEndian.AppendUint32(b, uint32(size))
 }
 
-// storedHeader is the bytes before a stored block's data: the block's
-// type, its length and the length's complement.
-const storedHeader = 5
-
 // appendStored appends v as non-final stored deflate blocks of at most
 // 0xffff bytes, which start byte-aligned, as every deflated part ends
-// (RFC 1951, 3.2.4).
-func appendStored(b []byte, v string) []byte {
+// (RFC 1951, 3.2.4), and returns crc updated with v, read from where it
+// was copied to.
+func appendStored(b []byte, crc uint32, v string) ([]byte, uint32) {
 	for len(v) > 0 {
 		n := min(len(v), 0xffff)
 		b = append(b, 0)
 		b = binary.LittleEndian.AppendUint16(b, uint16(n))
 		b = binary.LittleEndian.AppendUint16(b, ^uint16(n))
 		b = append(b, v[:n]...)
+		crc = crc32.Update(crc, crc32.IEEETable, b[len(b)-n:])
 		v = v[n:]
 	}
-	return b
+	return b, crc
 }
 
 // size is about how many bytes s holds.

@@ -12,12 +12,7 @@ import (
 )
 
 func TestRoomInventoryIsFreshOrUnknown(t *testing.T) {
-	for name, store := range map[string]func(*fakeClock) Store{
-		"memory": func(c *fakeClock) Store { return NewMemoryStore(c.Now) },
-		"redis": func(c *fakeClock) Store {
-			return NewRedisStore(testenv.Redis(t), RedisOptions{Now: c.Now})
-		},
-	} {
+	for name, store := range clockedStores(t) {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
 			evt := testenv.EventID()
@@ -53,12 +48,7 @@ func TestRoomInventoryIsFreshOrUnknown(t *testing.T) {
 // gateway's clock (an origin whose clock runs fast) are neither fresh nor
 // kept, so they cannot shut out the figures published after them.
 func TestRoomInventoryFromTheFutureIsNotBelieved(t *testing.T) {
-	for name, store := range map[string]func(*fakeClock) Store{
-		"memory": func(c *fakeClock) Store { return NewMemoryStore(c.Now) },
-		"redis": func(c *fakeClock) Store {
-			return NewRedisStore(testenv.Redis(t), RedisOptions{Now: c.Now})
-		},
-	} {
+	for name, store := range clockedStores(t) {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
 			evt := testenv.EventID()

@@ -15,12 +15,7 @@ import (
 // abandon_after stops counting in ahead and in the estimate, on the memory
 // store and on Redis (docs/api.md §3, abandoners).
 func TestRoomAheadSkipsAbandoners(t *testing.T) {
-	for name, store := range map[string]func(*fakeClock) Store{
-		"memory": func(c *fakeClock) Store { return NewMemoryStore(c.Now) },
-		"redis": func(c *fakeClock) Store {
-			return NewRedisStore(testenv.Redis(t), RedisOptions{Now: c.Now})
-		},
-	} {
+	for name, store := range clockedStores(t) {
 		t.Run(name, func(t *testing.T) {
 			clock := newClock()
 			ctx := context.Background()

@@ -12,6 +12,8 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/waitroom/waitroom/internal/testenv"
 )
 
 var (
@@ -26,6 +28,16 @@ func (c *fakeClock) Now() time.Time          { return c.t }
 func (c *fakeClock) Advance(d time.Duration) { c.t = c.t.Add(d) }
 
 func newClock() *fakeClock { return &fakeClock{t: time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)} }
+
+// clockedStores makes each kind of store on a test's clock, by name.
+func clockedStores(t *testing.T) map[string]func(*fakeClock) Store {
+	return map[string]func(*fakeClock) Store{
+		"memory": func(c *fakeClock) Store { return NewMemoryStore(c.Now) },
+		"redis": func(c *fakeClock) Store {
+			return NewRedisStore(testenv.Redis(t), RedisOptions{Now: c.Now})
+		},
+	}
+}
 
 func mustKeySet(t testing.TB, now func() time.Time, keys ...Key) *KeySet {
 	t.Helper()

@@ -15,12 +15,7 @@ import (
 // watermark's reaching it; an extension by subject keeps it admitted; an
 // account whose window passed queues anew (docs/api.md §3).
 func TestRoomAdmissionWindow(t *testing.T) {
-	for name, store := range map[string]func(*fakeClock) Store{
-		"memory": func(c *fakeClock) Store { return NewMemoryStore(c.Now) },
-		"redis": func(c *fakeClock) Store {
-			return NewRedisStore(testenv.Redis(t), RedisOptions{Now: c.Now})
-		},
-	} {
+	for name, store := range clockedStores(t) {
 		t.Run(name, func(t *testing.T) {
 			clock := newClock()
 			ctx := context.Background()
@@ -74,12 +69,7 @@ func TestRoomAdmissionWindow(t *testing.T) {
 // arrivals, a position's window runs from its handout, not from the
 // watermark's passing it before anyone held it.
 func TestAdmissionWindowStartsAtHandout(t *testing.T) {
-	for name, store := range map[string]func(*fakeClock) Store{
-		"memory": func(c *fakeClock) Store { return NewMemoryStore(c.Now) },
-		"redis": func(c *fakeClock) Store {
-			return NewRedisStore(testenv.Redis(t), RedisOptions{Now: c.Now})
-		},
-	} {
+	for name, store := range clockedStores(t) {
 		t.Run(name, func(t *testing.T) {
 			clock := newClock()
 			ctx := context.Background()
@@ -200,12 +190,7 @@ func TestRoomAdmissionWindowLeasedPosition(t *testing.T) {
 // with Redis; a hold without a position only keeps the holder admitted, and
 // the first hold of a refused position is counted but not listed.
 func TestRoomNoteHolder(t *testing.T) {
-	for name, store := range map[string]func(*fakeClock) Store{
-		"memory": func(c *fakeClock) Store { return NewMemoryStore(c.Now) },
-		"redis": func(c *fakeClock) Store {
-			return NewRedisStore(testenv.Redis(t), RedisOptions{Now: c.Now})
-		},
-	} {
+	for name, store := range clockedStores(t) {
 		t.Run(name, func(t *testing.T) {
 			clock := newClock()
 			ctx := context.Background()
