@@ -401,30 +401,94 @@ func (t Tx) SeatsOfBuyer(ctx context.Context, event int64, user, bookingID, hold
 // with enough numbers is held, or the event's last numbers are spread over
 // several, does it wait, for all of them in block order. The first try runs
 // in a savepoint, undone when it falls short: a row it locked and then
-// found too short (a block that changed meanwhile) would otherwise stay
-// locked while the transaction waits for the others, and two such
-// transactions would deadlock.
+// found too short would otherwise stay locked while the transaction waits
+// for the others, and two such transactions would deadlock. A block's row
+// is locked, not rewritten (migration 015), except once when it runs out.
 func (t Tx) TakeSeats(ctx context.Context, event, n int64) ([]int32, error) {
-	var seats []int32
-	err := t.Savepoint(ctx, func(sp Tx) error {
-		rows, err := sp.tx.Query(ctx, sqlTakeSeats, event, n, rand.IntN(seatBlocks))
-		if seats, err = pgx.CollectRows(rows, pgx.RowTo[int32]); err == nil && int64(len(seats)) < n {
-			err = errNoFreeBlock
+	rows, err := t.tx.Query(ctx, sqlTakeFreedSeats, event, n)
+	seats, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil {
+		return nil, fmt.Errorf("take seats: %w", err)
+	}
+	want := int32(n) - int32(len(seats))
+	if want == 0 {
+		return seats, nil
+	}
+	var fresh []int32
+	err = t.Savepoint(ctx, func(sp Tx) error {
+		blocks, err := sp.lockSeatBlocks(ctx, event, sqlLockSeatBlock, event, rand.IntN(seatBlocks))
+		if err != nil {
+			return err
 		}
+		if len(blocks) == 0 || blocks[0].stop-blocks[0].next < want {
+			return errNoFreeBlock
+		}
+		fresh, err = sp.takeFromBlocks(ctx, event, blocks, want)
 		return err
 	})
 	if errors.Is(err, errNoFreeBlock) {
-		rows, qerr := t.tx.Query(ctx, sqlTakeSeatsInOrder, event, n)
-		seats, err = pgx.CollectRows(rows, pgx.RowTo[int32])
-		if qerr != nil {
-			err = qerr
+		var blocks []seatBlock
+		if blocks, err = t.lockSeatBlocks(ctx, event, sqlLockSeatBlocks, event); err == nil {
+			fresh, err = t.takeFromBlocks(ctx, event, blocks, want)
 		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("take seats: %w", err)
 	}
-	if int64(len(seats)) < n {
-		return nil, fmt.Errorf("take seats: %w", ErrNoSeatLeft)
+	return append(seats, fresh...), nil
+}
+
+// seatBlock is a locked block of seat numbers: the first it has not handed
+// out, and its end (excluded).
+type seatBlock struct {
+	block, next, stop int32
+}
+
+// lockSeatBlocks locks blocks by query, then reads where each stands.
+func (t Tx) lockSeatBlocks(ctx context.Context, event int64, query string, args ...any) ([]seatBlock, error) {
+	rows, err := t.tx.Query(ctx, query, args...)
+	blocks, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (seatBlock, error) {
+		var b seatBlock
+		return b, r.Scan(&b.block, &b.next, &b.stop)
+	})
+	if err != nil || len(blocks) == 0 {
+		return nil, err
+	}
+	nexts, stops := make([]int32, len(blocks)), make([]int32, len(blocks))
+	for i, b := range blocks {
+		nexts[i], stops[i] = b.next, b.stop
+	}
+	rows, err = t.tx.Query(ctx, sqlSeatBlocksNext, event, nexts, stops)
+	if nexts, err = pgx.CollectRows(rows, pgx.RowTo[int32]); err != nil {
+		return nil, err
+	}
+	for i := range blocks {
+		blocks[i].next = nexts[i]
+	}
+	return blocks, nil
+}
+
+// takeFromBlocks takes want numbers from the locked blocks, in their
+// order, and marks those that ran out (ErrNoSeatLeft when they have fewer).
+func (t Tx) takeFromBlocks(ctx context.Context, event int64, blocks []seatBlock, want int32) ([]int32, error) {
+	var seats []int32
+	var runOut []int32
+	for _, b := range blocks {
+		for ; b.next < b.stop && want > 0; b.next++ {
+			seats = append(seats, b.next)
+			want--
+		}
+		if b.next == b.stop {
+			runOut = append(runOut, b.block)
+		}
+	}
+	if want > 0 {
+		return nil, ErrNoSeatLeft
+	}
+	if len(runOut) > 0 {
+		if _, err := t.tx.Exec(ctx, sqlSeatBlocksRunOut, event, runOut); err != nil {
+			return nil, err
+		}
 	}
 	return seats, nil
 }

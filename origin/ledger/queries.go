@@ -533,59 +533,41 @@ const (
 		ORDER BY t.issued_at, t.seat`
 )
 
-// Seat numbers, from the event's seat blocks (migration 007).
+// Seat numbers, from the event's seat blocks (migrations 007 and 015).
 const (
-	// $2 seat numbers in one statement: freed seats first (one another
-	// confirmation has locked is skipped), then the rest from one block of
-	// the event that has them all, the first from block $3 on, wrapping
-	// around. The block's row stays locked until the commit, so the
-	// confirmations meanwhile skip it and take from other blocks instead of
-	// waiting. Nothing comes from the blocks when every block with enough
-	// numbers left is locked, or none has enough.
-	sqlTakeSeats = `WITH freed AS (
-			DELETE FROM free_seats WHERE event_id = $1 AND seat IN (
-				SELECT seat FROM free_seats WHERE event_id = $1 ORDER BY seat LIMIT $2 FOR UPDATE SKIP LOCKED)
-			RETURNING seat),
-		want AS (SELECT $2 - count(*)::int AS n FROM freed),
-		pick AS (
-			SELECT b.block, b.next, want.n AS taken FROM seat_blocks b, want
-			WHERE b.event_id = $1 AND want.n > 0 AND b.stop - b.next >= want.n
-			ORDER BY b.block < $3, b.block
-			LIMIT 1 FOR UPDATE OF b SKIP LOCKED),
-		fresh AS (
-			UPDATE seat_blocks b SET next = pick.next + pick.taken FROM pick
-			WHERE b.event_id = $1 AND b.block = pick.block
-			RETURNING pick.next AS first, b.next AS stop)
-		SELECT seat FROM freed
-		UNION ALL
-		SELECT generate_series(first, stop - 1) FROM fresh`
+	// Up to $2 freed seat numbers, one another confirmation has locked
+	// skipped: handed out again before new ones.
+	sqlTakeFreedSeats = `DELETE FROM free_seats WHERE event_id = $1 AND seat IN (
+			SELECT seat FROM free_seats WHERE event_id = $1 ORDER BY seat LIMIT $2 FOR UPDATE SKIP LOCKED)
+		RETURNING seat`
 
-	// When sqlTakeSeats found no block (and was undone): freed seats
-	// first, as there, then every block with numbers left is locked,
-	// waiting, in block order, and the rest are taken across them in that
-	// order (the event's last numbers, spread over its blocks); no block
-	// number when fewer than needed are left. Only these wait for a block,
-	// all in one order, holding none before: two confirmations never
-	// deadlock.
-	sqlTakeSeatsInOrder = `WITH freed AS (
-			DELETE FROM free_seats WHERE event_id = $1 AND seat IN (
-				SELECT seat FROM free_seats WHERE event_id = $1 ORDER BY seat LIMIT $2 FOR UPDATE SKIP LOCKED)
-			RETURNING seat),
-		want AS (SELECT $2 - count(*)::int AS n FROM freed),
-		locked AS (
-			SELECT block, next, stop FROM seat_blocks WHERE event_id = $1 AND next < stop ORDER BY block FOR UPDATE),
-		spread AS (
-			SELECT block, next,
-				least(stop - next, greatest(0, want.n - (sum(stop - next) OVER (ORDER BY block) - (stop - next)))) AS taken,
-				sum(stop - next) OVER () AS total, want.n AS wanted
-			FROM locked, want),
-		fresh AS (
-			UPDATE seat_blocks b SET next = s.next + s.taken FROM spread s
-			WHERE b.event_id = $1 AND b.block = s.block AND s.taken > 0 AND s.total >= s.wanted
-			RETURNING s.next AS first, b.next AS stop)
-		SELECT seat FROM freed
-		UNION ALL
-		SELECT generate_series(first, stop - 1) FROM fresh`
+	// One block of the event that has not run out and that no other
+	// confirmation has locked, the first from block $2 on, wrapping around.
+	// It stays locked until the commit, so the confirmations meanwhile
+	// take from other blocks instead of waiting.
+	sqlLockSeatBlock = `SELECT block, next, stop FROM seat_blocks
+		WHERE event_id = $1 AND next < stop
+		ORDER BY block < $2, block
+		LIMIT 1 FOR UPDATE SKIP LOCKED`
+
+	// Every block that has not run out, locked in block order, waiting:
+	// only this statement waits for a block, all in one order, so two
+	// confirmations never deadlock.
+	sqlLockSeatBlocks = `SELECT block, next, stop FROM seat_blocks
+		WHERE event_id = $1 AND next < stop
+		ORDER BY block FOR UPDATE`
+
+	// The first number each locked block ($2 its lower bounds, $3 its ends)
+	// has not handed out: one past its highest ticket. Run after the locks
+	// were taken, so its snapshot has the tickets of whoever held them.
+	sqlSeatBlocksNext = `SELECT coalesce(
+			(SELECT max(t.seat) + 1 FROM tickets t WHERE t.event_id = $1 AND t.seat >= b.next AND t.seat < b.stop),
+			b.next)::int
+		FROM unnest($2::int[], $3::int[]) WITH ORDINALITY AS b (next, stop, i)
+		ORDER BY b.i`
+
+	// Blocks that ran out: not locked again.
+	sqlSeatBlocksRunOut = `UPDATE seat_blocks SET next = stop WHERE event_id = $1 AND block = ANY($2::int[]) AND next < stop`
 
 	sqlFreeSeats = `INSERT INTO free_seats (event_id, seat) SELECT $1, unnest($2::int[]) ON CONFLICT DO NOTHING`
 )

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -17,11 +18,12 @@ import (
 var errUndo = errors.New("undo")
 
 // TestSeatNumbersUnderConcurrentConfirmations takes every seat number of
-// events through concurrent transactions, as concurrent confirmations of
-// one event do, some of which roll back: the numbers committed are unique,
-// within the capacity, and all of 1..capacity (a rolled-back confirmation
-// gives its numbers back), bookings of several seats included; then no
-// number is left, and freed seats are handed out again.
+// events through concurrent transactions that issue tickets for them, as
+// concurrent confirmations of one event do, some of which roll back: the
+// numbers committed are unique, within the capacity, and all of
+// 1..capacity (a rolled-back confirmation gives its numbers back), bookings
+// of several seats included; then no number is left, every block is marked
+// run out, and freed seats are handed out again.
 func TestSeatNumbersUnderConcurrentConfirmations(t *testing.T) {
 	l := testLedger(t, testenv.Postgres(t))
 	ctx := context.Background()
@@ -30,6 +32,7 @@ func TestSeatNumbersUnderConcurrentConfirmations(t *testing.T) {
 			ev, err := l.CreateEvent(ctx, Event{ID: testenv.EventID(), Name: "numbers", Capacity: capacity,
 				Sellable: capacity, Price: 1, Currency: "inr", HoldTTLSeconds: 60, MaxPerUser: 4, CreatedAt: writerNow})
 			require.NoError(t, err)
+			carrier := carrierBooking(t, l, ev)
 			rng := rand.New(rand.NewPCG(uint64(capacity), 7))
 			var quantities []int64
 			for left := capacity; left > 0; {
@@ -48,6 +51,13 @@ func TestSeatNumbersUnderConcurrentConfirmations(t *testing.T) {
 					}
 					if int64(len(seats)) != q {
 						return errors.New("wrong count of seat numbers")
+					}
+					codes := make([]string, len(seats))
+					for i := range codes {
+						codes[i] = uuid.NewString()
+					}
+					if err := tx.InsertTickets(ctx, carrier, ev.ID, codes, seats, nil, writerNow); err != nil {
+						return err
 					}
 					if undo {
 						return errUndo
@@ -84,7 +94,12 @@ func TestSeatNumbersUnderConcurrentConfirmations(t *testing.T) {
 			slices.Sort(taken)
 			require.Equal(t, want, taken, "every number of 1..capacity once")
 			require.ErrorIs(t, take(1, false), ErrNoSeatLeft)
+			var open int
+			require.NoError(t, l.pool.QueryRow(ctx, `SELECT count(*) FROM seat_blocks WHERE event_id = $1 AND next < stop`, ev.ID).Scan(&open))
+			assert.Zero(t, open, "blocks not marked run out")
 
+			_, err = l.pool.Exec(ctx, `UPDATE tickets SET valid = false WHERE event_id = $1 AND seat = ANY($2)`, ev.ID, []int32{2, int32(capacity)})
+			require.NoError(t, err)
 			_, err = l.pool.Exec(ctx, sqlFreeSeats, ev.ID, []int32{2, int32(capacity)})
 			require.NoError(t, err)
 			require.ErrorIs(t, take(3, false), ErrNoSeatLeft, "two freed seats are not three")
@@ -93,4 +108,61 @@ func TestSeatNumbersUnderConcurrentConfirmations(t *testing.T) {
 			assert.ElementsMatch(t, []int32{2, int32(capacity)}, taken)
 		})
 	}
+}
+
+// carrierBooking is a booking for the event's tickets in tests of the
+// numbering alone.
+func carrierBooking(t *testing.T, l *Ledger, ev Event) string {
+	t.Helper()
+	h := pendingRow(ev.ID, "u-"+uuid.NewString(), uuid.NewString())
+	_, err := l.InsertHold(context.Background(), h, writerNow)
+	require.NoError(t, err)
+	b, err := l.Bookings().Insert(context.Background(), newBooking(h))
+	require.NoError(t, err)
+	return b.ID
+}
+
+// TestSeatNumbersLeaveTheBlocksRowsAlone: a confirmation locks the block it
+// takes from but does not rewrite it (the numbers handed out are read from
+// the tickets), until the block runs out; the next one goes on from the
+// tickets, voided ones included.
+func TestSeatNumbersLeaveTheBlocksRowsAlone(t *testing.T) {
+	l := testLedger(t, testenv.Postgres(t))
+	ctx := context.Background()
+	ev, err := l.CreateEvent(ctx, Event{ID: testenv.EventID(), Name: "rows", Capacity: 8,
+		Sellable: 8, Price: 1, Currency: "inr", HoldTTLSeconds: 60, MaxPerUser: 4, CreatedAt: writerNow})
+	require.NoError(t, err)
+	carrier := carrierBooking(t, l, ev)
+	blocks := func() (next, stop int32) {
+		t.Helper()
+		require.NoError(t, l.pool.QueryRow(ctx, `SELECT next, stop FROM seat_blocks WHERE event_id = $1`, ev.ID).Scan(&next, &stop))
+		return
+	}
+	take := func(q int64) []int32 {
+		t.Helper()
+		var seats []int32
+		require.NoError(t, l.InTx(ctx, writerNow.AddDate(100, 0, 0), func(tx Tx) error {
+			var err error
+			if seats, err = tx.TakeSeats(ctx, ev.ID, q); err != nil {
+				return err
+			}
+			codes := make([]string, len(seats))
+			for i := range codes {
+				codes[i] = uuid.NewString()
+			}
+			return tx.InsertTickets(ctx, carrier, ev.ID, codes, seats, nil, writerNow)
+		}))
+		return seats
+	}
+	assert.Equal(t, []int32{1, 2, 3}, take(3))
+	next, stop := blocks()
+	assert.Equal(t, []int32{1, 9}, []int32{next, stop}, "one block of 8, its row as the event made it")
+	_, err = l.pool.Exec(ctx, `UPDATE tickets SET valid = false WHERE event_id = $1 AND seat = 3`, ev.ID)
+	require.NoError(t, err)
+	assert.Equal(t, []int32{4, 5, 6, 7}, take(4), "a voided ticket's number is not the block's to hand out")
+	next, _ = blocks()
+	assert.EqualValues(t, 1, next)
+	assert.Equal(t, []int32{8}, take(1))
+	next, stop = blocks()
+	assert.Equal(t, stop, next, "the block ran out: marked")
 }

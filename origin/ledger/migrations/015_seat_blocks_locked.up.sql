@@ -1,0 +1,14 @@
+-- A seat sold no longer rewrites its block's row. A confirmation still
+-- locks the block it takes numbers from (the row lock is what keeps two
+-- confirmations off one block), but the numbers a block has handed out
+-- are now read from its tickets: the first number not handed out is one
+-- past the highest ticket in the block's range, voided tickets included
+-- (their numbers went to free_seats and are handed out from there). That
+-- read runs after the lock is taken, in a statement of its own, so it sees
+-- the tickets of every confirmation that held the lock before.
+--
+-- seat_blocks.next is now a lower bound of the block's next number: raised
+-- to stop, once, when the block runs out, so a full block is never locked
+-- only to be found full. An event writes its blocks' rows at most once
+-- each, instead of once per confirmation.
+CREATE INDEX tickets_event_seat ON tickets (event_id, seat);
