@@ -19,7 +19,7 @@ func (h *payHarness) seatsOf(event int64, user string) int {
 	h.t.Helper()
 	return h.count(`SELECT coalesce(sum(q), 0)::int FROM (
 		SELECT quantity AS q FROM holds WHERE event_id = $1 AND user_id = $2
-			AND (status = 'confirmed' OR (status = 'pending' AND expires_at >= $3))
+			AND (status = 'confirmed' OR (status = 'pending' AND expiry(holds) >= $3))
 		UNION ALL
 		SELECT quantity FROM bookings WHERE event_id = $1 AND user_id = $2 AND status = 'confirmed' AND overflow) x`,
 		event, user, h.clock.Now())

@@ -14,24 +14,31 @@ import (
 // the queries it checks.
 //
 //	$1 event, $2 now, $3 a hold's whole-life cap
+//
+// A hold's expiry is its row's, or later where a booking of it keeps it
+// (bookings.hold_until).
 const sqlCounts = `
-WITH confirmed AS (
+WITH h AS (
+	SELECT holds.*, greatest(expires_at,
+		(SELECT max(b.hold_until) FROM bookings b WHERE b.hold_id = holds.id)) AS kept_until
+	FROM holds WHERE event_id = $1
+), confirmed AS (
 	SELECT coalesce(sum(quantity), 0) AS seats FROM bookings WHERE event_id = $1 AND status = 'confirmed'
 ), tickets AS (
 	SELECT count(*) AS valid, count(DISTINCT seat) AS seats, coalesce(max(seat), 0) AS top
 	FROM tickets WHERE event_id = $1 AND valid
 ), held AS (
-	SELECT coalesce(sum(quantity), 0) AS seats FROM holds
-	WHERE event_id = $1 AND (status = 'confirmed' OR (status = 'pending' AND expires_at > $2))
+	SELECT coalesce(sum(quantity), 0) AS seats FROM h
+	WHERE status = 'confirmed' OR (status = 'pending' AND kept_until > $2)
 ), per_user AS (
 	SELECT user_id, sum(seats) AS seats FROM (
 		SELECT user_id, quantity AS seats FROM bookings WHERE event_id = $1 AND status = 'confirmed'
 		UNION ALL
-		SELECT user_id, quantity FROM holds WHERE event_id = $1 AND status = 'pending' AND expires_at > $2
+		SELECT user_id, quantity FROM h WHERE status = 'pending' AND kept_until > $2
 	) s GROUP BY user_id ORDER BY 2 DESC, 1 LIMIT 1
 ), over_life AS (
-	SELECT count(*) AS n, min(id::text) AS example FROM holds
-	WHERE event_id = $1 AND status = 'pending' AND expires_at > created_at + $3::interval
+	SELECT count(*) AS n, min(id::text) AS example FROM h
+	WHERE status = 'pending' AND kept_until > created_at + $3::interval
 )
 SELECT confirmed.seats, tickets.valid, tickets.seats, tickets.top, held.seats,
 	(SELECT overflow_used FROM events WHERE id = $1),
@@ -130,7 +137,8 @@ func readSeatChecks(ctx context.Context, l *ledger.Ledger, event int64, capaciti
 //
 //	$1 event, $2 now, $3 now less the reconciliation's PendingAfter
 const sqlConfirming = `SELECT s.seat_id, s.hold_id::text FROM event_seats s JOIN holds h ON h.id = s.hold_id
-	WHERE s.event_id = $1 AND s.status = 'held' AND h.status = 'pending' AND h.expires_at >= $2
+	WHERE s.event_id = $1 AND s.status = 'held' AND h.status = 'pending'
+		AND greatest(h.expires_at, (SELECT max(b.hold_until) FROM bookings b WHERE b.hold_id = h.id)) >= $2
 		AND EXISTS (SELECT 1 FROM bookings b
 			WHERE b.hold_id = h.id AND b.status = 'payment_pending' AND b.checked_at >= $3)`
 

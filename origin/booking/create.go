@@ -93,7 +93,7 @@ func (s *Service) Create(ctx context.Context, req Request) Result {
 		created, err = tx.Bookings().Insert(ctx, ledger.NewBooking{
 			ID: id, HoldID: h.ID, EventID: ev.ID, UserID: req.User, Quantity: held.Quantity, Amount: held.Amount,
 			Currency: ev.Currency, Provider: s.payments.Name(), PaymentMethod: req.Method,
-			IdempotencyKey: req.Key, RequestDigest: req.Digest, CreatedAt: now,
+			IdempotencyKey: req.Key, RequestDigest: req.Digest, CreatedAt: now, HoldUntil: held.ExpiresAt,
 		})
 		return err
 	})

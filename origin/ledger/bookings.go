@@ -91,6 +91,9 @@ type NewBooking struct {
 	IdempotencyKey string
 	RequestDigest  string
 	CreatedAt      time.Time
+	// HoldUntil is when the booking keeps its hold until (at least): the
+	// extension of the hold for the payment (Tx.LockHoldForBooking).
+	HoldUntil time.Time
 }
 
 // Ticket is a valid ticket of a booking.
@@ -168,8 +171,12 @@ func (b Bookings) Lock(ctx context.Context, id string) (Booking, error) {
 // ErrBookingExists: the hold has a live booking; ErrBookingKeyUsed: the
 // user used the key for a booking already.
 func (b Bookings) Insert(ctx context.Context, n NewBooking) (Booking, error) {
+	var until *time.Time
+	if !n.HoldUntil.IsZero() {
+		until = &n.HoldUntil
+	}
 	got, err := b.one(ctx, "insert booking "+n.ID, sqlInsertBooking, n.ID, n.HoldID, n.EventID, n.UserID, n.Quantity,
-		n.Amount, n.Currency, n.Provider, n.PaymentMethod, n.IdempotencyKey, n.RequestDigest, n.CreatedAt)
+		n.Amount, n.Currency, n.Provider, n.PaymentMethod, n.IdempotencyKey, n.RequestDigest, n.CreatedAt, until)
 	switch uniqueViolation(err) {
 	case "bookings_one_per_hold":
 		return Booking{}, ErrBookingExists

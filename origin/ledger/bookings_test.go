@@ -48,15 +48,7 @@ func TestReleaseWaitsForTheBookingBeingWritten(t *testing.T) {
 	_, err := l.InsertHold(ctx, h, writerNow)
 	require.NoError(t, err)
 
-	// The booking's transaction, as ExtendHold runs it, paused before its
-	// commit.
-	tx, err := l.pool.BeginTx(ctx, pgx.TxOptions{})
-	require.NoError(t, err)
-	defer func() { _ = tx.Rollback(ctx) }()
-	_, err = Tx{tx}.ExtendHold(ctx, h.ID, writerNow, writerNow.Add(2*time.Minute))
-	require.NoError(t, err)
-	_, err = Tx{tx}.Bookings().Insert(ctx, newBooking(h))
-	require.NoError(t, err)
+	tx := bookingInFlight(t, l, h, writerNow.Add(2*time.Minute))
 
 	released := make(chan error, 1)
 	go func() {
@@ -67,6 +59,94 @@ func TestReleaseWaitsForTheBookingBeingWritten(t *testing.T) {
 	require.NoError(t, tx.Commit(ctx))
 	err = <-released
 	assert.ErrorIs(t, err, ErrHoldNotActive, "a hold whose payment is under way is not released")
+	got, err := l.Hold(ctx, h.ID)
+	require.NoError(t, err)
+	assert.Equal(t, StatusPending, got.Status)
+}
+
+// bookingInFlight is a booking's transaction as seats.ExtendHold runs it
+// (the hold locked, the booking that keeps it until until inserted),
+// paused before its commit.
+func bookingInFlight(t *testing.T, l *Ledger, h Hold, until time.Time) pgx.Tx {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := l.pool.BeginTx(ctx, pgx.TxOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = tx.Rollback(ctx) })
+	held, err := Tx{tx}.LockHoldForBooking(ctx, h.ID, writerNow, until)
+	require.NoError(t, err)
+	require.False(t, held.ExpiresAt.Before(until), "the hold as the booking leaves it")
+	b := newBooking(h)
+	b.HoldUntil = held.ExpiresAt
+	_, err = Tx{tx}.Bookings().Insert(ctx, b)
+	require.NoError(t, err)
+	return tx
+}
+
+// TestBookingKeepsItsHold: the booking's row carries its hold's extension,
+// the hold's own row is not rewritten, and every reader of the hold's
+// expiry (the hold, the reaper, the invariant's counts, the rebuild's live
+// holds) takes the later one.
+func TestBookingKeepsItsHold(t *testing.T) {
+	l := testLedger(t, testenv.Postgres(t))
+	ctx := context.Background()
+	ev := confirmEvent(t, l, 10)
+	h := pendingRow(ev.ID, "u-"+uuid.NewString(), uuid.NewString()) // expires at writerNow + 10 min
+	_, err := l.InsertHold(ctx, h, writerNow)
+	require.NoError(t, err)
+	until := writerNow.Add(20 * time.Minute)
+	require.NoError(t, bookingInFlight(t, l, h, until).Commit(ctx))
+
+	var own time.Time
+	require.NoError(t, l.pool.QueryRow(ctx, `SELECT expires_at FROM holds WHERE id = $1`, h.ID).Scan(&own))
+	assert.True(t, h.ExpiresAt.Equal(own), "the hold's row as it was written: %v", own)
+	got, err := l.Hold(ctx, h.ID)
+	require.NoError(t, err)
+	assert.True(t, until.Equal(got.ExpiresAt), "%v", got.ExpiresAt)
+
+	between := writerNow.Add(15 * time.Minute)
+	ended, err := l.ExpireDue(ctx, between, 100)
+	require.NoError(t, err)
+	assert.Empty(t, ended, "past its own expiry, not its booking's")
+	counts, err := l.SeatCounts(ctx, ev.ID, between)
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, counts.Pending)
+	live, _, err := l.LiveHoldsNow(ctx, ev.ID, between)
+	require.NoError(t, err)
+	require.Len(t, live, 1)
+	assert.True(t, until.Equal(live[0].ExpiresAt), "the rebuild gives Redis the booking's expiry: %v", live[0].ExpiresAt)
+
+	ended, err = l.ExpireDue(ctx, until.Add(time.Second), 100)
+	require.NoError(t, err)
+	require.Len(t, ended, 1)
+	assert.Equal(t, StatusExpired, ended[0].Status)
+}
+
+// TestNewHoldOfTheBuyerWaitsForTheBookingBeingWritten: the buyer's new
+// hold, past the old hold's own expiry, ends the old one only if it is
+// still past its expiry once the booking keeping it committed. Ended in the
+// statement that waited for the lock, it read the bookings from before it
+// waited, and ended the hold under the payment.
+func TestNewHoldOfTheBuyerWaitsForTheBookingBeingWritten(t *testing.T) {
+	l := testLedger(t, testenv.Postgres(t))
+	ctx := context.Background()
+	ev := confirmEvent(t, l, 10)
+	h := pendingRow(ev.ID, "u-"+uuid.NewString(), uuid.NewString())
+	_, err := l.InsertHold(ctx, h, writerNow)
+	require.NoError(t, err)
+	tx := bookingInFlight(t, l, h, writerNow.Add(20*time.Minute))
+
+	later := writerNow.Add(15 * time.Minute)
+	again := pendingRow(ev.ID, h.UserID, uuid.NewString())
+	again.CreatedAt, again.ExpiresAt = later, later.Add(10*time.Minute)
+	inserted := make(chan error, 1)
+	go func() {
+		_, err := l.InsertHold(ctx, again, later)
+		inserted <- err
+	}()
+	waitBlocked(t, l, "%holds%")
+	require.NoError(t, tx.Commit(ctx))
+	assert.ErrorIs(t, <-inserted, ErrLiveHoldExists, "the buyer still holds the first")
 	got, err := l.Hold(ctx, h.ID)
 	require.NoError(t, err)
 	assert.Equal(t, StatusPending, got.Status)

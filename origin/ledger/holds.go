@@ -113,7 +113,7 @@ func (l *Ledger) InsertHold(ctx context.Context, h Hold, now time.Time) (WriteOu
 			if _, err := tx.Exec(ctx, sqlLockBuyers, buyer...); err != nil {
 				return err
 			}
-			if _, err := tx.Exec(ctx, sqlExpireLapsedHoldOfUser, h.EventID, h.UserID, now); err != nil {
+			if _, err := expireLapsedOfUser(ctx, tx, h.EventID, h.UserID, now); err != nil {
 				return err
 			}
 			tag, err = tx.Exec(ctx, sqlInsertHold, args...)
@@ -283,7 +283,7 @@ func (t Tx) ConfirmHold(ctx context.Context, id string, now time.Time) (Hold, er
 	return h, err
 }
 
-// ExtendHold moves a pending, unexpired hold's expiry to until (never
+// ExtendHold moves a pending, unexpired hold's own expiry to until (never
 // earlier).
 func (t Tx) ExtendHold(ctx context.Context, id string, now, until time.Time) (Hold, error) {
 	rows, err := t.tx.Query(ctx, sqlExtendHold, id, now, until)
@@ -294,11 +294,60 @@ func (t Tx) ExtendHold(ctx context.Context, id string, now, until time.Time) (Ho
 	return h, err
 }
 
+// LockHoldForBooking locks a pending, unexpired hold for the booking the
+// transaction inserts next, which keeps it until until: the hold as the
+// booking leaves it (its expiry until, never earlier). The hold's row is
+// not written; the booking's (NewBooking.HoldUntil) carries the extension,
+// so the caller must insert it in this transaction.
+func (t Tx) LockHoldForBooking(ctx context.Context, id string, now, until time.Time) (Hold, error) {
+	if _, err := t.tx.Exec(ctx, sqlLockHoldsForWrite); err != nil {
+		return Hold{}, fmt.Errorf("lock hold %s: %w", id, err)
+	}
+	rows, err := t.tx.Query(ctx, sqlLockLiveHold, id, now)
+	h, err := collectOne[Hold](rows, err, "lock hold "+id)
+	if errors.Is(err, ErrNotFound) {
+		return Hold{}, fmt.Errorf("lock hold %s: %w", id, ErrHoldNotActive)
+	}
+	if err == nil && until.After(h.ExpiresAt) {
+		h.ExpiresAt = until
+	}
+	return h, err
+}
+
 // ExpireDue marks up to limit pending holds past their expiry expired and
 // returns them.
 func (l *Ledger) ExpireDue(ctx context.Context, now time.Time, limit int) ([]Hold, error) {
-	rows, err := l.pool.Query(ctx, sqlExpireDue, now, limit)
-	return collectAll[Hold](rows, err, "expire due holds")
+	var ended []Hold
+	err := pgx.BeginTxFunc(ctx, l.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, sqlLockDue, now, limit)
+		ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil || len(ids) == 0 {
+			return err
+		}
+		rows, err = tx.Query(ctx, sqlExpireLocked, ids, now)
+		ended, err = collectAll[Hold](rows, err, "end")
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("expire due holds: %w", err)
+	}
+	return ended, nil
+}
+
+// expireLapsedOfUser ends the user's pending hold of the event that is
+// past its expiry, in tx, and reports how many it ended (0 or 1). The row
+// is locked first and its expiry read after, in a statement of its own: a
+// booking that a transaction holding the lock inserted changed no row of
+// holds, so a statement that waited for the lock would not see it and end
+// the hold under the booking's payment.
+func expireLapsedOfUser(ctx context.Context, tx pgx.Tx, event int64, user string, now time.Time) (int64, error) {
+	rows, err := tx.Query(ctx, sqlLockLapsedHoldOfUser, event, user, now)
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil || len(ids) == 0 {
+		return 0, err
+	}
+	tag, err := tx.Exec(ctx, sqlExpireLocked, ids, now)
+	return tag.RowsAffected(), err
 }
 
 // SeatCounts counts the seats an event's live holds take at now.

@@ -39,7 +39,9 @@ const (
 
 // Holds.
 const (
-	holdColumns = `id::text AS id, event_id, user_id, quantity, amount, status, expires_at, created_at,
+	// expires_at is the hold's expiry as its bookings moved it (migration
+	// 016).
+	holdColumns = `id::text AS id, event_id, user_id, quantity, amount, status, expiry(holds) AS expires_at, created_at,
 		updated_at, idempotency_key, request_digest, response, coalesce(position, 0) AS position, seats,
 		coalesce(ga_section, '') AS ga_section`
 
@@ -117,9 +119,11 @@ const (
 		RETURNING seat_id`
 
 	// A pending hold past its expiry is free already (Redis reclaimed it);
-	// it makes way for the user's new hold in the same transaction.
-	sqlExpireLapsedHoldOfUser = `UPDATE holds SET status = 'expired', updated_at = $3
-		WHERE event_id = $1 AND user_id = $2 AND status = 'pending' AND expires_at < $3`
+	// it makes way for the user's new hold in the same transaction. Locked
+	// first, then ended by sqlExpireLocked (see expireLocked).
+	sqlLockLapsedHoldOfUser = `SELECT id FROM holds
+		WHERE event_id = $1 AND user_id = $2 AND status = 'pending' AND expires_at < $3
+		FOR UPDATE`
 
 	sqlHold           = `SELECT ` + holdColumns + ` FROM holds WHERE id = $1`
 	sqlHoldByKey      = `SELECT ` + holdColumns + ` FROM holds WHERE event_id = $1 AND user_id = $2 AND idempotency_key = $3`
@@ -133,7 +137,7 @@ const (
 	// NOT EXISTS sees a booking committed while the lock was awaited.
 	sqlLockHoldRow = `SELECT 1 FROM holds WHERE id = $1 FOR UPDATE`
 	sqlReleaseHold = `UPDATE holds SET status = 'released', updated_at = $2
-		WHERE id = $1 AND status = 'pending' AND expires_at >= $2
+		WHERE id = $1 AND status = 'pending' AND expiry(holds) >= $2
 			AND NOT EXISTS (SELECT 1 FROM bookings b WHERE b.hold_id = holds.id AND b.status = 'payment_pending')
 		RETURNING ` + holdColumns
 
@@ -145,19 +149,33 @@ const (
 		RETURNING ` + holdColumns
 
 	sqlExtendHold = `UPDATE holds SET expires_at = greatest(expires_at, $3), updated_at = $2
-		WHERE id = $1 AND status = 'pending' AND expires_at >= $2
+		WHERE id = $1 AND status = 'pending' AND expiry(holds) >= $2
 		RETURNING ` + holdColumns
 
-	// The reaper: status = 'pending' in both WHEREs is the whole correctness
-	// argument (a confirmed hold is never expired), and SKIP LOCKED lets any
-	// number of reapers split the work without two of them taking one row.
-	sqlExpireDue = `UPDATE holds SET status = 'expired', updated_at = $1
-		WHERE status = 'pending' AND id IN (
-			SELECT id FROM holds
-			WHERE status = 'pending' AND expires_at < $1
-			ORDER BY expires_at
-			LIMIT $2
-			FOR UPDATE SKIP LOCKED)
+	// A pending, unexpired hold a booking is about to keep (the booking's
+	// row carries the extension): locked, so no reaper ends it meanwhile.
+	// The table's ROW EXCLUSIVE lock is taken first, as a write of the
+	// hold's row took it: a rebuild's sqlLockHoldWrites waits for the
+	// booking's commit as it waited for the extension's.
+	sqlLockHoldsForWrite = `LOCK TABLE holds IN ROW EXCLUSIVE MODE`
+	sqlLockLiveHold      = `SELECT ` + holdColumns + ` FROM holds
+		WHERE id = $1 AND status = 'pending' AND expiry(holds) >= $2
+		FOR UPDATE`
+
+	// The reaper's candidates: status = 'pending' in every WHERE is the
+	// whole correctness argument (a confirmed hold is never expired), and
+	// SKIP LOCKED lets any number of reapers split the work without two of
+	// them taking one row. Locked here, ended by sqlExpireLocked.
+	sqlLockDue = `SELECT id FROM holds
+		WHERE status = 'pending' AND expires_at < $1 AND expiry(holds) < $1
+		ORDER BY expires_at
+		LIMIT $2
+		FOR UPDATE SKIP LOCKED`
+
+	// Locked pending holds $1 still past their expiry at $2, read in this
+	// statement's own snapshot (taken after the locks), ended.
+	sqlExpireLocked = `UPDATE holds SET status = 'expired', updated_at = $2
+		WHERE id = ANY($1::uuid[]) AND status = 'pending' AND expiry(holds) < $2
 		RETURNING ` + holdColumns
 )
 
@@ -170,16 +188,16 @@ const (
 	// by events.overflow_used, never among the holds.
 	sqlSeatCounts = `SELECT
 			coalesce(sum(quantity) FILTER (WHERE status = 'confirmed'), 0) AS confirmed,
-			coalesce(sum(quantity) FILTER (WHERE status = 'pending' AND expires_at >= $2), 0) AS pending,
+			coalesce(sum(quantity) FILTER (WHERE status = 'pending' AND expiry(holds) >= $2), 0) AS pending,
 			coalesce((SELECT overflow_used FROM events WHERE id = $1), 0)::bigint AS overflow_used,
 			(SELECT count(*) FROM tickets WHERE event_id = $1 AND valid) AS tickets
 		FROM holds
 		WHERE event_id = $1 AND status IN ('pending', 'confirmed')`
 
-	sqlLiveHolds = `SELECT id::text AS id, user_id, quantity, status, expires_at, idempotency_key, request_digest, seats,
-			coalesce(ga_section, '') AS ga_section
+	sqlLiveHolds = `SELECT id::text AS id, user_id, quantity, status, expiry(holds) AS expires_at, idempotency_key,
+			request_digest, seats, coalesce(ga_section, '') AS ga_section
 		FROM holds
-		WHERE event_id = $1 AND (status = 'confirmed' OR (status = 'pending' AND expires_at >= $2))`
+		WHERE event_id = $1 AND (status = 'confirmed' OR (status = 'pending' AND expiry(holds) >= $2))`
 
 	// Buyers served from the overflow reserve: their holds expired, but the
 	// one-hold-per-user guard still counts their purchase.
@@ -199,7 +217,7 @@ const (
 	sqlAuditSeats = `WITH live AS (
 			SELECT id, unnest(seats) AS seat_id FROM holds
 			WHERE event_id = $1 AND seats IS NOT NULL
-				AND (status = 'confirmed' OR (status = 'pending' AND expires_at >= $2)))
+				AND (status = 'confirmed' OR (status = 'pending' AND expiry(holds) >= $2)))
 		SELECT
 			(SELECT count(*) FROM (SELECT seat_id FROM live GROUP BY seat_id HAVING count(*) > 1) x) AS double_held,
 			(SELECT count(*) FROM live JOIN event_seats s ON s.event_id = $1 AND s.seat_id = live.seat_id
@@ -235,8 +253,8 @@ const (
 		refund_error, refund_retry_at`
 
 	sqlInsertBooking = `INSERT INTO bookings (id, hold_id, event_id, user_id, quantity, amount, currency, status,
-			provider, payment_method, idempotency_key, request_digest, created_at, updated_at, checked_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, 'payment_pending', $8, $9, $10, $11, $12, $12, $12)
+			provider, payment_method, idempotency_key, request_digest, created_at, updated_at, checked_at, hold_until)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, 'payment_pending', $8, $9, $10, $11, $12, $12, $12, $13)
 		RETURNING ` + bookingColumns
 
 	sqlBooking      = `SELECT ` + bookingColumns + ` FROM bookings WHERE id = $1`
@@ -354,7 +372,7 @@ const (
 	// back to the pool (the payment is served from the overflow reserve,
 	// or refunded).
 	sqlExpireHold = `UPDATE holds SET status = 'expired', updated_at = $2
-		WHERE id = $1 AND status = 'pending' AND expires_at < $2`
+		WHERE id = $1 AND status = 'pending' AND expiry(holds) < $2`
 
 	// A cancelled sale gives its seats back.
 	sqlReleaseConfirmedHold = `UPDATE holds SET status = 'released', updated_at = $2
@@ -384,7 +402,7 @@ const (
 	sqlSeatsOfBuyer = `SELECT
 			(SELECT coalesce(sum(quantity), 0) FROM holds
 				WHERE event_id = $1 AND user_id = $2 AND id <> $4::uuid
-					AND (status = 'confirmed' OR (status = 'pending' AND expires_at >= $5)))
+					AND (status = 'confirmed' OR (status = 'pending' AND expiry(holds) >= $5)))
 			+ (SELECT coalesce(sum(quantity), 0) FROM bookings
 				WHERE event_id = $1 AND user_id = $2 AND id <> $3::uuid AND status = 'confirmed' AND overflow)`
 )
@@ -504,7 +522,7 @@ const (
 // The audit trail (trail.go): every row of one buyer in one event, each
 // with the times its table keeps.
 const (
-	sqlTrailHolds = `SELECT id::text AS id, quantity, status, expires_at, created_at, updated_at,
+	sqlTrailHolds = `SELECT id::text AS id, quantity, status, expiry(holds) AS expires_at, created_at, updated_at,
 			coalesce(position, 0) AS position
 		FROM holds WHERE event_id = $1 AND user_id = $2
 		ORDER BY created_at, id`

@@ -50,15 +50,16 @@ const (
 	// owed a release in Redis (releases_owed), in this transaction, which
 	// the origin makes after it (the reaper's pass). The count is of the
 	// holds expired.
-	sqlExpireLapsedOfSection = `WITH ended AS (
-			UPDATE holds SET status = 'expired', updated_at = $3
-			WHERE status = 'pending' AND id IN (
-				SELECT id FROM holds
-				WHERE event_id = $1 AND ga_section = $2 AND status = 'pending' AND expires_at < $3
-				FOR UPDATE SKIP LOCKED)
+	// Locked here, then ended by sqlExpireLockedOwed (see expireLocked).
+	sqlLockLapsedOfSection = `SELECT id FROM holds
+		WHERE event_id = $1 AND ga_section = $2 AND status = 'pending' AND expires_at < $3 AND expiry(holds) < $3
+		FOR UPDATE SKIP LOCKED`
+	sqlExpireLockedOwed = `WITH ended AS (
+			UPDATE holds SET status = 'expired', updated_at = $2
+			WHERE id = ANY($1::uuid[]) AND status = 'pending' AND expiry(holds) < $2
 			RETURNING id, event_id)
 		INSERT INTO releases_owed (hold_id, event_id, noted_at)
-		SELECT id, event_id, $3 FROM ended
+		SELECT id, event_id, $2 FROM ended
 		ON CONFLICT (hold_id) DO NOTHING`
 
 	// The releases Redis is owed (of event $1, or of every event when $1
@@ -111,7 +112,7 @@ const (
 	sqlSectionCounts = `SELECT ga_section AS section, coalesce(sum(quantity), 0)::bigint AS active
 		FROM holds
 		WHERE event_id = $1 AND ga_section IS NOT NULL
-			AND (status = 'confirmed' OR (status = 'pending' AND expires_at >= $2))
+			AND (status = 'confirmed' OR (status = 'pending' AND expiry(holds) >= $2))
 		GROUP BY ga_section`
 
 	// The ledger's own account of each section: its places, those left in

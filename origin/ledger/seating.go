@@ -63,7 +63,7 @@ func (l *Ledger) InsertSeatedHold(ctx context.Context, h Hold, now time.Time) (W
 		if err := tx.lockBuyerToHold(ctx, h.EventID, h.UserID); err != nil {
 			return err
 		}
-		if _, err := tx.tx.Exec(ctx, sqlExpireLapsedHoldOfUser, h.EventID, h.UserID, now); err != nil {
+		if _, err := expireLapsedOfUser(ctx, tx.tx, h.EventID, h.UserID, now); err != nil {
 			return fmt.Errorf("expire lapsed hold: %w", err)
 		}
 		tag, err := tx.tx.Exec(ctx, sqlInsertSeatedHold, h.ID, h.EventID, h.UserID, h.Quantity, h.Amount, h.ExpiresAt,

@@ -116,8 +116,12 @@ func (l *Ledger) InsertSectionHold(ctx context.Context, h Hold, now time.Time) (
 		// The user's previous hold may have lapsed without the reaper
 		// marking it: marked on its own first, since its places go back
 		// to buckets this transaction would otherwise lock out of order.
-		tag, xerr := l.pool.Exec(ctx, sqlExpireLapsedHoldOfUser, h.EventID, h.UserID, now)
-		if xerr == nil && tag.RowsAffected() > 0 {
+		var ended int64
+		xerr := pgx.BeginTxFunc(ctx, l.pool, pgx.TxOptions{}, func(tx pgx.Tx) (err error) {
+			ended, err = expireLapsedOfUser(ctx, tx, h.EventID, h.UserID, now)
+			return err
+		})
+		if xerr == nil && ended > 0 {
 			err = retryDeadlock(ctx, take)
 		}
 	}
@@ -186,7 +190,15 @@ func (t Tx) takeFromAll(ctx context.Context, event int64, section string, n int6
 		if attempt > 0 {
 			break
 		}
-		tag, err := t.tx.Exec(ctx, sqlExpireLapsedOfSection, event, section, now)
+		rows, err = t.tx.Query(ctx, sqlLockLapsedOfSection, event, section, now)
+		ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return nil, fmt.Errorf("expire lapsed holds of section %s: %w", section, err)
+		}
+		if len(ids) == 0 {
+			break
+		}
+		tag, err := t.tx.Exec(ctx, sqlExpireLockedOwed, ids, now)
 		if err != nil {
 			return nil, fmt.Errorf("expire lapsed holds of section %s: %w", section, err)
 		}

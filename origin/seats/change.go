@@ -155,12 +155,15 @@ func (p *Protocol) confirm(ctx context.Context, holdID string, write func(ev *Ev
 }
 
 // ExtendHold moves a live pending hold's expiry to until (never earlier),
-// e.g. to cover payment processing: Redis first, then one transaction
-// updates the row and runs inTx (nil for none), e.g. to insert the booking.
+// e.g. to cover payment processing: Redis first, then one transaction. With
+// book, which inserts a booking that carries the extension in the ledger
+// (NewBooking.HoldUntil, the ExpiresAt of the hold it is given), the
+// transaction locks the hold's row and runs book: the row is not rewritten
+// (migration 016). Without (nil), it moves the row's own expiry.
 // until is capped at the hold's creation plus its whole-life cap
 // (HoldMaxLifeOf), so repeated booking attempts cannot keep seats forever.
 // ErrHoldExpired: past its expiry; ledger.ErrHoldNotActive: not pending.
-func (p *Protocol) ExtendHold(ctx context.Context, holdID string, until time.Time, inTx func(ledger.Tx, ledger.Hold) error) (ledger.Hold, error) {
+func (p *Protocol) ExtendHold(ctx context.Context, holdID string, until time.Time, book func(ledger.Tx, ledger.Hold) error) (ledger.Hold, error) {
 	h, err := p.ledger.Hold(ctx, holdID)
 	if err != nil {
 		return ledger.Hold{}, err
@@ -197,13 +200,14 @@ func (p *Protocol) ExtendHold(ctx context.Context, holdID string, until time.Tim
 		}
 		err = p.ledgerStep(ctx, ev, deadline, func(tx ledger.Tx) error {
 			var err error
-			if extended, err = tx.ExtendHold(ctx, holdID, now, until); err != nil {
+			if book == nil {
+				extended, err = tx.ExtendHold(ctx, holdID, now, until)
 				return err
 			}
-			if inTx != nil {
-				return inTx(tx, extended)
+			if extended, err = tx.LockHoldForBooking(ctx, holdID, now, until); err != nil {
+				return err
 			}
-			return nil
+			return book(tx, extended)
 		})
 		if errors.Is(err, ledger.ErrHoldNotActive) {
 			// The reaper may have expired the row since it was read.
