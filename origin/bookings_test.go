@@ -442,6 +442,9 @@ func TestDeclinedPaymentThenRetry(t *testing.T) {
 	assert.Equal(t, "pending", hj.Status, "the hold is kept for another attempt")
 	again := h.book(ev.ID, "ann", hold.HoldID, payment.MethodDeclined, "first")
 	assert.Equal(t, string(res.body), string(again.body), "the same key replays the failure")
+	row, err := h.ledger.Booking(context.Background(), failed.BookingID)
+	require.NoError(t, err)
+	assert.Equal(t, string(res.body), string(row.Response), "the answer kept with the failure, for a retry after Redis lost its records")
 
 	retry := h.mustBook(ev.ID, "ann", hold.HoldID, payment.MethodVisa)
 	assert.NotEqual(t, failed.BookingID, retry.BookingID, "a retry is a new booking with its own payment")

@@ -1,6 +1,7 @@
 package booking
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -160,6 +161,7 @@ func (s *Service) resumeBooking(ctx context.Context, ev *seats.Event, b ledger.B
 // reconciliation settles it) or failed (declined). The answer is kept in
 // the booking's row for a retry.
 func (s *Service) pay(ctx context.Context, b ledger.Booking) Result {
+	var kept bool
 	if b.Amount == 0 {
 		// Nothing to charge (a free event): confirmed at once.
 		if err := s.settle.settlePaid(ctx, b, "", nil); err != nil {
@@ -177,10 +179,10 @@ func (s *Service) pay(ctx context.Context, b ledger.Booking) Result {
 		case errors.Is(err, payment.ErrDeclined):
 			reason, pid := declineReason(err, p)
 			b.PaymentID = pid
-			b = s.failPayment(ctx, b, pid, reason)
+			b, kept = s.failPayment(ctx, b, pid, reason)
 		case errors.Is(err, payment.ErrInvalidRequest), errors.Is(err, payment.ErrIdempotencyConflict):
 			s.log.Error("payment request refused by the provider", "booking", b.ID, "error", err)
-			b = s.failPayment(ctx, b, p.ID, ReasonPaymentRejected)
+			b, kept = s.failPayment(ctx, b, p.ID, ReasonPaymentRejected)
 		default:
 			// Unknown outcome: the booking waits; the webhook or the payment
 			// reconciliation (same payment key) settles it.
@@ -193,8 +195,10 @@ func (s *Service) pay(ctx context.Context, b ledger.Booking) Result {
 			body = full
 		}
 	}
-	if err := s.ledger.Bookings().Answered(context.WithoutCancel(ctx), b.ID, b.PaymentID, body, s.now()); err != nil {
-		s.log.Warn("booking response not kept", "booking", b.ID, "error", err)
+	if !kept {
+		if err := s.ledger.Bookings().Answered(context.WithoutCancel(ctx), b.ID, b.PaymentID, body, s.now()); err != nil {
+			s.log.Warn("booking response not kept", "booking", b.ID, "error", err)
+		}
 	}
 	if b.Status == ledger.BookingFailed {
 		return Result{Outcome: Declined, Booking: b, Body: body}
@@ -202,23 +206,30 @@ func (s *Service) pay(ctx context.Context, b ledger.Booking) Result {
 	return Result{Outcome: Created, Booking: b, Body: body}
 }
 
-// failPayment marks a waiting booking failed and returns it as it is now.
-// Its hold is left alone: the buyer may pay again (a new booking) until it
-// expires.
-func (s *Service) failPayment(ctx context.Context, b ledger.Booking, paymentID, reason string) ledger.Booking {
-	failed, ok, err := s.ledger.Bookings().Fail(ctx, b.ID, paymentID, reason, s.now())
+// failPayment marks a waiting booking failed and returns it as it is now,
+// and whether the request's answer (the booking as it is now) was kept with
+// the failure, in the same write. Its hold is left alone: the buyer may pay
+// again (a new booking) until it expires.
+func (s *Service) failPayment(ctx context.Context, b ledger.Booking, paymentID, reason string) (ledger.Booking, bool) {
+	want := b
+	want.Status, want.StatusReason = ledger.BookingFailed, reason
+	if want.PaymentID == "" {
+		want.PaymentID = paymentID
+	}
+	answer := s.cfg.Render(want, nil)
+	failed, ok, err := s.ledger.Bookings().Fail(ctx, b.ID, paymentID, reason, answer, s.now())
 	switch {
 	case err != nil:
 		s.log.Warn("booking not marked failed", "booking", b.ID, "error", err)
-		return b
+		return b, false
 	case ok:
 		s.metrics.Bookings.WithLabelValues(ledger.BookingFailed).Inc()
-		return failed
+		return failed, bytes.Equal(s.cfg.Render(failed, nil), answer)
 	}
 	if cur, err := s.ledger.Booking(ctx, b.ID); err == nil {
-		return cur
+		return cur, false
 	}
-	return b
+	return b, false
 }
 
 // Cancel cancels a confirmed booking: its tickets are voided and its

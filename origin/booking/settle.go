@@ -22,7 +22,7 @@ func (s *Settlement) settleFailed(ctx context.Context, b ledger.Booking, payment
 	if b.Status != ledger.BookingPaymentPending {
 		return nil
 	}
-	_, ok, err := s.ledger.Bookings().Fail(ctx, b.ID, paymentID, reason, s.now())
+	_, ok, err := s.ledger.Bookings().Fail(ctx, b.ID, paymentID, reason, nil, s.now())
 	if ok {
 		s.metrics.Bookings.WithLabelValues(ledger.BookingFailed).Inc()
 	}

@@ -221,8 +221,10 @@ func (b Bookings) RefundRefused(ctx context.Context, id string, attempt int, rea
 }
 
 // Fail marks failed a booking waiting for its payment.
-func (b Bookings) Fail(ctx context.Context, id, paymentID, reason string, now time.Time) (Booking, bool, error) {
-	return b.change(ctx, "fail booking "+id, sqlFailBooking, id, reason, paymentID, now)
+// answer (nil for none) is the answer of the request that made the booking,
+// kept with the failure: as Answered would keep it, without another write.
+func (b Bookings) Fail(ctx context.Context, id, paymentID, reason string, answer []byte, now time.Time) (Booking, bool, error) {
+	return b.change(ctx, "fail booking "+id, sqlFailBooking, id, reason, paymentID, now, answer)
 }
 
 // RefundPayment cancels a booking waiting for its payment (or failed) whose

@@ -165,7 +165,7 @@ func TestRefundOfAFailedBookingBesideALiveOne(t *testing.T) {
 	require.NoError(t, err)
 	b1, err := l.Bookings().Insert(ctx, newBooking(h))
 	require.NoError(t, err)
-	_, ok, err := l.Bookings().Fail(ctx, b1.ID, "pay_1", "card_declined", writerNow)
+	_, ok, err := l.Bookings().Fail(ctx, b1.ID, "pay_1", "card_declined", nil, writerNow)
 	require.NoError(t, err)
 	require.True(t, ok)
 	b2, err := l.Bookings().Insert(ctx, newBooking(h))

@@ -101,7 +101,7 @@ func TestConfirmWriterItemsFailAlone(t *testing.T) {
 	good1, good2, expired, settled, unknown := payable(t, l, ev), payable(t, l, ev), payable(t, l, ev), payable(t, l, ev), payable(t, l, ev)
 	_, err := l.pool.Exec(ctx, `UPDATE holds SET status = 'expired' WHERE id = $1`, expired.HoldID)
 	require.NoError(t, err)
-	_, ok, err := l.Bookings().Fail(ctx, settled.BookingID, "", "card_declined", writerNow)
+	_, ok, err := l.Bookings().Fail(ctx, settled.BookingID, "", "card_declined", nil, writerNow)
 	require.NoError(t, err)
 	require.True(t, ok)
 	unknown.BookingID = uuid.NewString()

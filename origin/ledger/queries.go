@@ -273,8 +273,10 @@ const (
 		WHERE id = $1 AND status = 'payment_pending'
 		RETURNING ` + bookingColumns
 
+	// $5: the answer of the request that made the booking, when it is
+	// known already (NULL otherwise), kept in the same write.
 	sqlFailBooking = `UPDATE bookings SET status = 'failed', status_reason = $2,
-			payment_id = coalesce(payment_id, nullif($3, '')), updated_at = $4
+			payment_id = coalesce(payment_id, nullif($3, '')), updated_at = $4, response = coalesce($5, response)
 		WHERE id = $1 AND status = 'payment_pending'
 		RETURNING ` + bookingColumns
 
