@@ -220,11 +220,11 @@ func (h *Handler) wait(w http.ResponseWriter, r *http.Request, repl *caddy.Repla
 	}
 	ahead := h.room.room.Ahead(t.Position)
 	retry := retryAfter(s, d, known, ahead, frontOf(h.room.room.Inventory()))
-	hdr := w.Header()
-	hdr.Set(HeaderStatus, StatusWaiting)
-	hdr.Set("Cache-Control", "no-store")
-	hdr.Set("Retry-After", strconv.Itoa(retry))
-	hdr.Add("Vary", "Accept")
+	f := newFields(w.Header(), 4)
+	f.set(HeaderStatus, StatusWaiting)
+	f.set("Cache-Control", "no-store")
+	f.set("Retry-After", strconv.Itoa(retry))
+	f.add("Vary", "Accept")
 	setPlaceholders(repl, StatusWaiting, t.Position)
 	h.m.waiting.Inc()
 
@@ -236,7 +236,7 @@ func (h *Handler) wait(w http.ResponseWriter, r *http.Request, repl *caddy.Repla
 		held.MayReturn = 0
 	}
 	if wantsJSON(r) {
-		return writeJSON(w, h.WaitingStatus, waitingBody{
+		return writeWaiting(w, h.WaitingStatus, waitingBody{
 			Status:                 StatusWaiting,
 			Event:                  h.Event,
 			Position:               t.Position,
