@@ -104,17 +104,22 @@ func (h *Handler) join(w http.ResponseWriter, r *http.Request, next caddyhttp.Ha
 			return h.completed(w, r, repl, pos)
 		}
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), joinTimeout)
 	var pos int64
 	var handedOut time.Time
 	var err error
 	if account {
+		ctx, cancel := context.WithTimeout(r.Context(), joinTimeout)
 		pos, handedOut, _, err = h.room.room.JoinAccountAt(ctx, user, h.ttl)
+		cancel()
+	} else if at, ok := h.room.room.JoinAtHand(); ok {
+		// No call to wait on, so no timer to set.
+		pos, handedOut = at, h.now()
 	} else {
+		ctx, cancel := context.WithTimeout(r.Context(), joinTimeout)
 		pos, err = h.room.room.Join(ctx)
+		cancel()
 		handedOut = h.now()
 	}
-	cancel()
 	if err != nil {
 		// A store down, or one that lost the event's state and is having
 		// it put back: never a position it might have handed out before.

@@ -70,6 +70,12 @@ func (m *MemoryStore) NextPosition(_ context.Context, event int64) (int64, error
 	return e.state.LastPosition, nil
 }
 
+// positionAtHand implements positionsAtHand: a memory store never waits.
+func (m *MemoryStore) positionAtHand(event int64) (int64, bool) {
+	pos, _ := m.NextPosition(context.Background(), event) // never fails
+	return pos, true
+}
+
 // State implements Store.
 func (m *MemoryStore) State(_ context.Context, event int64) (State, error) {
 	m.mu.Lock()

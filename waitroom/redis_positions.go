@@ -75,6 +75,23 @@ func (r *RedisStore) NextPosition(ctx context.Context, event int64) (int64, erro
 	return pos, nil
 }
 
+// positionAtHand implements positionsAtHand: the next position of the
+// leased block, while one is left.
+func (r *RedisStore) positionAtHand(event int64) (int64, bool) {
+	if r.lease == 1 {
+		return 0, false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e := r.event(event)
+	if e.next == 0 || e.next > e.last {
+		return 0, false
+	}
+	pos := e.next
+	e.next++
+	return pos, true
+}
+
 // takeTimeout bounds a take made for a batch of arrivals: it answers them
 // all, so no one request's context may cut it short. The client's own
 // timeouts (NewRedisClient) end it well before.

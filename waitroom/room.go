@@ -340,6 +340,43 @@ func (r *Room) Join(ctx context.Context) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
+	r.handedOut(pos)
+	return pos, nil
+}
+
+// JoinAtHand hands out the next position as Join does when the store has
+// one at hand: the memory store always, a Redis store from the block it
+// leased. ok is false when it would have to call the store (or wait for
+// a restore or an opening); Join does that. A caller saves what it sets
+// up for a call that may wait, such as a timeout's timer: that was a
+// twentieth of a leased arrival's time in the gateway (docs/scale.md).
+func (r *Room) JoinAtHand() (pos int64, ok bool) {
+	if r.lot != nil && !r.lot.closed.Load() {
+		return 0, false
+	}
+	if r.State().Restoring(r.opts.Now()) {
+		return 0, false
+	}
+	s, can := r.store.(positionsAtHand)
+	if !can {
+		return 0, false
+	}
+	if pos, ok = s.positionAtHand(r.event); !ok {
+		return 0, false
+	}
+	r.handedOut(pos)
+	return pos, true
+}
+
+// positionsAtHand is a store that may hand out a position without a call.
+type positionsAtHand interface {
+	// positionAtHand is NextPosition when it can answer without waiting
+	// on anything; ok is false otherwise.
+	positionAtHand(event int64) (pos int64, ok bool)
+}
+
+// handedOut notes pos, just handed out.
+func (r *Room) handedOut(pos int64) {
 	raiseTo(&r.issued, pos)
 	// Keep last_position roughly current between polls without a write race:
 	// only ever move it forward.
@@ -357,7 +394,6 @@ func (r *Room) Join(ctx context.Context) (int64, error) {
 	// A position the watermark passed already is admitted from its
 	// handout, now.
 	r.window.observe(r.opts.Now(), *r.state.Load())
-	return pos, nil
 }
 
 // wakeOn asks Run for a refresh now when err says the store lost the state.

@@ -10,6 +10,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/waitroom/waitroom/internal/testenv"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -64,6 +66,73 @@ func TestRoomJoinMovesLastPositionForward(t *testing.T) {
 		assert.Equal(t, want, pos)
 	}
 	assert.Equal(t, int64(3), r.State().LastPosition)
+}
+
+// JoinAtHand hands out the positions Join would, in the same order, while
+// they need no call: a memory store's always, a leased block's until it is
+// spent; never a position of its own without a lease, nor while the
+// store's state is restored.
+func TestRoomJoinAtHand(t *testing.T) {
+	ctx := context.Background()
+	t.Run("memory", func(t *testing.T) {
+		r := NewRoom(NewMemoryStore(nil), 1, RoomOptions{})
+		for want := int64(1); want <= 3; want++ {
+			pos, ok := r.JoinAtHand()
+			require.True(t, ok)
+			assert.Equal(t, want, pos)
+		}
+		pos, err := r.Join(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, int64(4), pos)
+		assert.Equal(t, int64(4), r.State().LastPosition)
+	})
+	rdb := testenv.Redis(t)
+	t.Run("lease 3", func(t *testing.T) {
+		clock := newLockedClock()
+		r := NewRoom(NewRedisStore(rdb, RedisOptions{Lease: 3, Now: clock.Now}), testenv.EventID(), RoomOptions{Now: clock.Now})
+		_, err := r.Refresh(ctx)
+		require.NoError(t, err)
+		// A new event's state is written as a restore's is.
+		clock.Advance(DefaultRestoreWindow)
+		_, ok := r.JoinAtHand()
+		require.False(t, ok, "no block leased yet")
+		var got []int64
+		for range 2 {
+			pos, err := r.Join(ctx)
+			require.NoError(t, err)
+			got = append(got, pos)
+			for {
+				pos, ok := r.JoinAtHand()
+				if !ok {
+					break
+				}
+				got = append(got, pos)
+			}
+		}
+		assert.Equal(t, []int64{1, 2, 3, 4, 5, 6}, got)
+		assert.Equal(t, int64(6), r.State().LastPosition)
+	})
+	t.Run("lease 1", func(t *testing.T) {
+		clock := newLockedClock()
+		r := NewRoom(NewRedisStore(rdb, RedisOptions{Lease: 1, Now: clock.Now}), testenv.EventID(), RoomOptions{Now: clock.Now})
+		_, err := r.Refresh(ctx)
+		require.NoError(t, err)
+		// A new event's state is written as a restore's is.
+		clock.Advance(DefaultRestoreWindow)
+		_, err = r.Join(ctx)
+		require.NoError(t, err)
+		_, ok := r.JoinAtHand()
+		assert.False(t, ok)
+	})
+	t.Run("restoring", func(t *testing.T) {
+		clock := newLockedClock()
+		r := NewRoom(NewMemoryStore(nil), 1, RoomOptions{Now: clock.Now})
+		r.state.Store(&State{Event: 1, RestoringUntil: clock.Now().Add(time.Second)})
+		_, ok := r.JoinAtHand()
+		assert.False(t, ok)
+		_, err := r.Join(ctx)
+		assert.ErrorIs(t, err, ErrRestoring)
+	})
 }
 
 func TestRoomAutopilot(t *testing.T) {
