@@ -1037,7 +1037,7 @@ func useClock(t *testing.T) *clock {
 // setUpEvent writes an event's state into the Redis at url as a gateway
 // that ran before would have left it, so the test's gateway starts on it
 // rather than on a new event (which waits out a restore window first).
-func setUpEvent(t *testing.T, url string, event int64) {
+func setUpEvent(t testing.TB, url string, event int64) {
 	rdb, err := waitroom.NewRedisClient(url)
 	require.NoError(t, err)
 	defer rdb.Close()

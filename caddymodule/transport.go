@@ -36,7 +36,8 @@ func (h *Handler) verify(r *http.Request, headerToken string) (t waitroom.Ticket
 		t = got
 		return true
 	}
-	for _, raw := range h.tokenCandidates(r, headerToken) {
+	var buf [maxTokenCandidates]string
+	for _, raw := range h.tokenCandidates(buf[:0], r, headerToken) {
 		if try(raw) {
 			return t, true, true
 		}
@@ -62,8 +63,10 @@ const maxTokenLen = 4096
 // key, then the others (an older key's, or forged), each group in the order
 // sent. Past the bound a token is not looked at, so a client that floods
 // its own request may lose its place, never the gateway its time.
-func (h *Handler) tokenCandidates(r *http.Request, headerToken string) []string {
-	out := make([]string, 0, maxTokenCandidates)
+//
+// They are appended to out, which the caller may keep on its stack: every
+// request is looked at, and most carry one token or none.
+func (h *Handler) tokenCandidates(out []string, r *http.Request, headerToken string) []string {
 	if headerToken != "" {
 		out = append(out, headerToken)
 	}

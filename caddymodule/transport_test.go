@@ -106,7 +106,7 @@ func TestCookieFloodIsBounded(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			r := tc.req()
-			got := h.tokenCandidates(r, tc.header)
+			got := h.tokenCandidates(nil, r, tc.header)
 			assert.LessOrEqual(t, len(got), maxTokenCandidates, "tokens verified for one request")
 			if !tc.found {
 				return
