@@ -66,21 +66,41 @@ type HeldStore interface {
 	MarkRefused(ctx context.Context, event, position int64) error
 }
 
-// HolderStore makes the two notes of a new hold at once: what
-// ExtensionStore.ExtendAdmission and HeldStore.MarkHeld do, in one call.
-type HolderStore interface {
-	NoteHolder(ctx context.Context, event int64, subject string, until time.Time, position int64, at time.Time) error
+// Holder is the two notes of a new hold: its holder's admission kept until
+// Until, and the hold of Position (below 1: none) made at At.
+type Holder struct {
+	Subject  string
+	Until    time.Time
+	Position int64
+	At       time.Time
 }
 
-// NoteHolder is what the origin calls for each hold it makes: subject's
-// admission is kept for d (ExtendAdmission) and the autopilot counts the
-// hold of position (NoteHold), in one round trip where the store can.
-func (r *Room) NoteHolder(ctx context.Context, subject string, d time.Duration, position int64) error {
-	if hs, ok := r.store.(HolderStore); ok {
-		now := r.opts.Now()
-		return hs.NoteHolder(ctx, r.event, subject, now.Add(d), position, now)
+// HolderStore makes the two notes of new holds at once: what
+// ExtensionStore.ExtendAdmission and HeldStore.MarkHeld do, for many
+// holds in one call.
+type HolderStore interface {
+	NoteHolders(ctx context.Context, event int64, hs []Holder) error
+}
+
+// Holder is the note of a hold of position made now by subject, whose
+// admission is to be kept for d, by the room's clock.
+func (r *Room) Holder(subject string, d time.Duration, position int64) Holder {
+	now := r.opts.Now()
+	return Holder{Subject: subject, Until: now.Add(d), Position: position, At: now}
+}
+
+// NoteHolders is what the origin calls for the holds it makes: each
+// holder's admission is kept (ExtendAdmission) and the autopilot counts
+// each hold (NoteHold), in one round trip where the store can.
+func (r *Room) NoteHolders(ctx context.Context, hs []Holder) error {
+	if s, ok := r.store.(HolderStore); ok {
+		return s.NoteHolders(ctx, r.event, hs)
 	}
-	return errors.Join(r.ExtendAdmission(ctx, subject, d), r.NoteHold(ctx, position))
+	var errs []error
+	for _, h := range hs {
+		errs = append(errs, r.ExtendAdmission(ctx, h.Subject, h.Until.Sub(r.opts.Now())), r.NoteHold(ctx, h.Position))
+	}
+	return errors.Join(errs...)
 }
 
 // NoteHold tells every gateway sharing the store that the holder of
@@ -120,21 +140,30 @@ var heldScript = redis.NewScript(heldLua)
 // MarkHeld implements HeldStore.
 func (r *RedisStore) MarkHeld(ctx context.Context, event, position int64, at time.Time) (bool, error) {
 	n, err := heldScript.Run(ctx, r.rdb, []string{heldKey(event), recentHeldKey(event), refusedKey(event), triedKey(event)},
-		position, at.UnixMilli(), recentHolds, 0, 0).Int()
+		recentHolds, position, at.UnixMilli(), 0, 0).Int()
 	if err != nil {
 		return false, unavailable("mark held", err)
 	}
 	return n == 1, nil
 }
 
-// NoteHolder implements HolderStore: held.lua with the extension, whose key
-// is on the event's slot as the others are.
-func (r *RedisStore) NoteHolder(ctx context.Context, event int64, subject string, until time.Time, position int64, at time.Time) error {
-	ttl := max(until.Sub(r.now()).Milliseconds(), 0)
-	err := heldScript.Run(ctx, r.rdb, []string{heldKey(event), recentHeldKey(event), refusedKey(event), triedKey(event), extendedKey(event, subject)},
-		position, at.UnixMilli(), recentHolds, until.UnixMilli(), ttl).Err()
-	if err != nil {
-		return unavailable("note holder", err)
+// NoteHolders implements HolderStore: held.lua with the extensions, whose
+// keys are on the event's slot as the others are.
+func (r *RedisStore) NoteHolders(ctx context.Context, event int64, hs []Holder) error {
+	keys := make([]string, 4, 4+len(hs))
+	keys[0], keys[1], keys[2], keys[3] = heldKey(event), recentHeldKey(event), refusedKey(event), triedKey(event)
+	args := make([]any, 1, 1+4*len(hs))
+	args[0] = recentHolds
+	now := r.now()
+	for _, h := range hs {
+		ttl := max(h.Until.Sub(now).Milliseconds(), 0)
+		if ttl > 0 {
+			keys = append(keys, extendedKey(event, h.Subject))
+		}
+		args = append(args, h.Position, h.At.UnixMilli(), h.Until.UnixMilli(), ttl)
+	}
+	if err := heldScript.Run(ctx, r.rdb, keys, args...).Err(); err != nil {
+		return unavailable("note holders", err)
 	}
 	return nil
 }

@@ -185,11 +185,13 @@ func TestRoomAdmissionWindowLeasedPosition(t *testing.T) {
 	assert.True(t, a.AdmissionOverSince(second, handedOut), "15 min after its handout")
 }
 
-// TestRoomNoteHolder: the origin's note of a new hold keeps the holder
-// admitted and counts its position's hold, on both stores, in one call
-// with Redis; a hold without a position only keeps the holder admitted, and
-// the first hold of a refused position is counted but not listed.
-func TestRoomNoteHolder(t *testing.T) {
+// TestRoomNoteHolders: the origin's notes of new holds keep each holder
+// admitted and count each position's hold, on both stores, in one call
+// with Redis however many holds it has; a hold without a position only
+// keeps the holder admitted, a position's later holds (in a later call or
+// the same) change nothing, and the first hold of a refused position is
+// counted but not listed.
+func TestRoomNoteHolders(t *testing.T) {
 	for name, store := range clockedStores(t) {
 		t.Run(name, func(t *testing.T) {
 			clock := newClock()
@@ -198,12 +200,16 @@ func TestRoomNoteHolder(t *testing.T) {
 			evt := testenv.EventID()
 			r := NewRoom(s, evt, RoomOptions{Now: clock.Now})
 			require.NoError(t, r.NoteRefused(ctx, 9))
-			require.NoError(t, r.NoteHolder(ctx, "bob", 10*time.Minute, 5))
-			require.NoError(t, r.NoteHolder(ctx, "bob", 10*time.Minute, 5), "a retry changes nothing")
-			require.NoError(t, r.NoteHolder(ctx, "carol", time.Minute, 0))
-			require.NoError(t, r.NoteHolder(ctx, "dave", time.Minute, 9))
+			require.NoError(t, r.NoteHolders(ctx, []Holder{r.Holder("bob", 10*time.Minute, 5)}))
+			require.NoError(t, r.NoteHolders(ctx, []Holder{
+				r.Holder("bob", 10*time.Minute, 5), // a retry changes nothing
+				r.Holder("carol", time.Minute, 0),
+				r.Holder("dave", time.Minute, 9),
+				r.Holder("erin", time.Minute, 7),
+				r.Holder("erin", time.Minute, 7),
+			}))
 
-			for _, who := range []string{"bob", "carol", "dave"} {
+			for _, who := range []string{"bob", "carol", "dave", "erin"} {
 				ext, err := r.Extended(ctx, who)
 				require.NoError(t, err)
 				assert.True(t, ext, who)
@@ -211,7 +217,8 @@ func TestRoomNoteHolder(t *testing.T) {
 			h, err := s.(HeldStore).Holds(ctx, evt, 10)
 			require.NoError(t, err)
 			h.Recent = utc(h.Recent)
-			assert.Equal(t, Holds{UpTo: 2, Total: 2, TriedUpTo: 2, TriedTotal: 2, Recent: []Held{{5, clock.Now().UTC()}}}, h)
+			now := clock.Now().UTC()
+			assert.Equal(t, Holds{UpTo: 3, Total: 3, TriedUpTo: 3, TriedTotal: 3, Recent: []Held{{7, now}, {5, now}}}, h)
 
 			clock.Advance(2 * time.Minute)
 			ext, err := r.Extended(ctx, "carol")

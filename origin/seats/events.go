@@ -33,6 +33,8 @@ type Event struct {
 	driftSeen atomic.Int64
 	// seats is the reserved seating's view (seated.go).
 	seats seatIndex
+	// notes sends the notes of the event's new holds to the room.
+	notes holderNotes
 }
 
 // Room is the event's admission state, as this node follows it.
@@ -77,6 +79,7 @@ func (g *Registry) Serve(e ledger.Event) *Event {
 	ev := &Event{Event: e, room: waitroom.NewRoom(g.store, e.ID, waitroom.RoomOptions{
 		Follow: true, Now: g.cfg.Clock, Logger: g.log, PollInterval: g.cfg.RoomPollInterval,
 	})}
+	ev.notes.send = ev.room.NoteHolders
 	g.events[e.ID] = ev
 	go ev.room.Run(g.bg)
 	return ev

@@ -431,7 +431,7 @@ func (p *Protocol) extendAdmission(ctx context.Context, ev *Event, h ledger.Hold
 	defer cancel()
 	// The same call tells the gateways' autopilot, which measures by it who
 	// of those admitted hold.
-	if err := ev.room.NoteHolder(ctx, h.UserID, h.ExpiresAt.Sub(p.now())+admissionMargin, h.Position); err != nil {
+	if err := ev.notes.note(ctx, ev.room.Holder(h.UserID, h.ExpiresAt.Sub(p.now())+admissionMargin, h.Position)); err != nil {
 		p.log.Warn("admission not extended for a holder, or its hold not noted for the autopilot", "event", ev.ID, "hold", h.ID, "error", err)
 	}
 }
