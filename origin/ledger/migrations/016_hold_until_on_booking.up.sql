@@ -6,17 +6,29 @@
 -- later: expiry(holds). A failed booking's extension stands, as it did on
 -- the hold's row: the buyer may pay again until it passes.
 --
--- Every reading of a hold's expiry goes through expiry(). What ends a hold
--- for its expiry first locks the row, then checks expiry() in a later
+-- Every reading of a hold's expiry goes through expiry() or kept_at(), or,
+-- for all of an event's holds at once, joins the event's extensions. What
+-- ends a hold for its expiry first locks the row, then checks it in a later
 -- statement: a booking inserted by a transaction that held the lock meanwhile
 -- changed no row of holds, so only a fresh snapshot sees it.
 ALTER TABLE bookings ADD COLUMN hold_until TIMESTAMPTZ;
 
-CREATE INDEX bookings_hold_until ON bookings (hold_id, hold_until) WHERE hold_until IS NOT NULL;
+-- By event first: a rebuild reads the extensions of an event's holds in
+-- one pass; a hold's own, by its event and id.
+CREATE INDEX bookings_hold_until ON bookings (event_id, hold_id, hold_until) WHERE hold_until IS NOT NULL;
 
 CREATE FUNCTION expiry(h holds) RETURNS TIMESTAMPTZ LANGUAGE sql STABLE AS $$
     SELECT greatest(h.expires_at,
-        (SELECT max(b.hold_until) FROM bookings b WHERE b.hold_id = h.id AND b.hold_until IS NOT NULL))
+        (SELECT max(b.hold_until) FROM bookings b
+            WHERE b.event_id = h.event_id AND b.hold_id = h.id AND b.hold_until IS NOT NULL))
+$$;
+
+-- Whether a hold's expiry is at or after t: expiry(h) >= t, with the
+-- bookings read only for a hold whose own expiry is before t. Counting an
+-- event's live holds reads no booking for the usual one.
+CREATE FUNCTION kept_at(h holds, t TIMESTAMPTZ) RETURNS BOOLEAN LANGUAGE sql STABLE AS $$
+    SELECT h.expires_at >= t OR EXISTS (SELECT 1 FROM bookings b
+        WHERE b.event_id = h.event_id AND b.hold_id = h.id AND b.hold_until >= t)
 $$;
 
 -- Reserved seats follow their hold's expiry (005's trigger does so for a
