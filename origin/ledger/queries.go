@@ -137,7 +137,7 @@ const (
 	// NOT EXISTS sees a booking committed while the lock was awaited.
 	sqlLockHoldRow = `SELECT 1 FROM holds WHERE id = $1 FOR UPDATE`
 	sqlReleaseHold = `UPDATE holds SET status = 'released', updated_at = $2
-		WHERE id = $1 AND status = 'pending' AND kept_at(holds, $2)
+		WHERE id = $1 AND status = 'pending' AND (expires_at >= $2 OR booking_keeps(event_id, id, $2))
 			AND NOT EXISTS (SELECT 1 FROM bookings b WHERE b.hold_id = holds.id AND b.status = 'payment_pending')
 		RETURNING ` + holdColumns
 
@@ -149,7 +149,7 @@ const (
 		RETURNING ` + holdColumns
 
 	sqlExtendHold = `UPDATE holds SET expires_at = greatest(expires_at, $3), updated_at = $2
-		WHERE id = $1 AND status = 'pending' AND kept_at(holds, $2)
+		WHERE id = $1 AND status = 'pending' AND (expires_at >= $2 OR booking_keeps(event_id, id, $2))
 		RETURNING ` + holdColumns
 
 	// A pending, unexpired hold a booking is about to keep (the booking's
@@ -159,7 +159,7 @@ const (
 	// booking's commit as it waited for the extension's.
 	sqlLockHoldsForWrite = `LOCK TABLE holds IN ROW EXCLUSIVE MODE`
 	sqlLockLiveHold      = `SELECT ` + holdColumns + ` FROM holds
-		WHERE id = $1 AND status = 'pending' AND kept_at(holds, $2)
+		WHERE id = $1 AND status = 'pending' AND (expires_at >= $2 OR booking_keeps(event_id, id, $2))
 		FOR UPDATE`
 
 	// The reaper's candidates: status = 'pending' in every WHERE is the
@@ -167,7 +167,7 @@ const (
 	// SKIP LOCKED lets any number of reapers split the work without two of
 	// them taking one row. Locked here, ended by sqlExpireLocked.
 	sqlLockDue = `SELECT id FROM holds
-		WHERE status = 'pending' AND expires_at < $1 AND NOT kept_at(holds, $1)
+		WHERE status = 'pending' AND expires_at < $1 AND NOT booking_keeps(event_id, id, $1)
 		ORDER BY expires_at
 		LIMIT $2
 		FOR UPDATE SKIP LOCKED`
@@ -175,16 +175,12 @@ const (
 	// Locked pending holds $1 still past their expiry at $2, read in this
 	// statement's own snapshot (taken after the locks), ended.
 	sqlExpireLocked = `UPDATE holds SET status = 'expired', updated_at = $2
-		WHERE id = ANY($1::uuid[]) AND status = 'pending' AND NOT kept_at(holds, $2)
+		WHERE id = ANY($1::uuid[]) AND status = 'pending' AND expires_at < $2 AND NOT booking_keeps(event_id, id, $2)
 		RETURNING ` + holdColumns
 )
 
 // The invariant and the rebuild. A pending hold past its expiry is free
-// everywhere, so it is not counted even before the reaper marks it. Where
-// many holds are read, the hold's own expiry is tested before kept_at: a
-// function that reads bookings is not inlined, and called for every hold
-// it would cost a call per hold where only those past their own expiry
-// need one.
+// everywhere, so it is not counted even before the reaper marks it.
 const (
 	//
 	// Late payments confirmed from the overflow reserve leave their hold
@@ -192,7 +188,7 @@ const (
 	// by events.overflow_used, never among the holds.
 	sqlSeatCounts = `SELECT
 			coalesce(sum(quantity) FILTER (WHERE status = 'confirmed'), 0) AS confirmed,
-			coalesce(sum(quantity) FILTER (WHERE status = 'pending' AND (expires_at >= $2 OR kept_at(holds, $2))), 0) AS pending,
+			coalesce(sum(quantity) FILTER (WHERE status = 'pending' AND (expires_at >= $2 OR booking_keeps(event_id, id, $2))), 0) AS pending,
 			coalesce((SELECT overflow_used FROM events WHERE id = $1), 0)::bigint AS overflow_used,
 			(SELECT count(*) FROM tickets WHERE event_id = $1 AND valid) AS tickets
 		FROM holds
@@ -226,7 +222,7 @@ const (
 	sqlAuditSeats = `WITH live AS (
 			SELECT id, unnest(seats) AS seat_id FROM holds
 			WHERE event_id = $1 AND seats IS NOT NULL
-				AND (status = 'confirmed' OR (status = 'pending' AND (expires_at >= $2 OR kept_at(holds, $2)))))
+				AND (status = 'confirmed' OR (status = 'pending' AND (expires_at >= $2 OR booking_keeps(event_id, id, $2)))))
 		SELECT
 			(SELECT count(*) FROM (SELECT seat_id FROM live GROUP BY seat_id HAVING count(*) > 1) x) AS double_held,
 			(SELECT count(*) FROM live JOIN event_seats s ON s.event_id = $1 AND s.seat_id = live.seat_id
@@ -383,7 +379,7 @@ const (
 	// back to the pool (the payment is served from the overflow reserve,
 	// or refunded).
 	sqlExpireHold = `UPDATE holds SET status = 'expired', updated_at = $2
-		WHERE id = $1 AND status = 'pending' AND NOT kept_at(holds, $2)`
+		WHERE id = $1 AND status = 'pending' AND expires_at < $2 AND NOT booking_keeps(event_id, id, $2)`
 
 	// A cancelled sale gives its seats back.
 	sqlReleaseConfirmedHold = `UPDATE holds SET status = 'released', updated_at = $2
@@ -413,7 +409,7 @@ const (
 	sqlSeatsOfBuyer = `SELECT
 			(SELECT coalesce(sum(quantity), 0) FROM holds
 				WHERE event_id = $1 AND user_id = $2 AND id <> $4::uuid
-					AND (status = 'confirmed' OR (status = 'pending' AND (expires_at >= $5 OR kept_at(holds, $5)))))
+					AND (status = 'confirmed' OR (status = 'pending' AND (expires_at >= $5 OR booking_keeps(event_id, id, $5)))))
 			+ (SELECT coalesce(sum(quantity), 0) FROM bookings
 				WHERE event_id = $1 AND user_id = $2 AND id <> $3::uuid AND status = 'confirmed' AND overflow)`
 )

@@ -52,11 +52,11 @@ const (
 	// holds expired.
 	// Locked here, then ended by sqlExpireLockedOwed (see expireLocked).
 	sqlLockLapsedOfSection = `SELECT id FROM holds
-		WHERE event_id = $1 AND ga_section = $2 AND status = 'pending' AND expires_at < $3 AND NOT kept_at(holds, $3)
+		WHERE event_id = $1 AND ga_section = $2 AND status = 'pending' AND expires_at < $3 AND NOT booking_keeps(event_id, id, $3)
 		FOR UPDATE SKIP LOCKED`
 	sqlExpireLockedOwed = `WITH ended AS (
 			UPDATE holds SET status = 'expired', updated_at = $2
-			WHERE id = ANY($1::uuid[]) AND status = 'pending' AND NOT kept_at(holds, $2)
+			WHERE id = ANY($1::uuid[]) AND status = 'pending' AND expires_at < $2 AND NOT booking_keeps(event_id, id, $2)
 			RETURNING id, event_id)
 		INSERT INTO releases_owed (hold_id, event_id, noted_at)
 		SELECT id, event_id, $2 FROM ended
@@ -112,7 +112,7 @@ const (
 	sqlSectionCounts = `SELECT ga_section AS section, coalesce(sum(quantity), 0)::bigint AS active
 		FROM holds
 		WHERE event_id = $1 AND ga_section IS NOT NULL
-			AND (status = 'confirmed' OR (status = 'pending' AND (expires_at >= $2 OR kept_at(holds, $2))))
+			AND (status = 'confirmed' OR (status = 'pending' AND (expires_at >= $2 OR booking_keeps(event_id, id, $2))))
 		GROUP BY ga_section`
 
 	// The ledger's own account of each section: its places, those left in

@@ -6,7 +6,7 @@
 -- later: expiry(holds). A failed booking's extension stands, as it did on
 -- the hold's row: the buyer may pay again until it passes.
 --
--- Every reading of a hold's expiry goes through expiry() or kept_at(), or,
+-- Every reading of a hold's expiry goes through expiry() or booking_keeps(), or,
 -- for all of an event's holds at once, joins the event's extensions. What
 -- ends a hold for its expiry first locks the row, then checks it in a later
 -- statement: a booking inserted by a transaction that held the lock meanwhile
@@ -23,12 +23,13 @@ CREATE FUNCTION expiry(h holds) RETURNS TIMESTAMPTZ LANGUAGE sql STABLE AS $$
             WHERE b.event_id = h.event_id AND b.hold_id = h.id AND b.hold_until IS NOT NULL))
 $$;
 
--- Whether a hold's expiry is at or after t: expiry(h) >= t, with the
--- bookings read only for a hold whose own expiry is before t. Counting an
--- event's live holds reads no booking for the usual one.
-CREATE FUNCTION kept_at(h holds, t TIMESTAMPTZ) RETURNS BOOLEAN LANGUAGE sql STABLE AS $$
-    SELECT h.expires_at >= t OR EXISTS (SELECT 1 FROM bookings b
-        WHERE b.event_id = h.event_id AND b.hold_id = h.id AND b.hold_until >= t)
+-- Whether a booking keeps hold (of event) at or after t. A hold's expiry
+-- is at or after t when expires_at >= t OR booking_keeps(event_id, id, t):
+-- written so, the bookings are read only for a hold whose own expiry is
+-- before t, and a scan of many holds reads only the columns it names (a
+-- function of the whole row would have every row taken apart).
+CREATE FUNCTION booking_keeps(event BIGINT, hold UUID, t TIMESTAMPTZ) RETURNS BOOLEAN LANGUAGE sql STABLE AS $$
+    SELECT EXISTS (SELECT 1 FROM bookings b WHERE b.event_id = event AND b.hold_id = hold AND b.hold_until >= t)
 $$;
 
 -- Reserved seats follow their hold's expiry (005's trigger does so for a
