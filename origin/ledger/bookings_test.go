@@ -41,13 +41,8 @@ func newBooking(h Hold) NewBooking {
 // committed yet) used to release the hold under the booking, since its NOT
 // EXISTS read the bookings as they were before it waited.
 func TestReleaseWaitsForTheBookingBeingWritten(t *testing.T) {
-	l := testLedger(t, testenv.Postgres(t))
+	l, _, h := heldEvent(t)
 	ctx := context.Background()
-	ev := confirmEvent(t, l, 10)
-	h := pendingRow(ev.ID, "u-"+uuid.NewString(), uuid.NewString())
-	_, err := l.InsertHold(ctx, h, writerNow)
-	require.NoError(t, err)
-
 	tx := bookingInFlight(t, l, h, writerNow.Add(2*time.Minute))
 
 	released := make(chan error, 1)
@@ -57,11 +52,23 @@ func TestReleaseWaitsForTheBookingBeingWritten(t *testing.T) {
 	}()
 	waitBlocked(t, l, "%holds%")
 	require.NoError(t, tx.Commit(ctx))
-	err = <-released
+	err := <-released
 	assert.ErrorIs(t, err, ErrHoldNotActive, "a hold whose payment is under way is not released")
 	got, err := l.Hold(ctx, h.ID)
 	require.NoError(t, err)
 	assert.Equal(t, StatusPending, got.Status)
+}
+
+// heldEvent is a ledger with an event of 10 seats and a pending hold of
+// one of them.
+func heldEvent(t *testing.T) (*Ledger, Event, Hold) {
+	t.Helper()
+	l := testLedger(t, testenv.Postgres(t))
+	ev := confirmEvent(t, l, 10)
+	h := pendingRow(ev.ID, "u-"+uuid.NewString(), uuid.NewString())
+	_, err := l.InsertHold(context.Background(), h, writerNow)
+	require.NoError(t, err)
+	return l, ev, h
 }
 
 // bookingInFlight is a booking's transaction as seats.ExtendHold runs it
@@ -88,12 +95,8 @@ func bookingInFlight(t *testing.T, l *Ledger, h Hold, until time.Time) pgx.Tx {
 // expiry (the hold, the reaper, the invariant's counts, the rebuild's live
 // holds) takes the later one.
 func TestBookingKeepsItsHold(t *testing.T) {
-	l := testLedger(t, testenv.Postgres(t))
+	l, ev, h := heldEvent(t) // h expires at writerNow + 10 min
 	ctx := context.Background()
-	ev := confirmEvent(t, l, 10)
-	h := pendingRow(ev.ID, "u-"+uuid.NewString(), uuid.NewString()) // expires at writerNow + 10 min
-	_, err := l.InsertHold(ctx, h, writerNow)
-	require.NoError(t, err)
 	until := writerNow.Add(20 * time.Minute)
 	require.NoError(t, bookingInFlight(t, l, h, until).Commit(ctx))
 
@@ -128,12 +131,8 @@ func TestBookingKeepsItsHold(t *testing.T) {
 // statement that waited for the lock, it read the bookings from before it
 // waited, and ended the hold under the payment.
 func TestNewHoldOfTheBuyerWaitsForTheBookingBeingWritten(t *testing.T) {
-	l := testLedger(t, testenv.Postgres(t))
+	l, ev, h := heldEvent(t)
 	ctx := context.Background()
-	ev := confirmEvent(t, l, 10)
-	h := pendingRow(ev.ID, "u-"+uuid.NewString(), uuid.NewString())
-	_, err := l.InsertHold(ctx, h, writerNow)
-	require.NoError(t, err)
 	tx := bookingInFlight(t, l, h, writerNow.Add(20*time.Minute))
 
 	later := writerNow.Add(15 * time.Minute)

@@ -319,12 +319,11 @@ func (t Tx) LockHoldForBooking(ctx context.Context, id string, now, until time.T
 func (l *Ledger) ExpireDue(ctx context.Context, now time.Time, limit int) ([]Hold, error) {
 	var ended []Hold
 	err := pgx.BeginTxFunc(ctx, l.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, sqlLockDue, now, limit)
-		ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		ids, err := lockLapsed(ctx, tx, sqlLockDue, now, limit)
 		if err != nil || len(ids) == 0 {
 			return err
 		}
-		rows, err = tx.Query(ctx, sqlExpireLocked, ids, now)
+		rows, err := tx.Query(ctx, sqlExpireLocked, ids, now)
 		ended, err = collectAll[Hold](rows, err, "end")
 		return err
 	})
@@ -334,15 +333,24 @@ func (l *Ledger) ExpireDue(ctx context.Context, now time.Time, limit int) ([]Hol
 	return ended, nil
 }
 
+// lockLapsed runs lock, which locks the pending holds it picks as past
+// their own expiry and returns their ids. Whoever ends them reads their
+// expiry again in a statement of its own (sqlExpireLocked): a booking that
+// a transaction holding a lock inserted changed no row of holds, so a
+// statement that waited for the lock would not see it and end the hold
+// under the booking's payment.
+func lockLapsed(ctx context.Context, tx pgx.Tx, lock string, args ...any) ([]string, error) {
+	rows, err := tx.Query(ctx, lock, args...)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
 // expireLapsedOfUser ends the user's pending hold of the event that is
-// past its expiry, in tx, and reports how many it ended (0 or 1). The row
-// is locked first and its expiry read after, in a statement of its own: a
-// booking that a transaction holding the lock inserted changed no row of
-// holds, so a statement that waited for the lock would not see it and end
-// the hold under the booking's payment.
+// past its expiry, in tx, and reports how many it ended (0 or 1).
 func expireLapsedOfUser(ctx context.Context, tx pgx.Tx, event int64, user string, now time.Time) (int64, error) {
-	rows, err := tx.Query(ctx, sqlLockLapsedHoldOfUser, event, user, now)
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	ids, err := lockLapsed(ctx, tx, sqlLockLapsedHoldOfUser, event, user, now)
 	if err != nil || len(ids) == 0 {
 		return 0, err
 	}

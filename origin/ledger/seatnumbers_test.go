@@ -114,12 +114,7 @@ func TestSeatNumbersUnderConcurrentConfirmations(t *testing.T) {
 // numbering alone.
 func carrierBooking(t *testing.T, l *Ledger, ev Event) string {
 	t.Helper()
-	h := pendingRow(ev.ID, "u-"+uuid.NewString(), uuid.NewString())
-	_, err := l.InsertHold(context.Background(), h, writerNow)
-	require.NoError(t, err)
-	b, err := l.Bookings().Insert(context.Background(), newBooking(h))
-	require.NoError(t, err)
-	return b.ID
+	return payable(t, l, ev).BookingID
 }
 
 // TestSeatNumbersLeaveTheBlocksRowsAlone: a confirmation locks the block it

@@ -190,8 +190,7 @@ func (t Tx) takeFromAll(ctx context.Context, event int64, section string, n int6
 		if attempt > 0 {
 			break
 		}
-		rows, err = t.tx.Query(ctx, sqlLockLapsedOfSection, event, section, now)
-		ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		ids, err := lockLapsed(ctx, t.tx, sqlLockLapsedOfSection, event, section, now)
 		if err != nil {
 			return nil, fmt.Errorf("expire lapsed holds of section %s: %w", section, err)
 		}
