@@ -21,6 +21,9 @@ type Site struct {
 	// Respond itself.
 	Upstream string
 	Respond  string
+	// Header is set on every answer by Caddy's own header directive, a
+	// field once per value.
+	Header http.Header
 }
 
 // URL is the site's base URL.
@@ -76,7 +79,7 @@ type Caddy struct {
 	Sites    []Site
 }
 
-var caddyfileTemplate = template.Must(template.New("Caddyfile").Parse(`{
+var caddyfileTemplate = template.Must(template.New("Caddyfile").Funcs(template.FuncMap{"quote": caddyfileQuote}).Parse(`{
 	admin 127.0.0.1:{{.AdminPort}}
 	auto_https off
 	persist_config off
@@ -119,6 +122,13 @@ http://127.0.0.1:{{.Port}} {
 {{- end}}
 	}
 {{- end}}
+{{- with .Header}}
+	header {
+{{- range $name, $values := .}}{{range $values}}
+		+{{$name}} {{quote .}}
+{{- end}}{{end}}
+	}
+{{- end}}
 {{- if .Upstream}}
 	reverse_proxy {{.Upstream}}
 {{- else}}
@@ -126,6 +136,12 @@ http://127.0.0.1:{{.Port}} {
 {{- end}}
 }
 {{end}}`))
+
+// caddyfileQuote is s as one Caddyfile token: in double quotes, with the
+// quote and the backslash escaped.
+func caddyfileQuote(s string) string {
+	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(s) + `"`
+}
 
 // WriteCaddyfile renders cfg's Caddyfile to path.
 func WriteCaddyfile(path string, cfg CaddyConfig, adminPort int) error {
