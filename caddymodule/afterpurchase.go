@@ -72,13 +72,13 @@ func afterPurchaseMatcher(ctx caddy.Context, patterns []string) (caddyhttp.Match
 }
 
 // isAfterPurchase tells whether r is for one of the buyer's pages.
-func (h *Handler) isAfterPurchase(r *http.Request, repl *caddy.Replacer) bool {
+func (h *Handler) isAfterPurchase(r *http.Request, repl *placeholders) bool {
 	if len(h.afterPurchase) == 0 {
 		return false
 	}
 	// The matcher reads the replacer from the request, as Caddy gives it.
 	if _, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); !ok {
-		r = r.WithContext(context.WithValue(r.Context(), caddy.ReplacerCtxKey, repl))
+		r = r.WithContext(context.WithValue(r.Context(), caddy.ReplacerCtxKey, repl.Replacer))
 	}
 	ok, err := h.afterPurchase.MatchWithError(r)
 	return ok && err == nil
@@ -86,7 +86,7 @@ func (h *Handler) isAfterPurchase(r *http.Request, repl *caddy.Replacer) bool {
 
 // completedAccount is the request's account (user_id) while its
 // revocation lasts, and the position it completed.
-func (h *Handler) completedAccount(repl *caddy.Replacer) (string, int64, bool) {
+func (h *Handler) completedAccount(repl *placeholders) (string, int64, bool) {
 	if h.UserID == "" {
 		return "", 0, false
 	}
@@ -104,7 +104,7 @@ func (h *Handler) completedAccount(repl *caddy.Replacer) (string, int64, bool) {
 // the buyer's. The site is told it is completed (X-Waitroom-Status on the
 // request too), and its command is taken off the answer but not carried
 // out: there is no admission left to end.
-func (h *Handler) passCompleted(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, repl *caddy.Replacer, user string, pos int64, raw string) error {
+func (h *Handler) passCompleted(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, repl *placeholders, user string, pos int64, raw string) error {
 	r.Header.Set(HeaderUser, user)
 	if pos > 0 {
 		r.Header.Set(HeaderPosition, strconv.FormatInt(pos, 10))

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
@@ -25,7 +24,7 @@ import (
 // anything else; with a challenge, an arrival without a valid solution gets
 // one; before the opening, one with a solution (or without a challenge)
 // enters the pre-queue.
-func (h *Handler) serveArrival(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, repl *caddy.Replacer, s waitroom.State, presented bool, solution string) error {
+func (h *Handler) serveArrival(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, repl *placeholders, s waitroom.State, presented bool, solution string) error {
 	if len(h.afterPurchase) > 0 {
 		// An account done with its purchase, on another device or with
 		// another token, reaches its bookings as itself, sold out or not.
@@ -96,7 +95,7 @@ func (h *Handler) serveArrival(w http.ResponseWriter, r *http.Request, next cadd
 }
 
 // join gives user the next position, or, for an account, the one it holds.
-func (h *Handler) join(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, repl *caddy.Replacer, user string, account, presented bool) error {
+func (h *Handler) join(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, repl *placeholders, user string, account, presented bool) error {
 	if account {
 		// Done for as long as its revocation lasts: not even a new place
 		// once the one it held was given up.

@@ -428,14 +428,14 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 
 // ServeHTTP admits, queues or turns away the request.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
-	repl, _ := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
-	if repl == nil {
-		repl = caddy.NewReplacer()
+	cr, _ := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+	if cr == nil {
+		cr = caddy.NewReplacer()
 	}
-	repl.Set("http.waitroom.event", h.eventID)
-	d := h.m.startDecision(repl, next)
+	d := h.m.startDecision(cr, h.eventID, next)
 	defer d.Done()
 	next = d
+	repl := &d.repl
 
 	headerToken := r.Header.Get(HeaderToken)
 	solution := r.Header.Get(HeaderSolution)
@@ -501,13 +501,56 @@ func (h *Handler) awaitRoom(ctx context.Context) {
 	}
 }
 
-func setPlaceholders(repl *caddy.Replacer, status string, pos int64) {
-	repl.Set("http.waitroom.status", status)
-	if pos > 0 {
-		repl.Set("http.waitroom.position", strconv.FormatInt(pos, 10))
-	} else {
-		repl.Set("http.waitroom.position", "")
+// placeholders is the request's replacer with the waiting room's own
+// placeholders ({http.waitroom.*}). One provider answers them from these
+// fields when something asks (a log, a header): setting them in the
+// replacer's map took its lock and grew the map on every request, a
+// fortieth of a waiting answer's time in Caddy (docs/scale.md).
+type placeholders struct {
+	*caddy.Replacer
+	event, status string
+	position      int64
+	// passed is set once the request is passed on, where another waitroom
+	// handler may decide it again; asking while this one looks for it.
+	passed, asking bool
+}
+
+// value is the provider: a status and a position once the handler has
+// decided (the position empty when the request has none), the event always.
+// Of two waitroom handlers on one request the later one answers, as its
+// values once overwrote the earlier one's: a provider is asked in the order
+// added, so one that passed the request on asks the rest first.
+func (p *placeholders) value(key string) (any, bool) {
+	if p.asking {
+		return nil, false
 	}
+	if p.passed {
+		p.asking = true
+		v, ok := p.Get(key)
+		p.asking = false
+		if ok {
+			return v, true
+		}
+	}
+	switch key {
+	case "http.waitroom.event":
+		return p.event, true
+	case "http.waitroom.status":
+		return p.status, p.status != ""
+	case "http.waitroom.position":
+		if p.status == "" {
+			return nil, false
+		}
+		if p.position > 0 {
+			return strconv.FormatInt(p.position, 10), true
+		}
+		return "", true
+	}
+	return nil, false
+}
+
+func setPlaceholders(repl *placeholders, status string, pos int64) {
+	repl.status, repl.position = status, pos
 }
 
 // Interface guards

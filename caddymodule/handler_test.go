@@ -750,3 +750,54 @@ func TestSoldOutCaching(t *testing.T) {
 		})
 	}
 }
+
+// TestPlaceholders: the waiting room's placeholders are answered by the
+// request's replacer as set values were: the event from the start, a
+// status and a position once decided (the position empty when the answer
+// has none), and nothing else of the replacer's shadowed.
+func TestPlaceholders(t *testing.T) {
+	repl := caddy.NewReplacer()
+	repl.Set("other", "kept")
+	d := (&eventMetrics{}).startDecision(repl, "42", nil)
+	assert.Equal(t, "42", repl.ReplaceAll("{http.waitroom.event}", "-"))
+	assert.Equal(t, "-", repl.ReplaceAll("{http.waitroom.status}", "-"), "nothing decided yet")
+	_, decided := repl.Get("http.waitroom.position")
+	assert.False(t, decided)
+	assert.Equal(t, "kept", repl.ReplaceAll("{other}", "-"))
+	assert.Equal(t, "-", repl.ReplaceAll("{http.waitroom.other}", "-"))
+
+	setPlaceholders(&d.repl, StatusSoldOut, 0)
+	assert.Equal(t, "sold_out", repl.ReplaceAll("{http.waitroom.status}", "-"))
+	pos, known := repl.GetString("http.waitroom.position")
+	assert.True(t, known)
+	assert.Empty(t, pos)
+	setPlaceholders(&d.repl, StatusWaiting, 12400)
+	assert.Equal(t, "waiting 12400", repl.ReplaceAll("{http.waitroom.status} {http.waitroom.position}", "-"))
+}
+
+// TestPlaceholdersOfTwoHandlers: of two waitroom handlers on one request,
+// the later one's placeholders are the request's; one alone keeps its own
+// after passing the request on.
+func TestPlaceholdersOfTwoHandlers(t *testing.T) {
+	repl := caddy.NewReplacer()
+	m := &eventMetrics{decisions: make([]prometheus.Observer, len(outcomes))}
+	for i := range m.decisions {
+		m.decisions[i] = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "unused"})
+	}
+	inner := caddyhttp.HandlerFunc(func(http.ResponseWriter, *http.Request) error {
+		d := m.startDecision(repl, "2", nil)
+		setPlaceholders(&d.repl, StatusWaiting, 9)
+		d.Done()
+		return nil
+	})
+	outer := m.startDecision(repl, "1", inner)
+	setPlaceholders(&outer.repl, StatusAdmitted, 5)
+	require.NoError(t, outer.ServeHTTP(nil, nil))
+	assert.Equal(t, "2 waiting 9", repl.ReplaceAll("{http.waitroom.event} {http.waitroom.status} {http.waitroom.position}", "-"))
+
+	repl = caddy.NewReplacer()
+	alone := m.startDecision(repl, "1", caddyhttp.HandlerFunc(func(http.ResponseWriter, *http.Request) error { return nil }))
+	setPlaceholders(&alone.repl, StatusAdmitted, 5)
+	require.NoError(t, alone.ServeHTTP(nil, nil))
+	assert.Equal(t, "1 admitted 5", repl.ReplaceAll("{http.waitroom.event} {http.waitroom.status} {http.waitroom.position}", "-"))
+}

@@ -171,22 +171,26 @@ func metricsFor(event string) eventMetrics {
 
 // decision times one request's decision (the decision histogram): Done
 // when it has answered, or when it passes the request on as next, whichever
-// comes first.
+// comes first. It holds the request's placeholders, so one allocation
+// serves both.
 type decision struct {
 	start time.Time
 	m     *eventMetrics
-	repl  *caddy.Replacer
+	repl  placeholders
 	next  caddyhttp.Handler
 	done  bool
 }
 
-func (m *eventMetrics) startDecision(repl *caddy.Replacer, next caddyhttp.Handler) *decision {
-	return &decision{start: time.Now(), m: m, repl: repl, next: next}
+func (m *eventMetrics) startDecision(repl *caddy.Replacer, event string, next caddyhttp.Handler) *decision {
+	d := &decision{start: time.Now(), m: m, repl: placeholders{Replacer: repl, event: event}, next: next}
+	repl.Map(d.repl.value)
+	return d
 }
 
 // ServeHTTP passes an admitted request on, its decision taken.
 func (d *decision) ServeHTTP(w http.ResponseWriter, r *http.Request) error {
 	d.Done()
+	d.repl.passed = true
 	return d.next.ServeHTTP(w, r)
 }
 
@@ -196,10 +200,9 @@ func (d *decision) Done() {
 		return
 	}
 	d.done = true
-	status, _ := d.repl.GetString("http.waitroom.status")
 	i := len(outcomes) - 1
 	for j, o := range outcomes[:len(outcomes)-1] {
-		if o == status {
+		if o == d.repl.status {
 			i = j
 			break
 		}

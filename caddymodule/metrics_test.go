@@ -107,11 +107,11 @@ func TestDecisionOutcomes(t *testing.T) {
 		t.Run(status, func(t *testing.T) {
 			ev := strconv.FormatInt(testenv.EventID(), 10)
 			m := metricsFor(ev)
-			repl := caddy.NewReplacer()
+			d := m.startDecision(caddy.NewReplacer(), ev, nil)
 			if status != "" {
-				repl.Set("http.waitroom.status", status)
+				setPlaceholders(&d.repl, status, 0)
 			}
-			m.startDecision(repl, nil).Done()
+			d.Done()
 			want := status
 			if status == "" || status == "something else" {
 				want = outcomeError

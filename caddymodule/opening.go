@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
@@ -17,7 +16,7 @@ import (
 // answers, and those of the challenge and the join rate, are in pages.go.
 
 // enterPreQueue gives a new entrant its pre-queue token and the answer.
-func (h *Handler) enterPreQueue(w http.ResponseWriter, r *http.Request, repl *caddy.Replacer, user string, account bool) error {
+func (h *Handler) enterPreQueue(w http.ResponseWriter, r *http.Request, repl *placeholders, user string, account bool) error {
 	// Valid from now until a token's life after the opening, so an entrant
 	// who closes the page comes back to the place the draw gives it.
 	issue := h.keys.IssuePreQueue
@@ -42,7 +41,7 @@ func (h *Handler) enterPreQueue(w http.ResponseWriter, r *http.Request, repl *ca
 // entered) and never a second. Once that position is revoked or its
 // admission window ended, the token admits no more: its bearer is a new
 // arrival (an account is done), as the position's own token would be.
-func (h *Handler) servePreQueueTicket(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, repl *caddy.Replacer, t waitroom.Ticket, solution string) error {
+func (h *Handler) servePreQueueTicket(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, repl *placeholders, t waitroom.Ticket, solution string) error {
 	account := h.isAccount(t)
 	if _, revoked := h.room.room.SubjectRevoked(t.Subject); account && revoked {
 		return h.completed(w, r, repl, 0)

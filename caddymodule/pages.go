@@ -17,7 +17,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/encode"
 	"go.uber.org/zap"
@@ -210,7 +209,7 @@ func loadTemplate(setting, file string, def *template.Template, sample any) (*te
 }
 
 // wait answers with the waiting page or its JSON form.
-func (h *Handler) wait(w http.ResponseWriter, r *http.Request, repl *caddy.Replacer, s waitroom.State, t waitroom.Ticket) error {
+func (h *Handler) wait(w http.ResponseWriter, r *http.Request, repl *placeholders, s waitroom.State, t waitroom.Ticket) error {
 	d, known := h.room.room.EstimateWait(t.Position)
 	var seconds int64
 	var estimate *int64
@@ -342,7 +341,7 @@ func (h *Handler) waitingShell(text locale.Text, page WaitingPage) (shell, bool,
 
 // completed answers an account whose admission the site revoked: it is done
 // (its booking confirmed), so it gets neither the site nor a new place.
-func (h *Handler) completed(w http.ResponseWriter, r *http.Request, repl *caddy.Replacer, pos int64) error {
+func (h *Handler) completed(w http.ResponseWriter, r *http.Request, repl *placeholders, pos int64) error {
 	hdr := w.Header()
 	hdr.Set(HeaderStatus, StatusCompleted)
 	hdr.Set("Cache-Control", "no-store")
@@ -368,7 +367,7 @@ func (h *Handler) completed(w http.ResponseWriter, r *http.Request, repl *caddy.
 // about that token, so it is kept out of shared caches. Vary names every
 // header the answer depends on, so a cache never gives a token holder the
 // copy made for a stranger.
-func (h *Handler) soldOut(w http.ResponseWriter, r *http.Request, repl *caddy.Replacer, pos int64, tokenHolder bool) error {
+func (h *Handler) soldOut(w http.ResponseWriter, r *http.Request, repl *placeholders, pos int64, tokenHolder bool) error {
 	hdr := w.Header()
 	hdr.Del("Set-Cookie")
 	hdr.Del(HeaderToken)
@@ -397,7 +396,7 @@ func (h *Handler) soldOut(w http.ResponseWriter, r *http.Request, repl *caddy.Re
 // unavailable answers a new arrival whose position could not be taken
 // because the store is down, or lost the event's state and is having it
 // restored: try again shortly, never a hang or a 500.
-func (h *Handler) unavailable(w http.ResponseWriter, r *http.Request, repl *caddy.Replacer, err error) error {
+func (h *Handler) unavailable(w http.ResponseWriter, r *http.Request, repl *placeholders, err error) error {
 	h.logger.Debug("queue store unavailable for a new arrival", zap.Int64("event", h.Event), zap.Error(err))
 	retry := unavailableRetry
 	switch {
@@ -486,7 +485,7 @@ func retryAfter(s waitroom.State, d time.Duration, known bool, ahead, front int6
 const maxPreQueueRetry = 60
 
 // preQueue answers with the pre-queue page or its JSON form.
-func (h *Handler) preQueue(w http.ResponseWriter, r *http.Request, repl *caddy.Replacer, t waitroom.Ticket) error {
+func (h *Handler) preQueue(w http.ResponseWriter, r *http.Request, repl *placeholders, t waitroom.Ticket) error {
 	ctx, cancel := context.WithTimeout(r.Context(), joinTimeout)
 	commitment, err := h.room.room.Commitment(ctx)
 	cancel()
@@ -526,7 +525,7 @@ func (h *Handler) preQueue(w http.ResponseWriter, r *http.Request, repl *caddy.R
 }
 
 // challenge answers a new arrival with a fresh challenge.
-func (h *Handler) challenge(w http.ResponseWriter, r *http.Request, repl *caddy.Replacer) error {
+func (h *Handler) challenge(w http.ResponseWriter, r *http.Request, repl *placeholders) error {
 	c := h.challenger.Issue()
 	hdr := w.Header()
 	hdr.Set(HeaderStatus, StatusChallenge)
@@ -557,7 +556,7 @@ func (h *Handler) challenge(w http.ResponseWriter, r *http.Request, repl *caddy.
 
 // rateLimited answers 429: the client made more new arrivals than the join
 // rate allows.
-func (h *Handler) rateLimited(w http.ResponseWriter, r *http.Request, repl *caddy.Replacer, wait time.Duration) error {
+func (h *Handler) rateLimited(w http.ResponseWriter, r *http.Request, repl *placeholders, wait time.Duration) error {
 	retry := max(int(math.Ceil(wait.Seconds())), 1)
 	hdr := w.Header()
 	hdr.Set(HeaderStatus, StatusRateLimited)

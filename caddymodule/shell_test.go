@@ -112,7 +112,7 @@ func TestShellsAreBoundedByBytes(t *testing.T) {
 	}
 	assert.LessOrEqual(t, c.bytes, maxShellBytes)
 	total := 0
-	for _, sh := range c.m {
+	for _, sh := range *c.m.Load() {
 		total += sh.size()
 	}
 	assert.Equal(t, total, c.bytes)
@@ -134,5 +134,5 @@ func TestShellsAreNotKeyedByTheURL(t *testing.T) {
 			require.Equal(t, StatusWaiting, res.status(), target)
 		}
 	}
-	assert.Len(t, h.shells.m, 1)
+	assert.Len(t, *h.shells.m.Load(), 1)
 }

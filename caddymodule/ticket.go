@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
@@ -60,7 +59,7 @@ func (h *Handler) holds(r *http.Request, s waitroom.State, t waitroom.Ticket) ti
 }
 
 // serveTicket answers a bearer of a valid token.
-func (h *Handler) serveTicket(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, repl *caddy.Replacer, s waitroom.State, t waitroom.Ticket) error {
+func (h *Handler) serveTicket(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, repl *placeholders, s waitroom.State, t waitroom.Ticket) error {
 	// Should the store lose its counter, it is put back above every
 	// position a token proves was handed out.
 	h.room.room.Seen(t.Position)

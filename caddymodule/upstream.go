@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
@@ -19,7 +18,7 @@ import (
 // may tell the gateway (docs/api.md §3).
 
 // admit passes the request on with the identity headers.
-func (h *Handler) admit(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, repl *caddy.Replacer, t waitroom.Ticket) error {
+func (h *Handler) admit(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, repl *placeholders, t waitroom.Ticket) error {
 	r.Header.Set(HeaderUser, t.Subject)
 	r.Header.Set(HeaderPosition, strconv.FormatInt(t.Position, 10))
 	r.Header.Set(HeaderToken, t.Raw)

@@ -228,3 +228,20 @@ func must(s string, err error) string {
 	}
 	return s
 }
+
+// TestNumberGrouping: languages that group ASCII digits by threes are
+// written without the printer; others (lakh grouping, Arabic-Indic digits)
+// keep it. TestNumberIsSprintfD checks that both write as Sprintf.
+func TestNumberGrouping(t *testing.T) {
+	dir := t.TempDir()
+	for _, lang := range []string{"fr", "hi", "ar"} {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, lang+".toml"), []byte(`lang_name = "x"`), 0o644))
+	}
+	c := load(t, dir)
+	grouped := map[string]bool{}
+	for _, x := range c.Languages() {
+		grouped[x.Lang()] = x.group.ok
+	}
+	assert.Equal(t, map[string]bool{"en": true, "de": true, "es": true, "ja": true, "fr": true, "hi": false, "ar": false}, grouped)
+	assert.Equal(t, "12\u00a0400", c.Choose("fr").Number(12400), "a separator of more than one byte")
+}
