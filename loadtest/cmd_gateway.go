@@ -60,7 +60,7 @@ type gatewayRatio struct {
 }
 
 func runGateway(ctx context.Context, args []string, out, errOut io.Writer) error {
-	fs := newFlags("gateway", "The gateway's cost, as ratios measured side by side in one run with one Caddy\nand one upstream, driven by wrk (Debian's package; a C client that costs far\nless per request than the server):\n  (a) plain reverse_proxy vs the waiting room admitting the same traffic (goal ≥ 0.95)\n  (b) respond vs the waiting answer to a queued token, JSON (goal ≥ 0.9) and\n      HTML as a browser asks for it (goal ≥ 0.8)\n  (c) new arrivals with the Redis store vs respond (goals ≥ 0.8 with lease, ≥ 0.7\n      without, and ≥ 20,000/s with lease)\nBeside each waiting-room ratio, its floor: the same answer's bytes and header\nfields sent by Caddy's own header and respond directives, with no waiting room.", errOut)
+	fs := newFlags("gateway", "The gateway's cost, as ratios measured side by side in one run with one Caddy\nand one upstream, driven by wrk (Debian's package; a C client that costs far\nless per request than the server):\n  (a) plain reverse_proxy vs the waiting room admitting the same traffic (goal ≥ 0.95)\n  (b) respond vs the waiting answer to a queued token, both sent the same\n      request: JSON (goal ≥ 0.9) and HTML as a browser asks for it (goal ≥ 0.8)\n  (c) new arrivals with the Redis store vs respond (goals ≥ 0.8 with lease, ≥ 0.7\n      without, and ≥ 20,000/s with lease)\nBeside each waiting-room ratio, its floor: the same answer's bytes and header\nfields sent by Caddy's own header and respond directives, with no waiting room.", errOut)
 	var srv servers
 	srv.register(fs, false)
 	caddyBin := fs.String("caddy", "bin/caddy", "Caddy with the waitroom module (make build)")
@@ -167,30 +167,33 @@ func runGateway(ctx context.Context, args []string, out, errOut io.Writer) error
 	// Both proxies get the same request, token included: a plain proxy
 	// passes the header on as it is.
 	withToken := map[string]string{"Accept": "application/json", api.HeaderToken: admitted}
+	poll := map[string]string{"Accept": "application/json", api.HeaderToken: queued}
 	// The page is asked for as a browser asks for it.
 	browser := map[string]string{"Accept": "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8", "Accept-Encoding": "gzip, deflate, br",
 		"Cookie": waitroom.CookieName(events[1]) + "=" + queued}
 	targets := []gatewayTarget{
 		{name: "reverse_proxy", site: sites.plainProxy, header: withToken},
 		{name: "waitroom + reverse_proxy (admitted)", site: sites.roomProxy, want: api.StatusAdmitted, profile: "admitted", header: withToken},
+		// respond gets the request of each answer it is compared with, as
+		// the plain proxy does: what a client sends is not the server's work.
 		{name: "respond", site: sites.respond, header: jsonAccept},
-		{name: "waiting answer, JSON (queued token)", site: sites.roomWaiting, want: api.StatusWaiting, wantType: "application/json", profile: "waiting-json",
-			header: map[string]string{"Accept": "application/json", api.HeaderToken: queued}},
+		{name: "respond, a JSON poll's request", site: sites.respond, header: poll},
+		{name: "respond, a browser's request", site: sites.respond, header: browser},
+		{name: "waiting answer, JSON (queued token)", site: sites.roomWaiting, want: api.StatusWaiting, wantType: "application/json", profile: "waiting-json", header: poll},
 		{name: "waiting answer, HTML (queued cookie)", site: sites.roomWaiting, want: api.StatusWaiting, wantType: "text/html", wantEncoding: "gzip", profile: "waiting-html", header: browser},
 		{name: "new arrival (Redis store)", site: sites.roomArrivals, want: api.StatusWaiting, profile: "arrival", header: jsonAccept},
 		{name: fmt.Sprintf("new arrival (Redis store, lease %d)", arrivalLease), site: sites.roomArrivalsLeased, want: api.StatusWaiting, profile: "arrival-lease", header: jsonAccept},
 		// Each floor gets the request of the answer it stands for.
-		{name: "floor: the JSON answer's bytes", site: sites.floorJSON, want: api.StatusWaiting, wantType: "application/json",
-			header: map[string]string{"Accept": "application/json", api.HeaderToken: queued}},
+		{name: "floor: the JSON answer's bytes", site: sites.floorJSON, want: api.StatusWaiting, wantType: "application/json", header: poll},
 		{name: "floor: the page's bytes", site: sites.floorHTML, want: api.StatusWaiting, wantType: "text/html", wantEncoding: "gzip", header: browser},
 		{name: "floor: an arrival's bytes", site: sites.floorArrival, want: api.StatusWaiting, wantType: "application/json", header: jsonAccept},
 	}
 	ratios := []gatewayRatio{
 		{"(a) admitted through waitroom / plain reverse_proxy", 1, 0, -1, 0.95},
-		{"(b) waiting answer, JSON / respond", 3, 2, 7, 0.9},
-		{"(b) waiting answer, HTML / respond", 4, 2, 8, 0.8},
-		{"(c) new arrivals (Redis store) / respond", 5, 2, 9, 0.7},
-		{fmt.Sprintf("(c) new arrivals, lease %d / respond", arrivalLease), 6, 2, 9, 0.8},
+		{"(b) waiting answer, JSON / respond", 5, 3, 9, 0.9},
+		{"(b) waiting answer, HTML / respond", 6, 4, 10, 0.8},
+		{"(c) new arrivals (Redis store) / respond", 7, 2, 11, 0.7},
+		{fmt.Sprintf("(c) new arrivals, lease %d / respond", arrivalLease), 8, 2, 11, 0.8},
 	}
 	for _, t := range targets {
 		if err := checkTarget(ctx, client, t); err != nil {
@@ -276,7 +279,7 @@ func runGateway(ctx context.Context, args []string, out, errOut io.Writer) error
 		}
 		rt.Add(g.name, fmt.Sprintf("%.2f", v), fmt.Sprintf("%.2f", c), floor, floorCPU, fmt.Sprintf("≥ %.2f", g.goal), met(v >= g.goal))
 	}
-	leased := median(func(r []gatewayRun) float64 { return r[6].PerSecond })
+	leased := median(func(r []gatewayRun) float64 { return r[8].PerSecond })
 	rt.Add(fmt.Sprintf("(c) new arrivals per second, lease %d", arrivalLease), report.Rate(leased), "", "", "", "≥ 20,000", met(leased >= 20000))
 	rt.Write(out)
 
