@@ -114,9 +114,7 @@ func (h *Handler) join(w http.ResponseWriter, r *http.Request, next caddyhttp.Ha
 		// No call to wait on, so no timer to set.
 		pos, handedOut = at, h.now()
 	} else {
-		ctx, cancel := context.WithTimeout(r.Context(), joinTimeout)
-		pos, err = h.room.room.Join(ctx)
-		cancel()
+		pos, err = h.room.room.JoinWithin(r.Context(), joinTimeout)
 		handedOut = h.now()
 	}
 	if err != nil {

@@ -74,6 +74,66 @@ func TestArrivalsMeetingATakeShareTheNext(t *testing.T) {
 	assert.Equal(t, int64(2+n), st.LastPosition)
 }
 
+// TestGatheredArrivalsShareOneBound: the arrivals gathered behind a take
+// in flight share one bound, their batch's first: when it passes they give
+// up, even one that asked for a longer bound, and leave their positions
+// unused; the bound of a batch answered in time never fires.
+func TestGatheredArrivalsShareOneBound(t *testing.T) {
+	rdb := testenv.Redis(t)
+	hook := &holdTake{held: make(chan struct{}), release: make(chan struct{})}
+	rdb.AddHook(hook)
+	s := NewRedisStore(rdb, RedisOptions{})
+	ctx := context.Background()
+	evt := testenv.EventID()
+	_, err := s.Ensure(ctx, evt, Defaults{})
+	require.NoError(t, err)
+	pos, err := s.NextPosition(ctx, evt)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), pos)
+
+	hook.armed.Store(true)
+	first := make(chan int64, 1)
+	go func() {
+		p, err := s.nextPositionWithin(ctx, evt, time.Minute)
+		assert.NoError(t, err)
+		first <- p
+	}()
+	<-hook.held
+
+	// A bound that passes at once, then a long one in the same batch.
+	_, err = s.nextPositionWithin(ctx, evt, time.Nanosecond)
+	assert.ErrorIs(t, err, ErrUnavailable)
+	_, err = s.nextPositionWithin(ctx, evt, time.Minute)
+	assert.ErrorIs(t, err, ErrUnavailable, "bounded by its batch's first bound")
+	close(hook.release)
+	assert.Equal(t, int64(2), <-first, "the take in flight answers in time")
+
+	pos, err = s.nextPositionWithin(ctx, evt, time.Minute)
+	require.NoError(t, err)
+	assert.Equal(t, int64(5), pos, "the two given up were taken, and left unused")
+}
+
+// TestJoinWithin: a room joins within the bound whatever its store; a
+// store that does not gather gets the bound as its context's deadline.
+func TestJoinWithin(t *testing.T) {
+	rdb := testenv.Redis(t)
+	ctx := context.Background()
+	for name, store := range map[string]Store{"redis": NewRedisStore(rdb, RedisOptions{}), "redis leased": NewRedisStore(rdb, RedisOptions{Lease: 10}), "memory": NewMemoryStore(time.Now)} {
+		t.Run(name, func(t *testing.T) {
+			evt := testenv.EventID()
+			_, err := store.Ensure(ctx, evt, Defaults{})
+			require.NoError(t, err)
+			r := NewRoom(store, evt, RoomOptions{})
+			for want := int64(1); want <= 3; want++ {
+				pos, err := r.JoinWithin(ctx, time.Minute)
+				require.NoError(t, err)
+				assert.Equal(t, want, pos)
+			}
+			assert.Equal(t, int64(3), r.State().LastPosition)
+		})
+	}
+}
+
 // gathered is how many arrivals wait for event's next take.
 func (r *RedisStore) gathered(event int64) int64 {
 	r.mu.Lock()

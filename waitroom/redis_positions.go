@@ -30,6 +30,10 @@ type positionBatch struct {
 	last int64
 	err  error
 	done chan struct{}
+	// expired is closed by timer, the bound of the batch's first bounded
+	// arrival, which all of its arrivals share.
+	expired chan struct{}
+	timer   *time.Timer
 }
 
 // high is the highest counter value this node has had for event.
@@ -57,8 +61,24 @@ func (r *RedisStore) take(ctx context.Context, event, n, floor int64) (int64, er
 // NextPosition implements Store.
 func (r *RedisStore) NextPosition(ctx context.Context, event int64) (int64, error) {
 	if r.lease == 1 {
-		return r.nextGathered(ctx, event)
+		return r.nextGathered(ctx, event, 0)
 	}
+	return r.nextLeased(ctx, event)
+}
+
+// nextPositionWithin implements boundedPositions.
+func (r *RedisStore) nextPositionWithin(ctx context.Context, event int64, d time.Duration) (int64, error) {
+	if r.lease == 1 {
+		return r.nextGathered(ctx, event, d)
+	}
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	return r.nextLeased(ctx, event)
+}
+
+// nextLeased hands out the next position of the node's block, leasing the
+// next block when it is used up.
+func (r *RedisStore) nextLeased(ctx context.Context, event int64) (int64, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	e := r.event(event)
@@ -101,9 +121,10 @@ const takeTimeout = 5 * time.Second
 // and starts the takes when none is in flight: one arrival alone is taken
 // at once, as before; arrivals that come while it is in flight gather and
 // are taken together when it returns. Positions stay dense and in arrival
-// order; a waiter whose context ends leaves its position unused, as a
-// reply lost in flight does.
-func (r *RedisStore) nextGathered(ctx context.Context, event int64) (int64, error) {
+// order; a waiter whose context ends, or whose batch's bound d (0: none)
+// passes first, leaves its position unused, as a reply lost in flight
+// does.
+func (r *RedisStore) nextGathered(ctx context.Context, event int64, d time.Duration) (int64, error) {
 	r.mu.Lock()
 	e := r.event(event)
 	b := e.gathering
@@ -111,8 +132,13 @@ func (r *RedisStore) nextGathered(ctx context.Context, event int64) (int64, erro
 		b = &positionBatch{done: make(chan struct{})}
 		e.gathering = b
 	}
+	if d > 0 && b.expired == nil {
+		expired := make(chan struct{})
+		b.expired, b.timer = expired, time.AfterFunc(d, func() { close(expired) })
+	}
 	b.n++
 	nth := b.n
+	expired := b.expired
 	if !e.taking {
 		e.taking = true
 		go r.takeBatches(event, e)
@@ -122,6 +148,13 @@ func (r *RedisStore) nextGathered(ctx context.Context, event int64) (int64, erro
 	case <-b.done:
 	case <-ctx.Done():
 		return 0, unavailable("next position", ctx.Err())
+	case <-expired:
+		// The batch's answer may have come at the same moment.
+		select {
+		case <-b.done:
+		default:
+			return 0, unavailable("next position", context.DeadlineExceeded)
+		}
 	}
 	if b.err != nil {
 		return 0, b.err
@@ -153,5 +186,8 @@ func (r *RedisStore) takeBatches(event int64, e *redisEvent) {
 			r.mu.Unlock()
 		}
 		close(b.done)
+		if b.timer != nil {
+			b.timer.Stop()
+		}
 	}
 }

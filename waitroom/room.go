@@ -321,6 +321,12 @@ func (r *Room) Update(ctx context.Context, c Change) (State, error) {
 // restored it hands out none (ErrRestoring); when the store lost it
 // (ErrNoState) it asks Run to restore it at once.
 func (r *Room) Join(ctx context.Context) (int64, error) {
+	return r.join(ctx, 0)
+}
+
+// join is Join; with d > 0, the store is a boundedPositions that bounds the
+// wait by d itself.
+func (r *Room) join(ctx context.Context, d time.Duration) (int64, error) {
 	if r.State().Restoring(r.opts.Now()) {
 		return 0, ErrRestoring
 	}
@@ -335,7 +341,13 @@ func (r *Room) Join(ctx context.Context) (int64, error) {
 			return 0, err
 		}
 	}
-	pos, err := r.store.NextPosition(ctx, r.event)
+	var pos int64
+	var err error
+	if d > 0 {
+		pos, err = r.store.(boundedPositions).nextPositionWithin(ctx, r.event, d)
+	} else {
+		pos, err = r.store.NextPosition(ctx, r.event)
+	}
 	r.wakeOn(err)
 	if err != nil {
 		return 0, err
@@ -366,6 +378,29 @@ func (r *Room) JoinAtHand() (pos int64, ok bool) {
 	}
 	r.handedOut(pos)
 	return pos, true
+}
+
+// JoinWithin is Join bounded by d. A store that gathers the arrivals
+// meeting its call bounds them together, one timer for the call's batch
+// instead of one per arrival: that timer, registered with each request's
+// context, was a fortieth of a new arrival's time in the gateway and a
+// fifteenth of what it allocated (docs/scale.md).
+func (r *Room) JoinWithin(ctx context.Context, d time.Duration) (int64, error) {
+	_, gathers := r.store.(boundedPositions)
+	// Closing a lottery's entries is bounded by the context alone.
+	if !gathers || d <= 0 || (r.lot != nil && !r.lot.closed.Load()) {
+		ctx, cancel := context.WithTimeout(ctx, d)
+		defer cancel()
+		return r.join(ctx, 0)
+	}
+	return r.join(ctx, d)
+}
+
+// boundedPositions is a store that bounds a wait for a position itself.
+type boundedPositions interface {
+	// nextPositionWithin is NextPosition, given up as unavailable after d
+	// at most.
+	nextPositionWithin(ctx context.Context, event int64, d time.Duration) (int64, error)
 }
 
 // positionsAtHand is a store that may hand out a position without a call.
