@@ -18,11 +18,14 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"math"
 	"os"
 	"path"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/BurntSushi/toml"
@@ -43,7 +46,17 @@ type Catalog struct {
 	bundle  *i18n.Bundle
 	matcher language.Matcher
 	texts   []Text // in the order of bundle.LanguageTags(): Default first
+	// accepted remembers the match of the first Accept-Language values
+	// seen (browsers send few): parsing and matching one was a fiftieth
+	// of the waiting page's time in the gateway. Read without a lock and
+	// replaced whole by each addition, it stops growing at maxAccepted, so
+	// a client sending new values every time costs only its own match.
+	accepted   atomic.Pointer[map[string]int]
+	acceptedMu sync.Mutex
 }
+
+// maxAccepted bounds the Accept-Language values a catalog remembers.
+const maxAccepted = 64
 
 // Load reads the embedded catalogs, then every .toml and .json file of dir
 // (none when dir is empty).
@@ -120,12 +133,40 @@ func (c *Catalog) Choose(acceptLanguage string, explicit ...string) Text {
 			}
 		}
 	}
-	if desired, _, err := language.ParseAcceptLanguage(acceptLanguage); err == nil && len(desired) > 0 {
-		if _, i, conf := c.matcher.Match(desired...); conf != language.No {
+	if m := c.accepted.Load(); m != nil {
+		if i, ok := (*m)[acceptLanguage]; ok {
 			return c.texts[i]
 		}
 	}
-	return c.texts[0]
+	i := c.matchAccepted(acceptLanguage)
+	c.remember(acceptLanguage, i)
+	return c.texts[i]
+}
+
+// matchAccepted is the index of acceptLanguage's best match, 0 (Default)
+// for none.
+func (c *Catalog) matchAccepted(acceptLanguage string) int {
+	if desired, _, err := language.ParseAcceptLanguage(acceptLanguage); err == nil && len(desired) > 0 {
+		if _, i, conf := c.matcher.Match(desired...); conf != language.No {
+			return i
+		}
+	}
+	return 0
+}
+
+// remember adds acceptLanguage's match to accepted while there is room.
+func (c *Catalog) remember(acceptLanguage string, i int) {
+	c.acceptedMu.Lock()
+	defer c.acceptedMu.Unlock()
+	next := map[string]int{}
+	if old := c.accepted.Load(); old != nil {
+		if len(*old) >= maxAccepted {
+			return
+		}
+		next = maps.Clone(*old)
+	}
+	next[acceptLanguage] = i
+	c.accepted.Store(&next)
 }
 
 // Text is one language's messages, as the page templates use them:

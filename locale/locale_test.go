@@ -1,6 +1,7 @@
 package locale
 
 import (
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -51,9 +52,25 @@ func TestChoose(t *testing.T) {
 		{"de", []string{"", "es"}, "es"},
 		{"en", []string{"zz", "ja"}, "ja"},
 	} {
-		got := c.Choose(tc.accept, tc.explicit...).Lang()
-		assert.Equal(t, tc.want, got, "Accept-Language %q, explicit %q", tc.accept, tc.explicit)
+		// The second time from what the catalog remembers.
+		for range 2 {
+			got := c.Choose(tc.accept, tc.explicit...).Lang()
+			assert.Equal(t, tc.want, got, "Accept-Language %q, explicit %q", tc.accept, tc.explicit)
+		}
 	}
+}
+
+// TestChooseRemembersFewAcceptLanguages: a catalog remembers the matches of
+// the first maxAccepted Accept-Language values, then stops growing, and
+// every value is still matched.
+func TestChooseRemembersFewAcceptLanguages(t *testing.T) {
+	c := load(t, "")
+	for i := range 2 * maxAccepted {
+		assert.Equal(t, "en", c.Choose(fmt.Sprintf("x-%d", i)).Lang())
+	}
+	assert.Len(t, *c.accepted.Load(), maxAccepted)
+	assert.Equal(t, "de", c.Choose("de-CH, de;q=0.9").Lang(), "matched past the bound")
+	assert.NotContains(t, *c.accepted.Load(), "de-CH, de;q=0.9")
 }
 
 // TestEveryLanguageHasEveryMessage: the embedded catalogs are complete, so
