@@ -34,7 +34,7 @@ type gatewaySites struct {
 	plainProxy, roomProxy, respond, roomWaiting, roomArrivals, roomArrivalsLeased stack.Site
 	// The floors answer the waiting room's bytes with Caddy's own header
 	// and respond directives (floorSite).
-	floorJSON, floorHTML, floorArrival stack.Site
+	floorJSON, floorHTML, floorArrival, floorAdmitted stack.Site
 }
 
 // gatewayTarget is one measured site and request.
@@ -131,11 +131,11 @@ func runGateway(ctx context.Context, args []string, out, errOut io.Writer) error
 
 	secret := api.NewKey() + api.NewKey()
 	client := api.NewHTTPClient(4, 10*time.Second)
-	answers, err := askWaitingAnswers(ctx, client, *caddyBin, filepath.Join(dir, "answers"), secret, events[1])
+	answers, err := askRoomAnswers(ctx, client, *caddyBin, filepath.Join(dir, "answers"), secret, events[1])
 	if err != nil {
 		return err
 	}
-	floorPorts := make([]int, 3)
+	floorPorts := make([]int, 4)
 	for i := range floorPorts {
 		if floorPorts[i], err = stack.FreePort(); err != nil {
 			return err
@@ -144,11 +144,14 @@ func runGateway(ctx context.Context, args []string, out, errOut io.Writer) error
 	sites.floorJSON = floorSite(floorPorts[0], answers.json)
 	sites.floorHTML = floorSite(floorPorts[1], answers.html)
 	sites.floorArrival = floorSite(floorPorts[2], answers.arrival)
+	// The plain proxy, with what the waiting room adds to an admitted
+	// request and its answer set by Caddy's header_up and header.
+	sites.floorAdmitted = stack.Site{Port: floorPorts[3], Upstream: up.Addr().String(), HeaderUp: answers.passedOn, Header: answers.admitted}
 
 	caddy, err := stack.StartCaddy(ctx, stack.CaddyConfig{
 		Bin: *caddyBin, Dir: dir, KeyID: "k1", Secret: secret,
 		Sites: []stack.Site{sites.plainProxy, sites.roomProxy, sites.respond, sites.roomWaiting, sites.roomArrivals, sites.roomArrivalsLeased,
-			sites.floorJSON, sites.floorHTML, sites.floorArrival},
+			sites.floorJSON, sites.floorHTML, sites.floorArrival, sites.floorAdmitted},
 	})
 	if err != nil {
 		return err
@@ -187,9 +190,10 @@ func runGateway(ctx context.Context, args []string, out, errOut io.Writer) error
 		{name: "floor: the JSON answer's bytes", site: sites.floorJSON, want: api.StatusWaiting, wantType: "application/json", header: poll},
 		{name: "floor: the page's bytes", site: sites.floorHTML, want: api.StatusWaiting, wantType: "text/html", wantEncoding: "gzip", header: browser},
 		{name: "floor: an arrival's bytes", site: sites.floorArrival, want: api.StatusWaiting, wantType: "application/json", header: jsonAccept},
+		{name: "floor: the admitted request's fields", site: sites.floorAdmitted, want: api.StatusAdmitted, header: withToken},
 	}
 	ratios := []gatewayRatio{
-		{"(a) admitted through waitroom / plain reverse_proxy", 1, 0, -1, 0.95},
+		{"(a) admitted through waitroom / plain reverse_proxy", 1, 0, 12, 0.95},
 		{"(b) waiting answer, JSON / respond", 5, 3, 9, 0.9},
 		{"(b) waiting answer, HTML / respond", 6, 4, 10, 0.8},
 		{"(c) new arrivals (Redis store) / respond", 7, 2, 11, 0.7},
@@ -444,64 +448,54 @@ func joinOnce(ctx context.Context, client *http.Client, base, want string) (stri
 	return token, nil
 }
 
-// waitingAnswer is an answer of the waiting room as it came: the header
+// roomAnswer is an answer of the waiting room as it came: the header
 // fields of its own (not Date and Server, which Caddy and net/http add to
 // every answer, nor a Content-Length net/http declares itself) and the body.
-type waitingAnswer struct {
+type roomAnswer struct {
 	header http.Header
 	body   []byte
 }
 
-// waitingAnswers are the answers the floors stand for.
-type waitingAnswers struct {
-	arrival, json, html waitingAnswer
+// roomAnswers are the answers the floors stand for.
+type roomAnswers struct {
+	arrival, json, html roomAnswer
+	// passedOn is what an admitted request carries on to the upstream
+	// besides the client's own header (the identity fields), and admitted
+	// the fields the answer gets on its way back.
+	passedOn, admitted http.Header
 }
 
-// askWaitingAnswers asks a Caddy of their own, with one queue of event in
+// askRoomAnswers asks a Caddy of their own, with one queue of event in
 // memory and the run's secret, for a new arrival's answer, then the JSON
 // answer and the page to the token it gave, as the measured requests ask.
-func askWaitingAnswers(ctx context.Context, client *http.Client, bin, dir, secret string, event int64) (waitingAnswers, error) {
+func askRoomAnswers(ctx context.Context, client *http.Client, bin, dir, secret string, event int64) (roomAnswers, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return waitingAnswers{}, err
+		return roomAnswers{}, err
 	}
 	port, err := stack.FreePort()
 	if err != nil {
-		return waitingAnswers{}, err
+		return roomAnswers{}, err
 	}
 	site := stack.Site{Port: port, Respond: upstreamBody, Waitroom: &stack.Waitroom{Event: event, Store: "memory", Watermark: 0}}
-	caddy, err := stack.StartCaddy(ctx, stack.CaddyConfig{Bin: bin, Dir: dir, KeyID: "k1", Secret: secret, Sites: []stack.Site{site}})
+	up, seen, err := startRecordingUpstream()
 	if err != nil {
-		return waitingAnswers{}, fmt.Errorf("the waiting room's answers: %w", err)
+		return roomAnswers{}, err
+	}
+	defer up.Close()
+	admitPort, err := stack.FreePort()
+	if err != nil {
+		return roomAnswers{}, err
+	}
+	admitting := stack.Site{Port: admitPort, Upstream: up.Addr().String(),
+		Waitroom: &stack.Waitroom{Event: event + 1, Store: "memory", Watermark: 1 << 40}}
+	caddy, err := stack.StartCaddy(ctx, stack.CaddyConfig{Bin: bin, Dir: dir, KeyID: "k1", Secret: secret, Sites: []stack.Site{site, admitting}})
+	if err != nil {
+		return roomAnswers{}, fmt.Errorf("the waiting room's answers: %w", err)
 	}
 	defer caddy.Stop(10 * time.Second)
-	var a waitingAnswers
-	get := func(header map[string]string) (waitingAnswer, error) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, site.URL()+"/", nil)
-		if err != nil {
-			return waitingAnswer{}, err
-		}
-		for k, v := range header {
-			req.Header.Set(k, v)
-		}
-		resp, err := client.Do(req)
-		if err != nil {
-			return waitingAnswer{}, err
-		}
-		defer resp.Body.Close()
-		body, err := io.ReadAll(resp.Body)
-		if err != nil {
-			return waitingAnswer{}, err
-		}
-		if resp.StatusCode != http.StatusOK || resp.Header.Get(api.HeaderStatus) != api.StatusWaiting {
-			return waitingAnswer{}, fmt.Errorf("the waiting room's answers: status %d, X-Waitroom-Status %q", resp.StatusCode, resp.Header.Get(api.HeaderStatus))
-		}
-		h := resp.Header.Clone()
-		h.Del("Date")
-		h.Del("Server")
-		if len(body) < autoLength {
-			h.Del("Content-Length")
-		}
-		return waitingAnswer{header: h, body: body}, nil
+	var a roomAnswers
+	get := func(header map[string]string) (roomAnswer, error) {
+		return ask(ctx, client, site.URL(), header, api.StatusWaiting)
 	}
 	if a.arrival, err = get(map[string]string{"Accept": "application/json"}); err != nil {
 		return a, err
@@ -514,7 +508,88 @@ func askWaitingAnswers(ctx context.Context, client *http.Client, bin, dir, secre
 	// as it came.
 	a.html, err = get(map[string]string{"Accept": "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8", "Accept-Encoding": "gzip, deflate, br",
 		"Cookie": waitroom.CookieName(event) + "=" + token})
-	return a, err
+	if err != nil {
+		return a, err
+	}
+
+	// Admitted as the measured requests are: with the token in the header.
+	joined, err := ask(ctx, client, admitting.URL(), map[string]string{"Accept": "application/json"}, api.StatusAdmitted)
+	if err != nil {
+		return a, err
+	}
+	sent := map[string]string{"Accept": "application/json", api.HeaderToken: joined.header.Get(api.HeaderToken)}
+	admitted, err := ask(ctx, client, admitting.URL(), sent, api.StatusAdmitted)
+	if err != nil {
+		return a, err
+	}
+	a.admitted = http.Header{}
+	for name, values := range admitted.header {
+		// The upstream's own fields come back through the plain proxy too.
+		if !slices.Contains([]string{"Content-Type", "Content-Length", "Date", "Server"}, name) {
+			a.admitted[name] = values
+		}
+	}
+	a.passedOn = http.Header{}
+	got := <-seen
+	for name, values := range got {
+		if _, ok := sent[name]; !ok && strings.HasPrefix(name, "X-Waitroom-") {
+			a.passedOn[name] = values
+		}
+	}
+	return a, nil
+}
+
+// ask sends one GET to base with header and returns the answer, which must
+// be 200 with X-Waitroom-Status want.
+func ask(ctx context.Context, client *http.Client, base string, header map[string]string, want string) (roomAnswer, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/", nil)
+	if err != nil {
+		return roomAnswer{}, err
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return roomAnswer{}, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return roomAnswer{}, err
+	}
+	if resp.StatusCode != http.StatusOK || resp.Header.Get(api.HeaderStatus) != want {
+		return roomAnswer{}, fmt.Errorf("the waiting room's answers: status %d, X-Waitroom-Status %q, want %q", resp.StatusCode, resp.Header.Get(api.HeaderStatus), want)
+	}
+	h := resp.Header.Clone()
+	h.Del("Date")
+	h.Del("Server")
+	if len(body) < autoLength {
+		h.Del("Content-Length")
+	}
+	return roomAnswer{header: h, body: body}, nil
+}
+
+// startRecordingUpstream serves upstreamBody on a loopback port and hands
+// over the header of each request it gets, as long as one is taken.
+func startRecordingUpstream() (net.Listener, <-chan http.Header, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, nil, err
+	}
+	seen := make(chan http.Header, 1)
+	go func() {
+		_ = http.Serve(ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			select {
+			case <-seen:
+			default:
+			}
+			seen <- r.Header.Clone()
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, upstreamBody)
+		}))
+	}()
+	return ln, seen, nil
 }
 
 // autoLength is net/http's bufferBeforeChunkingSize: it declares the
@@ -525,7 +600,7 @@ const autoLength = 2048
 // directives: what the answer costs Caddy with nothing deciding it. A
 // compressed body becomes text of the same length, since a Caddyfile holds
 // text and wrk does not decode it.
-func floorSite(port int, a waitingAnswer) stack.Site {
+func floorSite(port int, a roomAnswer) stack.Site {
 	body := string(a.body)
 	if a.header.Get("Content-Encoding") != "" {
 		body = strings.Repeat("w", len(a.body))

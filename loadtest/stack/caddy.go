@@ -24,6 +24,9 @@ type Site struct {
 	// Header is set on every answer by Caddy's own header directive, a
 	// field once per value.
 	Header http.Header
+	// HeaderUp is set on every request passed to Upstream (reverse_proxy's
+	// header_up), a field once per value.
+	HeaderUp http.Header
 }
 
 // URL is the site's base URL.
@@ -130,7 +133,11 @@ http://127.0.0.1:{{.Port}} {
 	}
 {{- end}}
 {{- if .Upstream}}
-	reverse_proxy {{.Upstream}}
+	reverse_proxy {{.Upstream}}{{with .HeaderUp}} {
+{{- range $name, $values := .}}{{range $values}}
+		header_up +{{$name}} {{quote .}}
+{{- end}}{{end}}
+	}{{end}}
 {{- else}}
 	respond ` + "`{{.Respond}}`" + ` 200
 {{- end}}
