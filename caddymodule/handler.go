@@ -7,6 +7,7 @@ import (
 	"math"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -511,8 +512,10 @@ type placeholders struct {
 	event, status string
 	position      int64
 	// passed is set once the request is passed on, where another waitroom
-	// handler may decide it again; asking while this one looks for it.
-	passed, asking bool
+	// handler may decide it again; asking while this one looks for it
+	// (atomic: a lookup may come from another goroutine of the request).
+	passed bool
+	asking atomic.Bool
 }
 
 // value is the provider: a status and a position once the handler has
@@ -521,16 +524,14 @@ type placeholders struct {
 // values once overwrote the earlier one's: a provider is asked in the order
 // added, so one that passed the request on asks the rest first.
 func (p *placeholders) value(key string) (any, bool) {
-	if p.asking {
-		return nil, false
-	}
-	if p.passed {
-		p.asking = true
+	if p.passed && p.asking.CompareAndSwap(false, true) {
 		v, ok := p.Get(key)
-		p.asking = false
+		p.asking.Store(false)
 		if ok {
 			return v, true
 		}
+	} else if p.asking.Load() {
+		return nil, false
 	}
 	switch key {
 	case "http.waitroom.event":
