@@ -156,6 +156,10 @@ func (c *Catalog) matchAccepted(acceptLanguage string) int {
 
 // remember adds acceptLanguage's match to accepted while there is room.
 func (c *Catalog) remember(acceptLanguage string, i int) {
+	if m := c.accepted.Load(); m != nil && len(*m) >= maxAccepted {
+		// Full: no lock for what will not be added.
+		return
+	}
 	c.acceptedMu.Lock()
 	defer c.acceptedMu.Unlock()
 	next := map[string]int{}

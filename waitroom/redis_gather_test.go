@@ -19,27 +19,8 @@ import (
 // the next positions, dense and in the order they came, and the one that
 // gave up waiting leaves its position unused.
 func TestArrivalsMeetingATakeShareTheNext(t *testing.T) {
-	rdb := testenv.Redis(t)
-	hook := &holdTake{held: make(chan struct{}), release: make(chan struct{})}
-	rdb.AddHook(hook)
-	s := NewRedisStore(rdb, RedisOptions{})
 	ctx := context.Background()
-	evt := testenv.EventID()
-	_, err := s.Ensure(ctx, evt, Defaults{})
-	require.NoError(t, err)
-	// The script loaded (EVALSHA alone from here on) and position 1 taken.
-	pos, err := s.NextPosition(ctx, evt)
-	require.NoError(t, err)
-	require.Equal(t, int64(1), pos)
-
-	hook.armed.Store(true)
-	first := make(chan int64, 1)
-	go func() {
-		p, err := s.NextPosition(ctx, evt)
-		assert.NoError(t, err)
-		first <- p
-	}()
-	<-hook.held
+	s, evt, hook, first := heldTake(t, func(s *RedisStore, evt int64) (int64, error) { return s.NextPosition(ctx, evt) })
 
 	const n, quitter = 20, 7
 	got := make([]int64, n)
@@ -79,36 +60,18 @@ func TestArrivalsMeetingATakeShareTheNext(t *testing.T) {
 // up, even one that asked for a longer bound, and leave their positions
 // unused; the bound of a batch answered in time never fires.
 func TestGatheredArrivalsShareOneBound(t *testing.T) {
-	rdb := testenv.Redis(t)
-	hook := &holdTake{held: make(chan struct{}), release: make(chan struct{})}
-	rdb.AddHook(hook)
-	s := NewRedisStore(rdb, RedisOptions{})
 	ctx := context.Background()
-	evt := testenv.EventID()
-	_, err := s.Ensure(ctx, evt, Defaults{})
-	require.NoError(t, err)
-	pos, err := s.NextPosition(ctx, evt)
-	require.NoError(t, err)
-	require.Equal(t, int64(1), pos)
-
-	hook.armed.Store(true)
-	first := make(chan int64, 1)
-	go func() {
-		p, err := s.nextPositionWithin(ctx, evt, time.Minute)
-		assert.NoError(t, err)
-		first <- p
-	}()
-	<-hook.held
+	s, evt, hook, first := heldTake(t, func(s *RedisStore, evt int64) (int64, error) { return s.nextPositionWithin(ctx, evt, time.Minute) })
 
 	// A bound that passes at once, then a long one in the same batch.
-	_, err = s.nextPositionWithin(ctx, evt, time.Nanosecond)
+	_, err := s.nextPositionWithin(ctx, evt, time.Nanosecond)
 	assert.ErrorIs(t, err, ErrUnavailable)
 	_, err = s.nextPositionWithin(ctx, evt, time.Minute)
 	assert.ErrorIs(t, err, ErrUnavailable, "bounded by its batch's first bound")
 	close(hook.release)
 	assert.Equal(t, int64(2), <-first, "the take in flight answers in time")
 
-	pos, err = s.nextPositionWithin(ctx, evt, time.Minute)
+	pos, err := s.nextPositionWithin(ctx, evt, time.Minute)
 	require.NoError(t, err)
 	assert.Equal(t, int64(5), pos, "the two given up were taken, and left unused")
 }
@@ -132,6 +95,34 @@ func TestJoinWithin(t *testing.T) {
 			assert.Equal(t, int64(3), r.State().LastPosition)
 		})
 	}
+}
+
+// heldTake is a Redis store with position 1 of a new event taken (the
+// script loaded, EVALSHA alone from here on), then a take by next held in
+// flight until hook.release is closed; first gets the position it answers.
+func heldTake(t *testing.T, next func(*RedisStore, int64) (int64, error)) (*RedisStore, int64, *holdTake, <-chan int64) {
+	t.Helper()
+	rdb := testenv.Redis(t)
+	hook := &holdTake{held: make(chan struct{}), release: make(chan struct{})}
+	rdb.AddHook(hook)
+	s := NewRedisStore(rdb, RedisOptions{})
+	ctx := context.Background()
+	evt := testenv.EventID()
+	_, err := s.Ensure(ctx, evt, Defaults{})
+	require.NoError(t, err)
+	pos, err := s.NextPosition(ctx, evt)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), pos)
+
+	hook.armed.Store(true)
+	first := make(chan int64, 1)
+	go func() {
+		p, err := next(s, evt)
+		assert.NoError(t, err)
+		first <- p
+	}()
+	<-hook.held
+	return s, evt, hook, first
 }
 
 // gathered is how many arrivals wait for event's next take.
