@@ -4,6 +4,7 @@ import (
 	"context"
 	_ "embed"
 	mbits "math/bits"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -48,8 +49,12 @@ type presence struct {
 	after time.Duration // 0: off
 	slot  time.Duration
 
-	mu      sync.Mutex
-	pending map[int64]struct{}
+	mu sync.Mutex
+	// pending is the positions polled since the last flush, repeats
+	// included: an append costs every poll and arrival less than a set's
+	// insert did. Repeats go at the flush, or when it fills up.
+	pending []int64
+	full    bool      // past maxPendingPolls positions: polls are dropped
 	since   time.Time // when tracking started: before since+after, nothing is known
 	table   atomic.Pointer[presenceTable]
 }
@@ -87,10 +92,10 @@ func (t *presenceTable) upTo(p int64) int64 {
 	return int64(t.before[i]) + int64(mbits.OnesCount8(partial))
 }
 
-// maxPendingPolls bounds the polls a room buffers between two flushes; past
-// it, polls are dropped until the next flush (their positions were most
-// likely marked by an earlier poll).
-const maxPendingPolls = 1 << 18
+// maxPendingPolls bounds the positions a room buffers between two flushes;
+// past it, polls are dropped until the next flush (their positions were
+// most likely marked by an earlier poll).
+const maxPendingPolls = 1 << 17
 
 // Polled records that the holder of position polled: it is present for the
 // abandon time from now. Buffered in memory, written by Run.
@@ -100,8 +105,13 @@ func (r *Room) Polled(position int64) {
 		return
 	}
 	p.mu.Lock()
-	if len(p.pending) < maxPendingPolls {
-		p.pending[position] = struct{}{}
+	if !p.full {
+		if len(p.pending) == 2*maxPendingPolls {
+			slices.Sort(p.pending)
+			p.pending = slices.Compact(p.pending)
+			p.full = len(p.pending) > maxPendingPolls
+		}
+		p.pending = append(p.pending, position)
 	}
 	p.mu.Unlock()
 }
@@ -145,11 +155,8 @@ func (r *Room) syncPresence(ctx context.Context) error {
 	now := r.opts.Now()
 	slot := now.UnixNano() / int64(p.slot)
 	p.mu.Lock()
-	pending := make([]int64, 0, len(p.pending))
-	for pos := range p.pending {
-		pending = append(pending, pos)
-	}
-	clear(p.pending)
+	pending := p.pending
+	p.pending, p.full = make([]int64, 0, min(cap(pending), 2*maxPendingPolls)), false
 	p.mu.Unlock()
 	if len(pending) > 0 {
 		if err := ps.MarkPolled(ctx, r.event, slot, pending, p.after+2*p.slot); err != nil {
@@ -186,19 +193,55 @@ var presenceLua string
 
 var presenceScript = redis.NewScript(presenceLua)
 
-// MarkPolled implements PresenceStore.
+// MarkPolled implements PresenceStore. The positions go as one BITFIELD,
+// each run of consecutive ones (new arrivals come in runs) set as one
+// field of up to 63 bits: a SETBIT per position was a command, its reply
+// and its allocations each, for every arrival.
 func (r *RedisStore) MarkPolled(ctx context.Context, event, slot int64, positions []int64, keep time.Duration) error {
+	if len(positions) == 0 {
+		return nil
+	}
 	key := polledKey(event, slot)
 	p := r.rdb.Pipeline()
-	for _, pos := range positions {
-		p.SetBit(ctx, key, pos, 1)
-	}
+	p.BitField(ctx, key, bitRuns(positions)...)
 	p.PExpire(ctx, key, keep)
 	if _, err := p.Exec(ctx); err != nil {
 		return unavailable("mark polled", err)
 	}
 	return nil
 }
+
+// maxBitRun is the widest unsigned field BITFIELD sets.
+const maxBitRun = 63
+
+// bitRuns is the BITFIELD arguments that set the bits of positions to 1:
+// "SET u<n> <offset> <n ones>" per run of at most maxBitRun consecutive
+// positions. positions is sorted in place.
+func bitRuns(positions []int64) []any {
+	slices.Sort(positions)
+	var args []any
+	for i := 0; i < len(positions); {
+		start, n := positions[i], 1
+		i++
+		for i < len(positions) && n < maxBitRun && positions[i] <= start+int64(n) {
+			if positions[i] == start+int64(n) {
+				n++
+			}
+			i++ // a repeat of the run's last position adds nothing
+		}
+		args = append(args, "SET", bitFieldTypes[n], start, uint64(1)<<n-1)
+	}
+	return args
+}
+
+// bitFieldTypes names BITFIELD's unsigned types by width: u1 to u63.
+var bitFieldTypes = func() [maxBitRun + 1]string {
+	var t [maxBitRun + 1]string
+	for n := 1; n <= maxBitRun; n++ {
+		t[n] = "u" + strconv.Itoa(n)
+	}
+	return t
+}()
 
 // PolledBits implements PresenceStore.
 func (r *RedisStore) PolledBits(ctx context.Context, event int64, slots []int64, firstByte, lastByte int64) ([]byte, error) {

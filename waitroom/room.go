@@ -131,7 +131,7 @@ func NewRoom(store Store, event int64, opts RoomOptions) *Room {
 	r.window.length = opts.AdmissionWindow
 	if opts.AbandonAfter > 0 {
 		r.presence = presence{after: opts.AbandonAfter, slot: max(opts.AbandonAfter/(presenceSlots-1), time.Millisecond),
-			pending: make(map[int64]struct{}), since: opts.Now()}
+			since: opts.Now()}
 	}
 	if opts.Opening != nil {
 		lot, err := newRoomLottery(store, *opts.Opening)
