@@ -72,6 +72,10 @@ type Room struct {
 	// put back above both.
 	issued atomic.Int64
 	shown  atomic.Int64
+	// handed is the highest position the room's own joins handed out,
+	// folded into State at read time: a copy of the state per arrival, to
+	// move its last position, was an allocation and a compare-and-swap.
+	handed atomic.Int64
 	// joined is the end (unix ms) of the last restore the room added what
 	// it remembers to, so it does so once per restore.
 	joined atomic.Int64
@@ -149,8 +153,11 @@ func (r *Room) Event() int64 { return r.event }
 // Store is the store the room reads and writes.
 func (r *Room) Store() Store { return r.store }
 
-// State is the last state seen, from memory.
-func (r *Room) State() State { return *r.state.Load() }
+// State is the last state seen, from memory, with the positions the room
+// handed out since.
+func (r *Room) State() State {
+	return r.state.Load().with(r.handed.Load())
+}
 
 // Changed returns a channel closed at the next change of the state a read
 // of the store or the room's own update brings into memory, for followers
@@ -160,7 +167,8 @@ func (r *Room) Changed() <-chan struct{} { return *r.changed.Load() }
 
 func (r *Room) observe(s State) {
 	r.known.Store(true)
-	if old := r.state.Swap(&s); *old != s {
+	handed := r.handed.Load()
+	if old := r.state.Swap(&s); old.with(handed) != s.with(handed) {
 		if old.Watermark != s.Watermark {
 			r.applied.add(s.Watermark, r.opts.Now())
 		}
@@ -413,22 +421,17 @@ type positionsAtHand interface {
 // handedOut notes pos, just handed out.
 func (r *Room) handedOut(pos int64) {
 	raiseTo(&r.issued, pos)
-	// Keep last_position roughly current between polls without a write race:
-	// only ever move it forward.
-	for {
-		cur := r.state.Load()
-		if cur.LastPosition >= pos {
-			break
-		}
-		next := *cur
-		next.LastPosition = pos
-		if r.state.CompareAndSwap(cur, &next) {
-			break
-		}
-	}
+	raiseTo(&r.handed, pos)
 	// A position the watermark passed already is admitted from its
 	// handout, now.
-	r.window.observe(r.opts.Now(), *r.state.Load())
+	r.window.observe(r.opts.Now(), r.State())
+}
+
+// with is s as State shows it after positions through handed were handed
+// out: a read that only catches up with them changes nothing.
+func (s State) with(handed int64) State {
+	s.LastPosition = max(s.LastPosition, handed)
+	return s
 }
 
 // wakeOn asks Run for a refresh now when err says the store lost the state.
