@@ -133,7 +133,7 @@ func (h *Handler) join(w http.ResponseWriter, r *http.Request, next caddyhttp.Ha
 	}
 	// The token tells when its position was handed out: now for a new
 	// one, for an account's the moment the store kept (zero: unknown).
-	t, err := h.issue(user, account, pos, handedOut)
+	t, err := h.issue(user, account, pos, handedOut, s)
 	if err != nil {
 		return caddyhttp.Error(http.StatusInternalServerError, err)
 	}

@@ -120,7 +120,7 @@ func (h *Handler) servePreQueueTicket(w http.ResponseWriter, r *http.Request, ne
 		// its drawn position does.
 		return h.serveArrival(w, r, next, repl, s, true, solution)
 	}
-	placed, err := h.issue(t.Subject, account, pos, handedOut)
+	placed, err := h.issue(t.Subject, account, pos, handedOut, s)
 	if err != nil {
 		return caddyhttp.Error(http.StatusInternalServerError, err)
 	}

@@ -104,9 +104,18 @@ func (h *Handler) isAccount(t waitroom.Ticket) bool {
 // issue signs a token with a position for user, an account's (marked so)
 // or an anonymous visitor's, that tells when the position was handed out
 // (zero: not known), so every gateway counts its admission window from
-// the same moment.
-func (h *Handler) issue(user string, account bool, pos int64, handedOut time.Time) (waitroom.Ticket, error) {
-	return h.keys.IssueHandedOut(user, h.Event, pos, account, handedOut, h.ttl)
+// the same moment. Only a token that s admits is remembered as verified.
+func (h *Handler) issue(user string, account bool, pos int64, handedOut time.Time, s waitroom.State) (waitroom.Ticket, error) {
+	t, err := h.keys.IssueHandedOut(user, h.Event, pos, account, handedOut, h.ttl)
+	if err == nil && s.Admits(pos) {
+		// Its page's requests follow within moments. A waiting token is
+		// next shown at its poll, Retry-After (3 s at least) later: above
+		// about 21,000 arrivals a second the cache has dropped it by then,
+		// and remembering it was a write per arrival that pushed out the
+		// tokens being shown (docs/scale.md).
+		h.keys.Remember(t)
+	}
+	return t, err
 }
 
 // availability is what positions not yet admitted are answered by at

@@ -120,7 +120,7 @@ func (h *Handler) renew(w http.ResponseWriter, r *http.Request, t waitroom.Ticke
 			h.logger.Debug("keeping an account's position", zap.Int64("event", h.Event), zap.Error(err))
 		}
 	}
-	fresh, err := h.issue(t.Subject, account, t.Position, t.HandedOut)
+	fresh, err := h.issue(t.Subject, account, t.Position, t.HandedOut, h.room.room.State())
 	if err != nil {
 		h.logger.Error("renewing a queue token", zap.Error(err))
 		return t

@@ -182,21 +182,36 @@ type Ticket struct {
 	Raw string
 }
 
-// Issue signs a token for subject at position in event, valid for ttl.
+// Issue signs a token for subject at position in event, valid for ttl, and
+// remembers it as verified (Remember).
 func (ks *KeySet) Issue(subject string, event, position int64, ttl time.Duration) (Ticket, error) {
 	now := ks.now().UTC().Truncate(time.Second)
-	return ks.issue(Ticket{Subject: subject, Event: event, Position: position, IssuedAt: now, ExpiresAt: now.Add(ttl)})
+	return ks.remembered(ks.issue(Ticket{Subject: subject, Event: event, Position: position, IssuedAt: now, ExpiresAt: now.Add(ttl)}))
 }
 
 // IssueAccount is Issue for an account: the token carries the acc mark.
 func (ks *KeySet) IssueAccount(subject string, event, position int64, ttl time.Duration) (Ticket, error) {
 	now := ks.now().UTC().Truncate(time.Second)
-	return ks.issue(Ticket{Subject: subject, Event: event, Position: position, Account: true, IssuedAt: now, ExpiresAt: now.Add(ttl)})
+	return ks.remembered(ks.issue(Ticket{Subject: subject, Event: event, Position: position, Account: true, IssuedAt: now, ExpiresAt: now.Add(ttl)}))
+}
+
+// Remember keeps t, issued by ks, among the verified tokens, so its next
+// Verify is a lookup. Worth it for a token shown again within moments (a
+// page admitted at once, whose requests follow); not for one next shown
+// after seconds, which a busy cache has dropped by then and which only
+// pushes out tokens being shown.
+func (ks *KeySet) Remember(t Ticket) { ks.seen.put(t.Raw, t) }
+
+func (ks *KeySet) remembered(t Ticket, err error) (Ticket, error) {
+	if err == nil {
+		ks.Remember(t)
+	}
+	return t, err
 }
 
 // IssueHandedOut signs a token for subject (an account's when account) at
 // position in event, valid for ttl, that tells when the position was handed
-// out (zero: it does not say).
+// out (zero: it does not say). The caller decides whether to Remember it.
 func (ks *KeySet) IssueHandedOut(subject string, event, position int64, account bool, handedOut time.Time, ttl time.Duration) (Ticket, error) {
 	now := ks.now().UTC().Truncate(time.Second)
 	t := Ticket{Subject: subject, Event: event, Position: position, Account: account, IssuedAt: now, ExpiresAt: now.Add(ttl)}
@@ -247,7 +262,6 @@ func (ks *KeySet) issue(t Ticket) (Ticket, error) {
 		return Ticket{}, fmt.Errorf("sign queue token: %w", err)
 	}
 	t.Raw = raw
-	ks.seen.put(raw, t)
 	return t, nil
 }
 

@@ -354,6 +354,29 @@ func TestVerifiedTokensAreRemembered(t *testing.T) {
 	assert.ErrorIs(t, err, ErrInvalidToken)
 }
 
+// TestIssuedTokensRememberedOnRequest: Issue remembers its token, while
+// IssueHandedOut (the gateway's, for a place that may wait seconds before
+// its first poll) leaves it to Remember.
+func TestIssuedTokensRememberedOnRequest(t *testing.T) {
+	ks := mustKeySet(t, newClock().Now, Key{ID: "k1", Secret: secretA})
+	issued, err := ks.Issue("u", 1, 3, time.Minute)
+	require.NoError(t, err)
+	_, ok := ks.seen.get(issued.Raw)
+	assert.True(t, ok, "Issue remembers")
+
+	waiting, err := ks.IssueHandedOut("w", 1, 4, false, time.Time{}, time.Minute)
+	require.NoError(t, err)
+	_, ok = ks.seen.get(waiting.Raw)
+	assert.False(t, ok, "IssueHandedOut does not")
+	ks.Remember(waiting)
+	got, ok := ks.seen.get(waiting.Raw)
+	require.True(t, ok)
+	assert.Equal(t, waiting, got)
+	verified, err := ks.Verify(waiting.Raw, 1)
+	require.NoError(t, err)
+	assert.Equal(t, waiting, verified)
+}
+
 func TestVerifiedCacheIsBounded(t *testing.T) {
 	c := newVerifiedCache(10)
 	for i := range 100 {

@@ -12,7 +12,8 @@ import (
 const verifiedCacheSize = 1 << 16
 
 // verifiedCache remembers tokens that passed verification (or were issued
-// here), so a repeat costs a map lookup instead of an HMAC and a JSON decode.
+// here and Remembered), so a repeat costs a map lookup instead of an HMAC
+// and a JSON decode.
 // Only exact token strings are kept, signature included, so nothing unsigned
 // can be looked up into acceptance; expiry is still checked on every hit.
 //
