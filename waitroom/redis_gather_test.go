@@ -56,24 +56,38 @@ func TestArrivalsMeetingATakeShareTheNext(t *testing.T) {
 }
 
 // TestGatheredArrivalsShareOneBound: the arrivals gathered behind a take
-// in flight share one bound, their batch's first: when it passes they give
-// up, even one that asked for a longer bound, and leave their positions
-// unused; the bound of a batch answered in time never fires.
+// in flight share one bound, their batch's first, even one that asked for
+// a shorter one; a batch whose bound passed before its take is left
+// untaken, and the next arrival starts a new batch with its own bound.
 func TestGatheredArrivalsShareOneBound(t *testing.T) {
 	ctx := context.Background()
 	s, evt, hook, first := heldTake(t, func(s *RedisStore, evt int64) (int64, error) { return s.nextPositionWithin(ctx, evt, time.Minute) })
 
-	// A bound that passes at once, then a long one in the same batch.
+	// A bound that passes at once: its arrival gives up, its batch with it.
 	_, err := s.nextPositionWithin(ctx, evt, time.Nanosecond)
 	assert.ErrorIs(t, err, ErrUnavailable)
-	_, err = s.nextPositionWithin(ctx, evt, time.Minute)
-	assert.ErrorIs(t, err, ErrUnavailable, "bounded by its batch's first bound")
+	gaveUp := s.batch(evt)
+	require.True(t, gaveUp.passed())
+
+	// The next arrival starts a batch of its own, bounded by a minute,
+	// which one asking for a nanosecond then shares.
+	var long, short int64
+	var longErr, shortErr error
+	var wg sync.WaitGroup
+	wg.Go(func() { long, longErr = s.nextPositionWithin(ctx, evt, time.Minute) })
+	require.Eventually(t, func() bool { b := s.batch(evt); return b != gaveUp && b != nil && b.n == 1 }, 10*time.Second, time.Millisecond)
+	wg.Go(func() { short, shortErr = s.nextPositionWithin(ctx, evt, time.Nanosecond) })
+	require.Eventually(t, func() bool { return s.gathered(evt) == 2 }, 10*time.Second, time.Millisecond)
+	assert.False(t, s.batch(evt).passed())
+
 	close(hook.release)
 	assert.Equal(t, int64(2), <-first, "the take in flight answers in time")
-
-	pos, err := s.nextPositionWithin(ctx, evt, time.Minute)
-	require.NoError(t, err)
-	assert.Equal(t, int64(5), pos, "the two given up were taken, and left unused")
+	wg.Wait()
+	require.NoError(t, longErr)
+	require.NoError(t, shortErr, "bounded by its batch's minute, not its own nanosecond")
+	assert.Equal(t, int64(3), long)
+	assert.Equal(t, int64(4), short)
+	assert.Equal(t, int64(2), hook.calls.Load(), "the held take and the live batch's: the given-up one is not taken")
 }
 
 // TestJoinWithin: a room joins within the bound whatever its store; a
@@ -123,6 +137,13 @@ func heldTake(t *testing.T, next func(*RedisStore, int64) (int64, error)) (*Redi
 	}()
 	<-hook.held
 	return s, evt, hook, first
+}
+
+// batch is the batch gathering for event's next take, nil when none.
+func (r *RedisStore) batch(event int64) *positionBatch {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.event(event).gathering
 }
 
 // gathered is how many arrivals wait for event's next take.

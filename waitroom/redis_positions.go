@@ -36,6 +36,19 @@ type positionBatch struct {
 	timer   *time.Timer
 }
 
+// passed reports whether b's bound has passed, so its arrivals gave up.
+func (b *positionBatch) passed() bool {
+	if b.expired == nil {
+		return false
+	}
+	select {
+	case <-b.expired:
+		return true
+	default:
+		return false
+	}
+}
+
 // high is the highest counter value this node has had for event.
 func (r *RedisStore) high(event int64) int64 {
 	r.mu.Lock()
@@ -123,12 +136,14 @@ const takeTimeout = 5 * time.Second
 // are taken together when it returns. Positions stay dense and in arrival
 // order; a waiter whose context ends, or whose batch's bound d (0: none)
 // passes first, leaves its position unused, as a reply lost in flight
-// does.
+// does. A batch whose bound passed before its take is not taken at all.
 func (r *RedisStore) nextGathered(ctx context.Context, event int64, d time.Duration) (int64, error) {
 	r.mu.Lock()
 	e := r.event(event)
 	b := e.gathering
-	if b == nil {
+	if b == nil || b.passed() {
+		// A batch whose bound passed has lost its arrivals: it is left
+		// untaken, and this arrival starts the next with its own bound.
 		b = &positionBatch{done: make(chan struct{})}
 		e.gathering = b
 	}
