@@ -314,9 +314,21 @@ func (h *Handler) wait(w http.ResponseWriter, r *http.Request, repl *placeholder
 }
 
 // acceptsGzip tells whether the request accepts a gzip answer, by Caddy's
-// own reading of Accept-Encoding (q=0 refuses).
+// own reading of Accept-Encoding (q=0 refuses). A browser's value is a
+// plain list ("gzip, deflate, br, zstd"), read here as Caddy would read it
+// without its parser, which allocates and sorts the list: 1% of the page's
+// time. Anything with a parameter or a quote goes to the parser.
 func acceptsGzip(r *http.Request) bool {
-	return slices.Contains(encode.AcceptedEncodings(r, nil), "gzip")
+	values := r.Header["Accept-Encoding"]
+	if len(values) != 1 || strings.ContainsAny(values[0], `;"`) || len(r.Header["Sec-Websocket-Key"]) > 0 {
+		return slices.Contains(encode.AcceptedEncodings(r, nil), "gzip")
+	}
+	for item := range strings.SplitSeq(values[0], ",") {
+		if strings.EqualFold(strings.TrimSpace(item), "gzip") {
+			return true
+		}
+	}
+	return false
 }
 
 // waitingShell renders the default waiting page of page's key with the

@@ -12,12 +12,14 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp/encode"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/net/html"
@@ -449,4 +451,26 @@ func text(n *html.Node) string {
 		}
 	}
 	return strings.Join(strings.Fields(b.String()), " ")
+}
+
+// TestAcceptsGzipIsCaddys: the plain lists read without Caddy's parser are
+// read as it reads them, and everything else goes to it.
+func TestAcceptsGzipIsCaddys(t *testing.T) {
+	for _, values := range [][]string{
+		nil, {""}, {"gzip"}, {"GZIP"}, {" gzip ,br"}, {"gzip, deflate, br"}, {"gzip, deflate, br, zstd"},
+		{"br, zstd"}, {"gzipx, xgzip"}, {",, gzip,"}, {"*"}, {"identity"}, {"deflate", "gzip"},
+		{"gzip;q=0"}, {"gzip;q=0.5, br"}, {"br;q=1, gzip;q=0"}, {`gzip, "br"`}, {"x-gzip"},
+	} {
+		for _, websocket := range []bool{false, true} {
+			r := httptest.NewRequest(http.MethodGet, "/", nil)
+			if values != nil {
+				r.Header["Accept-Encoding"] = values
+			}
+			if websocket {
+				r.Header.Set("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ==")
+			}
+			want := slices.Contains(encode.AcceptedEncodings(r, nil), "gzip")
+			assert.Equal(t, want, acceptsGzip(r), "%q, websocket %v", values, websocket)
+		}
+	}
 }
