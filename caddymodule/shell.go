@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"hash/crc32"
 	"html/template"
+	mbits "math/bits"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -41,6 +42,37 @@ type shell struct {
 	// and compressing it per poll would cost more than sending it (see
 	// fillGzip).
 	zparts [][]byte
+	// crcs carry a CRC-32 over each part without reading it (fillGzip).
+	crcs []crcOver
+}
+
+// crcOver is what a part does to a CRC-32 (IEEE) running over it:
+// crc32.Update(c, p) is shift(c) xor sum, with sum the part's own checksum
+// and shift linear in c, kept as a table for each of c's four bytes. Every
+// answer used to checksum the page's fixed parts again, some kilobytes.
+type crcOver struct {
+	sum   uint32
+	shift [4][256]uint32
+}
+
+func newCRCOver(p []byte) crcOver {
+	o := crcOver{sum: crc32.ChecksumIEEE(p)}
+	var bit [32]uint32 // the shift of each bit of c
+	for i := range bit {
+		bit[i] = crc32.Update(1<<i, crc32.IEEETable, p) ^ o.sum
+	}
+	for k := range o.shift {
+		for b := 1; b < 256; b++ {
+			low := b & -b // a byte's shift is the xor of its bits'
+			o.shift[k][b] = o.shift[k][b^low] ^ bit[8*k+mbits.TrailingZeros8(uint8(low))]
+		}
+	}
+	return o
+}
+
+// update is crc32.Update(c, crc32.IEEETable, p) for the part p.
+func (o *crcOver) update(c uint32) uint32 {
+	return o.shift[0][byte(c)] ^ o.shift[1][byte(c>>8)] ^ o.shift[2][byte(c>>16)] ^ o.shift[3][c>>24] ^ o.sum
 }
 
 type hole uint8
@@ -85,6 +117,10 @@ func cut(page, pos, ahead, query string) (shell, bool) {
 		if at < 0 {
 			sh.parts = append(sh.parts, []byte(page))
 			sh.zparts = deflateParts(sh.parts)
+			sh.crcs = make([]crcOver, len(sh.parts))
+			for i, p := range sh.parts {
+				sh.crcs[i] = newCRCOver(p)
+			}
 			return sh, true
 		}
 		sh.parts = append(sh.parts, []byte(page[:at]))
@@ -146,7 +182,7 @@ func (s shell) fillGzip(b []byte, pos, ahead, query string) []byte {
 	size := 0
 	for i, h := range s.holes {
 		b = append(b, s.zparts[i]...)
-		crc = crc32.Update(crc, crc32.IEEETable, s.parts[i])
+		crc = s.crcs[i].update(crc)
 		var v string
 		switch h {
 		case holePosition:
@@ -161,7 +197,7 @@ func (s shell) fillGzip(b []byte, pos, ahead, query string) []byte {
 	}
 	last := s.parts[len(s.parts)-1]
 	b = append(b, s.zparts[len(s.zparts)-1]...)
-	crc = crc32.Update(crc, crc32.IEEETable, last)
+	crc = s.crcs[len(s.crcs)-1].update(crc)
 	size += len(last)
 	b = binary.LittleEndian.AppendUint32(b, crc)
 	return binary.LittleEndian.AppendUint32(b, uint32(size))
@@ -193,7 +229,7 @@ func (s shell) size() int {
 	for _, z := range s.zparts {
 		n += len(z)
 	}
-	return n
+	return n + len(s.crcs)*binary.Size(crcOver{})
 }
 
 // maxShellBytes bounds the cache by what it holds: a page is some tens of

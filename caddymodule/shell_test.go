@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"compress/gzip"
 	"fmt"
+	"hash/crc32"
 	"io"
+	"math/rand/v2"
 	"net/url"
 	"strings"
 	"testing"
@@ -135,4 +137,20 @@ func TestShellsAreNotKeyedByTheURL(t *testing.T) {
 		}
 	}
 	assert.Len(t, *h.shells.m.Load(), 1)
+}
+
+// TestCRCOverIsUpdate: carrying a CRC-32 over a part by its tables is
+// crc32.Update over the part's bytes, whatever the CRC before it.
+func TestCRCOverIsUpdate(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(3, 4))
+	for _, n := range []int{0, 1, 7, 64, 1000, 5000} {
+		p := make([]byte, n)
+		for i := range p {
+			p[i] = byte(rnd.Uint32())
+		}
+		o := newCRCOver(p)
+		for _, c := range []uint32{0, 1, 0x80000000, 0xffffffff, rnd.Uint32(), rnd.Uint32()} {
+			assert.Equal(t, crc32.Update(c, crc32.IEEETable, p), o.update(c), "%d bytes, crc %#x", n, c)
+		}
+	}
 }
