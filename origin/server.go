@@ -243,7 +243,7 @@ func New(cfg Config, l *ledger.Ledger, rdb redis.UniversalClient) (*Server, erro
 			return nil, fmt.Errorf("origin config: %w", err)
 		}
 		s.bookings, err = booking.New(booking.Config{
-			Ledger: l, Seats: p, Payments: cfg.Payments, Tickets: s.tickets,
+			Ledger: l, Seats: p, Redis: rdb, Payments: cfg.Payments, Tickets: s.tickets,
 			PaymentWindow: cfg.PaymentWindow, PaymentTimeout: cfg.PaymentTimeout,
 			Render: func(b ledger.Booking, ts []ledger.Ticket) []byte { return renderBooking(b, ticketsJSON(ts)) },
 			Clock:  cfg.Clock, Logger: cfg.Logger,

@@ -15,12 +15,14 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/waitroom/waitroom/hashtag"
 	"github.com/waitroom/waitroom/internal/redisurl"
 	"github.com/waitroom/waitroom/internal/testenv"
 	"github.com/waitroom/waitroom/origin"
@@ -311,4 +313,61 @@ func startStripeMock(t *testing.T) string {
 func fileExists(p string) bool {
 	fi, err := os.Stat(p)
 	return err == nil && !fi.IsDir()
+}
+
+// countingProvider counts the create calls the origin makes.
+type countingProvider struct {
+	payment.Provider
+	creates *atomic.Int64
+}
+
+func (p countingProvider) CreatePayment(ctx context.Context, req payment.CreateRequest) (payment.Payment, error) {
+	p.creates.Add(1)
+	return p.Provider.CreatePayment(ctx, req)
+}
+
+// TestPendingPaymentWritesNoAnswer: a charge the provider took is not
+// written to the ledger before it settles. A GET shows its payment id all
+// the same, its webhook settles it without asking the provider which
+// payment is the booking's, and the confirmation records the payment id.
+// With the Redis record gone the provider is asked, and a payment the
+// record does not name is refused.
+func TestPendingPaymentWritesNoAnswer(t *testing.T) {
+	var creates atomic.Int64
+	h := newPayHarness(t, payOptions{config: func(cfg *origin.Config) {
+		cfg.Payments = countingProvider{Provider: cfg.Payments, creates: &creates}
+	}})
+	ev := h.createEvent(map[string]any{"capacity": 5})
+	ann := h.mustBook(ev.ID, "ann", h.holdOne(ev.ID, "ann", 1).HoldID, payment.MethodSilent)
+	require.NotEmpty(t, ann.PaymentID)
+	require.Equal(t, int64(1), creates.Load())
+	assert.Equal(t, 1, h.count(`SELECT count(*) FROM bookings WHERE id = $1 AND payment_id IS NULL AND response IS NULL
+		AND updated_at = created_at`, ann.BookingID), "the booking's row as its insert left it")
+	assert.Equal(t, ann.PaymentID, h.booking(ev.ID, "ann", ann.BookingID).PaymentID, "a GET shows the payment")
+
+	// Another payment naming ann's booking settles nothing.
+	forged := intentEvent("evt_forged", "payment_intent.succeeded", "pi_forged", ann.BookingID, ann.Amount)
+	assert.Contains(t, string(h.webhook(forged).body), `"outcome":"ignored"`)
+	assert.Equal(t, "payment_pending", h.booking(ev.ID, "ann", ann.BookingID).Status)
+
+	assert.Contains(t, string(h.webhook(intentEvent("evt_ann", "payment_intent.succeeded", ann.PaymentID, ann.BookingID, ann.Amount)).body),
+		`"outcome":"processed"`)
+	assert.Equal(t, "confirmed", h.booking(ev.ID, "ann", ann.BookingID).Status)
+	assert.Equal(t, int64(1), creates.Load(), "the provider was not asked which payment is the booking's")
+	assert.Equal(t, 1, h.count(`SELECT count(*) FROM bookings WHERE id = $1 AND payment_id = $2`, ann.BookingID, ann.PaymentID))
+
+	// Redis lost the record: the provider says which payment is bob's.
+	bob := h.mustBook(ev.ID, "bob", h.holdOne(ev.ID, "bob", 1).HoldID, payment.MethodSilent)
+	n, err := h.rdb.Del(context.Background(), hashtag.Event(ev.ID)+":payment:"+bob.BookingID).Result()
+	require.NoError(t, err)
+	require.Equal(t, int64(1), n, "the record's key")
+	assert.Empty(t, h.booking(ev.ID, "bob", bob.BookingID).PaymentID, "nothing to show before it settles")
+	forged = intentEvent("evt_forged_bob", "payment_intent.succeeded", "pi_forged", bob.BookingID, bob.Amount)
+	assert.Contains(t, string(h.webhook(forged).body), `"outcome":"ignored"`)
+	assert.Contains(t, string(h.webhook(intentEvent("evt_bob", "payment_intent.succeeded", bob.PaymentID, bob.BookingID, bob.Amount)).body),
+		`"outcome":"processed"`)
+	got := h.booking(ev.ID, "bob", bob.BookingID)
+	assert.Equal(t, "confirmed", got.Status)
+	assert.Equal(t, bob.PaymentID, got.PaymentID)
+	h.requireSeatsOnce(ev.ID)
 }

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/singleflight"
 
 	"github.com/waitroom/waitroom/origin/ledger"
@@ -80,6 +81,8 @@ var (
 type Config struct {
 	Ledger *ledger.Ledger
 	Seats  *seats.Protocol
+	// Redis keeps the payment ids of bookings waiting for their payments.
+	Redis redis.UniversalClient
 	// Payments is the provider bookings are charged and refunded through.
 	Payments payment.Provider
 	// Tickets signs the ticket codes.
@@ -117,6 +120,7 @@ type env struct {
 	payments payment.Provider
 	log      *slog.Logger
 	metrics  *Metrics
+	paid     paymentIDs
 }
 
 // Service is the booking flow: a booking made, paid for, cancelled.
@@ -136,8 +140,8 @@ type Settlement struct {
 
 // New returns the bookings over cfg.Ledger and cfg.Seats.
 func New(cfg Config) (*Service, error) {
-	if cfg.Payments == nil || cfg.Render == nil || cfg.Metrics == nil {
-		return nil, errors.New("booking: a payment provider, a renderer and metrics are required")
+	if cfg.Payments == nil || cfg.Render == nil || cfg.Metrics == nil || cfg.Redis == nil {
+		return nil, errors.New("booking: a payment provider, Redis, a renderer and metrics are required")
 	}
 	if cfg.Tickets == nil {
 		return nil, errors.New("booking: a ticket signer is required")
@@ -154,7 +158,8 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	e := &env{cfg: cfg, ledger: cfg.Ledger, seats: cfg.Seats, payments: cfg.Payments, log: cfg.Logger, metrics: cfg.Metrics}
+	e := &env{cfg: cfg, ledger: cfg.Ledger, seats: cfg.Seats, payments: cfg.Payments, log: cfg.Logger, metrics: cfg.Metrics,
+		paid: paymentIDs{rdb: cfg.Redis, provider: cfg.Payments.Name(), keep: 72 * time.Hour}}
 	return &Service{env: e, settle: &Settlement{env: e}}, nil
 }
 
@@ -164,8 +169,17 @@ func (s *Service) Settlement() *Settlement { return s.settle }
 func (s *env) now() time.Time { return s.cfg.Clock().UTC().Truncate(time.Millisecond) }
 
 // Body is the booking's answer with its valid tickets, as a GET answers it.
+// A booking waiting for its payment shows the payment id its charge got,
+// which the ledger records only when the payment settles.
 func (s *env) Body(ctx context.Context, b ledger.Booking) ([]byte, error) {
 	var tickets []ledger.Ticket
+	if b.Status == ledger.BookingPaymentPending && b.PaymentID == "" {
+		id, err := s.paid.Of(ctx, b)
+		if err != nil {
+			return nil, err
+		}
+		b.PaymentID = id
+	}
 	if b.Status == ledger.BookingConfirmed {
 		var err error
 		if tickets, err = s.ledger.TicketsOf(ctx, b.ID); err != nil {

@@ -131,9 +131,10 @@ func live(b ledger.Booking) bool {
 }
 
 // resumeBooking answers a retry of the request that made b, whose
-// idempotency record is gone: the stored answer, or, when the first attempt
-// stopped before the provider answered, the payment carried on (the same
-// payment key: the provider charges once).
+// idempotency record is gone: the stored answer; the booking waiting for
+// the payment its charge made; or, when the first attempt stopped before
+// the provider answered, the payment carried on (the same payment key: the
+// provider charges once).
 func (s *Service) resumeBooking(ctx context.Context, ev *seats.Event, b ledger.Booking, digest string) Result {
 	if b.RequestDigest != digest {
 		return Result{Outcome: KeyReused}
@@ -143,6 +144,12 @@ func (s *Service) resumeBooking(ctx context.Context, ev *seats.Event, b ledger.B
 	}
 	if b.Status == ledger.BookingPaymentPending && b.PaymentID == "" {
 		return s.pay(ctx, b)
+	}
+	if b.PaymentID != "" && b.Amount > 0 {
+		// A charge the provider took answers the booking waiting for that
+		// payment, and is not kept in the ledger (pay): rendered again, it
+		// is the same answer, whatever the booking became since.
+		return Result{Outcome: Replayed, Booking: b, Body: s.cfg.Render(asCharged(b), nil)}
 	}
 	// The booking as it is now, with its tickets once it is confirmed (a
 	// webhook may have settled it since the first attempt).
@@ -156,10 +163,23 @@ func (s *Service) resumeBooking(ctx context.Context, ev *seats.Event, b ledger.B
 	return Result{Outcome: Replayed, Booking: b, Body: body}
 }
 
+// asCharged is b as it was when its charge was taken: waiting for the
+// payment.
+func asCharged(b ledger.Booking) ledger.Booking {
+	b.Status, b.StatusReason, b.Overflow = ledger.BookingPaymentPending, "", false
+	b.RefundStatus, b.AmountRefunded = "", 0
+	return b
+}
+
 // pay charges a new booking, outside any transaction, and answers with the
 // booking as this step leaves it: payment_pending (the webhook or the
-// reconciliation settles it) or failed (declined). The answer is kept in
-// the booking's row for a retry.
+// reconciliation settles it) or failed (declined). A failure keeps the
+// answer in the booking's row in the same write; a charge the provider
+// took keeps its payment id in Redis (paymentIDs) and writes nothing more
+// to the ledger before it settles: a retry that finds Redis without its
+// idempotency record charges again with the same payment key, which the
+// provider answers with the same payment. Any other answer is kept in the
+// booking's row.
 func (s *Service) pay(ctx context.Context, b ledger.Booking) Result {
 	var kept bool
 	if b.Amount == 0 {
@@ -175,6 +195,12 @@ func (s *Service) pay(ctx context.Context, b ledger.Booking) Result {
 		cancel()
 		b.PaymentID = p.ID
 		switch {
+		case err == nil && p.ID != "":
+			if kerr := s.paid.Keep(context.WithoutCancel(ctx), b, p.ID); kerr != nil {
+				s.log.Warn("payment id not kept in Redis; kept in the ledger", "booking", b.ID, "error", kerr)
+			} else {
+				kept = true
+			}
 		case err == nil:
 		case errors.Is(err, payment.ErrDeclined):
 			reason, pid := declineReason(err, p)

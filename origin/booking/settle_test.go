@@ -59,7 +59,7 @@ func newFixture(t *testing.T) *fixture {
 	counter := func() *prometheus.CounterVec {
 		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: "c"}, []string{"l"})
 	}
-	f.svc, err = booking.New(booking.Config{Ledger: l, Seats: f.seats, Payments: f.fp, Tickets: signer, Clock: clock,
+	f.svc, err = booking.New(booking.Config{Ledger: l, Seats: f.seats, Redis: rdb, Payments: f.fp, Tickets: signer, Clock: clock,
 		Render: func(ledger.Booking, []ledger.Ticket) []byte { return []byte("{}") },
 		Metrics: &booking.Metrics{Bookings: counter(), LatePayments: counter(), PaymentChecks: counter(),
 			Refunds: counter(), RefundsFailed: prometheus.NewGauge(prometheus.GaugeOpts{Name: "g"})}})

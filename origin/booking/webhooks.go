@@ -26,8 +26,9 @@ import (
 //     different nodes each run it, which changes a booking only from the
 //     status it expects (so once);
 //   - the booking is found by payment id, or by the booking id in the
-//     payment's metadata when the create call has not recorded the payment
-//     id yet;
+//     payment's metadata while the ledger has not recorded the payment id
+//     (it does when the payment settles), checked against the payment its
+//     create call got;
 //   - refund events (charge.refunded, refund.*) are followed up by asking
 //     the provider, never taken at their word (refunds.go);
 //   - an event for a payment no booking knows, or of a type the flow does
@@ -110,9 +111,9 @@ func (s *Settlement) HandlePaymentEvent(ctx context.Context, ev payment.Event) (
 	return webhookProcessed, nil
 }
 
-// bookingOfEvent finds the booking an event is about: by payment id, or by
-// the booking id of the payment's metadata while the booking has not
-// recorded its payment id yet.
+// bookingOfEvent finds the booking an event is about: by payment id, in
+// the ledger or, while the booking waits for the payment, in Redis
+// (paymentIDs); or by the booking id of the payment's metadata.
 func (s *Settlement) bookingOfEvent(ctx context.Context, provider string, ev payment.Event) (ledger.Booking, bool, error) {
 	b, err := s.ledger.Bookings().ByPayment(ctx, provider, ev.PaymentID)
 	if err == nil {
@@ -120,6 +121,9 @@ func (s *Settlement) bookingOfEvent(ctx context.Context, provider string, ev pay
 	}
 	if !errors.Is(err, ledger.ErrNotFound) {
 		return ledger.Booking{}, false, err
+	}
+	if b, found, err := s.waitingFor(ctx, ev.PaymentID); found || err != nil {
+		return b, found, err
 	}
 	id, perr := uuid.Parse(ev.BookingID)
 	if perr != nil {
@@ -138,13 +142,20 @@ func (s *Settlement) bookingOfEvent(ctx context.Context, provider string, ev pay
 			"payment", ev.PaymentID, "booking", b.ID, "booking_payment", b.PaymentID)
 		return ledger.Booking{}, false, nil
 	case b.PaymentID == "":
-		// The booking has not recorded its payment yet (the create call's
-		// answer is late or was lost), and metadata anyone can write names
-		// it. Only the booking's own payment may settle it: the provider
-		// says which that is, as the payment reconciliation asks it.
-		own, err := s.ownPayment(ctx, b)
+		// The ledger records a booking's payment when it settles, and
+		// metadata anyone can write names the booking. Only the booking's
+		// own payment may settle it: the one its create call kept in
+		// Redis, or, when Redis has none (the create call's answer is late
+		// or was lost, or Redis lost it), the one the provider says, as
+		// the payment reconciliation asks it.
+		own, err := s.paid.Of(ctx, b)
 		if err != nil {
-			return ledger.Booking{}, false, err
+			s.log.Warn("payment id not read from Redis; asking the provider", "booking", b.ID, "error", err)
+		}
+		if own == "" {
+			if own, err = s.ownPayment(ctx, b); err != nil {
+				return ledger.Booking{}, false, err
+			}
 		}
 		if own != ev.PaymentID {
 			s.log.Warn("webhook names a booking another payment is for: ignored", "event", ev.ID,
@@ -153,6 +164,29 @@ func (s *Settlement) bookingOfEvent(ctx context.Context, provider string, ev pay
 		}
 	}
 	return b, true, nil
+}
+
+// waitingFor is the booking the payment was made for as its create call
+// recorded it in Redis, if that booking has no other payment.
+func (s *Settlement) waitingFor(ctx context.Context, paymentID string) (ledger.Booking, bool, error) {
+	if paymentID == "" {
+		return ledger.Booking{}, false, nil
+	}
+	id, err := s.paid.BookingOf(ctx, paymentID)
+	if err != nil {
+		s.log.Warn("payment record not read from Redis; looking further", "payment", paymentID, "error", err)
+	}
+	if id == "" {
+		return ledger.Booking{}, false, nil
+	}
+	b, err := s.ledger.Booking(ctx, id)
+	switch {
+	case errors.Is(err, ledger.ErrNotFound):
+		return ledger.Booking{}, false, nil
+	case err != nil:
+		return ledger.Booking{}, false, err
+	}
+	return b, b.PaymentID == "" || b.PaymentID == paymentID, nil
 }
 
 // ownPayment is the id of the payment the booking's create call made: the
