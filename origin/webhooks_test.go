@@ -371,3 +371,22 @@ func TestPendingPaymentWritesNoAnswer(t *testing.T) {
 	assert.Equal(t, bob.PaymentID, got.PaymentID)
 	h.requireSeatsOnce(ev.ID)
 }
+
+// TestPendingBookingShownWhileRedisIsDown: a booking waiting for its
+// payment is shown from the ledger, without the payment id Redis keeps,
+// while Redis does not answer.
+func TestPendingBookingShownWhileRedisIsDown(t *testing.T) {
+	redisServer := testenv.StartRedis(t)
+	h := newPayHarness(t, payOptions{redisURL: redisServer.URL()})
+	ev := h.createEvent(map[string]any{"capacity": 5})
+	b := h.mustBook(ev.ID, "ann", h.holdOne(ev.ID, "ann", 1).HoldID, payment.MethodSilent)
+	require.NotEmpty(t, b.PaymentID)
+
+	redisServer.Stop()
+	res := h.do(http.MethodGet, "/v1/bookings/"+b.BookingID, nil, h.auth("ann", ev.ID))
+	require.Equal(t, http.StatusOK, res.status, "%s", res.body)
+	var got bookingJSON
+	res.json(t, &got)
+	assert.Equal(t, "payment_pending", got.Status)
+	assert.Empty(t, got.PaymentID)
+}
