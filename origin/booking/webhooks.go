@@ -111,19 +111,20 @@ func (s *Settlement) HandlePaymentEvent(ctx context.Context, ev payment.Event) (
 	return webhookProcessed, nil
 }
 
-// bookingOfEvent finds the booking an event is about: by payment id, in
-// the ledger or, while the booking waits for the payment, in Redis
-// (paymentIDs); or by the booking id of the payment's metadata.
+// bookingOfEvent finds the booking an event is about: by payment id, as
+// its create call recorded it in Redis (paymentIDs; the ledger records it
+// when the payment settles, so a waiting booking's is only there) or in
+// the ledger; or by the booking id of the payment's metadata.
 func (s *Settlement) bookingOfEvent(ctx context.Context, provider string, ev payment.Event) (ledger.Booking, bool, error) {
+	if b, found, err := s.madeFor(ctx, ev.PaymentID); found || err != nil {
+		return b, found, err
+	}
 	b, err := s.ledger.Bookings().ByPayment(ctx, provider, ev.PaymentID)
 	if err == nil {
 		return b, true, nil
 	}
 	if !errors.Is(err, ledger.ErrNotFound) {
 		return ledger.Booking{}, false, err
-	}
-	if b, found, err := s.waitingFor(ctx, ev.PaymentID); found || err != nil {
-		return b, found, err
 	}
 	id, perr := uuid.Parse(ev.BookingID)
 	if perr != nil {
@@ -166,9 +167,9 @@ func (s *Settlement) bookingOfEvent(ctx context.Context, provider string, ev pay
 	return b, true, nil
 }
 
-// waitingFor is the booking the payment was made for as its create call
+// madeFor is the booking the payment was made for as its create call
 // recorded it in Redis, if that booking has no other payment.
-func (s *Settlement) waitingFor(ctx context.Context, paymentID string) (ledger.Booking, bool, error) {
+func (s *Settlement) madeFor(ctx context.Context, paymentID string) (ledger.Booking, bool, error) {
 	if paymentID == "" {
 		return ledger.Booking{}, false, nil
 	}
