@@ -602,6 +602,7 @@ type model struct {
 	drawn                map[string]int64
 	preYield             map[string]map[int64]bool // positions each pre-queue token yielded
 	preBeyond            map[string]int64          // a position beyond the cap a pre-queue token was answered with
+	drawnUnseen          map[string]bool           // answered sold out after the draw: the drawn position recorded, not named
 	lost                 bool
 	lostBeforeOpening    bool
 	removedBeforeOpening bool
@@ -617,6 +618,7 @@ func newModel(now, opensAt time.Time) *model {
 		bySubject: map[string][]int64{}, tokenExp: map[subPos]time.Time{}, givenUp: map[subPos]bool{}, revoked: map[subPos]time.Time{},
 		accountRevoked: map[string]time.Time{}, accountRevokedAt: map[string]int64{}, accounts: map[string]*modelAccount{}, opensAt: opensAt,
 		entrants: map[string]bool{}, drawn: map[string]int64{}, preYield: map[string]map[int64]bool{}, preBeyond: map[string]int64{},
+		drawnUnseen: map[string]bool{},
 	}
 }
 
@@ -691,6 +693,7 @@ func (m *model) lose(now time.Time, hardCap int64) {
 		mp.before = true
 	}
 	m.accounts = map[string]*modelAccount{}
+	m.drawnUnseen = map[string]bool{}
 	// The positions pre-queue tokens yielded were recorded with the
 	// draw: a token is placed once more, unless a gateway remembers.
 	for sub, ps := range m.preYield {
@@ -1162,6 +1165,7 @@ func (m *model) preQueueToken(now time.Time, account string, tk waitroom.Ticket,
 	}
 	if m.canDraw(sub) {
 		if m.gone() && a.status == StatusSoldOut {
+			m.drawnUnseen[sub] = true
 			return nil
 		}
 		if held := m.accounts[sub]; held != nil && !waitroom.IsVisitorID(sub) && a.pos == held.pos && !now.Before(m.opensAt.Add(modelWindow)) {
@@ -1188,6 +1192,15 @@ func (m *model) preQueueToken(now time.Time, account string, tk waitroom.Ticket,
 		// An account's pre-queue token is answered as the token of the
 		// position the account holds (docs/api.md §12).
 		return m.token(now, account, waitroom.Ticket{Subject: sub, Position: held.pos, Account: true}, a)
+	}
+	if m.drawnUnseen[sub] && a.pos >= 1 && (m.lostBeforeOpening || a.pos <= int64(m.entrantsBefore)) {
+		if mp := m.positions[a.pos]; mp == nil || mp.subject == sub {
+			// The draw's position, which the gateway recorded for the
+			// token when it answered it sold out: the token's one
+			// position, judged as its token is (a reload forgot when
+			// the watermark reached it).
+			return m.token(now, account, waitroom.Ticket{Subject: sub, Position: a.pos, Account: !waitroom.IsVisitorID(sub)}, a)
+		}
 	}
 	if m.gone() {
 		return expectStatus(a, StatusSoldOut, "a pre-queue token without a draw in a sold-out event")
