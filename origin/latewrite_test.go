@@ -1,10 +1,11 @@
 package origin_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net/http"
-	"net/url"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/waitroom/waitroom/origin/booking"
 	"github.com/waitroom/waitroom/origin/ledger"
 	"github.com/waitroom/waitroom/origin/payment"
+	"github.com/waitroom/waitroom/waitroom"
 )
 
 // A hold's INSERT held up in the network reaches PostgreSQL after the
@@ -28,11 +30,8 @@ func TestLateHoldWriteAfterRebuild(t *testing.T) {
 		t.Run("rebuilt by "+by, func(t *testing.T) {
 			redisServer := testenv.StartRedis(t)
 			direct := testenv.Postgres(t)
-			u, err := url.Parse(direct)
-			require.NoError(t, err)
-			proxy := testenv.NewProxy(t, u.Host)
-			u.Host = proxy.Addr()
-			h := newPayHarness(t, payOptions{redisURL: redisServer.URL(), dbURL: u.String(), config: func(c *origin.Config) {
+			dbURL, proxy := testenv.Proxied(t, direct)
+			h := newPayHarness(t, payOptions{redisURL: redisServer.URL(), dbURL: dbURL, config: func(c *origin.Config) {
 				c.HoldWriteTimeout = time.Second
 			}})
 			// 10 seats: 8 sellable, 2 in the overflow reserve.
@@ -61,7 +60,7 @@ func TestLateHoldWriteAfterRebuild(t *testing.T) {
 			// Redis restarts empty and is rebuilt from the ledger while the
 			// row is still on its way.
 			require.NoError(t, h.rdb.FlushAll(context.Background()).Err())
-			_, err = rebuilder.Rebuild(context.Background(), ev.ID)
+			_, err := rebuilder.Rebuild(context.Background(), ev.ID)
 			require.NoError(t, err)
 			h.admit(ev.ID, 1_000_000)
 
@@ -153,6 +152,49 @@ func TestHoldScriptReplyLost(t *testing.T) {
 	// without a row.)
 	res = h.hold(ev.ID, "lost", 2, "k2")
 	assert.Equal(t, http.StatusCreated, res.status, "the buyer can hold again: %s", res.body)
+}
+
+// A buyer's release whose commit reached PostgreSQL and whose answer was
+// lost has ended the hold in the ledger, where no pass looks for it again:
+// its seats go back in Redis once the release is final, and not before.
+func TestReleaseCommitAnswerLost(t *testing.T) {
+	dbURL, proxy := testenv.Proxied(t, testenv.Postgres(t))
+	h := newHarness(t, harnessOptions{dbURL: dbURL, config: func(c *origin.Config) { c.HoldWriteTimeout = time.Second }})
+	ev := h.createEvent(map[string]any{"capacity": 5})
+	h.holdAll(ev.ID, 1, "other")
+	res := h.hold(ev.ID, "ann", 2, "k")
+	require.Equal(t, http.StatusCreated, res.status, "%s", res.body)
+	var ann holdJSON
+	res.json(t, &ann)
+
+	// The release's COMMIT goes through; its answer does not come back.
+	var released atomic.Bool
+	proxy.OnSend(func(b []byte) {
+		if bytes.Contains(b, []byte("status = 'released'")) {
+			released.Store(true)
+		}
+		if released.Load() && bytes.Contains(b, []byte("commit")) {
+			proxy.OnSend(nil)
+			proxy.StallReplies()
+		}
+	})
+	del := h.do(http.MethodDelete, "/v1/holds/"+ann.HoldID, nil, map[string]string{waitroom.TokenHeader: h.token("ann", ev.ID, 1)})
+	require.Equal(t, http.StatusServiceUnavailable, del.status, "%s", del.body)
+	proxy.Unstall()
+
+	got, err := h.ledger.Hold(context.Background(), ann.HoldID)
+	require.NoError(t, err)
+	require.Equal(t, ledger.StatusReleased, got.Status, "the commit was applied")
+	n, _, err := h.srv.Inventory().Remaining(context.Background(), ev.ID)
+	require.NoError(t, err)
+	assert.Equal(t, int64(2), n, "the seats stay taken while the release may still be unsure")
+
+	h.srv.WaitUncertainFinal()
+	settled, err := h.srv.ResolveUncertain(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, 1, settled)
+	inv := h.requireInvariant(ev.ID, 1)
+	assert.Equal(t, int64(4), inv.Remaining, "the released seats are back")
 }
 
 // A payment that no seat number is left for (more holds were live than the

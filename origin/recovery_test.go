@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"net/url"
 	"sync"
 	"testing"
 	"time"
@@ -116,12 +115,8 @@ func TestRebuildKeepsThePausedFlag(t *testing.T) {
 }
 
 func TestPostgresOutageDuringHolds(t *testing.T) {
-	base := testenv.Postgres(t)
-	u, err := url.Parse(base)
-	require.NoError(t, err)
-	proxy := testenv.NewProxy(t, u.Host)
-	u.Host = proxy.Addr()
-	h := newHarness(t, harnessOptions{dbURL: u.String(), config: func(c *origin.Config) {
+	dbURL, proxy := testenv.Proxied(t, testenv.Postgres(t))
+	h := newHarness(t, harnessOptions{dbURL: dbURL, config: func(c *origin.Config) {
 		c.HoldWriteTimeout = time.Second
 	}})
 	ev := h.createEvent(map[string]any{"capacity": 100})
@@ -144,7 +139,7 @@ func TestPostgresOutageDuringHolds(t *testing.T) {
 	// Writes whose outcome was unknown are settled once the server can no
 	// longer commit them.
 	h.srv.WaitUncertainFinal()
-	_, err = h.srv.ResolveUncertain(context.Background())
+	_, err := h.srv.ResolveUncertain(context.Background())
 	require.NoError(t, err)
 
 	inv := h.requireInvariant(ev.ID, 20)

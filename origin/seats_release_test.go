@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -21,11 +20,8 @@ import (
 // proxiedRedis is the shared Redis behind a fault proxy.
 func proxiedRedis(t *testing.T) (*testenv.Proxy, string) {
 	t.Helper()
-	u, err := url.Parse(testenv.RedisURL(t))
-	require.NoError(t, err)
-	proxy := testenv.NewProxy(t, u.Host)
-	u.Host = proxy.Addr()
-	return proxy, u.String()
+	u, proxy := testenv.Proxied(t, testenv.RedisURL(t))
+	return proxy, u
 }
 
 func (h *harness) holdID(event int64, user, key string, qty int) string {

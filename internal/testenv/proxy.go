@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"net/url"
 	"testing"
 
 	"github.com/waitroom/waitroom/internal/faultproxy"
@@ -24,6 +25,19 @@ func NewProxy(t testing.TB, target string) *Proxy {
 	}
 	t.Cleanup(func() { _ = p.Close() })
 	return &Proxy{Proxy: p, t: t}
+}
+
+// Proxied returns serverURL (a Redis or PostgreSQL URL) going through a new
+// Proxy to its server, and that proxy.
+func Proxied(t testing.TB, serverURL string) (string, *Proxy) {
+	t.Helper()
+	u, err := url.Parse(serverURL)
+	if err != nil {
+		t.Fatalf("proxy: %v", err)
+	}
+	p := NewProxy(t, u.Host)
+	u.Host = p.Addr()
+	return u.String(), p
 }
 
 // Unstall delivers what was held and waits until the server has answered,

@@ -47,7 +47,7 @@ func TestReleaseWaitsForTheBookingBeingWritten(t *testing.T) {
 
 	released := make(chan error, 1)
 	go func() {
-		_, err := l.ReleaseHold(ctx, h.ID, writerNow.Add(time.Second))
+		_, err := l.ReleaseHold(ctx, h.ID, writerNow.Add(time.Second), time.Time{})
 		released <- err
 	}()
 	waitBlocked(t, l, "%holds%")

@@ -257,9 +257,13 @@ func (l *Ledger) HoldsWritten(ctx context.Context, ids []string) (map[string]boo
 // booking that transaction committed. In one statement the check would
 // read the bookings as they were before it waited, and release the hold
 // under a payment.
-func (l *Ledger) ReleaseHold(ctx context.Context, id string, now time.Time) (Hold, error) {
+//
+// With a non-zero deadline it commits only before it (InTx): a release
+// whose commit answer was lost (ErrUncertain) is final once the deadline
+// has passed, and the ledger can then be asked whether it happened.
+func (l *Ledger) ReleaseHold(ctx context.Context, id string, now, deadline time.Time) (Hold, error) {
 	var h Hold
-	err := l.InTx(ctx, time.Time{}, func(tx Tx) error {
+	err := l.InTx(ctx, deadline, func(tx Tx) error {
 		if _, err := tx.tx.Exec(ctx, sqlLockHoldRow, id); err != nil {
 			return fmt.Errorf("lock hold %s: %w", id, err)
 		}

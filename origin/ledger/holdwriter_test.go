@@ -3,7 +3,6 @@ package ledger
 import (
 	"context"
 	"errors"
-	"net/url"
 	"sync"
 	"testing"
 	"time"
@@ -114,7 +113,7 @@ func TestHoldWriterConflictsAreWrittenAlone(t *testing.T) {
 	lapsed.ExpiresAt = writerNow.Add(-time.Minute)
 	insert(lapsed)
 	released := insert(pendingRow(event, "released", "k"))
-	_, err := l.ReleaseHold(ctx, released.ID, writerNow)
+	_, err := l.ReleaseHold(ctx, released.ID, writerNow, time.Time{})
 	require.NoError(t, err)
 
 	rows := []Hold{
@@ -176,11 +175,8 @@ func TestHoldWriterRefusedBatchIsWrittenRowByRow(t *testing.T) {
 
 func TestHoldWriterFailedBatchFailsEveryRow(t *testing.T) {
 	base := testenv.Postgres(t)
-	u, err := url.Parse(base)
-	require.NoError(t, err)
-	proxy := testenv.NewProxy(t, u.Host)
-	u.Host = proxy.Addr()
-	l := testLedger(t, u.String())
+	dbURL, proxy := testenv.Proxied(t, base)
+	l := testLedger(t, dbURL)
 	event := testenv.EventID()
 	rows := make([]Hold, 10)
 	for i := range rows {

@@ -245,6 +245,12 @@ func Classify(err error) WriteOutcome {
 	var pgErr *pgconn.PgError
 	var connectErr *pgconn.ConnectError
 	switch {
+	case errors.Is(err, pgconn.ErrConnClosed):
+		// pgx also answers "conn closed", which it calls safe to retry,
+		// when the connection broke after a statement sent by the simple
+		// protocol (a COMMIT) went out: reading its result drops the
+		// read's error and finds the connection closed. It may have run.
+		return WriteUncertain
 	case errors.As(err, &pgErr), errors.As(err, &connectErr), pgconn.SafeToRetry(err):
 		return WriteFailed
 	}

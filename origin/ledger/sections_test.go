@@ -90,7 +90,7 @@ func TestSectionBuckets(t *testing.T) {
 	got = buckets(t, l, ev.ID)
 	assert.Equal(t, int64(397), sum(got))
 	assert.Equal(t, 9, countOf(got, 40), "%v", got)
-	_, err = l.ReleaseHold(ctx, mustLive(t, l, ev.ID, "eve").ID, writerNow)
+	_, err = l.ReleaseHold(ctx, mustLive(t, l, ev.ID, "eve").ID, writerNow, time.Time{})
 	require.NoError(t, err)
 	assert.Equal(t, 10, countOf(buckets(t, l, ev.ID), 40), "and go back to it")
 
@@ -120,7 +120,7 @@ func TestSectionBuckets(t *testing.T) {
 
 	// Holds that end give their places back where they came from; a hold
 	// past its expiry counts as free when the buckets fall short.
-	_, err = l.ReleaseHold(ctx, mustLive(t, l, ev.ID, "bob").ID, writerNow)
+	_, err = l.ReleaseHold(ctx, mustLive(t, l, ev.ID, "bob").ID, writerNow, time.Time{})
 	require.NoError(t, err)
 	assert.Equal(t, []int64{1, 1, 0, 0, 1, 0, 0, 2, 0, 0}, buckets(t, l, ev.ID))
 	setBuckets(t, l, ev.ID, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0)

@@ -38,13 +38,20 @@ func releaseRank(m inventory.ReleaseMode) int {
 
 // ReleaseHold gives a buyer's pending hold back: the ledger first (the
 // truth), then the seats in Redis. ledger.ErrHoldNotActive: it is not
-// pending, or it has expired, or a payment for it is under way.
+// pending, or it has expired, or a payment for it is under way. A release
+// whose commit answer was lost may have ended the hold in the ledger, where
+// no pass looks for it again: its seats go back once it is final and the
+// ledger has it released (uncertain.go).
 func (p *Protocol) ReleaseHold(ctx context.Context, h ledger.Hold) error {
 	ev, err := p.registry.Event(ctx, h.EventID)
 	if err != nil {
 		return err
 	}
-	if _, err := p.ledger.ReleaseHold(ctx, h.ID, p.now()); err != nil {
+	deadline := p.cfg.WallClock().Add(p.cfg.HoldWriteTimeout)
+	if _, err := p.ledger.ReleaseHold(ctx, h.ID, p.now(), deadline); err != nil {
+		if errors.Is(err, ledger.ErrUncertain) {
+			p.releases.addUncertainRelease(ev, h.ID, deadline)
+		}
 		return err
 	}
 	// The ledger has it released: whatever Redis says of it (a confirmation

@@ -133,16 +133,18 @@ type Registry struct {
 }
 
 // Releases are the seats owed back to Redis: releases Redis refused, kept
-// to retry in their mode (release.go), and the hold writes whose outcome
-// is unknown, whose seats go back once they are final and not applied
-// (uncertain.go).
+// to retry in their mode (release.go), the hold writes whose outcome is
+// unknown, whose seats go back once they are final and not applied, and
+// the buyers' releases whose outcome is unknown, whose seats go back once
+// they are final and applied (uncertain.go).
 type Releases struct {
 	*base
 	registry *Registry
 
-	pendingMu  sync.Mutex
-	uncertain  map[string]uncertainHold
-	unreleased map[string]pendingRelease
+	pendingMu         sync.Mutex
+	uncertain         map[string]uncertainHold
+	uncertainReleases map[string]uncertainHold
+	unreleased        map[string]pendingRelease
 }
 
 // Recovery checks an event's inventory against the ledger and repairs it:
@@ -183,7 +185,8 @@ func New(cfg Config) (*Protocol, error) {
 	b := &base{cfg: cfg, log: cfg.Logger, ledger: cfg.Ledger, rdb: cfg.Redis, inv: inventory.New(cfg.Redis), metrics: cfg.Metrics}
 	g := &Registry{base: b, store: waitroom.NewRedisStore(cfg.Redis, waitroom.RedisOptions{Now: cfg.Clock}), bg: context.Background(),
 		events: make(map[int64]*Event)}
-	r := &Releases{base: b, registry: g, uncertain: make(map[string]uncertainHold), unreleased: make(map[string]pendingRelease)}
+	r := &Releases{base: b, registry: g, uncertain: make(map[string]uncertainHold),
+		uncertainReleases: make(map[string]uncertainHold), unreleased: make(map[string]pendingRelease)}
 	c := &Recovery{base: b, registry: g, releases: r}
 	return &Protocol{base: b, registry: g, releases: r, recovery: c, idem: cfg.Idempotency,
 		holdRows: ledger.NewHoldWriter(cfg.Ledger), confirmRows: ledger.NewConfirmWriter(cfg.Ledger)}, nil

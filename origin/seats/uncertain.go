@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/waitroom/waitroom/inventory"
 	"github.com/waitroom/waitroom/origin/ledger"
 )
 
@@ -47,25 +48,59 @@ func (rs *Releases) addUncertain(ev *Event, holdID string, deadline time.Time) {
 	}
 }
 
-// ResolveUncertain settles the uncertain hold writes that are final and
-// returns how many it settled. On a ledger error (the ledger is likely
-// still away) it settles none and tries again on the next call.
+// addUncertainRelease keeps a buyer's release, whose ledger write has the
+// deadline deadline and an unknown outcome, until it is final: then its
+// seats go back if the ledger has the hold released. Until then the seats
+// stay taken (under-sold, never sold twice) and rebuilds of the event are
+// held off.
+func (rs *Releases) addUncertainRelease(ev *Event, holdID string, deadline time.Time) {
+	final := rs.finalAfter(deadline)
+	ev.noteFinal(final)
+	rs.pendingMu.Lock()
+	defer rs.pendingMu.Unlock()
+	if _, ok := rs.uncertainReleases[holdID]; !ok {
+		rs.uncertainReleases[holdID] = uncertainHold{event: ev.ID, final: final}
+	}
+}
+
+// finalBy returns the entries of m that are final by now.
+func finalBy(m map[string]uncertainHold, now time.Time) map[string]uncertainHold {
+	out := make(map[string]uncertainHold)
+	for id, u := range m {
+		if !now.Before(u.final) {
+			out[id] = u
+		}
+	}
+	return out
+}
+
+// ResolveUncertain settles the uncertain hold writes and releases that are
+// final and returns how many it settled. On a ledger error (the ledger is
+// likely still away) it settles none of that kind and tries again on the
+// next call.
 func (rs *Releases) ResolveUncertain(ctx context.Context) (int, error) {
 	now := rs.cfg.WallClock()
 	rs.pendingMu.Lock()
-	due := make(map[string]uncertainHold)
-	var ids []string
-	for id, u := range rs.uncertain {
-		if !now.Before(u.final) {
-			due[id] = u
-			ids = append(ids, id)
-		}
-	}
+	writes, releases := finalBy(rs.uncertain, now), finalBy(rs.uncertainReleases, now)
 	rs.pendingMu.Unlock()
+	settled, err := rs.resolveWrites(ctx, writes)
+	if err != nil {
+		return settled, err
+	}
+	n, err := rs.resolveReleases(ctx, releases)
+	return settled + n, err
+}
+
+// resolveWrites settles hold writes that are final: the seats of those the
+// ledger does not have go back.
+func (rs *Releases) resolveWrites(ctx context.Context, due map[string]uncertainHold) (int, error) {
 	if len(due) == 0 {
 		return 0, nil
 	}
-
+	ids := make([]string, 0, len(due))
+	for id := range due {
+		ids = append(ids, id)
+	}
 	written, err := rs.ledger.HoldsWritten(ctx, ids)
 	if errors.Is(err, ledger.ErrHoldWritesBusy) {
 		return 0, nil // the next call asks again
@@ -91,6 +126,36 @@ func (rs *Releases) ResolveUncertain(ctx context.Context) (int, error) {
 	return settled, nil
 }
 
+// resolveReleases settles buyers' releases that are final: the seats of
+// those the ledger has released go back (inventory.AnyHold: the ledger has
+// the hold over for good, whatever Redis says of it). A hold still pending
+// was not released; one ended otherwise (expired, confirmed) is another
+// path's to settle.
+func (rs *Releases) resolveReleases(ctx context.Context, due map[string]uncertainHold) (int, error) {
+	settled := 0
+	for id, u := range due {
+		h, err := rs.ledger.Hold(ctx, id)
+		if err != nil {
+			return settled, err
+		}
+		if h.Status == ledger.StatusReleased {
+			ev, err := rs.registry.Event(ctx, u.event)
+			if err != nil {
+				return settled, err
+			}
+			if res := rs.ReleaseSeats(ctx, ev, id, inventory.AnyHold); res.Outcome == inventory.Released {
+				ev.seatsTaken(h.Seats, false)
+			}
+			rs.log.Info("uncertain release was applied; seats returned", "event", u.event, "hold", id)
+		}
+		rs.pendingMu.Lock()
+		delete(rs.uncertainReleases, id)
+		rs.pendingMu.Unlock()
+		settled++
+	}
+	return settled, nil
+}
+
 // WaitUncertainFinal waits until every hold write this node gave up on is
 // final (its deadline and the clock-skew margin have passed): for tests.
 // The deadlines are wall-clock ones: this is a real wait, as long as
@@ -98,9 +163,11 @@ func (rs *Releases) ResolveUncertain(ctx context.Context) (int, error) {
 func (rs *Releases) WaitUncertainFinal() {
 	rs.pendingMu.Lock()
 	var last time.Time
-	for _, u := range rs.uncertain {
-		if u.final.After(last) {
-			last = u.final
+	for _, m := range []map[string]uncertainHold{rs.uncertain, rs.uncertainReleases} {
+		for _, u := range m {
+			if u.final.After(last) {
+				last = u.final
+			}
 		}
 	}
 	rs.pendingMu.Unlock()
@@ -112,9 +179,11 @@ func (rs *Releases) WaitUncertainFinal() {
 func (rs *Releases) pending(event int64) bool {
 	rs.pendingMu.Lock()
 	defer rs.pendingMu.Unlock()
-	for _, u := range rs.uncertain {
-		if u.event == event {
-			return true
+	for _, m := range []map[string]uncertainHold{rs.uncertain, rs.uncertainReleases} {
+		for _, u := range m {
+			if u.event == event {
+				return true
+			}
 		}
 	}
 	for _, r := range rs.unreleased {
