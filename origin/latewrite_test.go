@@ -154,47 +154,69 @@ func TestHoldScriptReplyLost(t *testing.T) {
 	assert.Equal(t, http.StatusCreated, res.status, "the buyer can hold again: %s", res.body)
 }
 
-// A buyer's release whose commit reached PostgreSQL and whose answer was
-// lost has ended the hold in the ledger, where no pass looks for it again:
-// its seats go back in Redis once the release is final, and not before.
+// A buyer's release whose COMMIT went out and whose answer never came may
+// have ended the hold in the ledger, where no pass looks for it again: its
+// seats go back in Redis once the release is final and the ledger has it
+// released, and not before. Its answer lost, or the COMMIT itself held up
+// in the network past the release's deadline and delivered later.
 func TestReleaseCommitAnswerLost(t *testing.T) {
-	dbURL, proxy := testenv.Proxied(t, testenv.Postgres(t))
-	h := newHarness(t, harnessOptions{dbURL: dbURL, config: func(c *origin.Config) { c.HoldWriteTimeout = time.Second }})
-	ev := h.createEvent(map[string]any{"capacity": 5})
-	h.holdAll(ev.ID, 1, "other")
-	res := h.hold(ev.ID, "ann", 2, "k")
-	require.Equal(t, http.StatusCreated, res.status, "%s", res.body)
-	var ann holdJSON
-	res.json(t, &ann)
+	for _, heldUp := range []bool{false, true} {
+		t.Run(map[bool]string{false: "answer lost", true: "commit held up"}[heldUp], func(t *testing.T) {
+			dbURL, proxy := testenv.Proxied(t, testenv.Postgres(t))
+			h := newHarness(t, harnessOptions{dbURL: dbURL, config: func(c *origin.Config) { c.HoldWriteTimeout = time.Second }})
+			ev := h.createEvent(map[string]any{"capacity": 5})
+			h.holdAll(ev.ID, 1, "other")
+			res := h.hold(ev.ID, "ann", 2, "k")
+			require.Equal(t, http.StatusCreated, res.status, "%s", res.body)
+			var ann holdJSON
+			res.json(t, &ann)
+			remaining := func() int64 {
+				n, _, err := h.srv.Inventory().Remaining(context.Background(), ev.ID)
+				require.NoError(t, err)
+				return n
+			}
 
-	// The release's COMMIT goes through; its answer does not come back.
-	var released atomic.Bool
-	proxy.OnSend(func(b []byte) {
-		if bytes.Contains(b, []byte("status = 'released'")) {
-			released.Store(true)
-		}
-		if released.Load() && bytes.Contains(b, []byte("commit")) {
-			proxy.OnSend(nil)
-			proxy.StallReplies()
-		}
-	})
-	del := h.do(http.MethodDelete, "/v1/holds/"+ann.HoldID, nil, map[string]string{waitroom.TokenHeader: h.token("ann", ev.ID, 1)})
-	require.Equal(t, http.StatusServiceUnavailable, del.status, "%s", del.body)
-	proxy.Unstall()
+			var released atomic.Bool
+			proxy.OnSend(func(b []byte) {
+				if bytes.Contains(b, []byte("status = 'released'")) {
+					released.Store(true)
+				}
+				if released.Load() && bytes.Contains(b, []byte("commit")) {
+					proxy.OnSend(nil)
+					if heldUp {
+						proxy.Stall()
+					} else {
+						proxy.StallReplies()
+					}
+				}
+			})
+			del := h.do(http.MethodDelete, "/v1/holds/"+ann.HoldID, nil, map[string]string{waitroom.TokenHeader: h.token("ann", ev.ID, 1)})
+			require.Equal(t, http.StatusServiceUnavailable, del.status, "%s", del.body)
+			h.srv.WaitUncertainFinal()
+			if heldUp {
+				// Past the deadline, the transaction is still open: the
+				// resolver waits for it rather than take the hold for
+				// pending.
+				settled, err := h.srv.ResolveUncertain(context.Background())
+				require.NoError(t, err)
+				assert.Zero(t, settled)
+				assert.Equal(t, int64(2), remaining(), "the seats stay taken while the release may still commit")
+			}
+			proxy.Unstall()
 
-	got, err := h.ledger.Hold(context.Background(), ann.HoldID)
-	require.NoError(t, err)
-	require.Equal(t, ledger.StatusReleased, got.Status, "the commit was applied")
-	n, _, err := h.srv.Inventory().Remaining(context.Background(), ev.ID)
-	require.NoError(t, err)
-	assert.Equal(t, int64(2), n, "the seats stay taken while the release may still be unsure")
-
-	h.srv.WaitUncertainFinal()
-	settled, err := h.srv.ResolveUncertain(context.Background())
-	require.NoError(t, err)
-	assert.Equal(t, 1, settled)
-	inv := h.requireInvariant(ev.ID, 1)
-	assert.Equal(t, int64(4), inv.Remaining, "the released seats are back")
+			got, err := h.ledger.Hold(context.Background(), ann.HoldID)
+			require.NoError(t, err)
+			require.Equal(t, ledger.StatusReleased, got.Status, "the COMMIT was applied")
+			if !heldUp {
+				assert.Equal(t, int64(2), remaining(), "the seats stay taken until the resolver's pass")
+			}
+			settled, err := h.srv.ResolveUncertain(context.Background())
+			require.NoError(t, err)
+			assert.Equal(t, 1, settled)
+			inv := h.requireInvariant(ev.ID, 1)
+			assert.Equal(t, int64(4), inv.Remaining, "the released seats are back")
+		})
+	}
 }
 
 // A payment that no seat number is left for (more holds were live than the

@@ -223,23 +223,21 @@ func lockHoldWrites(ctx context.Context, tx pgx.Tx) error {
 	return err
 }
 
-// HoldsWritten reports which of the holds ids have a row. Meant for writes
-// past their deadline (and the clock-skew margin): it waits for any write
-// of the holds table still committing, so a row that will ever exist is
-// seen. ErrHoldWritesBusy: try again later.
-func (l *Ledger) HoldsWritten(ctx context.Context, ids []string) (map[string]bool, error) {
-	written := make(map[string]bool, len(ids))
+// HoldsWritten returns the rows of those of the holds ids that have one,
+// by id. Meant for writes past their deadline (and the clock-skew margin):
+// it waits for any write of the holds table still committing, so a row, or
+// a change of one, that will ever be committed is seen. ErrHoldWritesBusy:
+// try again later.
+func (l *Ledger) HoldsWritten(ctx context.Context, ids []string) (map[string]Hold, error) {
+	written := make(map[string]Hold, len(ids))
 	err := pgx.BeginTxFunc(ctx, l.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
 		if err := lockHoldWrites(ctx, tx); err != nil {
 			return err
 		}
 		rows, err := tx.Query(ctx, sqlHoldsWritten, ids)
-		if err != nil {
-			return err
-		}
-		found, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		for _, id := range found {
-			written[id] = true
+		found, err := collectAll[Hold](rows, err, "read hold rows")
+		for _, h := range found {
+			written[h.ID] = h
 		}
 		return err
 	})

@@ -129,7 +129,7 @@ const (
 	sqlHoldByKey      = `SELECT ` + holdColumns + ` FROM holds WHERE event_id = $1 AND user_id = $2 AND idempotency_key = $3`
 	sqlLiveHoldOfUser = `SELECT ` + holdColumns + ` FROM holds
 		WHERE event_id = $1 AND user_id = $2 AND status IN ('pending', 'confirmed')`
-	sqlHoldsWritten = `SELECT id::text FROM holds WHERE id = ANY($1::uuid[])`
+	sqlHoldsWritten = `SELECT ` + holdColumns + ` FROM holds WHERE id = ANY($1::uuid[])`
 
 	// A buyer gives a hold back: only a pending hold that has not expired,
 	// and not while a payment for it is under way (it would land on a

@@ -3,6 +3,8 @@ package seats
 import (
 	"context"
 	"errors"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/waitroom/waitroom/inventory"
@@ -97,11 +99,7 @@ func (rs *Releases) resolveWrites(ctx context.Context, due map[string]uncertainH
 	if len(due) == 0 {
 		return 0, nil
 	}
-	ids := make([]string, 0, len(due))
-	for id := range due {
-		ids = append(ids, id)
-	}
-	written, err := rs.ledger.HoldsWritten(ctx, ids)
+	written, err := rs.ledger.HoldsWritten(ctx, slices.Collect(maps.Keys(due)))
 	if errors.Is(err, ledger.ErrHoldWritesBusy) {
 		return 0, nil // the next call asks again
 	}
@@ -110,7 +108,7 @@ func (rs *Releases) resolveWrites(ctx context.Context, due map[string]uncertainH
 	}
 	settled := 0
 	for id, u := range due {
-		if !written[id] {
+		if _, ok := written[id]; !ok {
 			ev, err := rs.registry.Event(ctx, u.event)
 			if err != nil {
 				return settled, err
@@ -130,15 +128,23 @@ func (rs *Releases) resolveWrites(ctx context.Context, due map[string]uncertainH
 // those the ledger has released go back (inventory.AnyHold: the ledger has
 // the hold over for good, whatever Redis says of it). A hold still pending
 // was not released; one ended otherwise (expired, confirmed) is another
-// path's to settle.
+// path's to settle. The holds are read once no write of the table can
+// still commit (ledger.HoldsWritten): a release's COMMIT held up in the
+// network past its deadline is seen, not taken for one that never came.
 func (rs *Releases) resolveReleases(ctx context.Context, due map[string]uncertainHold) (int, error) {
+	if len(due) == 0 {
+		return 0, nil
+	}
+	holds, err := rs.ledger.HoldsWritten(ctx, slices.Collect(maps.Keys(due)))
+	if errors.Is(err, ledger.ErrHoldWritesBusy) {
+		return 0, nil // the next call asks again
+	}
+	if err != nil {
+		return 0, err
+	}
 	settled := 0
 	for id, u := range due {
-		h, err := rs.ledger.Hold(ctx, id)
-		if err != nil {
-			return settled, err
-		}
-		if h.Status == ledger.StatusReleased {
+		if h, ok := holds[id]; ok && h.Status == ledger.StatusReleased {
 			ev, err := rs.registry.Event(ctx, u.event)
 			if err != nil {
 				return settled, err
