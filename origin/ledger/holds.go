@@ -257,8 +257,9 @@ func (l *Ledger) HoldsWritten(ctx context.Context, ids []string) (map[string]Hol
 // under a payment.
 //
 // With a non-zero deadline it commits only before it (InTx): a release
-// whose commit answer was lost (ErrUncertain) is final once the deadline
-// has passed, and the ledger can then be asked whether it happened.
+// whose commit answer was lost (ErrUncertain) can be settled once the
+// deadline has passed, by asking HoldsWritten, which also waits for a
+// COMMIT still on its way.
 func (l *Ledger) ReleaseHold(ctx context.Context, id string, now, deadline time.Time) (Hold, error) {
 	var h Hold
 	err := l.InTx(ctx, deadline, func(tx Tx) error {

@@ -77,29 +77,21 @@ func finalBy(m map[string]uncertainHold, now time.Time) map[string]uncertainHold
 }
 
 // ResolveUncertain settles the uncertain hold writes and releases that are
-// final and returns how many it settled. On a ledger error (the ledger is
-// likely still away) it settles none of that kind and tries again on the
-// next call.
+// final and returns how many it settled. The holds are read once no write
+// of the table can still commit (ledger.HoldsWritten), in one read for
+// both kinds: its lock holds up the hold writes while it waits. On a ledger
+// error (the ledger is likely still away) it settles none and tries again
+// on the next call.
 func (rs *Releases) ResolveUncertain(ctx context.Context) (int, error) {
 	now := rs.cfg.WallClock()
 	rs.pendingMu.Lock()
 	writes, releases := finalBy(rs.uncertain, now), finalBy(rs.uncertainReleases, now)
 	rs.pendingMu.Unlock()
-	settled, err := rs.resolveWrites(ctx, writes)
-	if err != nil {
-		return settled, err
-	}
-	n, err := rs.resolveReleases(ctx, releases)
-	return settled + n, err
-}
-
-// resolveWrites settles hold writes that are final: the seats of those the
-// ledger does not have go back.
-func (rs *Releases) resolveWrites(ctx context.Context, due map[string]uncertainHold) (int, error) {
-	if len(due) == 0 {
+	if len(writes)+len(releases) == 0 {
 		return 0, nil
 	}
-	written, err := rs.ledger.HoldsWritten(ctx, slices.Collect(maps.Keys(due)))
+	ids := slices.AppendSeq(slices.Collect(maps.Keys(writes)), maps.Keys(releases))
+	rows, err := rs.ledger.HoldsWritten(ctx, ids)
 	if errors.Is(err, ledger.ErrHoldWritesBusy) {
 		return 0, nil // the next call asks again
 	}
@@ -107,59 +99,60 @@ func (rs *Releases) resolveWrites(ctx context.Context, due map[string]uncertainH
 		return 0, err
 	}
 	settled := 0
-	for id, u := range due {
-		if _, ok := written[id]; !ok {
-			ev, err := rs.registry.Event(ctx, u.event)
-			if err != nil {
-				return settled, err
-			}
-			rs.compensate(ctx, ev, id)
-			rs.log.Info("uncertain hold write was not applied; seats returned", "event", u.event, "hold", id)
+	for id, u := range writes {
+		if err := rs.settleWrite(ctx, id, u, rows); err != nil {
+			return settled, err
 		}
-		rs.pendingMu.Lock()
-		delete(rs.uncertain, id)
-		rs.pendingMu.Unlock()
+		settled++
+	}
+	for id, u := range releases {
+		if err := rs.settleRelease(ctx, id, u, rows); err != nil {
+			return settled, err
+		}
 		settled++
 	}
 	return settled, nil
 }
 
-// resolveReleases settles buyers' releases that are final: the seats of
-// those the ledger has released go back (inventory.AnyHold: the ledger has
-// the hold over for good, whatever Redis says of it). A hold still pending
-// was not released; one ended otherwise (expired, confirmed) is another
-// path's to settle. The holds are read once no write of the table can
-// still commit (ledger.HoldsWritten): a release's COMMIT held up in the
-// network past its deadline is seen, not taken for one that never came.
-func (rs *Releases) resolveReleases(ctx context.Context, due map[string]uncertainHold) (int, error) {
-	if len(due) == 0 {
-		return 0, nil
-	}
-	holds, err := rs.ledger.HoldsWritten(ctx, slices.Collect(maps.Keys(due)))
-	if errors.Is(err, ledger.ErrHoldWritesBusy) {
-		return 0, nil // the next call asks again
-	}
-	if err != nil {
-		return 0, err
-	}
-	settled := 0
-	for id, u := range due {
-		if h, ok := holds[id]; ok && h.Status == ledger.StatusReleased {
-			ev, err := rs.registry.Event(ctx, u.event)
-			if err != nil {
-				return settled, err
-			}
-			if res := rs.ReleaseSeats(ctx, ev, id, inventory.AnyHold); res.Outcome == inventory.Released {
-				ev.seatsTaken(h.Seats, false)
-			}
-			rs.log.Info("uncertain release was applied; seats returned", "event", u.event, "hold", id)
+// settleWrite settles a hold write that is final: if the ledger does not
+// have its row (rows), its seats go back.
+func (rs *Releases) settleWrite(ctx context.Context, id string, u uncertainHold, rows map[string]ledger.Hold) error {
+	if _, ok := rows[id]; !ok {
+		ev, err := rs.registry.Event(ctx, u.event)
+		if err != nil {
+			return err
 		}
-		rs.pendingMu.Lock()
-		delete(rs.uncertainReleases, id)
-		rs.pendingMu.Unlock()
-		settled++
+		rs.compensate(ctx, ev, id)
+		rs.log.Info("uncertain hold write was not applied; seats returned", "event", u.event, "hold", id)
 	}
-	return settled, nil
+	rs.pendingMu.Lock()
+	delete(rs.uncertain, id)
+	rs.pendingMu.Unlock()
+	return nil
+}
+
+// settleRelease settles a buyer's release that is final: if the ledger has
+// the hold released (rows), its seats go back (inventory.AnyHold: the
+// ledger has the hold over for good, whatever Redis says of it). A hold
+// still pending was not released; one ended otherwise (expired, confirmed)
+// is another path's to settle. Reading after the table's writes is what
+// sees a release's COMMIT held up in the network past its deadline, rather
+// than take it for one that never came.
+func (rs *Releases) settleRelease(ctx context.Context, id string, u uncertainHold, rows map[string]ledger.Hold) error {
+	if h, ok := rows[id]; ok && h.Status == ledger.StatusReleased {
+		ev, err := rs.registry.Event(ctx, u.event)
+		if err != nil {
+			return err
+		}
+		if res := rs.ReleaseSeats(ctx, ev, id, inventory.AnyHold); res.Outcome == inventory.Released {
+			ev.seatsTaken(h.Seats, false)
+		}
+		rs.log.Info("uncertain release was applied; seats returned", "event", u.event, "hold", id)
+	}
+	rs.pendingMu.Lock()
+	delete(rs.uncertainReleases, id)
+	rs.pendingMu.Unlock()
+	return nil
 }
 
 // WaitUncertainFinal waits until every hold write this node gave up on is
