@@ -61,3 +61,43 @@ func TestRoomAppliesNoticesWhileItsPilotWaits(t *testing.T) {
 	}
 	assert.Equal(t, int64(2), a.State().Watermark)
 }
+
+// slowSubscription is a store whose change notices take a round trip to
+// start, and on which another node changes the state right after the
+// room's first read of it.
+type slowSubscription struct {
+	*MemoryStore
+	once sync.Once
+}
+
+func (s *slowSubscription) Watch(ctx context.Context, event int64) <-chan struct{} {
+	time.Sleep(100 * time.Millisecond) // the subscription's round trip
+	return s.MemoryStore.Watch(ctx, event)
+}
+
+func (s *slowSubscription) Ensure(ctx context.Context, event int64, d Defaults) (State, error) {
+	st, err := s.MemoryStore.Ensure(ctx, event, d)
+	s.once.Do(func() {
+		_, uerr := s.MemoryStore.Update(ctx, event, Change{RaiseBy: 10})
+		if err == nil {
+			err = uerr
+		}
+	})
+	return st, err
+}
+
+// A change made just after the room's first read reaches it by its notice,
+// however long the subscription takes to start: Run subscribes before it
+// reads, not beside it.
+func TestRoomSubscribesBeforeItsFirstRead(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	store := &slowSubscription{MemoryStore: NewMemoryStore(nil)}
+	room := NewRoom(store, 1, RoomOptions{Defaults: Defaults{Watermark: 5}, PollInterval: time.Hour})
+	done := make(chan struct{})
+	go func() { defer close(done); room.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	<-room.Ready()
+	require.Eventually(t, func() bool { return room.State().Watermark == 15 }, 10*time.Second, time.Millisecond,
+		"the change after the first read waits for the hourly poll")
+}

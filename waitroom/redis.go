@@ -384,10 +384,15 @@ func boolInt(b bool) int {
 
 // Watch implements Store with Redis pub/sub; go-redis resubscribes by itself
 // after a lost connection, and what is published meanwhile is caught by the
-// watcher's polling.
+// watcher's polling. It returns once Redis has confirmed the subscription
+// (or a second has passed): go-redis only sends SUBSCRIBE, and a change
+// published before Redis reads it would reach this node at its next poll.
 func (r *RedisStore) Watch(ctx context.Context, event int64) <-chan struct{} {
 	out := make(chan struct{}, 1)
 	ps := r.ctl.Subscribe(ctx, changedChannel(event))
+	// The confirmation is the connection's first message; on a timeout
+	// the channel below skips it when it comes.
+	_, _ = ps.ReceiveTimeout(ctx, time.Second)
 	go func() {
 		defer ps.Close()
 		msgs := ps.Channel()

@@ -1,7 +1,9 @@
 package waitroom
 
 import (
+	"bytes"
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -49,4 +51,37 @@ func TestRedisStoreControlClient(t *testing.T) {
 
 	_, err = store.NextPosition(ctx, ev)
 	assert.ErrorIs(t, err, ErrUnavailable, "positions still go through the main client")
+}
+
+// Watch returns subscribed: a change published as soon as it returns is
+// signalled, even when Redis reads the SUBSCRIBE late.
+func TestRedisWatchReturnsSubscribed(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	server := testenv.RedisURL(t)
+	u, proxy := testenv.Proxied(t, server)
+	ctl, err := NewRedisClient(u)
+	require.NoError(t, err)
+	defer ctl.Close()
+	var once sync.Once
+	proxy.OnSend(func(b []byte) {
+		if bytes.Contains(bytes.ToLower(b), []byte("subscribe")) {
+			once.Do(func() { proxy.PauseFor(200 * time.Millisecond) })
+		}
+	})
+	watcher := NewRedisStore(ctl, RedisOptions{})
+	direct, err := NewRedisClient(server)
+	require.NoError(t, err)
+	defer direct.Close()
+	other := NewRedisStore(direct, RedisOptions{})
+	ev := testenv.EventID()
+
+	notices := watcher.Watch(ctx, ev)
+	_, err = other.Update(ctx, ev, Change{RaiseBy: 1})
+	require.NoError(t, err)
+	select {
+	case <-notices:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a change published after Watch returned was not signalled")
+	}
 }

@@ -475,10 +475,13 @@ func (r *Room) EstimateWait(position int64) (wait time.Duration, ok bool) {
 // change notices (followNotices), polls as a safety net, and drives the
 // autopilot.
 func (r *Room) Run(ctx context.Context) {
+	// Subscribed before the first read below, so a change made after that
+	// read always comes with a notice, never only with the next poll.
+	changed := r.store.Watch(ctx, r.event)
 	followed := make(chan struct{})
 	go func() {
 		defer close(followed)
-		r.followNotices(ctx, r.store.Watch(ctx, r.event))
+		r.followNotices(ctx, changed)
 	}()
 	defer func() { <-followed }()
 	poll := time.NewTicker(r.opts.PollInterval)

@@ -205,25 +205,17 @@ func TestStoreWatchSignalsChanges(t *testing.T) {
 		evt := testenv.EventID()
 		other := testenv.EventID()
 		changed := s.Watch(ctx, evt)
-		// Pub/sub subscribes asynchronously: keep changing until a signal
-		// arrives rather than assuming the subscription is live.
-		require.Eventually(t, func() bool {
-			_, err := s.Update(ctx, evt, waitroom.Change{RaiseBy: 1})
-			require.NoError(t, err)
-			select {
-			case <-changed:
-				return true
-			case <-time.After(50 * time.Millisecond):
-				return false
-			}
-		}, 10*time.Second, time.Millisecond)
-
-		// Drain, then a change of another event must not signal this one.
+		// Watch returns subscribed: the first change after it is signalled.
+		_, err := s.Update(ctx, evt, waitroom.Change{RaiseBy: 1})
+		require.NoError(t, err)
 		select {
 		case <-changed:
-		case <-time.After(100 * time.Millisecond):
+		case <-time.After(10 * time.Second):
+			t.Fatal("the first change after Watch returned was not signalled")
 		}
-		_, err := s.Update(ctx, other, waitroom.Change{RaiseBy: 1})
+
+		// A change of another event must not signal this one.
+		_, err = s.Update(ctx, other, waitroom.Change{RaiseBy: 1})
 		require.NoError(t, err)
 		select {
 		case <-changed:
