@@ -602,7 +602,7 @@ type model struct {
 	drawn                map[string]int64
 	preYield             map[string]map[int64]bool // positions each pre-queue token yielded
 	preBeyond            map[string]int64          // a position beyond the cap a pre-queue token was answered with
-	drawnUnseen          map[string]bool           // answered sold out after the draw: the drawn position recorded, not named
+	drawnRecorded        map[string]bool           // presented after the draw: the store keeps its drawn position for the token
 	lost                 bool
 	lostBeforeOpening    bool
 	removedBeforeOpening bool
@@ -618,7 +618,7 @@ func newModel(now, opensAt time.Time) *model {
 		bySubject: map[string][]int64{}, tokenExp: map[subPos]time.Time{}, givenUp: map[subPos]bool{}, revoked: map[subPos]time.Time{},
 		accountRevoked: map[string]time.Time{}, accountRevokedAt: map[string]int64{}, accounts: map[string]*modelAccount{}, opensAt: opensAt,
 		entrants: map[string]bool{}, drawn: map[string]int64{}, preYield: map[string]map[int64]bool{}, preBeyond: map[string]int64{},
-		drawnUnseen: map[string]bool{},
+		drawnRecorded: map[string]bool{},
 	}
 }
 
@@ -693,7 +693,7 @@ func (m *model) lose(now time.Time, hardCap int64) {
 		mp.before = true
 	}
 	m.accounts = map[string]*modelAccount{}
-	m.drawnUnseen = map[string]bool{}
+	m.drawnRecorded = map[string]bool{}
 	// The positions pre-queue tokens yielded were recorded with the
 	// draw: a token is placed once more, unless a gateway remembers.
 	for sub, ps := range m.preYield {
@@ -1120,6 +1120,14 @@ func (m *model) preQueueToken(now time.Time, account string, tk waitroom.Ticket,
 	yielded := m.yieldedOf(sub)
 	if len(yielded) > 0 {
 		p := yielded[0]
+		if held := m.accounts[sub]; held != nil && !waitroom.IsVisitorID(sub) && held.pos != p && a.pos == held.pos {
+			// The account gave up the yielded place for one at the back
+			// (the model let it only once that place's window may have
+			// ended): the token is a new arrival of the account, which is
+			// answered at the account's position as that position's own
+			// token would be (docs/api.md §3, §12).
+			return m.token(now, account, waitroom.Ticket{Subject: sub, Position: held.pos, Account: true}, a)
+		}
 		possibly, surely := m.windowOver(now, p)
 		if m.isRevoked(now, sub, p) || surely {
 			// Never at its position; its bearer is a new arrival, which
@@ -1164,8 +1172,10 @@ func (m *model) preQueueToken(now time.Time, account string, tk waitroom.Ticket,
 		return nil
 	}
 	if m.canDraw(sub) {
+		// Every presentation after the draw records the drawn position
+		// as the token's, whether or not the answer names it.
+		m.drawnRecorded[sub] = true
 		if m.gone() && a.status == StatusSoldOut {
-			m.drawnUnseen[sub] = true
 			return nil
 		}
 		if held := m.accounts[sub]; held != nil && !waitroom.IsVisitorID(sub) && a.pos == held.pos && !now.Before(m.opensAt.Add(modelWindow)) {
@@ -1193,10 +1203,11 @@ func (m *model) preQueueToken(now time.Time, account string, tk waitroom.Ticket,
 		// position the account holds (docs/api.md §12).
 		return m.token(now, account, waitroom.Ticket{Subject: sub, Position: held.pos, Account: true}, a)
 	}
-	if m.drawnUnseen[sub] && a.pos >= 1 && (m.lostBeforeOpening || a.pos <= int64(m.entrantsBefore)) {
+	if m.drawnRecorded[sub] && a.pos >= 1 && (m.lostBeforeOpening || a.pos <= int64(m.entrantsBefore)) {
 		if mp := m.positions[a.pos]; mp == nil || mp.subject == sub {
 			// The draw's position, which the gateway recorded for the
-			// token when it answered it sold out: the token's one
+			// token at a presentation that did not name it (sold out,
+			// or a new arrival once its window ended): the token's one
 			// position, judged as its token is (a reload forgot when
 			// the watermark reached it).
 			return m.token(now, account, waitroom.Ticket{Subject: sub, Position: a.pos, Account: !waitroom.IsVisitorID(sub)}, a)
