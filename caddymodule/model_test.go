@@ -155,6 +155,9 @@ type modelSystem struct {
 	clients  []*modelClient
 	m        *model
 	accounts []string
+	// published dates the origin's last figures: each publication is
+	// dated after the one before, as the origin's moving clock dates them.
+	published time.Time
 }
 
 func newModelSystem(t *rapid.T, clk *clock, store string, rdb redis.UniversalClient, gateways int) *modelSystem {
@@ -311,11 +314,16 @@ func (s *modelSystem) actions() map[string]func(*rapid.T) {
 			// No seat left to hold; held ones may come back.
 			held := rapid.Int64Range(0, 3).Draw(t, "held")
 			g := rapid.IntRange(0, len(s.gws)-1).Draw(t, "publishing_gateway")
-			if err := s.gws[g].room.room.PublishInventory(context.Background(), waitroom.Inventory{Sellable: 10, Held: held, Confirmed: 10 - held, Healthy: true}); err != nil {
+			// Two publications at one instant of the frozen clock would
+			// leave a room that read the first just before the second
+			// unable to tell them apart.
+			s.published = later(s.clk.Now(), s.published.Add(time.Nanosecond))
+			inv := waitroom.Inventory{Sellable: 10, Held: held, Confirmed: 10 - held, Healthy: true, At: s.published}
+			if err := s.gws[g].room.room.PublishInventory(context.Background(), inv); err != nil {
 				t.Fatalf("publish inventory: %v", err)
 			}
 			s.sync()
-			s.m.held, s.m.heldAt, s.m.figuresLost = held, s.clk.Now(), false
+			s.m.held, s.m.heldAt, s.m.figuresLost = held, s.published, false
 		},
 		"hard_cap": func(t *rapid.T) {
 			hc := rapid.Int64Range(0, s.m.lastPos()+3).Draw(t, "hard_cap")
@@ -1020,7 +1028,30 @@ func (m *model) accountArrival(now time.Time, account string, a modelAnswer) err
 			return m.atFresh(a)
 		})
 	}
+	if held := m.accounts[account]; held == nil || held.pos == a.pos {
+		// The account took its drawn place by its pre-queue token, in an
+		// answer that did not name it: the store keeps it as the
+		// account's, after a reload without the opening too.
+		options = append(options, func() error { return m.atRecordedDraw(now, account, account, a) })
+	}
 	return anyOf(options)
+}
+
+// atRecordedDraw: an answer at the draw's position the store recorded for
+// sub at a presentation of its pre-queue token that did not name it (sold
+// out, or a new arrival once its window ended), judged as that position's
+// token is (a reload forgot when the watermark reached it).
+func (m *model) atRecordedDraw(now time.Time, account, sub string, a modelAnswer) error {
+	if !m.drawnRecorded[sub] {
+		return fmt.Errorf("%s has no drawn position the store recorded unseen", sub)
+	}
+	if a.pos < 1 || (!m.lostBeforeOpening && a.pos > int64(m.entrantsBefore)) {
+		return fmt.Errorf("%s answered at %d, not one of the draw's %d", sub, a.pos, m.entrantsBefore)
+	}
+	if mp := m.positions[a.pos]; mp != nil && mp.subject != sub {
+		return fmt.Errorf("%s answered at %d, drawn for %s", sub, a.pos, mp.subject)
+	}
+	return m.token(now, account, waitroom.Ticket{Subject: sub, Position: a.pos, Account: !waitroom.IsVisitorID(sub)}, a)
 }
 
 // drawnFirst: an entrant takes its drawn position for the first time.
@@ -1128,6 +1159,18 @@ func (m *model) preQueueToken(now time.Time, account string, tk waitroom.Ticket,
 			// token would be (docs/api.md §3, §12).
 			return m.token(now, account, waitroom.Ticket{Subject: sub, Position: held.pos, Account: true}, a)
 		}
+		// Its bearer may arrive anew, as anyone, at the back (docs/api.md
+		// §3): never back at a place of its own.
+		anew := func() error {
+			by := account
+			if !waitroom.IsVisitorID(sub) {
+				by = sub
+			}
+			if err := m.arrival(now, by, a); err != nil {
+				return fmt.Errorf("rule: a pre-queue token yields at most one position, ever: (%s) yielded %d, now %d (%s)", sub, p, a.pos, a)
+			}
+			return nil
+		}
 		possibly, surely := m.windowOver(now, p)
 		if m.isRevoked(now, sub, p) || surely {
 			// Never at its position; its bearer is a new arrival, which
@@ -1139,27 +1182,26 @@ func (m *model) preQueueToken(now time.Time, account string, tk waitroom.Ticket,
 			if a.pos == 0 || a.pos == p {
 				return nil
 			}
-			// Its bearer may arrive anew, as anyone, at the back
-			// (docs/api.md §3): never back at a place of its own.
-			anew := m.arrival(now, account, a) == nil
-			if !waitroom.IsVisitorID(sub) {
-				anew = m.accountArrival(now, sub, a) == nil
+			return anew()
+		}
+		atPos := func() error {
+			if a.pos == 0 && a.status == StatusSoldOut && m.verdict(p) == StatusSoldOut {
+				return nil
 			}
-			if !anew {
-				return fmt.Errorf("rule: a pre-queue token yields at most one position, ever: (%s) yielded %d, now %d (%s)", sub, p, a.pos, a)
+			if a.pos != p {
+				return fmt.Errorf("rule: a pre-queue token yields at most one position, ever: (%s) yielded %d, answered at %d (%s)", sub, p, a.pos, a)
 			}
-			return nil
+			if possibly && m.admits(p) && a.status != StatusAdmitted {
+				return nil
+			}
+			return expectStatus(a, m.verdict(p), fmt.Sprintf("pre-queue token (%s) at its position %d", sub, p))
 		}
-		if a.pos == 0 && a.status == StatusSoldOut && m.verdict(p) == StatusSoldOut {
-			return nil
+		if possibly && (m.admits(p) || (m.paused && m.wm >= p)) {
+			// Its window may have ended, as the position's own token's
+			// (token): at its place, or a new arrival.
+			return anyOf([]func() error{atPos, anew})
 		}
-		if a.pos != p {
-			return fmt.Errorf("rule: a pre-queue token yields at most one position, ever: (%s) yielded %d, answered at %d (%s)", sub, p, a.pos, a)
-		}
-		if possibly && m.admits(p) && a.status != StatusAdmitted {
-			return nil
-		}
-		return expectStatus(a, m.verdict(p), fmt.Sprintf("pre-queue token (%s) at its position %d", sub, p))
+		return atPos()
 	}
 	if a.status == StatusUnavailable {
 		// The draw under way at another gateway.
@@ -1203,15 +1245,8 @@ func (m *model) preQueueToken(now time.Time, account string, tk waitroom.Ticket,
 		// position the account holds (docs/api.md §12).
 		return m.token(now, account, waitroom.Ticket{Subject: sub, Position: held.pos, Account: true}, a)
 	}
-	if m.drawnRecorded[sub] && a.pos >= 1 && (m.lostBeforeOpening || a.pos <= int64(m.entrantsBefore)) {
-		if mp := m.positions[a.pos]; mp == nil || mp.subject == sub {
-			// The draw's position, which the gateway recorded for the
-			// token at a presentation that did not name it (sold out,
-			// or a new arrival once its window ended): the token's one
-			// position, judged as its token is (a reload forgot when
-			// the watermark reached it).
-			return m.token(now, account, waitroom.Ticket{Subject: sub, Position: a.pos, Account: !waitroom.IsVisitorID(sub)}, a)
-		}
+	if m.atRecordedDraw(now, account, sub, a) == nil {
+		return nil
 	}
 	if m.gone() {
 		return expectStatus(a, StatusSoldOut, "a pre-queue token without a draw in a sold-out event")
