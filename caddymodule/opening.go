@@ -85,7 +85,7 @@ func (h *Handler) servePreQueueTicket(w http.ResponseWriter, r *http.Request, ne
 		case !placed:
 			// Valid from now until the token can no longer be presented.
 			keep := t.ExpiresAt.Sub(h.now()) + revokeLeeway
-			if pos, err = h.room.room.PlacePreQueue(ctx, t.Subject, account, keep); err != nil {
+			if pos, handedOut, err = h.room.room.PlacePreQueue(ctx, t.Subject, account, keep); err != nil {
 				return h.unavailable(w, r, repl, err)
 			}
 			h.m.arrivals.Inc()

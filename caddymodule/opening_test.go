@@ -404,3 +404,34 @@ func TestPreQueueTokenAfterTheOpeningWasRemoved(t *testing.T) {
 	assert.True(t, strings.HasPrefix(res.rec.Header().Get("Cache-Control"), "private"), "a token holder's 410 is private")
 	assert.Equal(t, int64(1), h.room.room.State().LastPosition, "no place handed out in the sold-out event")
 }
+
+// TestPreQueueTokenPlacedAtTheBackTellsItsHandout: a pre-queue token the
+// draw has no place for is handed one at the back now, and the token issued
+// for it says so (hat), so every gateway counts its admission window from
+// now: another gateway may have seen the position pass long before, in a
+// block leased then.
+func TestPreQueueTokenPlacedAtTheBackTellsItsHandout(t *testing.T) {
+	eachStore(t, func(t *testing.T, h *Handler, clk *clock) {
+		h.UserID = "{http.request.header.X-User-ID}"
+		provision(t, h)
+		clk.Advance(time.Hour)
+		now := clk.Now().UTC().Truncate(time.Second)
+
+		anon, err := h.keys.IssuePreQueue("v_0123456789abcdef", h.Event, clk.Now().Add(time.Hour))
+		require.NoError(t, err)
+		acct, err := h.keys.IssuePreQueueAccount("alice", h.Event, clk.Now().Add(time.Hour))
+		require.NoError(t, err)
+		for _, c := range []struct {
+			name string
+			r    *http.Request
+		}{
+			{"anonymous", withToken(h, anon.Raw)},
+			{"an account", asUser(withToken(h, acct.Raw), "alice")},
+		} {
+			tok, _ := placedToken(t, h, do(t, h, c.r))
+			tk, err := h.keys.Verify(tok, h.Event)
+			require.NoError(t, err)
+			assert.Equal(t, now, tk.HandedOut, "%s: handed out now", c.name)
+		}
+	})
+}

@@ -46,25 +46,35 @@ func (r *Room) PreQueuePlaced(ctx context.Context, subject string) (pos int64, o
 }
 
 // PlacePreQueue hands subject's pre-queue token its one position outside
-// the draw: the account's (JoinAccount) for an account, else the next; if
+// the draw: the account's (JoinAccountAt) for an account, else the next; if
 // a concurrent presentation of the token was handed one first, that one,
 // and the position taken here is left unused. The record lives for ttl.
-func (r *Room) PlacePreQueue(ctx context.Context, subject string, account bool, ttl time.Duration) (int64, error) {
+// handedOut is when the position was handed out, so its token tells every
+// gateway where its admission window starts: now for a position taken
+// here, the store's time for an account's, zero when nothing says.
+func (r *Room) PlacePreQueue(ctx context.Context, subject string, account bool, ttl time.Duration) (pos int64, handedOut time.Time, err error) {
 	ps, ok := r.store.(PreQueueStore)
 	if !ok {
-		return 0, ErrNoPreQueueRecord
+		return 0, time.Time{}, ErrNoPreQueueRecord
 	}
-	var pos int64
-	var err error
 	if account {
-		pos, _, err = r.JoinAccount(ctx, subject, ttl)
+		pos, handedOut, _, err = r.JoinAccountAt(ctx, subject, ttl)
 	} else {
 		pos, err = r.Join(ctx)
+		handedOut = r.opts.Now()
 	}
 	if err != nil {
-		return 0, err
+		return 0, time.Time{}, err
 	}
-	return ps.ClaimPreQueue(ctx, r.event, subject, pos, ttl)
+	placed, err := ps.ClaimPreQueue(ctx, r.event, subject, pos, ttl)
+	if err != nil {
+		return 0, time.Time{}, err
+	}
+	if placed != pos {
+		// Another presentation's place, handed out earlier.
+		handedOut = time.Time{}
+	}
+	return placed, handedOut, nil
 }
 
 // RecordDrawnPreQueue records pos, the position the draw gave subject, as
