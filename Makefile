@@ -33,6 +33,7 @@ vet:
 FUZZTIME ?=
 fuzz: ## run the fuzz targets for a short, bounded count of inputs
 	$(GO) test -run '^$$' -fuzz '^FuzzVerify$$' -fuzztime $(or $(FUZZTIME),150000x) ./waitroom
+	$(GO) test -run '^$$' -fuzz '^FuzzVerifyOwnAgreesWithTheLibrary$$' -fuzztime $(or $(FUZZTIME),300000x) ./waitroom
 	$(GO) test -run '^$$' -fuzz '^FuzzParseWebhook$$' -fuzztime $(or $(FUZZTIME),180000x) ./origin/payment
 	$(GO) test -run '^$$' -fuzz '^FuzzWebhookHandler$$' -fuzztime $(or $(FUZZTIME),80000x) ./origin
 	$(GO) test -run '^$$' -fuzz '^FuzzVerify$$' -fuzztime $(or $(FUZZTIME),600000x) ./origin/ticketcode
