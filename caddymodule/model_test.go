@@ -609,7 +609,7 @@ type model struct {
 	entrantsBefore       int // entrants before the opening, when nothing was lost
 	drawn                map[string]int64
 	preYield             map[string]map[int64]bool // positions each pre-queue token yielded
-	preBeyond            map[string]int64          // a position beyond the cap a pre-queue token was answered with
+	preBeyond            map[string]map[int64]bool // positions beyond the cap a pre-queue token was answered with
 	drawnRecorded        map[string]bool           // presented after the draw: the store keeps its drawn position for the token
 	lost                 bool
 	lostBeforeOpening    bool
@@ -625,7 +625,7 @@ func newModel(now, opensAt time.Time) *model {
 		start: now, steps: []modelStep{{now, 0}}, positions: map[int64]*modelPos{}, used: map[int64]bool{},
 		bySubject: map[string][]int64{}, tokenExp: map[subPos]time.Time{}, givenUp: map[subPos]bool{}, revoked: map[subPos]time.Time{},
 		accountRevoked: map[string]time.Time{}, accountRevokedAt: map[string]int64{}, accounts: map[string]*modelAccount{}, opensAt: opensAt,
-		entrants: map[string]bool{}, drawn: map[string]int64{}, preYield: map[string]map[int64]bool{}, preBeyond: map[string]int64{},
+		entrants: map[string]bool{}, drawn: map[string]int64{}, preYield: map[string]map[int64]bool{}, preBeyond: map[string]map[int64]bool{},
 		drawnRecorded: map[string]bool{},
 	}
 }
@@ -706,7 +706,7 @@ func (m *model) lose(now time.Time, hardCap int64) {
 	// draw: a token is placed once more, unless a gateway remembers.
 	for sub, ps := range m.preYield {
 		for p := range ps {
-			m.preBeyond[sub] = p
+			m.answeredBeyond(sub, p)
 		}
 	}
 	m.preYield = map[string]map[int64]bool{}
@@ -823,6 +823,15 @@ func (m *model) gone() bool {
 
 // verdict is the status the rules give a valid, unrevoked token at p whose
 // window has not ended.
+// answeredBeyond records that sub's pre-queue token was answered at p,
+// beyond the cap, without a token of p.
+func (m *model) answeredBeyond(sub string, p int64) {
+	if m.preBeyond[sub] == nil {
+		m.preBeyond[sub] = map[int64]bool{}
+	}
+	m.preBeyond[sub][p] = true
+}
+
 func (m *model) verdict(p int64) string {
 	switch {
 	case m.admits(p):
@@ -1230,8 +1239,8 @@ func (m *model) preQueueToken(now time.Time, account string, tk waitroom.Ticket,
 	}
 	// No draw to read it from: a place at the back, once (an account's:
 	// the one it holds).
-	if b, ok := m.preBeyond[sub]; ok && a.pos == b {
-		return expectStatus(a, m.verdict(b), fmt.Sprintf("pre-queue token (%s) at the position %d it was answered with", sub, b))
+	if m.preBeyond[sub][a.pos] {
+		return expectStatus(a, m.verdict(a.pos), fmt.Sprintf("pre-queue token (%s) at the position %d it was answered with", sub, a.pos))
 	}
 	if m.mayHaveDrawn(sub) && a.pos > 0 && a.status != StatusSoldOut {
 		// The store lost the entries before the opening, but not those
@@ -1366,8 +1375,12 @@ func (m *model) record(now time.Time, account string, tok *waitroom.Ticket, a mo
 	}
 	if tok != nil && tok.PreQueue && a.pos > 0 && a.issued == nil && m.preYield[tok.Subject] == nil {
 		// Beyond the hard cap, without a token: the store may keep it
-		// for the token, or not.
-		m.preBeyond[tok.Subject] = a.pos
+		// for the token, or not. Not only the first such answer: once
+		// the first place's window ended, the token's bearer is a new
+		// arrival and may be answered at another place beyond the cap,
+		// which the store does not keep, while the token still yields
+		// the first (where a pause shows it waiting).
+		m.answeredBeyond(tok.Subject, a.pos)
 	}
 	if tok != nil && tok.PreQueue && a.pos > 0 && (a.issued != nil || !waitroom.IsVisitorID(tok.Subject)) &&
 		(a.issued == nil || a.issued.Subject == tok.Subject) && len(m.preYield[tok.Subject]) == 0 {
