@@ -821,8 +821,6 @@ func (m *model) gone() bool {
 	return m.soldOut && (m.atZero || m.soldOutBy != waitroom.ActorOrigin || !m.allHeld())
 }
 
-// verdict is the status the rules give a valid, unrevoked token at p whose
-// window has not ended.
 // answeredBeyond records that sub's pre-queue token was answered at p,
 // beyond the cap, without a token of p.
 func (m *model) answeredBeyond(sub string, p int64) {
@@ -832,6 +830,8 @@ func (m *model) answeredBeyond(sub string, p int64) {
 	m.preBeyond[sub][p] = true
 }
 
+// verdict is the status the rules give a valid, unrevoked token at p whose
+// window has not ended.
 func (m *model) verdict(p int64) string {
 	switch {
 	case m.admits(p):
