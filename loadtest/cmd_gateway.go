@@ -280,7 +280,8 @@ func runGateway(ctx context.Context, args []string, out, errOut io.Writer) error
 			floor = fmt.Sprintf("%.2f", f)
 			floorCPU = fmt.Sprintf("%.2f", median(func(r []gatewayRun) float64 { return r[g.b].cpuPerRequest() / r[g.floor].cpuPerRequest() }))
 		}
-		rt.Add(g.name, fmt.Sprintf("%.2f", v), fmt.Sprintf("%.2f", c), floor, floorCPU, fmt.Sprintf("≥ %.2f", g.goal), met(v >= g.goal))
+		// Three places: a ratio just under its goal would print as the goal.
+		rt.Add(g.name, fmt.Sprintf("%.3f", v), fmt.Sprintf("%.2f", c), floor, floorCPU, fmt.Sprintf("≥ %.2f", g.goal), met(v >= g.goal))
 	}
 	leased := median(func(r []gatewayRun) float64 { return r[8].PerSecond })
 	rt.Add(fmt.Sprintf("(c) new arrivals per second, lease %d", arrivalLease), report.Rate(leased), "", "", "", "≥ 20,000", met(leased >= 20000))

@@ -192,7 +192,7 @@ func runHolds(ctx context.Context, args []string, out, errOut io.Writer) error {
 		holdRows = held
 	}
 	perHold := func(n int64) float64 { return float64(n) / float64(max(holdRows, 1)) }
-	fmt.Fprintf(out, "\norigin / bare script: %.2f (goals: ≥ 12,000 durable holds/s: %s; ≥ 0.35 of the bare script: %s; wrk's CPU share ≤ 40%%: %s)\n",
+	fmt.Fprintf(out, "\norigin / bare script: %.3f (goals: ≥ 12,000 durable holds/s: %s; ≥ 0.35 of the bare script: %s; wrk's CPU share ≤ 40%%: %s)\n",
 		ratio, met(perSecond >= 12000), met(ratio >= 0.35), met(measured.CPUShare <= 0.4))
 	fmt.Fprintf(out, "PostgreSQL per hold: %.2f rows written, %.2f commits (%.0f commits/s; goal ≤ 2 writes: %s); rows by table: %v\n",
 		perHold(writes.Rows()), perHold(writes.Commits), float64(writes.Commits)/measured.Elapsed.Seconds(), met(perHold(writes.Rows()) <= 2), writes.Tables)
