@@ -183,6 +183,47 @@ func TestPreQueueTokenAfterItsWindow(t *testing.T) {
 	})
 }
 
+// TestPauseShowsASpentPlaceAtTheBack: a place whose admission window ended
+// is given up while the event is paused too, for an arrival's token and a
+// pre-queue token's drawn place alike, as an account's is: the bearer waits
+// at the back, not at a place that no longer admits once entry resumes.
+func TestPauseShowsASpentPlaceAtTheBack(t *testing.T) {
+	eachStore(t, func(t *testing.T, h *Handler, clk *clock) {
+		h.LotterySeed = testSeed
+		h.OpensAt = clk.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+		provision(t, h)
+		setWatermark(t, h, 2)
+		pre := preQueueEntrant(t, h, get(h, ""))
+		clk.Advance(time.Hour)
+		drawn := admittedAt(do(t, h, withToken(h, pre)))
+		require.NotZero(t, drawn, "admitted at its drawn place")
+		res := do(t, h, get(h, ""))
+		tok, pos := placedToken(t, h, res)
+		require.Equal(t, pos, admittedAt(res), "an arrival admitted at once")
+		refresh(t, h)
+
+		clk.Advance(DefaultAdmissionWindow + time.Second)
+		update(t, h, waitroom.Change{Paused: ptr(true)})
+		refresh(t, h)
+		for _, c := range []struct {
+			name, token string
+			was         int64
+		}{{"arrival's token", tok, pos}, {"pre-queue token", pre, drawn}} {
+			res := do(t, h, withToken(h, c.token))
+			body := res.waiting(t)
+			assert.Greater(t, body.Position, int64(2), "%s: its place at %d given up, a place at the back", c.name, c.was)
+			assert.True(t, body.Paused, "%s", c.name)
+		}
+
+		// Once entry resumes, nobody passes on the spent places.
+		update(t, h, waitroom.Change{Paused: ptr(false)})
+		refresh(t, h)
+		for _, token := range []string{tok, pre} {
+			assert.Zero(t, admittedAt(do(t, h, withToken(h, token))))
+		}
+	})
+}
+
 // TestWindowStartsAtHandout: with the watermark set ahead of arrivals, a
 // later arrival's window starts when it is handed its position, not when
 // the watermark passed that position before anyone held it.

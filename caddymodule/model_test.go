@@ -731,7 +731,13 @@ func (m *model) preQueue(now time.Time) bool {
 }
 
 func (m *model) admits(p int64) bool {
-	return p >= 1 && !m.paused && p <= m.wm && !m.beyondCap(p)
+	return m.upTo(p) && !m.paused
+}
+
+// upTo tells whether the watermark has reached p within the cap: p is
+// admitted unless paused, and its window counts either way.
+func (m *model) upTo(p int64) bool {
+	return p >= 1 && p <= m.wm && !m.beyondCap(p)
 }
 
 func (m *model) beyondCap(p int64) bool { return m.hardCap > 0 && p > m.hardCap }
@@ -1115,13 +1121,10 @@ func (m *model) token(now time.Time, account string, tk waitroom.Ticket, a model
 		return expectStatus(a, m.verdict(p), fmt.Sprintf("token (%s,%d)", sub, p))
 	}
 	switch {
-	case m.paused && m.wm >= p && possibly:
-		// Paused, its window over: it waits at its place or is a new
-		// arrival; either way nobody passes.
-		return anyOf([]func() error{atPos, func() error { return m.arrivalAgain(now, account, a, "") }})
-	case !m.admits(p) || !possibly:
+	case !m.upTo(p) || !possibly:
 		return atPos()
 	case surely:
+		// Paused or not: a pause does not keep a spent place.
 		return m.arrivalAgain(now, account, a, fmt.Sprintf("rule: the window of (%s,%d) ended (reached %s): a new arrival", sub, p, m.reachedString(p)))
 	}
 	return anyOf([]func() error{atPos, func() error { return m.arrivalAgain(now, account, a, "") }})
@@ -1205,7 +1208,7 @@ func (m *model) preQueueToken(now time.Time, account string, tk waitroom.Ticket,
 			}
 			return expectStatus(a, m.verdict(p), fmt.Sprintf("pre-queue token (%s) at its position %d", sub, p))
 		}
-		if possibly && (m.admits(p) || (m.paused && m.wm >= p)) {
+		if possibly && m.upTo(p) {
 			// Its window may have ended, as the position's own token's
 			// (token): at its place, or a new arrival.
 			return anyOf([]func() error{atPos, anew})
@@ -1379,7 +1382,7 @@ func (m *model) record(now time.Time, account string, tok *waitroom.Ticket, a mo
 		// the first place's window ended, the token's bearer is a new
 		// arrival and may be answered at another place beyond the cap,
 		// which the store does not keep, while the token still yields
-		// the first (where a pause shows it waiting).
+		// the first.
 		m.answeredBeyond(tok.Subject, a.pos)
 	}
 	if tok != nil && tok.PreQueue && a.pos > 0 && (a.issued != nil || !waitroom.IsVisitorID(tok.Subject)) &&

@@ -50,8 +50,11 @@ func (h *Handler) holds(r *http.Request, s waitroom.State, t waitroom.Ticket) ti
 			return ticketCompleted
 		}
 	}
-	if s.Admits(t.Position) && h.windowOver(r, t) {
-		// Its turn came and went: a place at the back.
+	if s.Reached(t.Position) && h.windowOver(r, t) {
+		// Its turn came and went: a place at the back. Paused too, as an
+		// account's place is given up (Room.JoinAccountAt): otherwise the
+		// bearer would wait at a place that no longer admits once entry
+		// resumes.
 		h.m.windowOver.Inc()
 		return ticketSpent
 	}

@@ -41,7 +41,14 @@ func (s State) Restoring(now time.Time) bool { return now.Before(s.RestoringUnti
 // matter here: buyers already admitted must still be able to pay.
 // A position below 1 (a pre-queue token has none) is never admitted.
 func (s State) Admits(position int64) bool {
-	return position >= 1 && !s.Paused && position <= s.Watermark && !s.BeyondCap(position)
+	return s.Reached(position) && !s.Paused
+}
+
+// Reached reports whether the watermark has reached position, within the
+// hard cap: a position that a pause alone keeps from passing. Its admission
+// window runs whether or not the event is paused.
+func (s State) Reached(position int64) bool {
+	return position >= 1 && position <= s.Watermark && !s.BeyondCap(position)
 }
 
 // BeyondCap reports whether position is past the hard cap and so can never
