@@ -152,7 +152,7 @@ bench-gateway: build loadtest-bin ## gateway throughput ratios, side by side in 
 bench-admission: build loadtest-bin ## the same crowd under the fixed-rate autopilot and the closed loop, side by side
 	scripts/services.sh $(BIN)/loadtest admission $(ARGS)
 
-bench-holds: build loadtest-bin ## durable holds per second through the origin (driven by wrk) vs the bare hold script
+bench-holds: build loadtest-bin ## durable holds per second through the origin (driven by wrk) vs the bare hold script, in turn, median of 5 rounds (about 2 min)
 	$(need-wrk)
 	scripts/services.sh $(BIN)/loadtest holds $(ARGS)
 

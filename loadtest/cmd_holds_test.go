@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -29,4 +30,28 @@ func TestParseCommandStats(t *testing.T) {
 
 	d := holdCosts{commands: stats}.sub(holdCosts{commands: map[string]commandStat{"evalsha": {Calls: 1, Usec: 20}, "set": {Calls: 7, Usec: 14}}})
 	assert.Equal(t, map[string]commandStat{"evalsha": {Calls: 2, Usec: 100}}, d.commands, "commands not called in between are left out")
+}
+
+func TestMedianRoundIsOneRound(t *testing.T) {
+	rounds := func(ratios ...float64) []holdsRound {
+		rs := make([]holdsRound, len(ratios))
+		for i, r := range ratios {
+			rs[i] = holdsRound{ratio: r, perSecond: 1000 * r, cmdline: strconv.Itoa(i)}
+		}
+		return rs
+	}
+	for _, c := range []struct {
+		ratios []float64
+		want   string // the round's own cmdline: its index
+	}{
+		{[]float64{0.3}, "0"},
+		{[]float64{0.3, 0.4, 0.2}, "0"},
+		{[]float64{0.3, 0.4, 0.2, 0.35}, "0"}, // the lower middle of an even count
+		{[]float64{0.26, 0.40, 0.35, 0.31, 0.36}, "2"},
+	} {
+		m := medianRound(rounds(c.ratios...))
+		if m.cmdline != c.want || m.perSecond != 1000*m.ratio {
+			t.Errorf("median round of %v: round %s (ratio %v, %v/s), want round %s", c.ratios, m.cmdline, m.ratio, m.perSecond, c.want)
+		}
+	}
 }
