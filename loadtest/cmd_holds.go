@@ -208,7 +208,6 @@ func runHolds(ctx context.Context, args []string, out, errOut io.Writer) error {
 	}
 	m := medianRound(all)
 	measured, held, raw, writes, costs, cmdline := m.measured, m.held, m.raw, m.writes, m.costs, m.cmdline
-	bare := holdCosts{redis: m.bareRedis}
 
 	perSecond := m.perSecond
 	t := report.Table{Header: []string{"path", "holds/s", "p50", "p99", "held", "client CPU"}}
@@ -224,7 +223,7 @@ func runHolds(ctx context.Context, args []string, out, errOut io.Writer) error {
 	fmt.Fprintf(out, "PostgreSQL per hold: %.2f rows written, %.2f commits (%.0f commits/s; goal ≤ 2 writes: %s); rows by table: %v\n",
 		perHold(writes.Rows()), perHold(writes.Commits), float64(writes.Commits)/measured.Elapsed.Seconds(), met(perHold(writes.Rows()) <= 2), writes.Tables)
 	costs.write(out, holdRows, measured.CPU)
-	fmt.Fprintf(out, "Redis CPU time per call of the bare script (redis-benchmark): %.1f µs\n", float64(bare.redis.Microseconds())/float64(*benchN))
+	fmt.Fprintf(out, "Redis CPU time per call of the bare script (redis-benchmark): %.1f µs\n", float64(m.bareRedis.Microseconds())/float64(*benchN))
 	fmt.Fprintf(out, "redis-benchmark command: %s\n", cmdline)
 	if *profileDir != "" {
 		fmt.Fprintf(out, "origin profiles written to %s (go tool pprof -top %s %s/cpu.pprof; -sample_index=alloc_space %s/allocs.pprof)\n",
