@@ -111,6 +111,14 @@ func refresh(t *testing.T, h *Handler) {
 	require.NoError(t, err)
 }
 
+// provisionOpening provisions h with a drawn opening an hour ahead by clk.
+func provisionOpening(t *testing.T, h *Handler, clk *clock) {
+	t.Helper()
+	h.LotterySeed = testSeed
+	h.OpensAt = clk.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+	provision(t, h)
+}
+
 // preQueueEntrant enters the pre-queue of h's opening and returns the
 // pre-queue token.
 func preQueueEntrant(t *testing.T, h *Handler, r *http.Request) string {
@@ -127,10 +135,8 @@ func preQueueEntrant(t *testing.T, h *Handler, r *http.Request) string {
 // anonymous bearer queues at the back, an account is done (API.md §12).
 func TestPreQueueTokenAfterRevocation(t *testing.T) {
 	eachStore(t, func(t *testing.T, h *Handler, clk *clock) {
-		h.LotterySeed = testSeed
 		h.UserID = "{http.request.header.X-User-ID}"
-		h.OpensAt = clk.Now().Add(time.Hour).UTC().Format(time.RFC3339)
-		provision(t, h)
+		provisionOpening(t, h, clk)
 		setWatermark(t, h, 2)
 		anon := preQueueEntrant(t, h, get(h, ""))
 		alice := preQueueEntrant(t, h, asUser(get(h, ""), "alice"))
@@ -164,9 +170,7 @@ func TestPreQueueTokenAfterRevocation(t *testing.T) {
 // admission window of the position drawn for it ended (API.md §12).
 func TestPreQueueTokenAfterItsWindow(t *testing.T) {
 	eachStore(t, func(t *testing.T, h *Handler, clk *clock) {
-		h.LotterySeed = testSeed
-		h.OpensAt = clk.Now().Add(time.Hour).UTC().Format(time.RFC3339)
-		provision(t, h)
+		provisionOpening(t, h, clk)
 		setWatermark(t, h, 1)
 		pre := preQueueEntrant(t, h, get(h, ""))
 		clk.Advance(time.Hour)
@@ -189,9 +193,7 @@ func TestPreQueueTokenAfterItsWindow(t *testing.T) {
 // at the back, not at a place that no longer admits once entry resumes.
 func TestPauseShowsASpentPlaceAtTheBack(t *testing.T) {
 	eachStore(t, func(t *testing.T, h *Handler, clk *clock) {
-		h.LotterySeed = testSeed
-		h.OpensAt = clk.Now().Add(time.Hour).UTC().Format(time.RFC3339)
-		provision(t, h)
+		provisionOpening(t, h, clk)
 		setWatermark(t, h, 2)
 		pre := preQueueEntrant(t, h, get(h, ""))
 		clk.Advance(time.Hour)
@@ -258,9 +260,7 @@ func TestWindowStartsAtHandout(t *testing.T) {
 // window from the opening.
 func TestDrawnEntrantsBelowTheWatermarkKeepTheirPlace(t *testing.T) {
 	eachStore(t, func(t *testing.T, h *Handler, clk *clock) {
-		h.LotterySeed = testSeed
-		h.OpensAt = clk.Now().Add(time.Hour).UTC().Format(time.RFC3339)
-		provision(t, h)
+		provisionOpening(t, h, clk)
 		setWatermark(t, h, 5)
 		var pres []string
 		for range 3 {
@@ -309,9 +309,7 @@ func TestPreQueueTokenYieldsOnePosition(t *testing.T) {
 // an opening whose draw has no record of its bearer.
 func TestPreQueueTokenNotInTheDrawYieldsOnePosition(t *testing.T) {
 	eachStore(t, func(t *testing.T, h *Handler, clk *clock) {
-		h.LotterySeed = testSeed
-		h.OpensAt = clk.Now().Add(time.Hour).UTC().Format(time.RFC3339)
-		provision(t, h)
+		provisionOpening(t, h, clk)
 		setWatermark(t, h, 1)
 		_ = preQueueEntrant(t, h, get(h, ""))
 		stranger, err := h.keys.IssuePreQueue("v_notanentrant00000000", h.Event, h.opensAt.Add(h.ttl))
@@ -423,10 +421,8 @@ func TestAccountRevocationOnAnotherGateway(t *testing.T) {
 // nor a new device of it is admitted there again.
 func TestAccountEntrantAfterItsWindow(t *testing.T) {
 	eachStore(t, func(t *testing.T, h *Handler, clk *clock) {
-		h.LotterySeed = testSeed
 		h.UserID = "{http.request.header.X-User-ID}"
-		h.OpensAt = clk.Now().Add(time.Hour).UTC().Format(time.RFC3339)
-		provision(t, h)
+		provisionOpening(t, h, clk)
 		setWatermark(t, h, 1)
 		pre := preQueueEntrant(t, h, asUser(get(h, ""), "alice"))
 		clk.Advance(time.Hour)
@@ -461,9 +457,7 @@ func TestAccountEntrantAfterItsWindow(t *testing.T) {
 func TestPreQueueAccountTokenAfterTheOpeningWasRemoved(t *testing.T) {
 	eachStore(t, func(t *testing.T, h *Handler, clk *clock) {
 		h.UserID = "{http.request.header.X-User-ID}"
-		h.LotterySeed = testSeed
-		h.OpensAt = clk.Now().Add(time.Hour).UTC().Format(time.RFC3339)
-		provision(t, h)
+		provisionOpening(t, h, clk)
 		pre := preQueueEntrant(t, h, asUser(get(h, ""), "bob"))
 		clk.Advance(time.Hour)
 		_, pos := placedToken(t, h, do(t, h, asUser(withToken(h, pre), "bob")))
@@ -486,9 +480,7 @@ func TestPreQueueAccountTokenAfterTheOpeningWasRemoved(t *testing.T) {
 // same one once the opening was taken out of the config, never a second.
 func TestPreQueueTokenOfTheDrawAfterTheOpeningWasRemoved(t *testing.T) {
 	eachStore(t, func(t *testing.T, h *Handler, clk *clock) {
-		h.LotterySeed = testSeed
-		h.OpensAt = clk.Now().Add(time.Hour).UTC().Format(time.RFC3339)
-		provision(t, h)
+		provisionOpening(t, h, clk)
 		pre := preQueueEntrant(t, h, get(h, ""))
 		clk.Advance(time.Hour)
 		_, pos := placedToken(t, h, do(t, h, withToken(h, pre)))

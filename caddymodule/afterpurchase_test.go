@@ -183,9 +183,7 @@ func TestAfterPurchaseNotConfigured(t *testing.T) {
 func TestAfterPurchasePreQueueToken(t *testing.T) {
 	eachStore(t, func(t *testing.T, h *Handler, clk *clock) {
 		h.AfterPurchase = buyerPages
-		h.LotterySeed = testSeed
-		h.OpensAt = clk.Now().Add(time.Hour).UTC().Format(time.RFC3339)
-		provision(t, h)
+		provisionOpening(t, h, clk)
 		setWatermark(t, h, 1)
 		pre := preQueueEntrant(t, h, get(h, ""))
 		clk.Advance(time.Hour)

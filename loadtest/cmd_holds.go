@@ -207,15 +207,13 @@ func runHolds(ctx context.Context, args []string, out, errOut io.Writer) error {
 		writeHoldsRounds(out, all)
 	}
 	m := medianRound(all)
-	measured, held, raw, writes, costs, cmdline := m.measured, m.held, m.raw, m.writes, m.costs, m.cmdline
-
-	perSecond := m.perSecond
+	measured, held, perSecond, raw, ratio := m.measured, m.held, m.perSecond, m.raw, m.ratio
+	writes, costs, cmdline := m.writes, m.costs, m.cmdline
 	t := report.Table{Header: []string{"path", "holds/s", "p50", "p99", "held", "client CPU"}}
 	t.Add(fmt.Sprintf("origin HTTP API, wrk -c %d (durable)", *clients), report.Rate(perSecond), report.Millis(measured.P50), report.Millis(measured.P99),
 		report.Count(held), fmt.Sprintf("%.0f%%", 100*measured.CPUShare))
 	t.Add(fmt.Sprintf("hold script alone, redis-benchmark -c %d", *benchC), report.Rate(raw), "", "", report.Count(*benchN), "")
 	t.Write(out)
-	ratio := m.ratio
 	holdRows := m.rows()
 	perHold := func(n int64) float64 { return float64(n) / float64(max(holdRows, 1)) }
 	fmt.Fprintf(out, "\norigin / bare script: %.3f (goals: ≥ 12,000 durable holds/s: %s; ≥ 0.35 of the bare script: %s; wrk's CPU share ≤ 40%%: %s)\n",
