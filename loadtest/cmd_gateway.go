@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/waitroom/waitroom/hashtag"
+	"github.com/waitroom/waitroom/internal/redisurl"
 	"github.com/waitroom/waitroom/loadtest/api"
 	"github.com/waitroom/waitroom/loadtest/report"
 	"github.com/waitroom/waitroom/loadtest/stack"
@@ -465,11 +466,22 @@ func startUpstream() (net.Listener, error) {
 }
 
 func redisClient(url string) (*redis.Client, error) {
-	opts, err := redis.ParseURL(url)
+	return oneRedis(url, redisurl.Defaults{})
+}
+
+// oneRedis is the client of the one server url names, made as the gateway
+// and the origin make theirs.
+func oneRedis(url string, d redisurl.Defaults) (*redis.Client, error) {
+	c, err := redisurl.New(url, d)
 	if err != nil {
-		return nil, usagef("redis url: %v", err)
+		return nil, usagef("%v", err)
 	}
-	return redis.NewClient(opts), nil
+	one, ok := c.(*redis.Client)
+	if !ok {
+		_ = c.Close()
+		return nil, usagef("redis url %s: this command needs one server, not a cluster", url)
+	}
+	return one, nil
 }
 
 // removeQueueKeys deletes the queue state a run left in a shared Redis.

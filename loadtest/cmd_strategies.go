@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/waitroom/waitroom/internal/redisurl"
 	"github.com/waitroom/waitroom/inventory"
 	"github.com/waitroom/waitroom/inventory/strategy"
 	"github.com/waitroom/waitroom/loadtest/report"
@@ -63,12 +64,10 @@ func runStrategies(ctx context.Context, args []string, out, errOut io.Writer) er
 	if err := strategy.Prepare(ctx, pool); err != nil {
 		return err
 	}
-	ropts, err := redis.ParseURL(srv.redisURL)
+	rdb, err := oneRedis(srv.redisURL, redisurl.Defaults{PoolSize: *pgConns})
 	if err != nil {
-		return usagef("--redis-url: %v", err)
+		return err
 	}
-	ropts.PoolSize = *pgConns
-	rdb := redis.NewClient(ropts)
 	defer rdb.Close()
 	// An event id nobody else uses; its keys are removed afterwards.
 	event := 9_000_000_000 + rand.Int64N(1_000_000_000)

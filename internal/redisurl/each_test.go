@@ -42,3 +42,27 @@ func TestEachServer(t *testing.T) {
 		assert.Equal(t, 1, n, id)
 	}
 }
+
+// A new connection sends the server nothing it may refuse: go-redis's
+// CLIENT SETINFO, which Redis before 7.2 answers with an error, would add to
+// the error counters operators alert on with every connection the pool
+// opens. (RESP2, so go-redis's probe for maintenance notifications, sent
+// once per client, stays out of the count.)
+func TestNewConnectionsAddNoServerErrors(t *testing.T) {
+	srv := testenv.StartRedis(t)
+	ctx := context.Background()
+	rdb, err := redisurl.New(srv.URL()+"?protocol=2&pool_size=8", redisurl.Defaults{})
+	require.NoError(t, err)
+	defer rdb.Close()
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() { assert.NoError(t, rdb.Ping(ctx).Err()) })
+	}
+	wg.Wait()
+	require.Positive(t, rdb.PoolStats().TotalConns)
+
+	stats, err := rdb.Info(ctx, "errorstats", "commandstats").Result()
+	require.NoError(t, err)
+	assert.NotContains(t, stats, "errorstat_")
+	assert.NotContains(t, stats, "setinfo")
+}

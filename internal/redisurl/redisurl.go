@@ -54,7 +54,11 @@ func New(u string, d Defaults) (redis.UniversalClient, error) {
 }
 
 // parse returns the options of one server or, for the cluster form, of the
-// cluster, with d filled in.
+// cluster, with d filled in. Identity is off: go-redis names its library
+// with two CLIENT SETINFO calls on every new connection, which Redis before
+// 7.2 (Debian 12 ships 7.0) refuses, so each connection would add two
+// errors to the server's error counters, the ones an operator alerts on.
+// A URL's client_name still names the connection.
 func parse(u string, d Defaults) (*redis.Options, *redis.ClusterOptions, error) {
 	parsed, err := url.Parse(u)
 	if err != nil {
@@ -67,6 +71,7 @@ func parse(u string, d Defaults) (*redis.Options, *redis.ClusterOptions, error) 
 			return nil, nil, fmt.Errorf("redis cluster url: %w", err)
 		}
 		fill(q, d, &o.PoolSize, &o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.PoolTimeout, &o.MaxRetries)
+		o.DisableIdentity = true
 		return nil, o, nil
 	}
 	o, err := redis.ParseURL(u)
@@ -74,6 +79,7 @@ func parse(u string, d Defaults) (*redis.Options, *redis.ClusterOptions, error) 
 		return nil, nil, fmt.Errorf("redis url: %w", err)
 	}
 	fill(q, d, &o.PoolSize, &o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.PoolTimeout, &o.MaxRetries)
+	o.DisableIdentity = true
 	return o, nil, nil
 }
 

@@ -56,8 +56,10 @@ func (r *Redis) start(ctx context.Context) error {
 		return err
 	}
 	r.proc = p
-	opts, _ := redis.ParseURL(r.URL())
-	client := redis.NewClient(opts)
+	client, err := redisurl.New(r.URL(), redisurl.Defaults{})
+	if err != nil {
+		return err
+	}
 	defer client.Close()
 	return waitUntil(ctx, p, 10*time.Second, func(ctx context.Context) error {
 		return client.Ping(ctx).Err()
