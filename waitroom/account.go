@@ -66,19 +66,13 @@ func (r *Room) claimAt(ctx context.Context, as AccountStore, subject string, pos
 	return got, handedOut, err
 }
 
-// JoinAccount hands subject, an account, its position: the one it holds
-// already, else the next one. again tells which. Should two devices of one
+// JoinAccountAt hands subject, an account, its position: the one it holds
+// already, else the next one. again tells which, and handedOut when the
+// position was handed out: now for a new one; for one held already, when it
+// was, or zero when the store does not say. Should two devices of one
 // account join at once, both get the position the first claimed; the
 // other's is left unused. A store that keeps no accounts hands out a new
 // position each time.
-func (r *Room) JoinAccount(ctx context.Context, subject string, ttl time.Duration) (pos int64, again bool, err error) {
-	pos, _, again, err = r.JoinAccountAt(ctx, subject, ttl)
-	return pos, again, err
-}
-
-// JoinAccountAt is JoinAccount that also tells when the position was
-// handed out: now for a new one; for one held already, when it was, or
-// zero when the store does not say.
 func (r *Room) JoinAccountAt(ctx context.Context, subject string, ttl time.Duration) (pos int64, handedOut time.Time, again bool, err error) {
 	as, ok := r.store.(AccountStore)
 	if !ok {

@@ -26,7 +26,7 @@ func TestRoomAdmissionWindow(t *testing.T) {
 			_, err = r.Refresh(ctx)
 			require.NoError(t, err)
 			for _, who := range []string{"alice", "bob", "carol"} {
-				_, _, err := r.JoinAccount(ctx, who, time.Hour)
+				_, _, _, err := r.JoinAccountAt(ctx, who, time.Hour)
 				require.NoError(t, err)
 			}
 			_, err = r.Update(ctx, Change{SetWatermark: ptrTo[int64](2)})
@@ -48,11 +48,11 @@ func TestRoomAdmissionWindow(t *testing.T) {
 			require.NoError(t, err)
 			assert.False(t, ext)
 
-			pos, again, err := r.JoinAccount(ctx, "alice", time.Hour)
+			pos, _, again, err := r.JoinAccountAt(ctx, "alice", time.Hour)
 			require.NoError(t, err)
 			assert.Equal(t, int64(4), pos, "alice's turn passed: the back of the queue")
 			assert.False(t, again)
-			pos, again, err = r.JoinAccount(ctx, "bob", time.Hour)
+			pos, _, again, err = r.JoinAccountAt(ctx, "bob", time.Hour)
 			require.NoError(t, err)
 			assert.Equal(t, int64(2), pos, "bob's was extended")
 			assert.True(t, again)
