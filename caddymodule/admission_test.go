@@ -226,6 +226,59 @@ func TestPauseShowsASpentPlaceAtTheBack(t *testing.T) {
 	})
 }
 
+// TestPauseStopsTheWindow: the admission window runs only while entry is
+// open. A place the watermark reached during a long pause, and one
+// admitted just before it, are both kept, their pages polling, until entry
+// has been open for the window; then they are spent.
+func TestPauseStopsTheWindow(t *testing.T) {
+	eachStore(t, func(t *testing.T, h *Handler, clk *clock) {
+		provision(t, h)
+		setWatermark(t, h, 1)
+		tokens := map[string]string{}
+		tokens["first"], _ = placedToken(t, h, do(t, h, get(h, "")))
+		var pos int64
+		tokens["second"], pos = placedToken(t, h, do(t, h, get(h, "")))
+		require.Equal(t, int64(2), pos)
+		// poll is a page's poll: it carries the last token an answer gave.
+		poll := func(who string) result {
+			res := do(t, h, withToken(h, tokens[who]))
+			if c := res.cookie(t, h.cookieName); c != nil {
+				tokens[who] = c.Value
+			}
+			return res
+		}
+		refresh(t, h)
+
+		clk.Advance(DefaultAdmissionWindow - time.Minute)
+		update(t, h, waitroom.Change{Paused: ptr(true)})
+		update(t, h, waitroom.Change{RaiseBy: 1})
+		for range 6 {
+			clk.Advance(5 * time.Minute)
+			refresh(t, h)
+			for want, who := range []string{"first", "second"} {
+				body := poll(who).waiting(t)
+				assert.Equal(t, int64(want+1), body.Position, "%s keeps its place while paused", who)
+				assert.True(t, body.Paused, "%s", who)
+			}
+		}
+
+		update(t, h, waitroom.Change{Paused: ptr(false)})
+		refresh(t, h)
+		assert.Equal(t, int64(1), admittedAt(poll("first")), "a minute of its window left")
+		assert.Equal(t, int64(2), admittedAt(poll("second")), "its whole window ahead")
+
+		clk.Advance(time.Minute)
+		refresh(t, h)
+		_, again := placedToken(t, h, poll("first"))
+		assert.Greater(t, again, int64(2), "its window ran out once entry was open again")
+		assert.Equal(t, int64(2), admittedAt(poll("second")))
+		clk.Advance(DefaultAdmissionWindow - time.Minute)
+		refresh(t, h)
+		_, again = placedToken(t, h, poll("second"))
+		assert.Greater(t, again, int64(2))
+	})
+}
+
 // TestWindowStartsAtHandout: with the watermark set ahead of arrivals, a
 // later arrival's window starts when it is handed its position, not when
 // the watermark passed that position before anyone held it.

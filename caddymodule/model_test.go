@@ -561,6 +561,9 @@ type modelStep struct {
 	wm int64
 }
 
+// modelPause is a time the event was paused; end is zero while it lasts.
+type modelPause struct{ start, end time.Time }
+
 type modelPos struct {
 	subject string
 	// The position was handed out between handLo and handHi: a drawn
@@ -594,6 +597,7 @@ type model struct {
 	atZero, figuresLost  bool
 	hardCap              int64
 	steps                []modelStep
+	pauses               []modelPause
 	positions            map[int64]*modelPos // handed out, with a token
 	used                 map[int64]bool      // taken from the counter, with or without a token
 	bySubject            map[string][]int64
@@ -666,6 +670,12 @@ func (m *model) lastPos() int64 {
 }
 
 func (m *model) setState(now time.Time, wm int64, paused, soldOut bool, hardCap int64) {
+	switch {
+	case paused && !m.paused:
+		m.pauses = append(m.pauses, modelPause{start: now})
+	case !paused && m.paused:
+		m.pauses[len(m.pauses)-1].end = now
+	}
 	m.wm, m.paused, m.soldOut, m.hardCap = wm, paused, soldOut, hardCap
 	if wm > m.steps[len(m.steps)-1].wm {
 		m.steps = append(m.steps, modelStep{now, wm})
@@ -753,7 +763,7 @@ func (m *model) reached(p int64) (time.Time, bool) {
 
 // windowOver says whether p's admission window may have ended (possibly)
 // and whether it surely has: it runs from the later of the position's
-// handout and the watermark reaching it.
+// handout and the watermark reaching it, while the event is not paused.
 func (m *model) windowOver(now time.Time, p int64) (possibly, surely bool) {
 	reach, ok := m.reached(p)
 	mp := m.positions[p]
@@ -761,7 +771,23 @@ func (m *model) windowOver(now time.Time, p int64) (possibly, surely bool) {
 		return false, false
 	}
 	lo, hi := later(mp.handLo, reach), later(mp.handHi, reach)
-	return !now.Before(lo.Add(modelWindow)), !now.Before(hi.Add(modelWindow))
+	return m.spent(lo, now), m.spent(hi, now)
+}
+
+// spent tells whether a window that began at since has run by now: entry
+// was open for modelWindow since, pauses left out.
+func (m *model) spent(since, now time.Time) bool {
+	open := now.Sub(since)
+	for _, p := range m.pauses {
+		end := p.end
+		if end.IsZero() || end.After(now) {
+			end = now
+		}
+		if start := later(p.start, since); end.After(start) {
+			open -= end.Sub(start)
+		}
+	}
+	return open >= modelWindow
 }
 
 func later(a, b time.Time) time.Time {
@@ -1072,7 +1098,7 @@ func (m *model) atRecordedDraw(now time.Time, account, sub string, a modelAnswer
 // drawnFirst: an entrant takes its drawn position for the first time.
 func (m *model) drawnFirst(now time.Time, sub string, a modelAnswer) error {
 	p := a.pos
-	if !now.Before(m.opensAt.Add(modelWindow)) && m.fresh(p) == nil {
+	if m.spent(m.opensAt, now) && m.fresh(p) == nil {
 		// Its drawn place may have come and gone (handed out at the draw,
 		// reached since): given up, a place at the back.
 		return m.atFresh(a)
@@ -1100,7 +1126,7 @@ func (m *model) windowOverBetween(now time.Time, p int64, lo, hi time.Time) (pos
 	if !ok {
 		return false, false
 	}
-	return !now.Before(later(lo, reach).Add(modelWindow)), !now.Before(later(hi, reach).Add(modelWindow))
+	return m.spent(later(lo, reach), now), m.spent(later(hi, reach), now)
 }
 
 // token: a valid token with a position.
@@ -1232,7 +1258,7 @@ func (m *model) preQueueToken(now time.Time, account string, tk waitroom.Ticket,
 		if m.gone() && a.status == StatusSoldOut {
 			return nil
 		}
-		if held := m.accounts[sub]; held != nil && !waitroom.IsVisitorID(sub) && a.pos == held.pos && !now.Before(m.opensAt.Add(modelWindow)) {
+		if held := m.accounts[sub]; held != nil && !waitroom.IsVisitorID(sub) && a.pos == held.pos && m.spent(m.opensAt, now) {
 			// Its drawn place may have come and gone, and the account
 			// was given one at the back from another device: the token
 			// yields the account's position (docs/api.md §12).

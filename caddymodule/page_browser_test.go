@@ -3,8 +3,8 @@
 package caddymodule
 
 // The visitor's pages in Chromium (make test-browser): the waiting page
-// through a whole sale, in English and in German, without JavaScript, and
-// the challenge and pre-queue pages. Screenshots land in out/browser/.
+// through a whole sale, in English and in German, without JavaScript and
+// through a pause, and the challenge and pre-queue pages. Screenshots land in out/browser/.
 
 import (
 	"context"
@@ -250,4 +250,51 @@ func TestBrowserPreQueue(t *testing.T) {
 	clk.Advance(4 * time.Second)
 	waitFor(t, tab, `document.getElementById("position") !== null`, 20*time.Second)
 	assert.Equal(t, "1", textOf(t, tab, "position"))
+}
+
+// TestBrowserPause: staff pause entry while a visitor waits; her page says
+// she keeps her place, and she does: her turn comes while entry is paused,
+// the pause outlasts her admission window many times over, and when entry
+// resumes the page takes her to the site by itself.
+func TestBrowserPause(t *testing.T) {
+	clk := useClock(t)
+	ev := testenv.EventID()
+	evs := strconv.FormatInt(ev, 10)
+	s := pageSite(t, ev, "admission_window 1m\n\t\ttoken_ttl 2h")
+	admin := func(path, body string) {
+		t.Helper()
+		code, _, raw := adminCall(t, adminPort, http.MethodPost, "/waitroom/events/"+evs+path, body)
+		require.Equal(t, http.StatusOK, code, raw)
+	}
+	require.Equal(t, http.StatusOK, newVisitor(t).get(s.url("/")).StatusCode)
+
+	tab := browser.New(t)
+	visit(t, tab, s.url("/tickets"))
+	assert.Equal(t, "2", textOf(t, tab, "position"))
+	// Count the page's polls, to know when it has read the queue again.
+	eval[bool](t, tab, `(() => { const f = window.fetch; window.polls = 0;
+		window.fetch = (...a) => { window.polls++; return f(...a); }; return true; })()`)
+	pollsAfter := func(n int) {
+		t.Helper()
+		// A poll is sent once the answer to the one before was shown.
+		waitFor(t, tab, fmt.Sprintf("window.polls >= %d", eval[int](t, tab, "window.polls")+n), 45*time.Second)
+	}
+
+	admin("/pause", `{"paused": true, "reason": "payments down"}`)
+	paused := "Entry is paused for a moment. You keep your place."
+	waitFor(t, tab, fmt.Sprintf(`document.getElementById("wait").textContent === %q`, paused), 45*time.Second)
+	admin("/watermark", `{"raise_by": 2}`)
+	waitFor(t, tab, `document.getElementById("ahead").textContent === "0"`, 45*time.Second)
+	browser.Screenshot(t, tab, "paused")
+
+	// Her turn came during the pause; five minutes of it are five windows.
+	clk.Advance(5 * time.Minute)
+	pollsAfter(2)
+	assert.Equal(t, "2", textOf(t, tab, "position"), "she keeps her place")
+	assert.Equal(t, paused, textOf(t, tab, "wait"))
+	assert.Equal(t, "You’re in the queue", eval[string](t, tab, "document.querySelector('h1').textContent"))
+
+	admin("/pause", `{"paused": false}`)
+	waitFor(t, tab, `document.title === "The site"`, 45*time.Second)
+	assert.Equal(t, s.url("/tickets"), eval[string](t, tab, "location.href"))
 }

@@ -22,6 +22,10 @@ import (
 // the room saw rise: the watermark, and the last position handed out (its
 // own joins at once, other nodes' at the next read of the state);
 // positions admitted before the room first read the state count from then.
+// The window runs only while entry is open: the time the room saw the
+// event paused does not count, so a buyer whose turn came during a pause,
+// and who could not come in, keeps the place until entry resumes and the
+// window has run.
 
 // maxWindowSteps bounds the watermark rises a room remembers; the oldest
 // are merged into their successors, which makes admissions look later
@@ -39,6 +43,11 @@ type ExtensionStore interface {
 	AdmissionExtended(ctx context.Context, event int64, subject string) (bool, error)
 }
 
+// maxPauses bounds the pauses a room remembers; the oldest two are merged
+// into one that spans the time between them, which makes windows longer,
+// never shorter.
+const maxPauses = 64
+
 // windowGrain is the finest time a window tells admissions apart by: the
 // rises within one grain are kept as one, at the latest of them, so a crowd
 // joining while the watermark is ahead adds a step a second, not one per
@@ -54,7 +63,12 @@ type window struct {
 	// marks are the rises of the watermark alone, for a position whose
 	// token says when it was handed out.
 	marks []step
+	// pauses are the times the room saw the event paused, oldest first;
+	// the last has a zero end while the pause lasts.
+	pauses []pause
 }
+
+type pause struct{ start, end time.Time }
 
 type step struct {
 	at time.Time
@@ -72,8 +86,50 @@ func (w *window) observe(now time.Time, s State) {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.notePause(now, s.Paused)
 	w.steps = w.rise(w.steps, now, min(s.Watermark, s.LastPosition))
 	w.marks = w.rise(w.marks, now, s.Watermark)
+}
+
+// notePause records a pause that begins or ends at now.
+func (w *window) notePause(now time.Time, paused bool) {
+	n := len(w.pauses)
+	pausing := n > 0 && w.pauses[n-1].end.IsZero()
+	switch {
+	case paused && !pausing:
+		w.pauses = append(w.pauses, pause{start: now})
+		if len(w.pauses) > maxPauses {
+			w.pauses[1].start = w.pauses[0].start
+			w.pauses = append(w.pauses[:0], w.pauses[1:]...)
+		}
+	case !paused && pausing:
+		w.pauses[n-1].end = now
+	}
+}
+
+// open is the time entry was open from since to now: the time between
+// them less the pauses within it.
+func (w *window) open(since, now time.Time) time.Duration {
+	d := now.Sub(since)
+	for _, p := range w.pauses {
+		end := p.end
+		if end.IsZero() || end.After(now) {
+			end = now
+		}
+		start := p.start
+		if since.After(start) {
+			start = since
+		}
+		if end.After(start) {
+			d -= end.Sub(start)
+		}
+	}
+	return d
+}
+
+// within tells whether an admission at since is inside the window at now.
+func (w *window) within(since, now time.Time) bool {
+	return w.open(since, now) < w.length
 }
 
 // rise adds to steps that everything through through counts from now, if
@@ -90,7 +146,7 @@ func (w *window) rise(steps []step, now time.Time, through int64) []step {
 	steps = append(steps, step{at: now, through: through})
 	// Rises older than the window say nothing the newest of them does not.
 	cut := 0
-	for cut+1 < len(steps) && now.Sub(steps[cut+1].at) > w.length {
+	for cut+1 < len(steps) && w.open(steps[cut+1].at, now) > w.length {
 		cut++
 	}
 	if len(steps)-cut > maxWindowSteps {
@@ -110,9 +166,8 @@ func (w *window) over(now time.Time, position int64) bool {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	limit := now.Add(-w.length)
 	for _, s := range w.steps {
-		if s.at.After(limit) {
+		if w.within(s.at, now) {
 			return false
 		}
 		if s.through >= position {
@@ -133,12 +188,11 @@ func (w *window) overSince(now time.Time, position int64, handedOut time.Time) b
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	limit := now.Add(-w.length)
-	if handedOut.After(limit) {
+	if w.within(handedOut, now) {
 		return false
 	}
 	for _, s := range w.marks {
-		if s.at.After(limit) {
+		if w.within(s.at, now) {
 			return false
 		}
 		if s.through >= position {

@@ -142,6 +142,81 @@ func TestWindowKeepsAStepASecond(t *testing.T) {
 	assert.Len(t, w.steps, 2)
 }
 
+// TestWindowStopsWhilePaused: the time the event is paused does not count
+// towards a window: a buyer whose turn came just before or during a pause
+// could not come in, and keeps the place until entry has been open for
+// the window (defect: the window ran on, and a place reached during a long
+// pause was given up before its holder could use it).
+func TestWindowStopsWhilePaused(t *testing.T) {
+	for name, store := range clockedStores(t) {
+		t.Run(name, func(t *testing.T) {
+			clock := newClock()
+			ctx := context.Background()
+			r := NewRoom(store(clock), testenv.EventID(), RoomOptions{Now: clock.Now, AdmissionWindow: time.Minute})
+			_, err := r.Refresh(ctx)
+			require.NoError(t, err)
+			clock.Advance(2 * time.Second) // past the restore window
+			_, err = r.Refresh(ctx)
+			require.NoError(t, err)
+			for range 3 {
+				_, err := r.Join(ctx)
+				require.NoError(t, err)
+			}
+			handedOut := clock.Now()
+			_, err = r.Update(ctx, Change{SetWatermark: ptrTo[int64](1)})
+			require.NoError(t, err)
+			clock.Advance(40 * time.Second)
+			_, err = r.Update(ctx, Change{Paused: ptrTo(true)})
+			require.NoError(t, err)
+			_, err = r.Update(ctx, Change{SetWatermark: ptrTo[int64](2)})
+			require.NoError(t, err)
+
+			clock.Advance(10 * time.Minute)
+			_, err = r.Refresh(ctx)
+			require.NoError(t, err)
+			assert.False(t, r.AdmissionOver(1), "40 s of its window ran before the pause")
+			assert.False(t, r.AdmissionOverSince(1, handedOut))
+			assert.False(t, r.AdmissionOver(2), "reached while paused: none of its window ran")
+
+			_, err = r.Update(ctx, Change{Paused: ptrTo(false)})
+			require.NoError(t, err)
+			clock.Advance(20*time.Second - time.Millisecond)
+			assert.False(t, r.AdmissionOver(1))
+			assert.False(t, r.AdmissionOverSince(1, handedOut))
+			clock.Advance(time.Millisecond)
+			assert.True(t, r.AdmissionOver(1), "a minute of open entry since the watermark reached it")
+			assert.True(t, r.AdmissionOverSince(1, handedOut))
+			assert.False(t, r.AdmissionOver(2))
+			clock.Advance(40 * time.Second)
+			assert.True(t, r.AdmissionOver(2), "a minute since entry resumed")
+			assert.False(t, r.AdmissionOver(3), "never reached")
+		})
+	}
+}
+
+// TestWindowForgetsPausesLonger: past maxPauses the oldest two pauses are
+// remembered as one, gap and all: windows come out longer, never shorter.
+func TestWindowForgetsPausesLonger(t *testing.T) {
+	w := window{length: 70 * time.Second}
+	at := time.Date(2026, 12, 5, 10, 0, 0, 0, time.UTC)
+	w.observe(at, State{Watermark: 1, LastPosition: 1})
+	now := at
+	for range maxPauses + 1 {
+		now = now.Add(time.Second)
+		w.observe(now, State{Watermark: 1, LastPosition: 1, Paused: true})
+		now = now.Add(time.Second)
+		w.observe(now, State{Watermark: 1, LastPosition: 1})
+	}
+	require.Len(t, w.pauses, maxPauses)
+	assert.Equal(t, at.Add(time.Second), w.pauses[0].start)
+	assert.Equal(t, at.Add(4*time.Second), w.pauses[0].end, "the first two, and the second between them")
+	// 130 s since the reach: 65 paused, 65 open of which 1 is counted
+	// paused. A window of 70 s has 6 s to run.
+	assert.Equal(t, 64*time.Second, w.open(at, now))
+	assert.False(t, w.over(now.Add(6*time.Second-time.Millisecond), 1))
+	assert.True(t, w.over(now.Add(6*time.Second), 1))
+}
+
 // TestRoomAdmissionWindowLeasedPosition: a position another node leased
 // but handed out only later is admitted from its handout, which its token
 // tells, not from when this node saw the counter pass it (defect: the
