@@ -1268,6 +1268,12 @@ func (m *model) preQueueToken(now time.Time, account string, tk waitroom.Ticket,
 	}
 	// No draw to read it from: a place at the back, once (an account's:
 	// the one it holds).
+	if m.mayHaveDrawn(sub) {
+		// Should the draw have placed it, this presentation made the store
+		// record its drawn position, whatever the answer (sold out, a new
+		// arrival once its window ended): a later one may be answered there.
+		defer func() { m.drawnRecorded[sub] = true }()
+	}
 	if m.preBeyond[sub][a.pos] {
 		return expectStatus(a, m.verdict(a.pos), fmt.Sprintf("pre-queue token (%s) at the position %d it was answered with", sub, a.pos))
 	}
