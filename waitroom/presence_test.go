@@ -21,13 +21,7 @@ func TestRoomAheadSkipsAbandoners(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			clock := newClock()
 			ctx := context.Background()
-			ev := testenv.EventID()
-			r := NewRoom(store(clock), ev, RoomOptions{Now: clock.Now, AbandonAfter: 8 * time.Second})
-			_, err := r.Refresh(ctx)
-			require.NoError(t, err)
-			clock.Advance(2 * time.Second) // past a new event's restore window
-			_, err = r.Refresh(ctx)
-			require.NoError(t, err)
+			r := readyRoom(t, store(clock), clock, RoomOptions{AbandonAfter: 8 * time.Second})
 			for want := int64(1); want <= 6; want++ {
 				pos, err := r.Join(ctx)
 				require.NoError(t, err)
@@ -51,7 +45,7 @@ func TestRoomAheadSkipsAbandoners(t *testing.T) {
 
 			// Two admitted in the 17 s the room has watched: 2 still
 			// waiting (4 and this one) take 17 s, not the 34 s of 4.
-			_, err = r.Update(ctx, Change{RaiseBy: 1})
+			_, err := r.Update(ctx, Change{RaiseBy: 1})
 			require.NoError(t, err)
 			clock.Advance(3 * time.Second)
 			_, err = r.Update(ctx, Change{RaiseBy: 1})

@@ -1,6 +1,7 @@
 package waitroom
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
@@ -28,6 +29,21 @@ func (c *fakeClock) Now() time.Time          { return c.t }
 func (c *fakeClock) Advance(d time.Duration) { c.t = c.t.Add(d) }
 
 func newClock() *fakeClock { return &fakeClock{t: time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)} }
+
+// readyRoom is a room of a new event on s, on the clock, that read the
+// store's state and waited out a new event's restore window: it hands out
+// positions.
+func readyRoom(t *testing.T, s Store, clock *fakeClock, opts RoomOptions) *Room {
+	t.Helper()
+	opts.Now = clock.Now
+	r := NewRoom(s, testenv.EventID(), opts)
+	_, err := r.Refresh(context.Background())
+	require.NoError(t, err)
+	clock.Advance(2 * time.Second)
+	_, err = r.Refresh(context.Background())
+	require.NoError(t, err)
+	return r
+}
 
 // clockedStores makes each kind of store on a test's clock, by name.
 func clockedStores(t *testing.T) map[string]func(*fakeClock) Store {

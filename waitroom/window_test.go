@@ -19,17 +19,12 @@ func TestRoomAdmissionWindow(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			clock := newClock()
 			ctx := context.Background()
-			r := NewRoom(store(clock), testenv.EventID(), RoomOptions{Now: clock.Now, AdmissionWindow: time.Minute})
-			_, err := r.Refresh(ctx)
-			require.NoError(t, err)
-			clock.Advance(2 * time.Second)
-			_, err = r.Refresh(ctx)
-			require.NoError(t, err)
+			r := readyRoom(t, store(clock), clock, RoomOptions{AdmissionWindow: time.Minute})
 			for _, who := range []string{"alice", "bob", "carol"} {
 				_, _, _, err := r.JoinAccountAt(ctx, who, time.Hour)
 				require.NoError(t, err)
 			}
-			_, err = r.Update(ctx, Change{SetWatermark: ptrTo[int64](2)})
+			_, err := r.Update(ctx, Change{SetWatermark: ptrTo[int64](2)})
 			require.NoError(t, err)
 			clock.Advance(30 * time.Second)
 			_, err = r.Update(ctx, Change{SetWatermark: ptrTo[int64](3)})
@@ -152,18 +147,13 @@ func TestWindowStopsWhilePaused(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			clock := newClock()
 			ctx := context.Background()
-			r := NewRoom(store(clock), testenv.EventID(), RoomOptions{Now: clock.Now, AdmissionWindow: time.Minute})
-			_, err := r.Refresh(ctx)
-			require.NoError(t, err)
-			clock.Advance(2 * time.Second) // past the restore window
-			_, err = r.Refresh(ctx)
-			require.NoError(t, err)
+			r := readyRoom(t, store(clock), clock, RoomOptions{AdmissionWindow: time.Minute})
 			for range 3 {
 				_, err := r.Join(ctx)
 				require.NoError(t, err)
 			}
 			handedOut := clock.Now()
-			_, err = r.Update(ctx, Change{SetWatermark: ptrTo[int64](1)})
+			_, err := r.Update(ctx, Change{SetWatermark: ptrTo[int64](1)})
 			require.NoError(t, err)
 			clock.Advance(40 * time.Second)
 			_, err = r.Update(ctx, Change{Paused: ptrTo(true)})
