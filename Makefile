@@ -19,7 +19,7 @@ test: ## run every test against private Redis (one server and a 3-master cluster
 # costs is in docs/development.md.
 RACE ?= -race
 test-go: vet ## run the tests against REDIS_URL and DATABASE_URL
-	$(GO) test $(RACE) -count=1 -timeout 25m ./...
+	GO=$(GO) scripts/gotest.sh $(RACE) -count=1 -timeout 25m ./...
 	$(MAKE) --no-print-directory fuzz
 
 vet:
@@ -49,9 +49,9 @@ test-cluster: ## the Redis tests on a local 3-master Redis Cluster (make test ru
 	scripts/services.sh scripts/cluster.sh $(MAKE) --no-print-directory test-cluster-go
 
 test-cluster-go:
-	REDIS_URL="$$REDIS_CLUSTER_URL" $(GO) test $(RACE) -count=1 -timeout 20m ./internal/redisurl/ ./inventory/ ./waitroom/ ./origin/
-	REDIS_URL="$$REDIS_CLUSTER_URL" $(GO) test $(RACE) -count=1 -timeout 10m -run 'Redis|TwoGateways' -skip '^TestRedisDown$$' ./caddymodule/
-	REDIS_URL="$$REDIS_CLUSTER_URL" $(GO) test $(RACE) -count=1 -timeout 10m -run '^TestFlashSale$$/^(plain|three_gateways)$$' ./loadtest/
+	REDIS_URL="$$REDIS_CLUSTER_URL" GO=$(GO) scripts/gotest.sh $(RACE) -count=1 -timeout 20m ./internal/redisurl/ ./inventory/ ./waitroom/ ./origin/
+	REDIS_URL="$$REDIS_CLUSTER_URL" GO=$(GO) scripts/gotest.sh $(RACE) -count=1 -timeout 10m -run 'Redis|TwoGateways' -skip '^TestRedisDown$$' ./caddymodule/
+	REDIS_URL="$$REDIS_CLUSTER_URL" GO=$(GO) scripts/gotest.sh $(RACE) -count=1 -timeout 10m -run '^TestFlashSale$$/^(plain|three_gateways)$$' ./loadtest/
 
 bench-go: ## Go benchmarks: queue tokens (issue, verify) and the handler's cost per request
 	$(GO) test -run '^$$' -bench . -benchmem ./waitroom ./caddymodule
@@ -64,7 +64,7 @@ clean:
 .PHONY: test-browser
 test-browser: ## the pages in headless Chromium (installs chromium when missing); screenshots in out/browser/
 	scripts/chromium.sh
-	scripts/services.sh $(GO) test -tags browser -count=1 -timeout 10m -run '^TestBrowser' ./internal/browser ./caddymodule ./origin/storefront ./examples
+	GO=$(GO) scripts/services.sh scripts/gotest.sh -tags browser -count=1 -timeout 10m -run '^TestBrowser' ./internal/browser ./caddymodule ./origin/storefront ./examples
 
 # The Cloudflare Worker (edge/cloudflare/worker, docs/edge.md) in workerd,
 # through miniflare: its answers, and the Go code's token and request
