@@ -183,10 +183,7 @@ func TestAfterPurchaseNotConfigured(t *testing.T) {
 func TestAfterPurchasePreQueueToken(t *testing.T) {
 	eachStore(t, func(t *testing.T, h *Handler, clk *clock) {
 		h.AfterPurchase = buyerPages
-		provisionOpening(t, h, clk)
-		setWatermark(t, h, 1)
-		pre := preQueueEntrant(t, h, get(h, ""))
-		clk.Advance(time.Hour)
+		pre := oneEntrantDrawn(t, h, clk, get(h, ""))
 		res := serveRevoking(t, h, withToken(h, pre))
 		drawn, pos := placedToken(t, h, res)
 		require.Equal(t, pos, admittedAt(res))

@@ -352,7 +352,7 @@ func (s *modelSystem) actions() map[string]func(*rapid.T) {
 			s.stop()
 			s.gws, s.cancels = gws, cancels
 			s.sync()
-			s.m.reload(s.clk.Now())
+			s.m.reload()
 			if s.m.figuresLost {
 				// New rooms know only what the store still has.
 				s.m.heldAt = time.Time{}
@@ -682,10 +682,9 @@ func (m *model) setState(now time.Time, wm int64, paused, soldOut bool, hardCap 
 	}
 }
 
-// reload: the config without the opening makes new rooms, which count
-// positions admitted before their first read of the state from then.
-func (m *model) reload(now time.Time) {
-	m.steps = []modelStep{{now, m.wm}}
+// reload: the config without the opening makes new rooms, which take over
+// what the old ones saw of the windows, so the watermark's rises stand.
+func (m *model) reload() {
 	if !m.openingRemoved && !m.closed {
 		// Unless a request closed the entries, nobody knows whether the
 		// old rooms reserved the entrants' positions.
@@ -1081,7 +1080,8 @@ func (m *model) accountArrival(now time.Time, account string, a modelAnswer) err
 // atRecordedDraw: an answer at the draw's position the store recorded for
 // sub at a presentation of its pre-queue token that did not name it (sold
 // out, or a new arrival once its window ended), judged as that position's
-// token is (a reload forgot when the watermark reached it).
+// token is: a gateway that saw the position reached later counts its
+// window from then.
 func (m *model) atRecordedDraw(now time.Time, account, sub string, a modelAnswer) error {
 	if !m.drawnRecorded[sub] {
 		return fmt.Errorf("%s has no drawn position the store recorded unseen", sub)

@@ -170,6 +170,9 @@ func roomLogger() *slog.Logger {
 // goroutine that follows the store) when no config has it yet. Release it
 // with rooms.Delete(key).
 func acquireRoom(key roomKey, spec storeSpec, seed []byte) (*roomEntry, error) {
+	// Looked up before LoadOrNew, which holds the new entry's lock while
+	// it constructs, and Range waits for every entry's.
+	replaces := roomToReplace(key)
 	v, _, err := rooms.LoadOrNew(key, func() (caddy.Destructor, error) {
 		st, err := acquireStore(spec)
 		if err != nil {
@@ -182,6 +185,7 @@ func acquireRoom(key roomKey, spec storeSpec, seed []byte) (*roomEntry, error) {
 			Logger:          roomLogger(),
 			AbandonAfter:    key.AbandonAfter,
 			AdmissionWindow: key.AdmissionWindow,
+			Replaces:        replaces,
 		}
 		if key.ClosedLoop != (waitroom.ClosedLoop{}) {
 			c := key.ClosedLoop
@@ -215,6 +219,24 @@ func acquireRoom(key roomKey, spec storeSpec, seed []byte) (*roomEntry, error) {
 		return nil, err
 	}
 	return v.(*roomEntry), nil
+}
+
+// roomToReplace returns the room of key's store and event that a config
+// being replaced uses under another key (its hard cap, autopilot or opening
+// changed), or nil: the new room takes over what that one saw of the
+// admission windows, so a place whose window ended is not admitted again
+// after the reload.
+func roomToReplace(key roomKey) *waitroom.Room {
+	var found *waitroom.Room
+	rooms.Range(func(k, v any) bool {
+		e := v.(*roomEntry)
+		if k != key && e.key.Store == key.Store && e.key.Event == key.Event {
+			found = e.room
+			return false
+		}
+		return true
+	})
+	return found
 }
 
 // eventRooms returns one room per event among those every loaded config

@@ -49,6 +49,11 @@ type RoomOptions struct {
 	// after the watermark reached it, unless its holder's admission was
 	// extended (ExtendAdmission); 0 for ever.
 	AdmissionWindow time.Duration
+	// Replaces is the room of the same event this one takes over on this
+	// node (a reload that changed the room's configuration): the new room
+	// starts from what that one saw of the admission windows, so a place
+	// whose window ended stays given up. Nil for a room of its own.
+	Replaces *Room
 	// Now is the clock; time.Now when nil.
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -133,6 +138,11 @@ func NewRoom(store Store, event int64, opts RoomOptions) *Room {
 	changed := make(chan struct{})
 	r.changed.Store(&changed)
 	r.window.length = opts.AdmissionWindow
+	if p := opts.Replaces; p != nil && p.event == event {
+		r.window.takeOver(&p.window)
+	}
+	// The old room goes with its config; this one must not keep it alive.
+	r.opts.Replaces = nil
 	if opts.AbandonAfter > 0 {
 		r.presence = presence{after: opts.AbandonAfter, slot: max(opts.AbandonAfter/(presenceSlots-1), time.Millisecond),
 			since: opts.Now()}

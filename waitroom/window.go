@@ -3,6 +3,7 @@ package waitroom
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -21,7 +22,8 @@ import (
 // position out or leased it; without one, both moments are read from what
 // the room saw rise: the watermark, and the last position handed out (its
 // own joins at once, other nodes' at the next read of the state);
-// positions admitted before the room first read the state count from then.
+// positions admitted before the room first read the state count from then,
+// unless it took over a room of the event from an earlier config.
 // The window runs only while entry is open: the time the room saw the
 // event paused does not count, so a buyer whose turn came during a pause,
 // and who could not come in, keeps the place until entry resumes and the
@@ -89,6 +91,17 @@ func (w *window) observe(now time.Time, s State) {
 	w.notePause(now, s.Paused)
 	w.steps = w.rise(w.steps, now, min(s.Watermark, s.LastPosition))
 	w.marks = w.rise(w.marks, now, s.Watermark)
+}
+
+// takeOver starts w from what o saw: its rises and its pauses. o keeps
+// its own; what it sees from now on is w's to see at its own reads.
+func (w *window) takeOver(o *window) {
+	o.mu.Lock()
+	steps, marks, pauses := slices.Clone(o.steps), slices.Clone(o.marks), slices.Clone(o.pauses)
+	o.mu.Unlock()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.steps, w.marks, w.pauses = steps, marks, pauses
 }
 
 // notePause records a pause that begins or ends at now.

@@ -184,6 +184,55 @@ func TestWindowStopsWhilePaused(t *testing.T) {
 	}
 }
 
+// TestReplacingRoomKeepsTheWindows: a room that takes over another of its
+// event (a reload that changed the room's configuration) keeps what that
+// one saw: a place whose window ended stays given up, and a pause it saw
+// still does not count (defect: the new room counted every admitted
+// position from its own first read, so a spent place had a window again).
+func TestReplacingRoomKeepsTheWindows(t *testing.T) {
+	for name, store := range clockedStores(t) {
+		t.Run(name, func(t *testing.T) {
+			clock := newClock()
+			ctx := context.Background()
+			st := store(clock)
+			old := readyRoom(t, st, clock, RoomOptions{AdmissionWindow: time.Minute})
+			for range 2 {
+				_, err := old.Join(ctx)
+				require.NoError(t, err)
+			}
+			_, err := old.Update(ctx, Change{SetWatermark: ptrTo[int64](1)})
+			require.NoError(t, err)
+			clock.Advance(2 * time.Minute)
+			_, err = old.Update(ctx, Change{Paused: ptrTo(true)})
+			require.NoError(t, err)
+			_, err = old.Update(ctx, Change{SetWatermark: ptrTo[int64](2)})
+			require.NoError(t, err)
+			clock.Advance(10 * time.Minute)
+			_, err = old.Refresh(ctx)
+			require.NoError(t, err)
+			require.True(t, old.AdmissionOver(1))
+			require.False(t, old.AdmissionOver(2), "reached while paused")
+
+			r := NewRoom(st, old.Event(), RoomOptions{AdmissionWindow: 2 * time.Minute, Replaces: old, Now: clock.Now})
+			_, err = r.Refresh(ctx)
+			require.NoError(t, err)
+			assert.True(t, r.AdmissionOver(1), "its window ended before the new room")
+			assert.False(t, r.AdmissionOver(2))
+			_, err = r.Update(ctx, Change{Paused: ptrTo(false)})
+			require.NoError(t, err)
+			clock.Advance(2*time.Minute - time.Millisecond)
+			assert.False(t, r.AdmissionOver(2), "the new room's window, counted from the end of the pause")
+			clock.Advance(time.Millisecond)
+			assert.True(t, r.AdmissionOver(2))
+
+			other := NewRoom(st, testenv.EventID(), RoomOptions{AdmissionWindow: time.Minute, Replaces: old, Now: clock.Now})
+			_, err = other.Refresh(ctx)
+			require.NoError(t, err)
+			assert.False(t, other.AdmissionOver(1), "another event's room takes nothing over")
+		})
+	}
+}
+
 // TestWindowForgetsPausesLonger: past maxPauses the oldest two pauses are
 // remembered as one, gap and all: windows come out longer, never shorter.
 func TestWindowForgetsPausesLonger(t *testing.T) {
