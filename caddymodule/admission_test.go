@@ -387,6 +387,35 @@ func TestPreQueueTokenNotInTheDrawYieldsOnePosition(t *testing.T) {
 	})
 }
 
+// TestPreQueueTokenPlacedFromALeaseKeepsItsPlace: a pre-queue token placed
+// at the back from a block of positions leased long before keeps its place
+// when it is shown again: its window counts from the handout the store
+// recorded with the place, not from when the gateway saw the counter pass
+// it (defect: the second presentation found the place's window over at
+// once and handed the token a second position, its first place lost).
+func TestPreQueueTokenPlacedFromALeaseKeepsItsPlace(t *testing.T) {
+	clk := useClock(t)
+	h := &Handler{Event: testenv.EventID(), Store: testenv.RedisURL(t), Lease: 2}
+	setUpEvent(t, h.Store, h.Event)
+	provision(t, h)
+	setWatermark(t, h, 5)
+	_, first := placedToken(t, h, do(t, h, get(h, "")))
+	require.Equal(t, int64(1), first, "leases 1 and 2")
+	refresh(t, h)
+	clk.Advance(DefaultAdmissionWindow + time.Minute)
+	refresh(t, h)
+
+	pre, err := h.keys.IssuePreQueue("v_0123456789abcdef", h.Event, clk.Now().Add(time.Hour))
+	require.NoError(t, err)
+	res := do(t, h, withToken(h, pre.Raw))
+	require.Equal(t, int64(2), admittedAt(res), "the lease's second position, handed out now")
+	for range 2 {
+		clk.Advance(time.Minute)
+		res = do(t, h, withToken(h, pre.Raw))
+		assert.Equal(t, int64(2), admittedAt(res), "its place kept: %s %s", res.status(), res.rec.Body.String())
+	}
+}
+
 // TestAccountRevocationOutlivesTheWindow: an account's revocation holds
 // for token_ttl + 1 minute (docs/api.md §3), past its admission window: a
 // new device of the account is told it is done, not given a new place.

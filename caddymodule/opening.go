@@ -74,7 +74,7 @@ func (h *Handler) servePreQueueTicket(w http.ResponseWriter, r *http.Request, ne
 			pos, handedOut, placed, err = h.room.room.AccountHeld(ctx, t.Subject)
 		}
 		if err == nil && !placed {
-			pos, placed, err = h.room.room.PreQueuePlaced(ctx, t.Subject)
+			pos, handedOut, placed, err = h.room.room.PreQueuePlaced(ctx, t.Subject)
 		}
 		switch {
 		case err != nil:

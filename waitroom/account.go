@@ -180,11 +180,6 @@ func accountKey(event int64, subject string) string {
 	return "waitroom:" + hashtag.Event(event) + ":account:" + hex.EncodeToString(sum[:16])
 }
 
-//go:embed account.lua
-var accountLua string
-
-var accountScript = redis.NewScript(accountLua)
-
 //go:embed account_at.lua
 var accountAtLua string
 
@@ -217,29 +212,41 @@ func parseAccountValue(v string) (int64, time.Time, error) {
 
 // AccountPositionAt implements AccountHandoutStore.
 func (r *RedisStore) AccountPositionAt(ctx context.Context, event int64, subject string) (int64, time.Time, bool, error) {
-	v, err := r.rdb.Get(ctx, accountKey(event, subject)).Result()
-	switch {
-	case err == redis.Nil:
-		return 0, time.Time{}, false, nil
-	case err != nil:
-		return 0, time.Time{}, false, unavailable("account position", err)
-	}
-	pos, at, err := parseAccountValue(v)
-	if err != nil {
-		return 0, time.Time{}, false, fmt.Errorf("account position %q: %w", v, err)
-	}
-	return pos, at, true, nil
+	return r.positionAt(ctx, accountKey(event, subject), "account position")
 }
 
 // ClaimAccountAt implements AccountHandoutStore.
 func (r *RedisStore) ClaimAccountAt(ctx context.Context, event int64, subject string, pos int64, handedOut time.Time, ttl time.Duration) (int64, time.Time, error) {
-	v, err := accountAtScript.Run(ctx, r.rdb, []string{accountKey(event, subject)}, accountValue(pos, handedOut), max(ttl.Milliseconds(), 1)).Text()
+	return r.claimPositionAt(ctx, accountKey(event, subject), pos, handedOut, ttl, "account position")
+}
+
+// positionAt reads a key account_at.lua keeps: the position and when it was
+// handed out; ok is false without one.
+func (r *RedisStore) positionAt(ctx context.Context, key, what string) (int64, time.Time, bool, error) {
+	v, err := r.rdb.Get(ctx, key).Result()
+	switch {
+	case err == redis.Nil:
+		return 0, time.Time{}, false, nil
+	case err != nil:
+		return 0, time.Time{}, false, unavailable(what, err)
+	}
+	pos, at, err := parseAccountValue(v)
 	if err != nil {
-		return 0, time.Time{}, unavailable("claim account position", err)
+		return 0, time.Time{}, false, fmt.Errorf("%s %q: %w", what, v, err)
+	}
+	return pos, at, true, nil
+}
+
+// claimPositionAt claims pos, handed out at handedOut, in key unless it
+// holds one (account_at.lua), and returns the one it holds.
+func (r *RedisStore) claimPositionAt(ctx context.Context, key string, pos int64, handedOut time.Time, ttl time.Duration, what string) (int64, time.Time, error) {
+	v, err := accountAtScript.Run(ctx, r.rdb, []string{key}, accountValue(pos, handedOut), max(ttl.Milliseconds(), 1)).Text()
+	if err != nil {
+		return 0, time.Time{}, unavailable("claim "+what, err)
 	}
 	got, at, err := parseAccountValue(v)
 	if err != nil {
-		return 0, time.Time{}, fmt.Errorf("account position %q: %w", v, err)
+		return 0, time.Time{}, fmt.Errorf("%s %q: %w", what, v, err)
 	}
 	return got, at, nil
 }

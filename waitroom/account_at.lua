@@ -1,8 +1,13 @@
--- account_at.lua: account.lua for the account's position with the moment it
--- was handed out, kept as "<position>:<unix ms>" (a value without the
--- moment, "<position>", was written before it was kept).
+-- account_at.lua: the one queue position of an account (user_id) in an
+-- event, or of a pre-queue token outside the draw, with the moment it was
+-- handed out, kept as "<position>:<unix ms>" ("<position>" alone when
+-- nothing says, or written before the moment was kept).
 --
--- KEYS[1] -> the account's position key of the event
+-- The first position claimed is the one for as long as the key lives;
+-- every claim, the first and later ones, keeps it alive for the TTL again,
+-- so an account that keeps polling keeps its place.
+--
+-- KEYS[1] -> the account's (or the pre-queue token's) position key
 -- ARGV[1] -> the value to claim when the account has none: "<pos>:<ms>"
 -- ARGV[2] -> the TTL, milliseconds
 -- returns the account's value: ARGV[1] when it was claimed, else the one it

@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/waitroom/waitroom/hashtag"
 )
 
@@ -20,15 +18,18 @@ import (
 // subject for as long as the token can be presented.
 
 // PreQueueStore keeps the position a pre-queue token was handed outside
-// the draw.
+// the draw, with the moment it was handed out: a later presentation is
+// judged by the window from then, as the position's own token (its hat) is,
+// not from when a gateway saw the counter pass a position another leased.
 type PreQueueStore interface {
 	// PreQueuePosition is the position subject's pre-queue token was
-	// handed; ok is false when it was handed none (or the record expired).
-	PreQueuePosition(ctx context.Context, event int64, subject string) (pos int64, ok bool, err error)
-	// ClaimPreQueue records pos for subject's pre-queue token unless one
-	// is recorded already, and returns the recorded one; the record lives
-	// for ttl from now.
-	ClaimPreQueue(ctx context.Context, event int64, subject string, pos int64, ttl time.Duration) (int64, error)
+	// handed and when (zero when nothing says: a draw's position); ok is
+	// false when it was handed none (or the record expired).
+	PreQueuePosition(ctx context.Context, event int64, subject string) (pos int64, handedOut time.Time, ok bool, err error)
+	// ClaimPreQueue records pos, handed out at handedOut, for subject's
+	// pre-queue token unless one is recorded already, and returns the
+	// recorded one; the record lives for ttl from now.
+	ClaimPreQueue(ctx context.Context, event int64, subject string, pos int64, handedOut time.Time, ttl time.Duration) (int64, time.Time, error)
 }
 
 // ErrNoPreQueueRecord is returned when the store keeps no pre-queue
@@ -36,11 +37,12 @@ type PreQueueStore interface {
 var ErrNoPreQueueRecord = errors.New("the store keeps no pre-queue positions")
 
 // PreQueuePlaced is the position subject's pre-queue token was handed
-// outside the draw; ok is false when it was handed none yet.
-func (r *Room) PreQueuePlaced(ctx context.Context, subject string) (pos int64, ok bool, err error) {
+// outside the draw, and when (zero when nothing says); ok is false when it
+// was handed none yet.
+func (r *Room) PreQueuePlaced(ctx context.Context, subject string) (pos int64, handedOut time.Time, ok bool, err error) {
 	ps, isPS := r.store.(PreQueueStore)
 	if !isPS {
-		return 0, false, ErrNoPreQueueRecord
+		return 0, time.Time{}, false, ErrNoPreQueueRecord
 	}
 	return ps.PreQueuePosition(ctx, r.event, subject)
 }
@@ -66,15 +68,9 @@ func (r *Room) PlacePreQueue(ctx context.Context, subject string, account bool, 
 	if err != nil {
 		return 0, time.Time{}, err
 	}
-	placed, err := ps.ClaimPreQueue(ctx, r.event, subject, pos, ttl)
-	if err != nil {
-		return 0, time.Time{}, err
-	}
-	if placed != pos {
-		// Another presentation's place, handed out earlier.
-		handedOut = time.Time{}
-	}
-	return placed, handedOut, nil
+	// Another presentation's place, handed out earlier, when one was
+	// claimed first: its record tells when.
+	return ps.ClaimPreQueue(ctx, r.event, subject, pos, handedOut, ttl)
 }
 
 // RecordDrawnPreQueue records pos, the position the draw gave subject, as
@@ -86,7 +82,9 @@ func (r *Room) RecordDrawnPreQueue(ctx context.Context, subject string, pos int6
 	if !ok {
 		return nil
 	}
-	_, err := ps.ClaimPreQueue(ctx, r.event, subject, pos, ttl)
+	// A draw's position is handed out when the entries close, which the
+	// room's window tells.
+	_, _, err := ps.ClaimPreQueue(ctx, r.event, subject, pos, time.Time{}, ttl)
 	return err
 }
 
@@ -95,42 +93,32 @@ func preQueueKey(event int64, subject string) string {
 	return "waitroom:" + hashtag.Event(event) + ":prequeued:" + hex.EncodeToString(sum[:16])
 }
 
-// PreQueuePosition implements PreQueueStore.
-func (r *RedisStore) PreQueuePosition(ctx context.Context, event int64, subject string) (int64, bool, error) {
-	pos, err := r.rdb.Get(ctx, preQueueKey(event, subject)).Int64()
-	switch {
-	case errors.Is(err, redis.Nil):
-		return 0, false, nil
-	case err != nil:
-		return 0, false, unavailable("pre-queue position", err)
-	}
-	return pos, true, nil
+// PreQueuePosition implements PreQueueStore: the key's value is an
+// account's ("<pos>:<unix ms>", or "<pos>" without the moment).
+func (r *RedisStore) PreQueuePosition(ctx context.Context, event int64, subject string) (int64, time.Time, bool, error) {
+	return r.positionAt(ctx, preQueueKey(event, subject), "pre-queue position")
 }
 
-// ClaimPreQueue implements PreQueueStore with account.lua: the first
+// ClaimPreQueue implements PreQueueStore with account_at.lua: the first
 // position claimed stays.
-func (r *RedisStore) ClaimPreQueue(ctx context.Context, event int64, subject string, pos int64, ttl time.Duration) (int64, error) {
-	got, err := accountScript.Run(ctx, r.rdb, []string{preQueueKey(event, subject)}, pos, max(ttl.Milliseconds(), 1)).Int64()
-	if err != nil {
-		return 0, unavailable("claim pre-queue position", err)
-	}
-	return got, nil
+func (r *RedisStore) ClaimPreQueue(ctx context.Context, event int64, subject string, pos int64, handedOut time.Time, ttl time.Duration) (int64, time.Time, error) {
+	return r.claimPositionAt(ctx, preQueueKey(event, subject), pos, handedOut, ttl, "pre-queue position")
 }
 
 // PreQueuePosition implements PreQueueStore.
-func (m *MemoryStore) PreQueuePosition(_ context.Context, event int64, subject string) (int64, bool, error) {
+func (m *MemoryStore) PreQueuePosition(_ context.Context, event int64, subject string) (int64, time.Time, bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	e, ok := m.preQueued[nonceKey{event, subject}]
 	if !ok || !m.now().Before(e.until) {
-		return 0, false, nil
+		return 0, time.Time{}, false, nil
 	}
-	return e.pos, true, nil
+	return e.pos, e.handedOut, true, nil
 }
 
 // ClaimPreQueue implements PreQueueStore, keeping up to maxMemoryAccounts
 // records; expired ones are dropped first.
-func (m *MemoryStore) ClaimPreQueue(_ context.Context, event int64, subject string, pos int64, ttl time.Duration) (int64, error) {
+func (m *MemoryStore) ClaimPreQueue(_ context.Context, event int64, subject string, pos int64, handedOut time.Time, ttl time.Duration) (int64, time.Time, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := m.now()
@@ -139,7 +127,7 @@ func (m *MemoryStore) ClaimPreQueue(_ context.Context, event int64, subject stri
 	}
 	k := nonceKey{event, subject}
 	if e, ok := m.preQueued[k]; ok && now.Before(e.until) {
-		pos = e.pos
+		pos, handedOut = e.pos, e.handedOut
 	} else if len(m.preQueued) >= maxMemoryAccounts {
 		for k, e := range m.preQueued {
 			if !now.Before(e.until) {
@@ -147,11 +135,11 @@ func (m *MemoryStore) ClaimPreQueue(_ context.Context, event int64, subject stri
 			}
 		}
 		if len(m.preQueued) >= maxMemoryAccounts {
-			return 0, fmt.Errorf("claim pre-queue position: %w: %d remembered", ErrUnavailable, len(m.preQueued))
+			return 0, time.Time{}, fmt.Errorf("claim pre-queue position: %w: %d remembered", ErrUnavailable, len(m.preQueued))
 		}
 	}
-	m.preQueued[k] = accountEntry{pos: pos, until: now.Add(ttl)}
-	return pos, nil
+	m.preQueued[k] = accountEntry{pos: pos, handedOut: handedOut, until: now.Add(ttl)}
+	return pos, handedOut, nil
 }
 
 var (

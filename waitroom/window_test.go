@@ -90,7 +90,7 @@ func TestAdmissionWindowStartsAtHandout(t *testing.T) {
 }
 
 // TestPreQueueClaim: the position a pre-queue token was handed outside the
-// draw is the first one claimed, for every later claim.
+// draw is the first one claimed, with its handout, for every later claim.
 func TestPreQueueClaim(t *testing.T) {
 	for name, store := range map[string]func(*fakeClock) PreQueueStore{
 		"memory": func(c *fakeClock) PreQueueStore { return NewMemoryStore(c.Now) },
@@ -100,20 +100,28 @@ func TestPreQueueClaim(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			s, ev, ctx := store(newClock()), testenv.EventID(), context.Background()
-			_, ok, err := s.PreQueuePosition(ctx, ev, "v_a")
+			_, _, ok, err := s.PreQueuePosition(ctx, ev, "v_a")
 			require.NoError(t, err)
 			assert.False(t, ok)
-			got, err := s.ClaimPreQueue(ctx, ev, "v_a", 7, time.Hour)
+			at := time.UnixMilli(time.Date(2026, 12, 5, 10, 0, 0, 0, time.UTC).UnixMilli()).UTC()
+			got, gotAt, err := s.ClaimPreQueue(ctx, ev, "v_a", 7, at, time.Hour)
 			require.NoError(t, err)
 			assert.Equal(t, int64(7), got)
-			got, err = s.ClaimPreQueue(ctx, ev, "v_a", 9, time.Hour)
+			assert.Equal(t, at, gotAt)
+			got, gotAt, err = s.ClaimPreQueue(ctx, ev, "v_a", 9, at.Add(time.Minute), time.Hour)
 			require.NoError(t, err)
 			assert.Equal(t, int64(7), got, "the first claim stays")
-			pos, ok, err := s.PreQueuePosition(ctx, ev, "v_a")
+			assert.Equal(t, at, gotAt, "with its handout")
+			pos, gotAt, ok, err := s.PreQueuePosition(ctx, ev, "v_a")
 			require.NoError(t, err)
 			assert.True(t, ok)
 			assert.Equal(t, int64(7), pos)
-			_, ok, err = s.PreQueuePosition(ctx, ev, "v_b")
+			assert.Equal(t, at, gotAt)
+			got, gotAt, err = s.ClaimPreQueue(ctx, ev, "v_drawn", 3, time.Time{}, time.Hour)
+			require.NoError(t, err)
+			assert.Equal(t, int64(3), got)
+			assert.True(t, gotAt.IsZero(), "a draw's position: nothing says when")
+			_, _, ok, err = s.PreQueuePosition(ctx, ev, "v_b")
 			require.NoError(t, err)
 			assert.False(t, ok)
 		})
