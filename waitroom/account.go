@@ -273,6 +273,42 @@ type accountEntry struct {
 	until     time.Time
 }
 
+// positionRecords is the memory store's account_at.lua: a position and
+// its handout by key, the first claim staying while it lives (accounts,
+// and pre-queue tokens outside the draw). The store's lock is held.
+type positionRecords map[nonceKey]accountEntry
+
+func (p positionRecords) get(k nonceKey, now time.Time) (int64, time.Time, bool) {
+	e, ok := p[k]
+	if !ok || !now.Before(e.until) {
+		return 0, time.Time{}, false
+	}
+	return e.pos, e.handedOut, true
+}
+
+// claim keeps up to maxMemoryAccounts records; expired ones are dropped
+// first.
+func (p *positionRecords) claim(k nonceKey, pos int64, handedOut, now time.Time, ttl time.Duration, what string) (int64, time.Time, error) {
+	if *p == nil {
+		*p = make(positionRecords)
+	}
+	records := *p
+	if e, ok := records[k]; ok && now.Before(e.until) {
+		pos, handedOut = e.pos, e.handedOut
+	} else if len(records) >= maxMemoryAccounts {
+		for k, e := range records {
+			if !now.Before(e.until) {
+				delete(records, k)
+			}
+		}
+		if len(records) >= maxMemoryAccounts {
+			return 0, time.Time{}, fmt.Errorf("claim %s: %w: %d remembered", what, ErrUnavailable, len(records))
+		}
+	}
+	records[k] = accountEntry{pos: pos, handedOut: handedOut, until: now.Add(ttl)}
+	return pos, handedOut, nil
+}
+
 // AccountPosition implements AccountStore.
 func (m *MemoryStore) AccountPosition(ctx context.Context, event int64, subject string) (int64, bool, error) {
 	pos, _, ok, err := m.AccountPositionAt(ctx, event, subject)
@@ -283,11 +319,8 @@ func (m *MemoryStore) AccountPosition(ctx context.Context, event int64, subject 
 func (m *MemoryStore) AccountPositionAt(_ context.Context, event int64, subject string) (int64, time.Time, bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	e, ok := m.accounts[nonceKey{event, subject}]
-	if !ok || !m.now().Before(e.until) {
-		return 0, time.Time{}, false, nil
-	}
-	return e.pos, e.handedOut, true, nil
+	pos, at, ok := m.accounts.get(nonceKey{event, subject}, m.now())
+	return pos, at, ok, nil
 }
 
 // ClaimAccount implements AccountStore.
@@ -300,25 +333,7 @@ func (m *MemoryStore) ClaimAccount(ctx context.Context, event int64, subject str
 func (m *MemoryStore) ClaimAccountAt(_ context.Context, event int64, subject string, pos int64, handedOut time.Time, ttl time.Duration) (int64, time.Time, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	now := m.now()
-	if m.accounts == nil {
-		m.accounts = make(map[nonceKey]accountEntry)
-	}
-	k := nonceKey{event, subject}
-	if e, ok := m.accounts[k]; ok && now.Before(e.until) {
-		pos, handedOut = e.pos, e.handedOut
-	} else if len(m.accounts) >= maxMemoryAccounts {
-		for k, e := range m.accounts {
-			if !now.Before(e.until) {
-				delete(m.accounts, k)
-			}
-		}
-		if len(m.accounts) >= maxMemoryAccounts {
-			return 0, time.Time{}, fmt.Errorf("claim account position: %w: %d accounts remembered", ErrUnavailable, len(m.accounts))
-		}
-	}
-	m.accounts[k] = accountEntry{pos: pos, handedOut: handedOut, until: now.Add(ttl)}
-	return pos, handedOut, nil
+	return m.accounts.claim(nonceKey{event, subject}, pos, handedOut, m.now(), ttl, "account position")
 }
 
 var (

@@ -13,10 +13,10 @@ type MemoryStore struct {
 	events   map[int64]*memEvent
 	watchers map[int64]map[chan struct{}]struct{}
 	nonces   map[nonceKey]time.Time
-	accounts map[nonceKey]accountEntry
+	accounts positionRecords
 	// preQueued is the position each pre-queue token was handed outside
 	// the draw (prequeue.go).
-	preQueued map[nonceKey]accountEntry
+	preQueued positionRecords
 	extended  map[nonceKey]time.Time
 	now       func() time.Time
 }

@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/waitroom/waitroom/hashtag"
@@ -109,11 +108,8 @@ func (r *RedisStore) ClaimPreQueue(ctx context.Context, event int64, subject str
 func (m *MemoryStore) PreQueuePosition(_ context.Context, event int64, subject string) (int64, time.Time, bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	e, ok := m.preQueued[nonceKey{event, subject}]
-	if !ok || !m.now().Before(e.until) {
-		return 0, time.Time{}, false, nil
-	}
-	return e.pos, e.handedOut, true, nil
+	pos, at, ok := m.preQueued.get(nonceKey{event, subject}, m.now())
+	return pos, at, ok, nil
 }
 
 // ClaimPreQueue implements PreQueueStore, keeping up to maxMemoryAccounts
@@ -121,25 +117,7 @@ func (m *MemoryStore) PreQueuePosition(_ context.Context, event int64, subject s
 func (m *MemoryStore) ClaimPreQueue(_ context.Context, event int64, subject string, pos int64, handedOut time.Time, ttl time.Duration) (int64, time.Time, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	now := m.now()
-	if m.preQueued == nil {
-		m.preQueued = make(map[nonceKey]accountEntry)
-	}
-	k := nonceKey{event, subject}
-	if e, ok := m.preQueued[k]; ok && now.Before(e.until) {
-		pos, handedOut = e.pos, e.handedOut
-	} else if len(m.preQueued) >= maxMemoryAccounts {
-		for k, e := range m.preQueued {
-			if !now.Before(e.until) {
-				delete(m.preQueued, k)
-			}
-		}
-		if len(m.preQueued) >= maxMemoryAccounts {
-			return 0, time.Time{}, fmt.Errorf("claim pre-queue position: %w: %d remembered", ErrUnavailable, len(m.preQueued))
-		}
-	}
-	m.preQueued[k] = accountEntry{pos: pos, handedOut: handedOut, until: now.Add(ttl)}
-	return pos, handedOut, nil
+	return m.preQueued.claim(nonceKey{event, subject}, pos, handedOut, m.now(), ttl, "pre-queue position")
 }
 
 var (

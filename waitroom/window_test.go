@@ -103,7 +103,7 @@ func TestPreQueueClaim(t *testing.T) {
 			_, _, ok, err := s.PreQueuePosition(ctx, ev, "v_a")
 			require.NoError(t, err)
 			assert.False(t, ok)
-			at := time.UnixMilli(time.Date(2026, 12, 5, 10, 0, 0, 0, time.UTC).UnixMilli()).UTC()
+			at := time.Date(2026, 12, 5, 10, 0, 0, 0, time.UTC)
 			got, gotAt, err := s.ClaimPreQueue(ctx, ev, "v_a", 7, at, time.Hour)
 			require.NoError(t, err)
 			assert.Equal(t, int64(7), got)
