@@ -484,6 +484,30 @@ func TestAccountWithAVisitorLikeID(t *testing.T) {
 
 // TestAccountRevocationOnAnotherGateway: a gateway sharing the store holds
 // an account's revocation past its window as the one that saw it does.
+// TestRevocationOnAnotherGatewayAfterOnePoll: a revocation made on one
+// gateway ends the token's admission on another at its next poll, without
+// Redis's change notice (docs/api.md §3: within a poll).
+func TestRevocationOnAnotherGatewayAfterOnePoll(t *testing.T) {
+	useClock(t)
+	store := testenv.RedisURL(t)
+	ev := testenv.EventID()
+	setUpEvent(t, store, ev)
+	a := provision(t, &Handler{Event: ev, Store: store})
+	b := provision(t, &Handler{Event: ev, Store: store, Lease: 2})
+	setWatermark(t, a, 1)
+	tok, pos := placedToken(t, a, do(t, a, get(a, "")))
+	require.Equal(t, int64(1), pos)
+	refresh(t, b)
+	require.Equal(t, pos, admittedAt(do(t, b, get(b, tok))), "admitted on the other gateway before the revocation")
+
+	serveRevoking(t, a, get(a, tok))
+	refresh(t, b)
+	res := do(t, b, get(b, tok))
+	assert.Zero(t, admittedAt(res), "the other gateway admits a revoked token after a poll")
+	_, again := placedToken(t, b, res)
+	assert.Equal(t, int64(2), again, "a new arrival at the back")
+}
+
 func TestAccountRevocationOnAnotherGateway(t *testing.T) {
 	clk := useClock(t)
 	store := testenv.RedisURL(t)

@@ -641,10 +641,10 @@ http://localhost:%d {
 	res = bearer(a, "/")
 	assert.True(t, check(res), "at once on the gateway that saw it: %d %s %s", res.StatusCode, res.Header.Get(HeaderStatus), res.body)
 	if store != "memory" {
-		start := time.Now()
-		require.Eventually(t, func() bool { return check(bearer(b, "/")) }, 2*time.Second, 10*time.Millisecond,
-			"the other gateway within a second")
-		assert.Less(t, time.Since(start), time.Second)
+		// How soon it arrives (within a poll) is proven on a test clock by
+		// TestRevocationOnAnotherGatewayAfterOnePoll; here, only that it does.
+		require.Eventually(t, func() bool { return check(bearer(b, "/")) }, 10*time.Second, 10*time.Millisecond,
+			"the other gateway")
 	}
 	if account {
 		// A new device of the account: the same position, and done.
