@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/waitroom/waitroom/inventory"
+	"github.com/waitroom/waitroom/origin/ledger"
 	"github.com/waitroom/waitroom/origin/seats"
 	"github.com/waitroom/waitroom/waitroom"
 )
@@ -32,20 +33,41 @@ const (
 	publishMaxAge = time.Second
 )
 
+// countPace paces the ledger's counts of an event's holds, which read every
+// live hold: a count that took d is made again d×countPace later, so counts
+// take about a twentieth of the time however many holds are live (a big
+// on-sale's hundreds of thousands took most of a core at every check). A
+// small event's count, a millisecond, is still made at every check.
+const countPace = 19
+
 // publisher keeps the events' inventory published.
 type publisher struct {
 	s      *Server
 	errors *errorRate
+	// countAgain is when a count that took took is due again.
+	countAgain func(took time.Duration) time.Duration
 
-	mu   sync.Mutex
-	last map[int64]waitroom.Inventory
+	mu     sync.Mutex
+	last   map[int64]waitroom.Inventory
+	counts map[int64]heldCount
 
 	cancel context.CancelFunc
 	done   chan struct{}
 }
 
+// heldCount is an event's last count of its holds in the ledger, and when
+// the next is due.
+type heldCount struct {
+	ledger.SeatCounts
+	due time.Time
+}
+
 func newPublisher(s *Server) *publisher {
-	return &publisher{s: s, errors: newErrorRate(s.cfg.Clock), last: make(map[int64]waitroom.Inventory)}
+	return &publisher{
+		s: s, errors: newErrorRate(s.cfg.Clock),
+		countAgain: func(took time.Duration) time.Duration { return countPace * took },
+		last:       make(map[int64]waitroom.Inventory), counts: make(map[int64]heldCount),
+	}
 }
 
 // Start publishes until ctx ends or Stop.
@@ -120,18 +142,46 @@ func (p *publisher) read(ctx context.Context, ev *seats.Event) (waitroom.Invento
 	if err != nil {
 		return waitroom.Inventory{}, fmt.Errorf("event %d: remaining: %w", ev.ID, err)
 	}
-	counts, err := p.s.ledger.SeatCounts(ctx, ev.ID, now)
+	counts, fresh, err := p.seatCounts(ctx, ev.ID)
 	if err != nil {
 		return waitroom.Inventory{}, fmt.Errorf("event %d: %w", ev.ID, err)
+	}
+	held := counts.Pending
+	if !fresh {
+		// Between counts, the seats Redis says are taken and the count did
+		// not see confirmed are held: a gateway must not take an event
+		// whose last seats were just held for sold out. Seats confirmed
+		// since the count show as held until the next.
+		held = max(0, ev.Sellable-remaining-counts.Confirmed)
 	}
 	soon, err := p.expiringSeats(ctx, ev.ID, now)
 	if err != nil {
 		return waitroom.Inventory{}, fmt.Errorf("event %d: expiring holds: %w", ev.ID, err)
 	}
 	return waitroom.Inventory{
-		Sellable: ev.Sellable, Held: counts.Pending, Confirmed: counts.Confirmed, Remaining: remaining,
+		Sellable: ev.Sellable, Held: held, Confirmed: counts.Confirmed, Remaining: remaining,
 		ExpiringSoon: soon, HoldTTLSeconds: int64(ev.HoldTTL() / time.Second), At: now,
 	}, nil
+}
+
+// seatCounts is the ledger's count of event's holds: made now if the last
+// is due (fresh), else the last.
+func (p *publisher) seatCounts(ctx context.Context, event int64) (ledger.SeatCounts, bool, error) {
+	start := p.s.now()
+	p.mu.Lock()
+	last, counted := p.counts[event]
+	p.mu.Unlock()
+	if counted && start.Before(last.due) {
+		return last.SeatCounts, false, nil
+	}
+	c, err := p.s.ledger.SeatCounts(ctx, event, start)
+	if err != nil {
+		return ledger.SeatCounts{}, false, err
+	}
+	p.mu.Lock()
+	p.counts[event] = heldCount{SeatCounts: c, due: start.Add(p.countAgain(p.s.now().Sub(start)))}
+	p.mu.Unlock()
+	return c, true, nil
 }
 
 // expiringSeats counts the seats of pending holds expiring from now to
