@@ -482,8 +482,6 @@ func TestAccountWithAVisitorLikeID(t *testing.T) {
 	})
 }
 
-// TestAccountRevocationOnAnotherGateway: a gateway sharing the store holds
-// an account's revocation past its window as the one that saw it does.
 // TestRevocationOnAnotherGatewayAfterOnePoll: a revocation made on one
 // gateway ends the token's admission on another at its next poll, without
 // Redis's change notice (docs/api.md §3: within a poll).
@@ -508,6 +506,8 @@ func TestRevocationOnAnotherGatewayAfterOnePoll(t *testing.T) {
 	assert.Equal(t, int64(2), again, "a new arrival at the back")
 }
 
+// TestAccountRevocationOnAnotherGateway: a gateway sharing the store holds
+// an account's revocation past its window as the one that saw it does.
 func TestAccountRevocationOnAnotherGateway(t *testing.T) {
 	clk := useClock(t)
 	store := testenv.RedisURL(t)

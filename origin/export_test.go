@@ -112,8 +112,11 @@ func (s *Server) AdmissionState(event int64) waitroom.State {
 	return ev.Room().State()
 }
 
+// PublishMaxAge is how long the publisher leaves unchanged figures.
+const PublishMaxAge = publishMaxAge
+
 // PaceCounts makes s's publisher count an event's holds in the ledger
-// again every, however long a count took.
+// again only `every` after each count, however long the count took.
 func PaceCounts(s *Server, every time.Duration) {
 	s.publisher.countAgain = func(time.Duration) time.Duration { return every }
 }

@@ -44,7 +44,8 @@ const countPace = 19
 type publisher struct {
 	s      *Server
 	errors *errorRate
-	// countAgain is when a count that took took is due again.
+	// countAgain is how long after its start a count that took took is
+	// made again.
 	countAgain func(took time.Duration) time.Duration
 
 	mu     sync.Mutex

@@ -13,9 +13,6 @@ import (
 	"github.com/waitroom/waitroom/waitroom"
 )
 
-// publishMaxAge is how long the publisher leaves unchanged figures.
-const publishMaxAge = time.Second + time.Millisecond
-
 // TestOriginPublishesInventory: the origin writes each event's seat
 // figures and its health where the gateways read them, on change and at
 // least every second.
@@ -66,7 +63,7 @@ func TestPublisherPacesItsCounts(t *testing.T) {
 	ev := h.createEvent(map[string]any{"capacity": 4, "hold_ttl_seconds": 600, "max_per_user": 4})
 	read := func() waitroom.Inventory {
 		t.Helper()
-		h.clock.Advance(publishMaxAge)
+		h.clock.Advance(origin.PublishMaxAge + time.Millisecond)
 		require.NoError(t, h.srv.PublishInventoryOnce(ctx))
 		inv, err := h.store.Inventory(ctx, ev.ID)
 		require.NoError(t, err)
