@@ -27,17 +27,32 @@ type Correction struct {
 	Confirmed int64
 }
 
+// Recount says whether Correct counts every hold record again to set
+// remaining, the reserved seats' owners and the sections' places.
+type Recount bool
+
+const (
+	// RecountAlways counts whatever the call changed: it also sets right
+	// counts that something wrote outside the scripts.
+	RecountAlways Recount = true
+	// RecountIfChanged counts only when the call added, dropped or
+	// confirmed a record. The count reads every record in one script,
+	// which blocks Redis for about a second per hundred thousand holds,
+	// while the scripts keep the counts in step with the records.
+	RecountIfChanged Recount = false
+)
+
 // Correct brings an event's keys in line with the ledger without stopping
 // the sale: it adds the holds of add that Redis does not have (live in the
 // ledger, lost by Redis: a failover that dropped acknowledged writes),
 // confirms the pending records of the confirmed holds of add (a lost
 // confirmation: Redis would give the seats away at the hold's expiry), drops
 // the holds of drop (ended in the ledger) except buyers' records of no
-// seats, and sets remaining to sellable minus the seats of every hold
-// record, all in one script. Holds, releases and reclaims keep remaining and
-// the records in step, so that count is exact with any number of them in
-// flight; the reserved seats' owners are rewritten from the records' seat
-// lists, and each general-admission section of sections (section ->
+// seats, and (by recount) sets remaining to sellable minus the seats of
+// every hold record, all in one script. Holds, releases and reclaims keep
+// remaining and the records in step, so that count is exact with any
+// number of them in flight; the reserved seats' owners are rewritten from
+// the records' seat lists, and each general-admission section of sections (section ->
 // capacity) is set to its capacity minus the places of the records naming
 // it. A hold whose ledger row is not written yet keeps its seats until
 // its own request settles it. Read the ledger after the Redis state the
@@ -48,7 +63,7 @@ type Correction struct {
 // plus how far apart the nodes' clocks may be. It fails with ErrNotLoaded,
 // or ErrFrozen while a rebuild holds the fence (the rebuild sets everything
 // anyway).
-func (inv *Inventory) Correct(ctx context.Context, event, sellable int64, sections map[string]int64, notBefore time.Time, add []LiveHold, drop []string) (Correction, error) {
+func (inv *Inventory) Correct(ctx context.Context, event, sellable int64, sections map[string]int64, notBefore time.Time, recount Recount, add []LiveHold, drop []string) (Correction, error) {
 	capacities, err := sectionsArg(sections)
 	if err != nil {
 		return Correction{}, fmt.Errorf("correct event %d: %w", event, err)
@@ -57,8 +72,12 @@ func (inv *Inventory) Correct(ctx context.Context, event, sellable int64, sectio
 	if !notBefore.IsZero() {
 		bound = ms(notBefore)
 	}
-	args := make([]any, 0, 4+4*len(add)+len(drop))
-	args = append(args, sellable, capacities, bound, len(add))
+	always := 0
+	if recount {
+		always = 1
+	}
+	args := make([]any, 0, 5+4*len(add)+len(drop))
+	args = append(args, sellable, capacities, bound, always, len(add))
 	for _, h := range add {
 		rec, err := json.Marshal(h.record())
 		if err != nil {

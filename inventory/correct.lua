@@ -25,14 +25,20 @@
 --            ahead of the caller's, may have reclaimed it already and its
 --            seats gone to another hold; the caller passes its clock plus
 --            how far apart the nodes' clocks may be.
--- ARGV[4] -> n, the number of holds to add
--- ARGV[5 .. 4+4n] -> four values per hold to add: hold id, user id, record
+-- ARGV[4] -> "1": count every record again whatever this call changed;
+--            "0": only if it added, dropped or confirmed a record. The
+--            count reads every record, which blocks Redis for about a
+--            second per hundred thousand; the scripts keep the counts in
+--            step with the records, so it finds nothing to set right
+--            unless something wrote the keys outside them.
+-- ARGV[5] -> n, the number of holds to add
+-- ARGV[6 .. 5+4n] -> four values per hold to add: hold id, user id, record
 --              (JSON), expires_at ms (-1: not in the expiry index); one that
 --              Redis has by now is left as it is, but for its confirmation:
 --              a confirmed record (c) confirms Redis's pending one (a
 --              confirmation Redis lost, which it would otherwise give
 --              away at the hold's expiry)
--- ARGV[5+4n ..] -> ids of holds to drop (a buyer's record of no seats stays)
+-- ARGV[6+4n ..] -> ids of holds to drop (a buyer's record of no seats stays)
 -- returns {outcome, remaining before, remaining after, added, dropped,
 --          seats whose owner was wrong (missing, stray or another hold's),
 --          places by which the sections' counts were wrong, holds not added
@@ -45,9 +51,9 @@ if redis.call('EXISTS', KEYS[1]) == 0 then
   return {'not_loaded', 0, 0, 0, 0, 0, 0, 0, 0}
 end
 local notBefore = tonumber(ARGV[3])
-local n = tonumber(ARGV[4])
+local n = tonumber(ARGV[5])
 local added, dropped, lapsed, confirmed = 0, 0, 0, 0
-for i = 5, 4 + 4 * n, 4 do
+for i = 6, 5 + 4 * n, 4 do
   local id, user, rec, exp = ARGV[i], ARGV[i + 1], ARGV[i + 2], tonumber(ARGV[i + 3])
   if exp >= 0 and exp < notBefore then
     lapsed = lapsed + 1
@@ -72,7 +78,7 @@ for i = 5, 4 + 4 * n, 4 do
     end
   end
 end
-for i = 5 + 4 * n, #ARGV do
+for i = 6 + 4 * n, #ARGV do
   local id = ARGV[i]
   local rec = redis.call('HGET', KEYS[3], id)
   if rec then
@@ -86,6 +92,10 @@ for i = 5 + 4 * n, #ARGV do
       dropped = dropped + 1
     end
   end
+end
+if ARGV[4] ~= '1' and added + dropped + confirmed == 0 then
+  local left = tonumber(redis.call('GET', KEYS[1]))
+  return {'ok', left, left, 0, 0, 0, 0, lapsed, 0}
 end
 local taken = 0
 local owners = {}

@@ -27,7 +27,7 @@ func TestCorrect(t *testing.T) {
 
 	dan := inventory.LiveHold{ID: "lost", User: "dan", Quantity: 4, ExpiresAt: t0.Add(time.Hour)}
 	again := inventory.LiveHold{ID: "kept", User: "ann", Quantity: 1, ExpiresAt: t0.Add(time.Hour)}
-	c, err := inv.Correct(ctx, event, 12, nil, time.Time{}, []inventory.LiveHold{dan, again}, []string{"ended", "buyer", "unknown"})
+	c, err := inv.Correct(ctx, event, 12, nil, time.Time{}, inventory.RecountAlways, []inventory.LiveHold{dan, again}, []string{"ended", "buyer", "unknown"})
 	require.NoError(t, err)
 	// 12 sellable − ann 1 − cat 2 − dan 4.
 	assert.Equal(t, inventory.Correction{Before: 11, After: 5, Added: 1, Dropped: 1}, c)
@@ -41,9 +41,43 @@ func TestCorrect(t *testing.T) {
 	assert.Equal(t, int64(4), res.Seats, "dan's hold is a hold like any other")
 
 	// Nothing to correct: nothing changes.
-	c, err = inv.Correct(ctx, event, 12, nil, time.Time{}, nil, nil)
+	c, err = inv.Correct(ctx, event, 12, nil, time.Time{}, inventory.RecountAlways, nil, nil)
 	require.NoError(t, err)
 	assert.Equal(t, c.Before, c.After)
+}
+
+// Counting every record again is what costs: with RecountIfChanged a call
+// that changes no record leaves the counts as the scripts keep them, and one
+// that adds or drops a record counts them all, setting right what was
+// written outside the scripts too.
+func TestCorrectRecountsOnlyWhatChanged(t *testing.T) {
+	ctx := context.Background()
+	inv, rdb, event := loaded(t, 9,
+		inventory.LiveHold{ID: "kept", User: "ann", Quantity: 1, ExpiresAt: t0.Add(time.Hour)})
+	k := inventory.KeysFor(event)
+	require.NoError(t, rdb.DecrBy(ctx, k.Remaining, 2).Err())
+
+	kept := inventory.LiveHold{ID: "kept", User: "ann", Quantity: 1, ExpiresAt: t0.Add(time.Hour)}
+	c, err := inv.Correct(ctx, event, 10, nil, time.Time{}, inventory.RecountIfChanged, []inventory.LiveHold{kept}, []string{"unknown"})
+	require.NoError(t, err)
+	assert.Equal(t, inventory.Correction{Before: 7, After: 7}, c, "no record changed: nothing counted")
+	assert.Equal(t, int64(7), remaining(t, inv, event))
+
+	lost := inventory.LiveHold{ID: "lost", User: "bob", Quantity: 3, ExpiresAt: t0.Add(time.Hour)}
+	c, err = inv.Correct(ctx, event, 10, nil, time.Time{}, inventory.RecountIfChanged, []inventory.LiveHold{lost}, nil)
+	require.NoError(t, err)
+	// 10 sellable − ann 1 − bob 3.
+	assert.Equal(t, inventory.Correction{Before: 7, After: 6, Added: 1}, c)
+
+	require.NoError(t, rdb.DecrBy(ctx, k.Remaining, 2).Err())
+	c, err = inv.Correct(ctx, event, 10, nil, time.Time{}, inventory.RecountIfChanged, nil, []string{"lost"})
+	require.NoError(t, err)
+	assert.Equal(t, inventory.Correction{Before: 4, After: 9, Dropped: 1}, c, "a drop counts every record again")
+
+	require.NoError(t, rdb.DecrBy(ctx, k.Remaining, 2).Err())
+	c, err = inv.Correct(ctx, event, 10, nil, time.Time{}, inventory.RecountAlways, nil, nil)
+	require.NoError(t, err)
+	assert.Equal(t, inventory.Correction{Before: 7, After: 9}, c)
 }
 
 func TestReleaseKeepingBuyer(t *testing.T) {
@@ -144,7 +178,7 @@ func TestCorrectNeverPutsBackAReclaimedHold(t *testing.T) {
 	const margin = time.Second
 	slow := t0.Add(time.Millisecond - 500*time.Millisecond)
 	later := inventory.LiveHold{ID: "later", User: "bob", Quantity: 3, ExpiresAt: slow.Add(margin + time.Second)}
-	c, err := inv.Correct(ctx, event, 12, nil, slow.Add(margin), []inventory.LiveHold{lapsed, later}, nil)
+	c, err := inv.Correct(ctx, event, 12, nil, slow.Add(margin), inventory.RecountAlways, []inventory.LiveHold{lapsed, later}, nil)
 	require.NoError(t, err)
 	assert.Equal(t, int64(1), c.Added, "only the hold that cannot have lapsed on any node is put back")
 	assert.Equal(t, int64(1), c.Lapsed)
@@ -164,7 +198,7 @@ func TestCorrectConfirmsALostConfirmation(t *testing.T) {
 		inventory.LiveHold{ID: "buyer", User: "eve", Overflow: true})
 	k := inventory.KeysFor(event)
 
-	c, err := inv.Correct(ctx, event, 8, nil, time.Time{}, []inventory.LiveHold{
+	c, err := inv.Correct(ctx, event, 8, nil, time.Time{}, inventory.RecountAlways, []inventory.LiveHold{
 		{ID: "sold", User: "ann", Quantity: 2, Confirmed: true},
 		{ID: "held", User: "bob", Quantity: 1, ExpiresAt: t0.Add(time.Minute)},
 		{ID: "buyer", User: "eve", Confirmed: true},

@@ -118,7 +118,7 @@ func TestSectionCountsRebuiltAndCorrected(t *testing.T) {
 	// Redis's counts drifted.
 	k := inventory.KeysFor(event)
 	require.NoError(t, rdb.HSet(ctx, k.Sections, "GA-East", 9).Err())
-	c, err := inv.Correct(ctx, event, 11, map[string]int64{"GA-East": 5, "GA-West": 6}, time.Time{}, nil, []string{"p"})
+	c, err := inv.Correct(ctx, event, 11, map[string]int64{"GA-East": 5, "GA-West": 6}, time.Time{}, inventory.RecountAlways, nil, []string{"p"})
 	require.NoError(t, err)
 	assert.Equal(t, int64(1), c.Dropped)
 	assert.Equal(t, int64(10), c.After)

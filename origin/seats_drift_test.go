@@ -134,3 +134,58 @@ func TestCorrectionDropsAHoldReleasedMeanwhile(t *testing.T) {
 	assert.Equal(t, inv.Sellable-1, inv.Remaining)
 	assert.Equal(t, http.StatusCreated, h.hold(ev.ID, "gone", 1, "k2").status, "gone holds again")
 }
+
+// Counting every hold record again blocks Redis while it reads them, so a
+// busy event's pass leaves drift on the safe side (Redis offering fewer
+// seats than the ledger has left, which is what writes in flight look
+// like) for a quiet pass to set right; drift on the side that oversells is
+// set right at once, busy or not.
+func TestDriftCountedAgainWhenQuietOrOverselling(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	ev := h.createEvent(map[string]any{"capacity": 10})
+	ctx := context.Background()
+	keys := inventory.KeysFor(ev.ID)
+	sellable := h.invariant(ev.ID).Sellable
+	h.holdID(ev.ID, "ann", "k", 1)
+	remaining := func() int64 {
+		n, _, err := h.srv.Inventory().Remaining(ctx, ev.ID)
+		require.NoError(t, err)
+		return n
+	}
+
+	// busy holds a hold of user between its Redis step and its ledger
+	// write while during runs.
+	inRedis, proceed := make(chan struct{}), make(chan struct{})
+	h.srv.AfterRedisStep(func() {
+		inRedis <- struct{}{}
+		<-proceed
+	})
+	busy := func(user string, during func()) {
+		done := make(chan result, 1)
+		go func() { done <- h.hold(ev.ID, user, 1, "k") }()
+		<-inRedis
+		require.Positive(t, h.srv.InFlight(ev.ID))
+		during()
+		proceed <- struct{}{}
+		res := <-done
+		require.Equal(t, http.StatusCreated, res.status, "%s", res.body)
+	}
+
+	// Redis loses two seats: nothing is oversold, and the busy pass leaves
+	// them lost.
+	require.NoError(t, h.rdb.DecrBy(ctx, keys.Remaining, 2).Err())
+	busy("bob", func() {
+		require.NoError(t, h.srv.ReconcileOnce(ctx))
+		assert.Equal(t, sellable-2-2, remaining(), "counted again while busy")
+	})
+	require.NoError(t, h.srv.ReconcileOnce(ctx))
+	assert.Equal(t, sellable-2, remaining(), "the quiet pass gives the lost seats back")
+
+	// Redis offers three seats it does not have: set right while busy.
+	require.NoError(t, h.rdb.IncrBy(ctx, keys.Remaining, 3).Err())
+	busy("cat", func() {
+		require.NoError(t, h.srv.ReconcileOnce(ctx))
+		assert.Equal(t, sellable-3, remaining(), "oversold until the event is quiet")
+	})
+	h.requireInvariant(ev.ID, 3)
+}

@@ -77,8 +77,19 @@ func (d *DriftCorrector) event(ctx context.Context, ev *seats.Event) error {
 			"remaining", inv.Remaining, "sellable", inv.Sellable, "active_holds", inv.ActiveHolds, "drift", inv.Drift,
 			"seat_drift", inv.SeatDrift)
 		// Most of a busy sale's drift is its writes in flight, which the
-		// correction leaves as they are; what it changes is lasting.
-		if _, err := d.seats.Recovery().Correct(ctx, ev); err != nil && !errors.Is(err, inventory.ErrFrozen) && !errors.Is(err, inventory.ErrNotLoaded) {
+		// correction leaves as they are; what it changes is lasting. The
+		// holds Redis lost are put back whatever the drift. Counting every
+		// record again blocks Redis for as long as it reads them (about a
+		// second per hundred thousand holds), so it waits until the event
+		// is quiet, unless Redis offers more seats than the ledger has
+		// left, the side that oversells. Holds and releases in flight
+		// make it offer fewer: the hold takes its seats in Redis before
+		// its row is written, the release gives them back after.
+		recount := inventory.RecountIfChanged
+		if inv.Drift > 0 || quiet {
+			recount = inventory.RecountAlways
+		}
+		if _, err := d.seats.Recovery().Correct(ctx, ev, recount); err != nil && !errors.Is(err, inventory.ErrFrozen) && !errors.Is(err, inventory.ErrNotLoaded) {
 			errs = append(errs, err)
 		}
 		quiet = d.seats.Recovery().Quiet(ctx, ev)

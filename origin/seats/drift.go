@@ -105,10 +105,12 @@ func (rc *Recovery) CorrectDrift(ctx context.Context, id int64) (inventory.Corre
 	if err != nil {
 		return inventory.Correction{}, err
 	}
-	return rc.Correct(ctx, ev)
+	return rc.Correct(ctx, ev, inventory.RecountAlways)
 }
 
-func (rc *Recovery) Correct(ctx context.Context, ev *Event) (inventory.Correction, error) {
+// Correct is CorrectDrift of an event read already; recount says whether
+// the script counts every hold record again when it changed none.
+func (rc *Recovery) Correct(ctx context.Context, ev *Event, recount inventory.Recount) (inventory.Correction, error) {
 	// Redis first: a hold the ledger has ended stays ended, whenever read.
 	inRedis, err := rc.inv.HoldIDs(ctx, ev.ID)
 	if err != nil {
@@ -154,7 +156,7 @@ func (rc *Recovery) Correct(ctx context.Context, ev *Event) (inventory.Correctio
 	// A hold this node reads live may have lapsed by the clock of another
 	// node, ahead of this one by up to the margin, and been reclaimed there,
 	// its seats gone to another hold: such a hold is not put back.
-	c, err := rc.inv.Correct(ctx, ev.ID, ev.Sellable, ev.sectionCapacities(), rc.now().Add(rc.cfg.ClockSkewMargin), add, ended)
+	c, err := rc.inv.Correct(ctx, ev.ID, ev.Sellable, ev.sectionCapacities(), rc.now().Add(rc.cfg.ClockSkewMargin), recount, add, ended)
 	if err != nil {
 		return c, err
 	}
@@ -190,7 +192,7 @@ func (rc *Recovery) dropEndedSince(ctx context.Context, ev *Event, added []inven
 	if err != nil || len(ended) == 0 {
 		return c, err
 	}
-	again, err := rc.inv.Correct(ctx, ev.ID, ev.Sellable, ev.sectionCapacities(), time.Time{}, nil, ended)
+	again, err := rc.inv.Correct(ctx, ev.ID, ev.Sellable, ev.sectionCapacities(), time.Time{}, inventory.RecountIfChanged, nil, ended)
 	if err != nil {
 		return c, err
 	}
