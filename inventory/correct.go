@@ -52,9 +52,9 @@ const (
 // every hold record, all in one script. Holds, releases and reclaims keep
 // remaining and the records in step, so that count is exact with any
 // number of them in flight; the reserved seats' owners are rewritten from
-// the records' seat lists, and each general-admission section of sections (section ->
-// capacity) is set to its capacity minus the places of the records naming
-// it. A hold whose ledger row is not written yet keeps its seats until
+// the records' seat lists, and each general-admission section of sections
+// (section -> capacity) is set to its capacity minus the places of the
+// records naming it. A hold whose ledger row is not written yet keeps its seats until
 // its own request settles it. Read the ledger after the Redis state the
 // drops were chosen from: a hold is added only if Redis still lacks it when
 // the script runs. A pending hold of add expiring before notBefore (zero:

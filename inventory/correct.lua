@@ -26,11 +26,8 @@
 --            seats gone to another hold; the caller passes its clock plus
 --            how far apart the nodes' clocks may be.
 -- ARGV[4] -> "1": count every record again whatever this call changed;
---            "0": only if it added, dropped or confirmed a record. The
---            count reads every record, which blocks Redis for about a
---            second per hundred thousand; the scripts keep the counts in
---            step with the records, so it finds nothing to set right
---            unless something wrote the keys outside them.
+--            "0": only if it added, dropped or confirmed a record (see
+--            Recount in correct.go)
 -- ARGV[5] -> n, the number of holds to add
 -- ARGV[6 .. 5+4n] -> four values per hold to add: hold id, user id, record
 --              (JSON), expires_at ms (-1: not in the expiry index); one that

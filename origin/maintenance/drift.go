@@ -79,10 +79,9 @@ func (d *DriftCorrector) event(ctx context.Context, ev *seats.Event) error {
 		// Most of a busy sale's drift is its writes in flight, which the
 		// correction leaves as they are; what it changes is lasting. The
 		// holds Redis lost are put back whatever the drift. Counting every
-		// record again blocks Redis for as long as it reads them (about a
-		// second per hundred thousand holds), so it waits until the event
-		// is quiet, unless Redis offers more seats than the ledger has
-		// left, the side that oversells. Holds and releases in flight
+		// record again blocks Redis while it reads them, so it waits until
+		// the event is quiet, unless Redis offers more seats than the
+		// ledger has left, the side that oversells. Holds and releases in flight
 		// make it offer fewer: the hold takes its seats in Redis before
 		// its row is written, the release gives them back after.
 		recount := inventory.RecountIfChanged
