@@ -25,6 +25,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/waitroom/waitroom/internal/freeport"
 	"github.com/waitroom/waitroom/internal/redisurl"
 )
 
@@ -198,15 +199,15 @@ func Postgres(t testing.TB) string {
 	return u.String()
 }
 
-// FreePort returns a loopback TCP port nobody listens on right now.
+// FreePort returns a loopback TCP port nobody listens on right now and that
+// no earlier call in this process returned.
 func FreePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := freeport.Take()
 	if err != nil {
-		t.Fatalf("free port: %v", err)
+		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return port
 }
 
 // WaitForPort waits up to 10 s for addr to accept connections.

@@ -9,13 +9,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/waitroom/waitroom/internal/freeport"
 )
 
 // Proc is a child process whose output goes to a log file.
@@ -149,15 +150,9 @@ func indent(s string) string {
 	return "    " + strings.ReplaceAll(s, "\n", "\n    ")
 }
 
-// FreePort returns a loopback port nobody listens on right now.
-func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
+// FreePort returns a loopback port nobody listens on right now and that no
+// earlier call in this process returned.
+func FreePort() (int, error) { return freeport.Take() }
 
 // waitUntil polls ready every 50 ms until it returns nil, the process
 // exits, or timeout passes.
