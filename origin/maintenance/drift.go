@@ -73,9 +73,17 @@ func (d *DriftCorrector) event(ctx context.Context, ev *seats.Event) error {
 	}
 	var errs []error
 	if inv.Drift != 0 || (inv.SeatDrift != nil && *inv.SeatDrift != 0) {
-		d.cfg.Logger.Warn("inventory drift: redis and the ledger disagree", "event", ev.ID,
+		// A busy sale shows drift at every check, on the side that offers
+		// fewer seats: that is its writes in flight, and a warning each
+		// time would teach operators to ignore the one that matters. What
+		// the correction changes is logged by it.
+		level := slog.LevelDebug
+		if inv.Drift > 0 || quiet {
+			level = slog.LevelWarn
+		}
+		d.cfg.Logger.Log(ctx, level, "inventory drift: redis and the ledger disagree", "event", ev.ID,
 			"remaining", inv.Remaining, "sellable", inv.Sellable, "active_holds", inv.ActiveHolds, "drift", inv.Drift,
-			"seat_drift", inv.SeatDrift)
+			"seat_drift", inv.SeatDrift, "quiet", quiet)
 		// Most of a busy sale's drift is its writes in flight, which the
 		// correction leaves as they are; what it changes is lasting. The
 		// holds Redis lost are put back whatever the drift. Counting every
