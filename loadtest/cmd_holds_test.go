@@ -1,8 +1,10 @@
 package main
 
 import (
+	"context"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -54,4 +56,10 @@ func TestMedianRoundIsOneRound(t *testing.T) {
 			t.Errorf("median round of %v: round %s (ratio %v, %v/s), want round %s", c.ratios, m.cmdline, m.ratio, m.perSecond, c.want)
 		}
 	}
+}
+
+// The rounds after the first take no profile: they must not fail for it.
+func TestStartProfilesWithoutFolder(t *testing.T) {
+	wait := startProfiles(context.Background(), "http://127.0.0.1:1", "", time.Second)
+	require.NoError(t, wait())
 }

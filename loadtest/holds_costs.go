@@ -135,9 +135,10 @@ func (c holdCosts) write(out io.Writer, holds int64, client time.Duration) {
 
 // startProfiles takes a CPU profile and an allocation profile of the origin
 // (its profiler at debugURL) over the next d, into dir, and returns a
-// function that waits for them. With no debugURL it does nothing.
+// function that waits for them. With no debugURL or no dir (the rounds
+// after the first) it does nothing.
 func startProfiles(ctx context.Context, debugURL, dir string, d time.Duration) func() error {
-	if debugURL == "" {
+	if debugURL == "" || dir == "" {
 		return func() error { return nil }
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
