@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Correction is what Correct did.
@@ -111,20 +113,57 @@ func (inv *Inventory) Correct(ctx context.Context, event, sellable int64, sectio
 }
 
 // PendingIDs lists the ids of the holds Redis has pending for event: those
-// in its expiry index.
+// in its expiry index, read a page at a time (see scanIDs).
 func (inv *Inventory) PendingIDs(ctx context.Context, event int64) ([]string, error) {
-	ids, err := inv.rdb.ZRange(ctx, KeysFor(event).Expiry, 0, -1).Result()
+	ids, err := scanIDs(ctx, inv.rdb.ZScan, KeysFor(event).Expiry)
 	if err != nil {
 		return nil, fmt.Errorf("list pending holds of event %d: %w", event, err)
 	}
 	return ids, nil
 }
 
-// HoldIDs lists the ids of the hold records Redis keeps for event.
+// HoldIDs lists the ids of the hold records Redis keeps for event, read a
+// page at a time (see scanIDs).
 func (inv *Inventory) HoldIDs(ctx context.Context, event int64) ([]string, error) {
-	ids, err := inv.rdb.HKeys(ctx, KeysFor(event).Holds).Result()
+	ids, err := scanIDs(ctx, inv.rdb.HScan, KeysFor(event).Holds)
 	if err != nil {
 		return nil, fmt.Errorf("list holds of event %d: %w", event, err)
 	}
 	return ids, nil
+}
+
+// scanPage is how many entries one call of a listing asks Redis for.
+const scanPage = 1000
+
+// scanIDs lists the members of the hash or sorted set at key with scan
+// (HSCAN or ZSCAN), without their values, each once. One HKEYS or ZRANGE of
+// a big event's holds keeps Redis from every hold and release while it
+// runs (over 100 ms with 200,000 holds); a page of a scan takes 2–3 ms, in
+// all about three times the work of the one read, spread out. Unlike one
+// read, the listing is not a snapshot: an id there throughout is listed,
+// one added or removed meanwhile may or may not be. Correct allows for
+// both, as it does for changes made between a listing and its script: it
+// adds a hold only if its record is missing by then, and drops one only if
+// the ledger has ended it.
+func scanIDs(ctx context.Context, scan func(ctx context.Context, key string, cursor uint64, match string, count int64) *redis.ScanCmd, key string) ([]string, error) {
+	seen := map[string]bool{}
+	var ids []string
+	var cursor uint64
+	for {
+		page, next, err := scan(ctx, key, cursor, "", scanPage).Result()
+		if err != nil {
+			return nil, err
+		}
+		// Members and values alternate.
+		for i := 0; i < len(page); i += 2 {
+			if id := page[i]; !seen[id] {
+				seen[id] = true
+				ids = append(ids, id)
+			}
+		}
+		if next == 0 {
+			return ids, nil
+		}
+		cursor = next
+	}
 }

@@ -2,6 +2,7 @@ package inventory_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -213,4 +214,30 @@ func TestCorrectConfirmsALostConfirmation(t *testing.T) {
 	n, _, _, err := inv.Reclaim(ctx, event, t0.Add(time.Hour))
 	require.NoError(t, err)
 	assert.Equal(t, int64(6), n)
+}
+
+// The listings Correct works from are read a page at a time: an event with
+// more holds than a page lists each exactly once.
+func TestHoldIDsAndPendingIDsReadEveryPage(t *testing.T) {
+	ctx := context.Background()
+	const n = 2500
+	var holds []inventory.LiveHold
+	var all, pending []string
+	for i := range n {
+		h := inventory.LiveHold{ID: fmt.Sprintf("hold-%d", i), User: fmt.Sprintf("user-%d", i), Quantity: 1,
+			ExpiresAt: t0.Add(time.Hour), Confirmed: i%3 == 0}
+		holds = append(holds, h)
+		all = append(all, h.ID)
+		if !h.Confirmed {
+			pending = append(pending, h.ID)
+		}
+	}
+	inv, _, event := loaded(t, n, holds...)
+
+	ids, err := inv.HoldIDs(ctx, event)
+	require.NoError(t, err)
+	assert.ElementsMatch(t, all, ids)
+	ids, err = inv.PendingIDs(ctx, event)
+	require.NoError(t, err)
+	assert.ElementsMatch(t, pending, ids)
 }

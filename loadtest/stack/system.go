@@ -9,6 +9,7 @@ import (
 	"math/big"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -248,10 +249,10 @@ func (s *System) Failed() error {
 
 // RemoveEventKeys deletes every key of an event (queue state, inventory)
 // from a Redis that outlives the run. On a cluster every master is
-// scanned; the keys an event has on one share its hash tag, so one UNLINK
-// takes them. UNLINK, not DEL: an event of 200,000 holds takes Redis
-// 0.2–0.3 s to free, and UNLINK frees it off the thread that serves the
-// next run.
+// scanned. UNLINK, not DEL, a thousand keys at a time: a big key (an
+// event's 200,000 hold records) is then freed off the thread that serves
+// the next run, and the small ones (a claim per hold) never hold Redis for
+// long: 600,000 of them in one call took it 0.8 s.
 func RemoveEventKeys(ctx context.Context, url string, events ...int64) error {
 	return eachRedisServer(ctx, url, func(ctx context.Context, rdb *redis.Client) error {
 		for _, e := range events {
@@ -263,8 +264,8 @@ func RemoveEventKeys(ctx context.Context, url string, events ...int64) error {
 			if err := iter.Err(); err != nil {
 				return fmt.Errorf("remove keys of event %d: %w", e, err)
 			}
-			if len(keys) > 0 {
-				if err := rdb.Unlink(ctx, keys...).Err(); err != nil {
+			for chunk := range slices.Chunk(keys, 1000) {
+				if err := rdb.Unlink(ctx, chunk...).Err(); err != nil {
 					return fmt.Errorf("remove keys of event %d: %w", e, err)
 				}
 			}
