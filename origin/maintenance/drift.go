@@ -73,29 +73,22 @@ func (d *DriftCorrector) event(ctx context.Context, ev *seats.Event) error {
 	}
 	var errs []error
 	if inv.Drift != 0 || (inv.SeatDrift != nil && *inv.SeatDrift != 0) {
-		// A busy sale shows drift at every check, on the side that offers
-		// fewer seats: that is its writes in flight, and a warning each
-		// time would teach operators to ignore the one that matters. What
-		// the correction changes is logged by it.
-		level := slog.LevelDebug
+		// Most of a busy sale's drift is its writes in flight: the hold
+		// takes its seats in Redis before its row is written, the release
+		// gives them back after, so Redis offers fewer seats. Such drift is
+		// neither worth a warning at every check (operators would learn to
+		// ignore the one that matters) nor worth counting every record
+		// again, which blocks Redis while it reads them. Drift on the side
+		// that oversells, or found with the event quiet, is both. The holds
+		// Redis lost are put back whatever the drift, and what the
+		// correction changes is logged by it.
+		level, recount := slog.LevelDebug, inventory.RecountIfChanged
 		if inv.Drift > 0 || quiet {
-			level = slog.LevelWarn
+			level, recount = slog.LevelWarn, inventory.RecountAlways
 		}
 		d.cfg.Logger.Log(ctx, level, "inventory drift: redis and the ledger disagree", "event", ev.ID,
 			"remaining", inv.Remaining, "sellable", inv.Sellable, "active_holds", inv.ActiveHolds, "drift", inv.Drift,
 			"seat_drift", inv.SeatDrift, "quiet", quiet)
-		// Most of a busy sale's drift is its writes in flight, which the
-		// correction leaves as they are; what it changes is lasting. The
-		// holds Redis lost are put back whatever the drift. Counting every
-		// record again blocks Redis while it reads them, so it waits until
-		// the event is quiet, unless Redis offers more seats than the
-		// ledger has left, the side that oversells. Holds and releases in flight
-		// make it offer fewer: the hold takes its seats in Redis before
-		// its row is written, the release gives them back after.
-		recount := inventory.RecountIfChanged
-		if inv.Drift > 0 || quiet {
-			recount = inventory.RecountAlways
-		}
 		if _, err := d.seats.Recovery().Correct(ctx, ev, recount); err != nil && !errors.Is(err, inventory.ErrFrozen) && !errors.Is(err, inventory.ErrNotLoaded) {
 			errs = append(errs, err)
 		}
