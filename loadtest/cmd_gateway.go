@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/waitroom/waitroom/hashtag"
+	"github.com/waitroom/waitroom/internal/freeport"
 	"github.com/waitroom/waitroom/internal/redisurl"
 	"github.com/waitroom/waitroom/loadtest/api"
 	"github.com/waitroom/waitroom/loadtest/report"
@@ -111,7 +112,7 @@ func runGateway(ctx context.Context, args []string, out, errOut io.Writer) error
 	var sites gatewaySites
 	ports := make([]int, 6)
 	for i := range ports {
-		if ports[i], err = stack.FreePort(); err != nil {
+		if ports[i], err = freeport.Take(); err != nil {
 			return err
 		}
 	}
@@ -137,7 +138,7 @@ func runGateway(ctx context.Context, args []string, out, errOut io.Writer) error
 	}
 	floorPorts := make([]int, 4)
 	for i := range floorPorts {
-		if floorPorts[i], err = stack.FreePort(); err != nil {
+		if floorPorts[i], err = freeport.Take(); err != nil {
 			return err
 		}
 	}

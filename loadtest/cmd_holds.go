@@ -20,6 +20,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/waitroom/waitroom/internal/freeport"
 	"github.com/waitroom/waitroom/inventory"
 	"github.com/waitroom/waitroom/loadtest/api"
 	"github.com/waitroom/waitroom/loadtest/report"
@@ -81,7 +82,7 @@ func runHolds(ctx context.Context, args []string, out, errOut io.Writer) error {
 	env := []string{"ORIGIN_LOG_FORMAT=json"}
 	var debugURL string
 	if *profileDir != "" {
-		port, err := stack.FreePort()
+		port, err := freeport.Take()
 		if err != nil {
 			return err
 		}

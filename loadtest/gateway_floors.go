@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/waitroom/waitroom/internal/freeport"
 	"github.com/waitroom/waitroom/loadtest/api"
 	"github.com/waitroom/waitroom/loadtest/stack"
 	"github.com/waitroom/waitroom/waitroom"
@@ -43,7 +44,7 @@ func askRoomAnswers(ctx context.Context, client *http.Client, bin, dir, secret s
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return roomAnswers{}, err
 	}
-	port, err := stack.FreePort()
+	port, err := freeport.Take()
 	if err != nil {
 		return roomAnswers{}, err
 	}
@@ -53,7 +54,7 @@ func askRoomAnswers(ctx context.Context, client *http.Client, bin, dir, secret s
 		return roomAnswers{}, err
 	}
 	defer up.Close()
-	admitPort, err := stack.FreePort()
+	admitPort, err := freeport.Take()
 	if err != nil {
 		return roomAnswers{}, err
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/waitroom/waitroom/internal/freeport"
 	"github.com/waitroom/waitroom/internal/testenv"
 	"github.com/waitroom/waitroom/loadtest/api"
 	"github.com/waitroom/waitroom/loadtest/stack"
@@ -92,9 +93,9 @@ func heldThroughLocalCaddyfile(t *testing.T) localHold {
 	caddyBin, originBin := buildServers(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	t.Cleanup(cancel)
-	sitePort, err := stack.FreePort()
+	sitePort, err := freeport.Take()
 	require.NoError(t, err)
-	adminPort, err := stack.FreePort()
+	adminPort, err := freeport.Take()
 	require.NoError(t, err)
 	sys, err := stack.Up(ctx, stack.SystemConfig{
 		CaddyBin: caddyBin, OriginBin: originBin, Dir: t.TempDir(),

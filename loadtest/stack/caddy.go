@@ -10,6 +10,8 @@ import (
 	"strings"
 	"text/template"
 	"time"
+
+	"github.com/waitroom/waitroom/internal/freeport"
 )
 
 // Site is one site of a generated Caddyfile, on its own loopback port.
@@ -169,7 +171,7 @@ func StartCaddy(ctx context.Context, cfg CaddyConfig) (*Caddy, error) {
 	adminPort, path := cfg.AdminPort, cfg.Caddyfile
 	if path == "" {
 		var err error
-		if adminPort, err = FreePort(); err != nil {
+		if adminPort, err = freeport.Take(); err != nil {
 			return nil, err
 		}
 		path = filepath.Join(cfg.Dir, "Caddyfile")

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"path/filepath"
 	"time"
+
+	"github.com/waitroom/waitroom/internal/freeport"
 )
 
 // OriginConfig is an origin to start (configured as API.md section 6 says).
@@ -41,7 +43,7 @@ func StartOrigin(ctx context.Context, cfg OriginConfig) (*Origin, error) {
 	port := cfg.Port
 	if port == 0 {
 		var err error
-		if port, err = FreePort(); err != nil {
+		if port, err = freeport.Take(); err != nil {
 			return nil, err
 		}
 	}
@@ -49,7 +51,7 @@ func StartOrigin(ctx context.Context, cfg OriginConfig) (*Origin, error) {
 	metricsPort := cfg.MetricsPort
 	if metricsPort == 0 {
 		var err error
-		if metricsPort, err = FreePort(); err != nil {
+		if metricsPort, err = freeport.Take(); err != nil {
 			return nil, err
 		}
 	}

@@ -15,8 +15,6 @@ import (
 	"sync"
 	"syscall"
 	"time"
-
-	"github.com/waitroom/waitroom/internal/freeport"
 )
 
 // Proc is a child process whose output goes to a log file.
@@ -149,10 +147,6 @@ func (p *Proc) failed() error {
 func indent(s string) string {
 	return "    " + strings.ReplaceAll(s, "\n", "\n    ")
 }
-
-// FreePort returns a loopback port nobody listens on right now and that no
-// earlier call in this process returned.
-func FreePort() (int, error) { return freeport.Take() }
 
 // waitUntil polls ready every 50 ms until it returns nil, the process
 // exits, or timeout passes.

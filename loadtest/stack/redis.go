@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/waitroom/waitroom/internal/freeport"
 	"github.com/waitroom/waitroom/internal/redisurl"
 	"github.com/waitroom/waitroom/inventory"
 )
@@ -34,7 +35,7 @@ func StartRedis(ctx context.Context, dir string) (*Redis, error) {
 	if err != nil {
 		return nil, fmt.Errorf("redis-server is not installed (Debian package redis-server): %w", err)
 	}
-	port, err := FreePort()
+	port, err := freeport.Take()
 	if err != nil {
 		return nil, err
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/waitroom/waitroom/hashtag"
 	"github.com/waitroom/waitroom/internal/faultproxy"
+	"github.com/waitroom/waitroom/internal/freeport"
 	"github.com/waitroom/waitroom/loadtest/api"
 )
 
@@ -161,7 +162,7 @@ func Up(ctx context.Context, cfg SystemConfig) (s *System, err error) {
 		s.Gateway = site.URL()
 		return s, nil
 	}
-	port, err := FreePort()
+	port, err := freeport.Take()
 	if err != nil {
 		return s, err
 	}
@@ -178,7 +179,7 @@ func Up(ctx context.Context, cfg SystemConfig) (s *System, err error) {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return s, err
 		}
-		if site.Port, err = FreePort(); err != nil {
+		if site.Port, err = freeport.Take(); err != nil {
 			return s, err
 		}
 		c, err := StartCaddy(ctx, CaddyConfig{Bin: cfg.CaddyBin, Dir: dir, KeyID: s.KeyID, Secret: s.Secret, Sites: []Site{site}})
