@@ -203,22 +203,15 @@ func TestPartialRefundAtTheProviderIsRecorded(t *testing.T) {
 
 // A refund the provider refused as an invalid request used to stay pending
 // and be made again on every pass of the reconciliation, with no backoff
-// and no reason anywhere. Here the payment of a failed booking is reported
-// succeeded (a forged but signed event) while the provider says it failed:
-// its refund is refused.
+// and no reason anywhere. Here the provider refuses every refund of the
+// payment (pm_fakepay_refund_refused), and the buyer cancels.
 func TestRefusedRefundBacksOffVisibly(t *testing.T) {
 	h := newPayHarness(t, payOptions{})
 	ev := h.createEvent(map[string]any{"capacity": 10, "hold_ttl_seconds": 3600})
 	hold := h.holdOne(ev.ID, "ann", 1)
-	res := h.book(ev.ID, "ann", hold.HoldID, payment.MethodDeclined, "book-"+uuid.NewString())
-	require.Equal(t, http.StatusAccepted, res.status, "%s", res.body)
-	var b1 bookingJSON
-	res.json(t, &b1)
-	require.Equal(t, "failed", b1.Status)
-	h.mustBook(ev.ID, "ann", hold.HoldID, payment.MethodSilent)
-
-	res = h.webhook(intentEvent("evt_s1", "payment_intent.succeeded", b1.PaymentID, b1.BookingID, b1.Amount))
-	require.Equal(t, http.StatusOK, res.status, "%s", res.body)
+	b1 := h.mustBook(ev.ID, "ann", hold.HoldID, payment.MethodRefundRefused)
+	require.Equal(t, "confirmed", h.settled(ev.ID, "ann", b1.BookingID).Status)
+	h.cancel(ev.ID, "ann", b1.BookingID)
 	row := func() (status, refund, reason string, attempts int) {
 		require.NoError(t, h.ledger.Pool().QueryRow(context.Background(),
 			`SELECT status, refund_status, refund_error, refund_attempts FROM bookings WHERE id = $1`, b1.BookingID).

@@ -358,7 +358,7 @@ func TestMoneyReportFindsMoneyKept(t *testing.T) {
 
 // The Stripe adapter's refund path through the origin, against stripe-mock.
 func TestStripeCancellationRefunds(t *testing.T) {
-	base := startStripeMock(t)
+	base := paidStripeMock(t)
 	c := newClock()
 	stripe, err := payment.NewStripe(payment.StripeConfig{APIKey: "sk_test_123", WebhookSecret: "whsec_stripe_test",
 		BackendURL: base, Quiet: true, Now: c.Now})

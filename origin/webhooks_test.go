@@ -2,12 +2,16 @@ package origin_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -108,6 +112,37 @@ func TestWebhookBadInput(t *testing.T) {
 	res := h.webhook(good)
 	require.Equal(t, http.StatusOK, res.status, "%s", res.body)
 	assert.Equal(t, "confirmed", h.booking(ev.ID, "ann", b.BookingID).Status)
+}
+
+// TestSignedSuccessTheProviderContradicts: a correctly signed
+// payment_intent.succeeded for a payment the provider has as declined (the
+// webhook secret leaked, or the provider's own mistake) sells no seat and
+// issues no ticket: the provider's present word decides, and the event is
+// answered as not handled, so it would come again. The declined booking's
+// genuine retry is untouched by it.
+func TestSignedSuccessTheProviderContradicts(t *testing.T) {
+	h := newPayHarness(t, payOptions{})
+	ev := h.createEvent(map[string]any{"capacity": 5})
+	hold := h.holdOne(ev.ID, "ann", 1)
+	declined := h.mustBook(ev.ID, "ann", hold.HoldID, payment.MethodDeclined)
+	require.Equal(t, "failed", declined.Status)
+	require.NotEmpty(t, declined.PaymentID)
+
+	forged := intentEvent("evt_forged", "payment_intent.succeeded", declined.PaymentID, declined.BookingID, declined.Amount)
+	for range 2 {
+		res := h.webhook(forged)
+		assert.Equal(t, http.StatusServiceUnavailable, res.status, "%s", res.body)
+	}
+	assert.Equal(t, "failed", h.booking(ev.ID, "ann", declined.BookingID).Status)
+	assert.Zero(t, h.count(`SELECT count(*) FROM tickets`))
+	assert.Zero(t, h.count(recordedEvents), "the event is not recorded as acted on")
+	inv := h.requireSeatsOnce(ev.ID)
+	assert.Equal(t, int64(0), inv.Confirmed)
+	assert.Equal(t, int64(1), inv.Pending, "the hold is still the buyer's to pay for")
+
+	paid := h.mustBook(ev.ID, "ann", hold.HoldID, payment.MethodVisa)
+	assert.Equal(t, "confirmed", h.settled(ev.ID, "ann", paid.BookingID).Status)
+	h.requireSeatsOnce(ev.ID)
 }
 
 // recordedEvents counts the webhook events the ledger recorded as acted on:
@@ -224,7 +259,7 @@ func fuzzOrigin(tb testing.TB) (http.Handler, *payment.Fakepay, *clock) {
 // TestStripeWebhooksThroughTheOrigin runs the booking flow with the Stripe
 // adapter against stripe-mock, and the webhooks as Stripe signs them.
 func TestStripeWebhooksThroughTheOrigin(t *testing.T) {
-	base := startStripeMock(t)
+	base := paidStripeMock(t)
 	const secret = "whsec_stripe_test"
 	c := newClock()
 	stripe, err := payment.NewStripe(payment.StripeConfig{APIKey: "sk_test_123", WebhookSecret: secret, BackendURL: base, Quiet: true, Now: c.Now})
@@ -308,6 +343,40 @@ func startStripeMock(t *testing.T) string {
 		t.Fatal("stripe-mock did not start")
 		return ""
 	}
+}
+
+// paidStripeMock fronts stripe-mock, which keeps no state (its payment
+// intents are never paid), with what Stripe answers once a payment
+// succeeded: a payment intent read back is succeeded. The tests that use it
+// deliver the payment_intent.succeeded Stripe would send then, and the
+// origin settles a success only when the provider has it so.
+func paidStripeMock(t *testing.T) string {
+	t.Helper()
+	target, err := url.Parse(startStripeMock(t))
+	require.NoError(t, err)
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	proxy.ModifyResponse = func(res *http.Response) error {
+		if res.Request.Method != http.MethodGet || !strings.HasPrefix(res.Request.URL.Path, "/v1/payment_intents/") ||
+			res.StatusCode != http.StatusOK {
+			return nil
+		}
+		var intent map[string]any
+		if err := json.NewDecoder(res.Body).Decode(&intent); err != nil {
+			return err
+		}
+		res.Body.Close()
+		intent["status"], intent["last_payment_error"] = "succeeded", nil
+		b, err := json.Marshal(intent)
+		if err != nil {
+			return err
+		}
+		res.Body, res.ContentLength = io.NopCloser(bytes.NewReader(b)), int64(len(b))
+		res.Header.Set("Content-Length", strconv.Itoa(len(b)))
+		return nil
+	}
+	srv := httptest.NewServer(proxy)
+	t.Cleanup(srv.Close)
+	return srv.URL
 }
 
 func fileExists(p string) bool {

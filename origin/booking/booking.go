@@ -72,6 +72,9 @@ var (
 	ErrBookingNotCancellable = errors.New("booking is not cancellable")
 	// errBookingSettled: the booking no longer waits for its payment.
 	errBookingSettled = errors.New("booking is no longer waiting for its payment")
+	// errNotSucceeded: a success was reported for a payment the provider
+	// does not have as succeeded.
+	errNotSucceeded = errors.New("the provider does not have the payment as succeeded")
 	// errPerUserLimit: the buyer holds other seats, or these would exceed
 	// the event's max_per_user.
 	errPerUserLimit = errors.New("over the per-user limit")

@@ -62,17 +62,15 @@ func (s *Settlement) settlePaymentOnce(ctx context.Context, b ledger.Booking, pa
 	switch b.Status {
 	case ledger.BookingConfirmed, ledger.BookingCancelled, ledger.BookingRefunded:
 		return nil
-	case ledger.BookingFailed:
-		return s.paidAfterFailure(ctx, b, paymentID, known, paid, revived)
 	}
 	if paymentID == "" {
 		paymentID = b.PaymentID
 	}
 	if b.Amount > 0 && paymentID != "" {
-		// A refund at the provider (its dashboard) may have returned the
-		// money before the payment's success reached the origin: its
-		// charge.refunded found nothing to end then. The success event may
-		// be older than the refund, so the provider's present word decides.
+		// The success event may be older than what the provider has done
+		// since (a refund from its dashboard, whose charge.refunded found
+		// nothing to end then), and a signed event is not proof of money
+		// taken where the provider says otherwise: its present word decides.
 		p := known
 		if p == nil {
 			pctx, cancel := s.paymentContext(ctx)
@@ -80,17 +78,29 @@ func (s *Settlement) settlePaymentOnce(ctx context.Context, b ledger.Booking, pa
 			cancel()
 			switch {
 			case errors.Is(err, payment.ErrNotFound):
-				// No refund to tell of: the signed event is the provider's
-				// word that the payment succeeded.
+				// Nothing to weigh the event against: the signed event is
+				// the provider's word that the payment succeeded.
 				s.log.Warn("the provider does not know the payment its event names", "booking", b.ID, "payment", paymentID)
+				got.Status = payment.StatusSucceeded
 			case err != nil:
 				return fmt.Errorf("settle payment of booking %s: %w", b.ID, err)
 			}
 			p = &got
 		}
-		if p.AmountRefunded >= b.Amount {
+		if p.Status != payment.StatusSucceeded {
+			// Before the payment's failure is undone or a seat is sold: a
+			// booking settles on money the provider has, and the event is
+			// answered as not handled, so it comes again (as does the
+			// reconciliation's question) once the provider agrees.
+			return fmt.Errorf("settle payment of booking %s: %w (the provider has it %s)", b.ID, errNotSucceeded, p.Status)
+		}
+		known = p
+		if b.Status != ledger.BookingFailed && p.AmountRefunded >= b.Amount {
 			return s.refundedBeforeSettled(ctx, b, paymentID)
 		}
+	}
+	if b.Status == ledger.BookingFailed {
+		return s.paidAfterFailure(ctx, b, paymentID, known, paid, revived)
 	}
 	ev, err := s.seats.Registry().Event(ctx, b.EventID)
 	if err != nil {
