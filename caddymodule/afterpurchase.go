@@ -12,6 +12,8 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/waitroom/waitroom/waitroom"
 )
 
 // The buyer's pages after the purchase (after_purchase, docs/api.md §12).
@@ -115,5 +117,5 @@ func (h *Handler) passCompleted(w http.ResponseWriter, r *http.Request, next cad
 	r.Header.Set(HeaderStatus, StatusCompleted)
 	w.Header().Set(HeaderStatus, StatusCompleted)
 	setPlaceholders(repl, StatusCompleted, pos)
-	return next.ServeHTTP(&commandWriter{ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: w}, h: h, r: r, spent: true}, r)
+	return h.passOn(w, r, next, waitroom.Ticket{}, true)
 }

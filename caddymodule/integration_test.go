@@ -15,6 +15,8 @@ import (
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
+	"net/http/httptrace"
+	"net/textproto"
 	"os"
 	"strconv"
 	"strings"
@@ -651,6 +653,76 @@ http://localhost:%d {
 		res = newVisitor(t).get(a.url("/"), hdr...)
 		assert.Equal(t, StatusCompleted, res.Header.Get(HeaderStatus), res.body)
 	}
+}
+
+// TestRevocationInEarlyHintsAndTrailers: the site's command in an
+// informational answer (103 Early Hints, passed on by reverse_proxy) or in
+// a trailer never reaches the client either, and is carried out as in the
+// answer's header.
+func TestRevocationInEarlyHintsAndTrailers(t *testing.T) {
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/hints":
+			w.Header().Set("Link", "</site.css>; rel=preload")
+			w.Header().Set(HeaderCommand, CommandRevoke)
+			w.WriteHeader(http.StatusEarlyHints)
+			w.Header().Del(HeaderCommand)
+			w.Header().Del("Link")
+		case "/trailer":
+			w.Header().Set("Trailer", "X-Site-Digest, "+HeaderCommand)
+			w.WriteHeader(http.StatusOK)
+			_, _ = io.WriteString(w, "site ")
+			w.Header().Set("X-Site-Digest", "d1")
+			w.Header().Set(HeaderCommand, CommandRevoke)
+		}
+		_, _ = io.WriteString(w, "site "+r.URL.Path)
+	}))
+	t.Cleanup(backend.Close)
+	ev := testenv.EventID()
+	s := load(t, testenv.FreePort(t), fmt.Sprintf(`
+	waitroom {
+		event %d
+		key k1 %s
+	}
+	reverse_proxy %s`, ev, testSecret, backend.Listener.Addr()))
+	tokens := make([]string, 2)
+	for i := range tokens {
+		res := newVisitor(t).get(s.url("/"))
+		require.Equal(t, http.StatusOK, res.StatusCode, res.body)
+		tokens[i] = res.json(t)["token"].(string)
+	}
+	code, _, raw := adminCall(t, adminPort, http.MethodPost, fmt.Sprintf("/waitroom/events/%d/watermark", ev), `{"set": 2}`)
+	require.Equal(t, http.StatusOK, code, raw)
+	admitted := func(token string) bool {
+		return newVisitor(t).get(s.url("/"), HeaderToken, token).Header.Get(HeaderStatus) == StatusAdmitted
+	}
+	require.True(t, admitted(tokens[0]) && admitted(tokens[1]))
+
+	var early []http.Header
+	trace := &httptrace.ClientTrace{Got1xxResponse: func(code int, h textproto.MIMEHeader) error {
+		early = append(early, http.Header(h).Clone())
+		return nil
+	}}
+	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(t.Context(), trace), http.MethodGet, s.url("/hints"), nil)
+	require.NoError(t, err)
+	req.Header.Set(HeaderToken, tokens[0])
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	_, _ = io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	require.Equal(t, http.StatusOK, res.StatusCode)
+	require.Len(t, early, 1, "the early hints reach the client")
+	assert.Equal(t, "</site.css>; rel=preload", early[0].Get("Link"))
+	assert.Empty(t, early[0].Values(HeaderCommand), "but not the command in them")
+	assert.Empty(t, res.Header.Values(HeaderCommand))
+	assert.False(t, admitted(tokens[0]), "the command in the early hints was carried out")
+
+	res2 := newVisitor(t).get(s.url("/trailer"), HeaderToken, tokens[1])
+	require.Equal(t, http.StatusOK, res2.StatusCode)
+	assert.Equal(t, "site site /trailer", res2.body)
+	assert.Equal(t, "d1", res2.Trailer.Get("X-Site-Digest"), "the site's other trailers pass")
+	assert.Empty(t, res2.Trailer.Values(HeaderCommand), "the command is no trailer of the client's")
+	assert.False(t, admitted(tokens[1]), "the command in the trailer was carried out")
 }
 
 func TestAbandonersLeaveAheadMemory(t *testing.T) { abandonersLeaveAhead(t, "memory") }

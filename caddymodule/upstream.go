@@ -25,7 +25,16 @@ func (h *Handler) admit(w http.ResponseWriter, r *http.Request, next caddyhttp.H
 	w.Header().Set(HeaderStatus, StatusAdmitted)
 	setPlaceholders(repl, StatusAdmitted, t.Position)
 	h.m.admitted.Inc()
-	return next.ServeHTTP(&commandWriter{ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: w}, h: h, r: r, t: t}, r)
+	return h.passOn(w, r, next, t, false)
+}
+
+// passOn hands the request to next with the site's command taken off its
+// answer, and carried out for t unless spent.
+func (h *Handler) passOn(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, t waitroom.Ticket, spent bool) error {
+	cw := &commandWriter{ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: w}, h: h, r: r, t: t, spent: spent}
+	err := next.ServeHTTP(cw, r)
+	cw.finish()
+	return err
 }
 
 // revokeLeeway is added to a token's life for the time a revocation lasts:
@@ -33,16 +42,59 @@ func (h *Handler) admit(w http.ResponseWriter, r *http.Request, next caddyhttp.H
 const revokeLeeway = time.Minute
 
 // commandWriter takes the site's X-Waitroom-Command off its answer to an
-// admitted request, and carries it out, before anything is written.
+// admitted request, and carries it out, before anything is written; a
+// command in an informational answer (103 Early Hints) or in a trailer is
+// taken off too, and carried out with the final answer or after it.
 type commandWriter struct {
 	*caddyhttp.ResponseWriterWrapper
 	h    *Handler
 	r    *http.Request
 	t    waitroom.Ticket
 	done bool
+	// early: an informational answer carried a revoke.
+	early bool
 	// spent: the request's admission is over already (a completed
 	// visitor), so a revoke has nothing left to end.
 	spent bool
+}
+
+// take removes every copy of the command from hdr, under any spelling, also
+// from the names a Trailer field announces, and reports whether one of them
+// was a revoke.
+func take(hdr http.Header) (revoke bool) {
+	for name, vals := range hdr {
+		switch {
+		case sameHeaderName(name, "Trailer"):
+			kept := vals[:0]
+			for _, v := range vals {
+				var names []string
+				for n := range strings.SplitSeq(v, ",") {
+					if n = strings.TrimSpace(n); n != "" && !sameHeaderName(n, HeaderCommand) {
+						names = append(names, n)
+					}
+				}
+				if len(names) > 0 {
+					kept = append(kept, strings.Join(names, ", "))
+				}
+			}
+			if len(kept) == 0 {
+				delete(hdr, name)
+			} else {
+				hdr[name] = kept
+			}
+			continue
+		case sameHeaderName(strings.TrimPrefix(name, http.TrailerPrefix), HeaderCommand):
+		default:
+			continue
+		}
+		for _, v := range vals {
+			for c := range strings.SplitSeq(v, ",") {
+				revoke = revoke || strings.EqualFold(strings.TrimSpace(c), CommandRevoke)
+			}
+		}
+		delete(hdr, name)
+	}
+	return revoke
 }
 
 func (cw *commandWriter) command() {
@@ -52,21 +104,22 @@ func (cw *commandWriter) command() {
 	cw.done = true
 	hdr := cw.Header()
 	keepTokenPrivate(hdr)
-	var revoke bool
-	for name, vals := range hdr {
-		if !sameHeaderName(name, HeaderCommand) {
-			continue
-		}
-		for _, v := range vals {
-			for _, c := range strings.Split(v, ",") {
-				revoke = revoke || strings.EqualFold(strings.TrimSpace(c), CommandRevoke)
-			}
-		}
-		delete(hdr, name)
-	}
+	cw.carryOut(take(hdr) || cw.early)
+}
+
+// finish takes the command off an answer the next handler left to be
+// written after it returned, and off the trailers, which are set once the
+// body is written.
+func (cw *commandWriter) finish() {
+	cw.command()
+	cw.carryOut(take(cw.Header()))
+}
+
+func (cw *commandWriter) carryOut(revoke bool) {
 	if !revoke || cw.spent {
 		return
 	}
+	cw.spent = true // once is enough, however many copies there were
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(cw.r.Context()), joinTimeout)
 	defer cancel()
 	if err := cw.h.room.room.Revoke(ctx, cw.t.Subject, cw.t.Position, cw.h.ttl+revokeLeeway); err != nil {
@@ -80,6 +133,8 @@ func (cw *commandWriter) command() {
 func (cw *commandWriter) WriteHeader(status int) {
 	if status >= 200 {
 		cw.command()
+	} else if !cw.done {
+		cw.early = take(cw.Header()) || cw.early
 	}
 	cw.ResponseWriterWrapper.WriteHeader(status)
 }
