@@ -466,14 +466,16 @@ func (r *Room) wakeUp() {
 // steering, and it stops when the event sells out.
 func (r *Room) EstimateWait(position int64) (wait time.Duration, ok bool) {
 	s := r.State()
+	if s.Paused {
+		// Even a place the watermark has passed waits for as long as the
+		// pause lasts, which no rate tells.
+		return 0, false
+	}
 	if position <= s.Watermark {
 		return 0, true
 	}
 	// The positions still waiting ahead, and this one.
 	ahead := r.Ahead(position) + 1
-	if s.Paused {
-		return 0, false
-	}
 	perSecond := r.rate.perSecond()
 	if perSecond <= 0 {
 		return 0, false

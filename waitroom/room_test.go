@@ -235,6 +235,8 @@ func TestRoomEstimateUnknownUntilObserved(t *testing.T) {
 	require.NoError(t, err)
 	_, ok = r.EstimateWait(100)
 	assert.False(t, ok, "paused: no rate is known")
+	_, ok = r.EstimateWait(20)
+	assert.False(t, ok, "paused: a place the watermark passed waits as long as the pause")
 }
 
 func TestRateMeterForgetsOldPace(t *testing.T) {
