@@ -438,7 +438,24 @@ func (h *Handler) unavailable(w http.ResponseWriter, r *http.Request, repl *plac
 
 // wantsJSON follows docs/api.md §3: JSON when Accept mentions application/json.
 func wantsJSON(r *http.Request) bool {
-	return mentions(r.Header.Values("Accept"), "application/json")
+	for _, v := range r.Header.Values("Accept") {
+		if containsFold(v, "application/json") {
+			return true
+		}
+	}
+	return false
+}
+
+// containsFold reports whether v contains lower, a lower-case ASCII string,
+// in any case: media types are case-insensitive (RFC 9110 §8.3.1). It
+// allocates nothing, as the waiting answers ask it of every poll.
+func containsFold(v, lower string) bool {
+	for i := 0; i+len(lower) <= len(v); i++ {
+		if v[i]|0x20 == lower[0] && strings.EqualFold(v[i:i+len(lower)], lower) {
+			return true
+		}
+	}
+	return false
 }
 
 // maxRetryAfter and minRetryAfter bound what a waiting client is told to

@@ -474,3 +474,23 @@ func TestAcceptsGzipIsCaddys(t *testing.T) {
 		}
 	}
 }
+
+// TestWantsJSONInAnyCase: a media type's case means nothing (RFC 9110), so
+// an API client that spells it in capitals gets JSON, not the page.
+func TestWantsJSONInAnyCase(t *testing.T) {
+	for accept, want := range map[string]bool{
+		"application/json":                    true,
+		"APPLICATION/JSON":                    true,
+		"text/html, Application/Json;q=0.9":   true,
+		"application/problem+json":            false,
+		"text/html,application/xhtml+xml,*/*": false,
+		"":                                    false,
+		"application/jso":                     false,
+	} {
+		r := httptest.NewRequest(http.MethodGet, "/", nil)
+		if accept != "" {
+			r.Header.Set("Accept", accept)
+		}
+		assert.Equal(t, want, wantsJSON(r), "Accept: %q", accept)
+	}
+}

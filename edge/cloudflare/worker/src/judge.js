@@ -206,7 +206,8 @@ export function soldOut(request, state, tokenHolder) {
     "Cache-Control": (tokenHolder ? "private" : "public") + ", max-age=" + state.sold_out_max_age,
     "Vary": SOLD_OUT_VARY,
   });
-  if ((request.headers.get("Accept") ?? "").includes("application/json")) {
+  // Media types are case-insensitive (RFC 9110), as the gateway reads them.
+  if ((request.headers.get("Accept") ?? "").toLowerCase().includes("application/json")) {
     headers.set("Content-Type", "application/json");
     return new Response(JSON.stringify({ status: "sold_out", event: state.event }) + "\n", { status: 410, headers });
   }

@@ -90,6 +90,9 @@ describe("the Worker", () => {
     assert.equal(res.headers.get("Content-Type"), "application/json");
     assert.deepEqual(reached, [], "the origin never sees it");
 
+    ({ res, body } = await get("/buy", { Accept: "APPLICATION/JSON" }));
+    assert.equal(body, '{"status":"sold_out","event":42}\n', "a media type in any case");
+
     ({ res, body, reached } = await get("/buy", { Accept: "text/html", "Accept-Language": "en-US,en;q=0.9" }));
     assert.equal(res.status, 410);
     assert.equal(body, PAGES.en.replace('href="/?', 'href="/buy?'), "the gateway's own page, linking to this path");
