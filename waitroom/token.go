@@ -162,6 +162,10 @@ func (c Claims) Validate() error {
 	switch {
 	case c.Subject == "":
 		return errors.New("missing sub")
+	case strings.IndexByte(c.Subject, 0) >= 0:
+		// No store takes it as text (PostgreSQL refuses it): an id that
+		// could never buy is no id.
+		return errors.New("sub holds a NUL character")
 	case c.Event <= 0:
 		return errors.New("evt must be a positive number")
 	case c.PreQueue && c.Position != 0:

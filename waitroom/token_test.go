@@ -301,6 +301,7 @@ func TestVerifyRefusesBadTokens(t *testing.T) {
 		}))},
 		{"wrong issuer", sign(jwt.SigningMethodHS256, secretA, kid, claims(func(c jwt.MapClaims) { c["iss"] = "other" }))},
 		{"no sub", sign(jwt.SigningMethodHS256, secretA, kid, claims(func(c jwt.MapClaims) { delete(c, "sub") }))},
+		{"sub with a NUL", sign(jwt.SigningMethodHS256, secretA, kid, claims(func(c jwt.MapClaims) { c["sub"] = "user\x007" }))},
 		{"pos zero", sign(jwt.SigningMethodHS256, secretA, kid, claims(func(c jwt.MapClaims) { c["pos"] = 0 }))},
 		{"pos negative", sign(jwt.SigningMethodHS256, secretA, kid, claims(func(c jwt.MapClaims) { c["pos"] = -5 }))},
 		{"pos a string", sign(jwt.SigningMethodHS256, secretA, kid, claims(func(c jwt.MapClaims) { c["pos"] = "1" }))},
@@ -430,7 +431,7 @@ func TestIssueRefusesBadClaims(t *testing.T) {
 	for _, c := range []struct {
 		sub      string
 		evt, pos int64
-	}{{"", 1, 1}, {"u", 0, 1}, {"u", 1, 0}} {
+	}{{"", 1, 1}, {"u", 0, 1}, {"u", 1, 0}, {"u\x00", 1, 1}} {
 		_, err := ks.Issue(c.sub, c.evt, c.pos, time.Minute)
 		assert.Error(t, err, "%+v", c)
 	}
