@@ -456,9 +456,10 @@ func TestHealthAndMetrics(t *testing.T) {
 
 	assert.Equal(t, http.StatusOK, h.do(http.MethodGet, "/healthz", nil, nil).status)
 	assert.Equal(t, http.StatusOK, h.do(http.MethodGet, "/readyz", nil, nil).status)
-	assert.Equal(t, http.StatusNotFound, h.do(http.MethodGet, "/metrics", nil, nil).status, "the API never serves the metrics")
-	res := h.metrics()
-	require.Equal(t, http.StatusOK, res.status)
+	res := h.do(http.MethodGet, "/metrics", nil, nil)
+	require.Equal(t, http.StatusOK, res.status, "the contract's route (docs/api.md)")
+	assert.Contains(t, res.header.Get("Content-Type"), "text/plain")
+	assert.Equal(t, http.StatusMethodNotAllowed, h.do(http.MethodPost, "/metrics", nil, nil).status)
 	body := string(res.body)
 	for _, want := range []string{
 		`waitroom_origin_holds_total{outcome="held"} 1`,
@@ -469,6 +470,16 @@ func TestHealthAndMetrics(t *testing.T) {
 	} {
 		assert.Contains(t, body, want)
 	}
+}
+
+// TestMetricsApart: with an address of their own (ORIGIN_METRICS_ADDR) the
+// metrics leave the API, for a site whose public routes reach the origin.
+func TestMetricsApart(t *testing.T) {
+	h := newHarness(t, harnessOptions{config: func(c *origin.Config) { c.MetricsApart = true }})
+	assert.Equal(t, http.StatusNotFound, h.do(http.MethodGet, "/metrics", nil, nil).status)
+	res := h.metrics()
+	require.Equal(t, http.StatusOK, res.status)
+	assert.Contains(t, string(res.body), "waitroom_origin_hold_duration_seconds")
 }
 
 func TestMigrationsRunOnceConcurrently(t *testing.T) {

@@ -41,6 +41,9 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/admin/events/{id}/scans", scans.handleScanTotals)
 	mux.HandleFunc("GET /healthz", ops.handleHealthz)
 	mux.HandleFunc("GET /readyz", ops.handleReadyz)
+	if !s.cfg.MetricsApart {
+		mux.Handle("GET /metrics", s.metricsHandler())
+	}
 	s.shop.Register(mux) // the buyer's pages, at / (package storefront)
 	return s.publisher.errors.count(s.recoverer(jsonFallback(mux)))
 }
@@ -121,11 +124,14 @@ func (s *Server) recoverer(next http.Handler) http.Handler {
 	})
 }
 
-// MetricsHandler serves the origin's metrics (Prometheus text). It is never
-// part of Handler: the public site must not show them, so cmd/origin serves
-// them on an address of their own (ORIGIN_METRICS_ADDR).
+// MetricsHandler serves the origin's metrics (Prometheus text) at GET
+// /metrics on an address of their own (Config.MetricsApart).
 func (s *Server) MetricsHandler() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{Registry: s.cfg.Registry}))
+	mux.Handle("GET /metrics", s.metricsHandler())
 	return mux
+}
+
+func (s *Server) metricsHandler() http.Handler {
+	return promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{Registry: s.cfg.Registry})
 }

@@ -37,6 +37,10 @@ type Config struct {
 	// Registry receives the origin's metrics; default a new one (with the Go
 	// and process collectors).
 	Registry *prometheus.Registry
+	// MetricsApart: GET /metrics is served by MetricsHandler on an address
+	// of its own, and not by Handler, for a site whose public routes reach
+	// the origin.
+	MetricsApart bool
 
 	// Reaper, DriftCorrector, UncertainResolver and PaymentReconciler
 	// configure the maintenance services Run starts (package maintenance:

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/url"
 	"strconv"
 	"time"
@@ -87,8 +88,8 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (co
 	fs.StringVar(&c.adminToken, "admin-token", env("ORIGIN_ADMIN_TOKEN", ""), "bearer token of the admin routes (ORIGIN_ADMIN_TOKEN, required)")
 	fs.StringVar(&c.gateToken, "gate-token", env("ORIGIN_GATE_TOKEN", ""),
 		"bearer token shared by the gate devices, at least 16 printable characters, beside the devices' own tokens; unset: devices' tokens only (ORIGIN_GATE_TOKEN)")
-	fs.StringVar(&c.metricsAddr, "metrics-addr", env("ORIGIN_METRICS_ADDR", "127.0.0.1:9091"),
-		"address of the metrics (GET /metrics), apart from the API so the public site never shows them; empty: not served (ORIGIN_METRICS_ADDR)")
+	fs.StringVar(&c.metricsAddr, "metrics-addr", env("ORIGIN_METRICS_ADDR", ""),
+		"listen address of the metrics (GET /metrics) apart from the API, which then does not serve them; unset: served by the API (ORIGIN_METRICS_ADDR)")
 	fs.StringVar(&c.debugAddr, "debug-addr", env("ORIGIN_DEBUG_ADDR", ""),
 		"listen address of the Go profiler (net/http/pprof at /debug/pprof/); unset: none. Keep it off public networks (ORIGIN_DEBUG_ADDR)")
 	fs.StringVar(&c.events.URL, "events-url", env("ORIGIN_EVENTS_URL", ""),
@@ -217,6 +218,13 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (co
 			c.events.MaxAttempts = n
 		}
 	}
+	for _, a := range []struct{ name, addr string }{
+		{"ORIGIN_ADDR", c.addr}, {"ORIGIN_METRICS_ADDR", c.metricsAddr}, {"ORIGIN_DEBUG_ADDR", c.debugAddr},
+	} {
+		if err := checkListenAddr(a.addr); a.addr != "" && err != nil {
+			errs = append(errs, fmt.Errorf("%s is malformed: %w", a.name, err))
+		}
+	}
 	if c.logFormat != "text" && c.logFormat != "json" {
 		errs = append(errs, fmt.Errorf("ORIGIN_LOG_FORMAT must be text or json, not %q", c.logFormat))
 	}
@@ -242,4 +250,21 @@ func validGateToken(tok string) bool {
 		}
 	}
 	return true
+}
+
+// checkListenAddr checks a listen address as net.Listen will read it,
+// [host]:port, so a typo stops the start with the variable's name rather
+// than at the listen.
+func checkListenAddr(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("[host]:port is required: %w", err)
+	}
+	if port == "" {
+		return nil // any free port, as :0
+	}
+	if _, err := net.LookupPort("tcp", port); err != nil {
+		return fmt.Errorf("port %q is not a port (0 to 65535, or a service name)", port)
+	}
+	return nil
 }

@@ -52,7 +52,17 @@ func TestLoadConfig(t *testing.T) {
 			assert.Equal(t, 2*time.Minute, c.paymentWindow)
 			assert.Equal(t, time.Minute, c.paymentPendingAfter)
 			assert.Equal(t, time.Second, c.clockSkewMargin)
+			assert.Empty(t, c.metricsAddr, "the metrics are the API's (docs/api.md)")
 		}},
+		{name: "listen addresses", env: withAll(map[string]string{
+			"ORIGIN_ADDR": "127.0.0.1:9000", "ORIGIN_METRICS_ADDR": ":9091", "ORIGIN_DEBUG_ADDR": "localhost:0"}), check: func(t *testing.T, c config) {
+			assert.Equal(t, "127.0.0.1:9000", c.addr)
+			assert.Equal(t, ":9091", c.metricsAddr)
+			assert.Equal(t, "localhost:0", c.debugAddr)
+		}},
+		{name: "listen address without a port", env: with("ORIGIN_ADDR", "notanaddr"), wantErr: "ORIGIN_ADDR is malformed"},
+		{name: "listen address with a port out of range", env: with("ORIGIN_ADDR", "127.0.0.1:99999"), wantErr: "ORIGIN_ADDR is malformed"},
+		{name: "metrics address without a host part", env: with("ORIGIN_METRICS_ADDR", "9091"), wantErr: "ORIGIN_METRICS_ADDR is malformed"},
 		{name: "rebuild settle follows the hold write timeout", env: with("ORIGIN_HOLD_WRITE_TIMEOUT", "5s"), check: func(t *testing.T, c config) {
 			assert.Equal(t, 5*time.Second, c.holdWriteTimeout)
 			assert.Zero(t, c.rebuildSettle, "unset: the origin derives it from the hold write timeout")

@@ -51,7 +51,7 @@ func main() {
 	defer stop()
 	ln, err := net.Listen("tcp", cfg.addr)
 	if err != nil {
-		log.Error("origin stopped", "error", fmt.Errorf("listen on %s: %w", cfg.addr, err))
+		log.Error("origin stopped", "error", fmt.Errorf("ORIGIN_ADDR: listen on %s: %w", cfg.addr, err))
 		os.Exit(1)
 	}
 	if err := run(ctx, ln, cfg, log); err != nil {
@@ -110,6 +110,7 @@ func run(ctx context.Context, ln net.Listener, cfg config, log *slog.Logger) err
 	srv, err := origin.New(origin.Config{
 		Keys:              cfg.keys,
 		AdminToken:        cfg.adminToken,
+		MetricsApart:      cfg.metricsAddr != "",
 		Logger:            log,
 		Reaper:            maintenance.ReaperConfig{Interval: cfg.reaperInterval},
 		DriftCorrector:    maintenance.DriftCorrectorConfig{Interval: cfg.reconcileInterval},
@@ -242,8 +243,8 @@ func serveProfiler(addr string, log *slog.Logger) error {
 	return nil
 }
 
-// serveMetrics serves the origin's metrics on addr: a scraper's address,
-// never the public site's.
+// serveMetrics serves the origin's metrics on addr, a scraper's address
+// apart from the API's.
 func serveMetrics(addr string, h http.Handler, log *slog.Logger) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
