@@ -33,6 +33,11 @@ const (
 	sqlInsertEventSeats = `INSERT INTO event_seats (event_id, seat_id, section, n)
 		SELECT $1, unnest($2::text[]), unnest($3::text[]), unnest($4::int[])`
 
+	// The planner's statistics of the tables a new event fills in bulk,
+	// taken again in the creating transaction (see analyzeSeats).
+	sqlAnalyzeEventSeats = `ANALYZE event_seats`
+	sqlAnalyzeGAPlaces   = `ANALYZE ga_places`
+
 	sqlEvent  = `SELECT ` + eventColumns + ` FROM events WHERE id = $1`
 	sqlEvents = `SELECT ` + eventColumns + ` FROM events ORDER BY id`
 )
