@@ -22,6 +22,7 @@ type planNode struct {
 	Relation  string     `json:"Relation Name"`
 	Index     string     `json:"Index Name"`
 	IndexCond string     `json:"Index Cond"`
+	Parent    string     `json:"Parent Relationship"`
 	Plans     []planNode `json:"Plans"`
 }
 
@@ -94,5 +95,92 @@ func TestNewSeatedEventIsPlannedByItsKeys(t *testing.T) {
 		}
 		require.NoError(t, json.Unmarshal(raw, &plans))
 		assert.Greater(t, plans[0].Plan.Rows, n/2, "the planner's count of the new event's rows in %s", table)
+	}
+}
+
+// placeScans lists the scans of ga_places in sql's plan, as the server plans
+// it under plan_cache_mode mode (force_custom_plan: the first executions of
+// a prepared statement; force_generic_plan: the plan it may keep after
+// five), that read more places than they are after: a sequential scan, or
+// an index scan that finds its rows by the event or the section rather
+// than by number or hold. An ordered scan of the section's places is left
+// out when it is straight under the statement's LIMIT (LockRows between),
+// as that scan stops at the places it needs. sql runs as EXPLAIN EXECUTE
+// of a prepared statement, since EXPLAIN of sql with arguments is planned
+// as a custom plan only.
+func placeScans(t *testing.T, l *Ledger, mode, sql string, event int64, hold string) []string {
+	t.Helper()
+	ctx := context.Background()
+	var raw []byte
+	require.NoError(t, l.InTx(ctx, time.Time{}, func(tx Tx) error {
+		if _, err := tx.tx.Exec(ctx, "SET LOCAL plan_cache_mode = "+mode); err != nil {
+			return err
+		}
+		if _, err := tx.tx.Exec(ctx, "PREPARE place_scans AS "+sql); err != nil {
+			return err
+		}
+		err := tx.tx.QueryRow(ctx, fmt.Sprintf("EXPLAIN (FORMAT JSON) EXECUTE place_scans(%d, '%s')", event, uuid.MustParse(hold))).Scan(&raw)
+		if err != nil {
+			return err
+		}
+		_, err = tx.tx.Exec(ctx, "DEALLOCATE place_scans")
+		return err
+	}))
+	var plans []struct{ Plan planNode }
+	require.NoError(t, json.Unmarshal(raw, &plans))
+	var wide []string
+	var walk func(n planNode, limited bool)
+	walk = func(n planNode, limited bool) {
+		switch {
+		case n.NodeType == "Seq Scan" && n.Relation == "ga_places":
+			wide = append(wide, "Seq Scan on "+n.Relation)
+		case strings.HasPrefix(n.Index, "ga_places"):
+			byKey := strings.Contains(n.IndexCond, "(n = ") || strings.Contains(n.IndexCond, "(hold_id = ")
+			ordered := limited && n.NodeType == "Index Scan" && strings.Contains(n.IndexCond, "(section = ")
+			if !byKey && !ordered {
+				wide = append(wide, fmt.Sprintf("%s using %s: %s", n.NodeType, n.Index, n.IndexCond))
+			}
+		}
+		for _, c := range n.Plans {
+			walk(c, c.Parent == "Outer" && (n.NodeType == "Limit" || n.NodeType == "LockRows" && limited))
+		}
+	}
+	walk(plans[0].Plan, false)
+	return wide
+}
+
+// A confirmation of a hold of a large general-admission section numbers its
+// few places by the section's free places in number order and by their
+// keys: the planner takes a LIMIT it cannot read for a tenth of the rows,
+// and with the section known only at run time it read the event's places
+// in number order to find the section's first free ones, then all of them
+// again to join the picked numbers to their rows (200,000 places per
+// confirmation). Both plans the server may use for it are checked.
+func TestSectionHoldIsNumberedByItsKeys(t *testing.T) {
+	ctx := context.Background()
+	l := testLedger(t, testenv.Postgres(t))
+	_, err := l.Pool().Exec(ctx, `ALTER TABLE ga_places SET (autovacuum_enabled = false)`)
+	require.NoError(t, err)
+	sectionEvent(t, l, 100)
+	_, err = l.Pool().Exec(ctx, `ANALYZE ga_places`)
+	require.NoError(t, err)
+
+	m := seatmap.Map{Sections: []seatmap.Section{
+		{ID: "A", Price: 100, Rows: []seatmap.Row{{ID: "1", Seats: 4}}},
+		{ID: "GA-West", Price: 50, Capacity: 5_000},
+		{ID: "GA-East", Price: 50, Capacity: 20_000},
+	}}
+	ev, err := l.CreateEvent(ctx, Event{ID: testenv.EventID(), Name: "large", Capacity: m.Capacity(),
+		Sellable: m.Capacity(), Price: 50, Currency: "inr", HoldTTLSeconds: 60, MaxPerUser: 4, CreatedAt: writerNow, Seating: &m})
+	require.NoError(t, err)
+	w := NewConfirmWriter(l)
+	for _, user := range []string{"ann", "bob"} {
+		require.NoError(t, w.Confirm(ctx, sectionSale(t, l, ev, user, 4)))
+	}
+	hold := sectionSale(t, l, ev, "cat", 4).HoldID
+
+	for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
+		assert.Empty(t, placeScans(t, l, mode, sqlSeatsOfHold, ev.ID, hold),
+			"%s: the numbering of a section hold's places reads the section's places", mode)
 	}
 }
