@@ -135,7 +135,9 @@ func TestSignedSuccessTheProviderContradicts(t *testing.T) {
 	}
 	assert.Equal(t, "failed", h.booking(ev.ID, "ann", declined.BookingID).Status)
 	assert.Zero(t, h.count(`SELECT count(*) FROM tickets`))
-	assert.Zero(t, h.count(recordedEvents), "the event is not recorded as acted on")
+	assert.Zero(t, h.count(`SELECT count(*) FROM (SELECT event_id FROM payment_events
+		UNION ALL SELECT settled_event FROM bookings) e WHERE event_id = 'evt_forged'`),
+		"the event is not recorded as acted on (the decline's own webhook may be)")
 	inv := h.requireSeatsOnce(ev.ID)
 	assert.Equal(t, int64(0), inv.Confirmed)
 	assert.Equal(t, int64(1), inv.Pending, "the hold is still the buyer's to pay for")
