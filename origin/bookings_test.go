@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"image"
 	"image/png"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -579,6 +580,30 @@ func TestCancellation(t *testing.T) {
 	require.Len(t, resold.Tickets, 2)
 	assert.ElementsMatch(t, []int64{got.Tickets[0].Seat, got.Tickets[1].Seat}, []int64{resold.Tickets[0].Seat, resold.Tickets[1].Seat})
 	h.requireSeatsOnce(ev.ID)
+}
+
+// TestCancellationChunkedBodyTooLarge: the cancellation takes no body, and
+// one over 64 KiB is 413 even when it is sent chunked, with no
+// Content-Length to judge it by; the booking is left as it was.
+func TestCancellationChunkedBodyTooLarge(t *testing.T) {
+	h := newPayHarness(t, payOptions{})
+	ev := h.createEvent(map[string]any{"capacity": 4})
+	b := h.mustBook(ev.ID, "ann", h.holdOne(ev.ID, "ann", 1).HoldID, payment.MethodVisa)
+	require.Equal(t, "confirmed", h.settled(ev.ID, "ann", b.BookingID).Status)
+
+	// A reader of no known length: the request goes out chunked.
+	chunked := func(n int) io.Reader { return struct{ io.Reader }{strings.NewReader(strings.Repeat("x", n))} }
+	res := h.do(http.MethodPost, "/v1/bookings/"+b.BookingID+"/cancellation", chunked(70_000), h.auth("ann", ev.ID))
+	require.Equal(t, http.StatusRequestEntityTooLarge, res.status, "%s", res.body)
+	assert.Equal(t, "request_too_large", res.errorCode(t))
+	assert.Equal(t, "confirmed", h.booking(ev.ID, "ann", b.BookingID).Status, "the booking is unchanged")
+	assert.Zero(t, h.fp.Refunds(), "nothing refunded")
+	assert.Equal(t, int64(1), h.requireSeatsOnce(ev.ID).Confirmed, "the seat is still sold")
+
+	// A small chunked body is read through and ignored, as a declared one is.
+	res = h.do(http.MethodPost, "/v1/bookings/"+b.BookingID+"/cancellation", chunked(10), h.auth("ann", ev.ID))
+	require.Equal(t, http.StatusOK, res.status, "%s", res.body)
+	assert.Equal(t, int64(1), h.fp.Refunds())
 }
 
 func TestPaymentReconciliation(t *testing.T) {

@@ -210,7 +210,7 @@ func (s scansAPI) handleDevices(w http.ResponseWriter, r *http.Request) {
 // handleRevokeDevice serves POST /v1/admin/gate-devices/{id}/revocation:
 // the device's token admits nothing from the next request on.
 func (s scansAPI) handleRevokeDevice(w http.ResponseWriter, r *http.Request) {
-	if bodyTooLarge(w, r) || !s.gate.isAdmin(w, r) {
+	if noBodyTooLarge(w, r) || !s.gate.isAdmin(w, r) {
 		return
 	}
 	id, err := uuid.Parse(r.PathValue("id"))

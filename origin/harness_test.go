@@ -224,6 +224,10 @@ func (h *harness) do(method, path string, body any, headers map[string]string) r
 		rd = strings.NewReader(b)
 	case []byte:
 		rd = bytes.NewReader(b)
+	case io.Reader:
+		// Of no length known beforehand: sent chunked, with no
+		// Content-Length.
+		rd = b
 	default:
 		raw, err := json.Marshal(b)
 		require.NoError(h.t, err)

@@ -88,6 +88,28 @@ func bodyTooLarge(w http.ResponseWriter, r *http.Request) bool {
 	return false
 }
 
+// noBodyTooLarge is bodyTooLarge for a route that takes no body: a body
+// sent without a declared length (chunked) is read through, at most
+// MaxBodyBytes of it, and thrown away, so that one over the limit is 413 as
+// well, before the route does anything (docs/api.md: a body over 64 KiB is
+// 413 request_too_large).
+func noBodyTooLarge(w http.ResponseWriter, r *http.Request) bool {
+	if bodyTooLarge(w, r) {
+		return true
+	}
+	_, err := io.Copy(io.Discard, http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge):
+		writeResponse(w, errTooLarge)
+		return true
+	case err != nil:
+		writeError(w, http.StatusBadRequest, "invalid_request", "the request body could not be read")
+		return true
+	}
+	return false
+}
+
 // readBody reads at most MaxBodyBytes of the body.
 func readBody(w http.ResponseWriter, r *http.Request) ([]byte, *response) {
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))

@@ -31,7 +31,7 @@ func (s opsAPI) handleInvariant(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s opsAPI) handleRebuild(w http.ResponseWriter, r *http.Request) {
-	if bodyTooLarge(w, r) || !s.gate.isAdmin(w, r) {
+	if noBodyTooLarge(w, r) || !s.gate.isAdmin(w, r) {
 		return
 	}
 	id, ok := pathID(w, r, "event")
@@ -130,7 +130,7 @@ var (
 // handleRedelivery serves POST /v1/admin/outbox/{id}/redelivery: an event
 // given up on is sent again, from its first try.
 func (s opsAPI) handleRedelivery(w http.ResponseWriter, r *http.Request) {
-	if bodyTooLarge(w, r) || !s.gate.isAdmin(w, r) {
+	if noBodyTooLarge(w, r) || !s.gate.isAdmin(w, r) {
 		return
 	}
 	if s.events == nil {

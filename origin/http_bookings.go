@@ -201,7 +201,7 @@ func (s bookingsAPI) handleGetBooking(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s bookingsAPI) handleCancelBooking(w http.ResponseWriter, r *http.Request) {
-	if bodyTooLarge(w, r) {
+	if noBodyTooLarge(w, r) {
 		return
 	}
 	if s.cfg.Payments == nil {
