@@ -2,7 +2,6 @@ package caddymodule
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"path"
@@ -31,8 +30,6 @@ func validateAfterPurchase(patterns []string) error {
 		switch {
 		case p == "":
 			return fmt.Errorf("after_purchase: pattern %d is empty", i+1)
-		case p == "*":
-			return errors.New(`after_purchase: "*" matches every path, which would pass a revoked visitor everywhere; name the buyer's pages (/bookings/*, /tickets)`)
 		case !strings.HasPrefix(p, "/") && !strings.HasPrefix(p, "*") && !strings.HasPrefix(p, "{"):
 			return fmt.Errorf("after_purchase: %q is not a path: it must start with / (or * for a suffix)", p)
 		case globbed(p):
@@ -40,8 +37,46 @@ func validateAfterPurchase(patterns []string) error {
 				return fmt.Errorf("after_purchase: %q is not a valid pattern: %w", p, err)
 			}
 		}
+		if matchesEverything(p) {
+			return fmt.Errorf("after_purchase: %q matches every path, which would pass a revoked visitor everywhere; name the buyer's pages (/bookings/*, /tickets)", p)
+		}
 	}
 	return nil
+}
+
+// unrelatedPaths are paths of a site no buyer's page pattern names all of:
+// its home, an event, the origin's holds, a page deep in a folder.
+var unrelatedPaths = []string{"/", "/events/1", "/v1/events/1/holds", "/a/b/c.html"}
+
+// matchesEverything tells whether pattern p matches every one of
+// unrelatedPaths, as Caddy's path matcher reads it ("/*", "**", a
+// placeholder of the path itself), so with it a revoked visitor would be
+// passed on anywhere, its queue place used again.
+func matchesEverything(p string) (all bool) {
+	// A placeholder may read what only a served request has; one that
+	// cannot be judged here is left to the operator.
+	defer func() {
+		if recover() != nil {
+			all = false
+		}
+	}()
+	m := caddyhttp.MatchPath{p}
+	if err := m.Provision(caddy.Context{}); err != nil {
+		return false
+	}
+	for _, u := range unrelatedPaths {
+		r, err := http.NewRequest(http.MethodGet, u, nil)
+		if err != nil {
+			return false
+		}
+		r = r.WithContext(context.WithValue(context.WithValue(r.Context(),
+			caddyhttp.OriginalRequestCtxKey, *r), caddyhttp.VarsCtxKey, map[string]any{}))
+		caddyhttp.NewTestReplacer(r)
+		if ok, err := m.MatchWithError(r); !ok || err != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // globbed tells whether Caddy's path matcher compares p with path.Match
@@ -84,20 +119,6 @@ func (h *Handler) isAfterPurchase(r *http.Request, repl *placeholders) bool {
 	}
 	ok, err := h.afterPurchase.MatchWithError(r)
 	return ok && err == nil
-}
-
-// completedAccount is the request's account (user_id) while its
-// revocation lasts, and the position it completed.
-func (h *Handler) completedAccount(repl *placeholders) (string, int64, bool) {
-	if h.UserID == "" {
-		return "", 0, false
-	}
-	user := strings.TrimSpace(repl.ReplaceAll(h.UserID, ""))
-	if user == "" {
-		return "", 0, false
-	}
-	pos, ok := h.room.room.SubjectRevoked(user)
-	return user, pos, ok
 }
 
 // passCompleted passes a completed visitor on to one of the buyer's pages:

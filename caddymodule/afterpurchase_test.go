@@ -131,6 +131,20 @@ func TestAfterPurchaseAccount(t *testing.T) {
 			notPassed(t, res, "/buy")
 			assert.Equal(t, StatusCompleted, res.status(), "elsewhere it is done, as before")
 		}
+
+		// The purchase sold the event out: the account is done still, and
+		// reaches its bookings, from any device.
+		update(t, h, waitroom.Change{SoldOut: ptr(true)})
+		for _, tk := range []string{tok, ""} {
+			res = do(t, h, asUser(at(h, "/buy", tk), "alice"))
+			notPassed(t, res, "/buy")
+			assert.Equal(t, StatusCompleted, res.status(), "sold out, token %q: %s", tk, res.rec.Body.String())
+			assert.Equal(t, http.StatusOK, res.rec.Code)
+			assert.Equal(t, "no-store", res.rec.Header().Get("Cache-Control"))
+			passedCompleted(t, h, do(t, h, asUser(at(h, "/tickets", tk), "alice")), "alice", pos)
+		}
+		res = do(t, h, asUser(at(h, "/buy", ""), "bob"))
+		assert.Equal(t, http.StatusGone, res.rec.Code, "another account is told it is sold out")
 	})
 }
 
@@ -210,6 +224,11 @@ func TestAfterPurchasePatterns(t *testing.T) {
 		{"bookings/*", `after_purchase: "bookings/*" is not a path: it must start with / (or * for a suffix)`},
 		{"/bookings/[", `after_purchase: "/bookings/[" is not a valid pattern`},
 		{"*", `after_purchase: "*" matches every path`},
+		{"/*", `after_purchase: "/*" matches every path`},
+		{"**", `after_purchase: "**" matches every path`},
+		{"*/*", `after_purchase: "*/*" matches every path`},
+		{"{http.request.uri.path}", `after_purchase: "{http.request.uri.path}" matches every path`},
+		{"{http.request.orig_uri.path}*", `after_purchase: "{http.request.orig_uri.path}*" matches every path`},
 	} {
 		t.Run(c.pattern, func(t *testing.T) {
 			h := &Handler{Event: 1, Keys: []Key{{ID: "k1", Secret: testSecret}}, AfterPurchase: []string{"/tickets", c.pattern}}
@@ -219,7 +238,7 @@ func TestAfterPurchasePatterns(t *testing.T) {
 		})
 	}
 	h := &Handler{Event: 1, Keys: []Key{{ID: "k1", Secret: testSecret}},
-		AfterPurchase: []string{"/Bookings/*", "*.png", "/tickets", "/my/{http.request.host}/*", "/qr/%40*"}}
+		AfterPurchase: []string{"/Bookings/*", "*.png", "/tickets", "/my/{http.request.host}/*", "/qr/%40*", "/*/tickets", "/**"}}
 	require.NoError(t, h.Validate())
 }
 

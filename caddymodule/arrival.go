@@ -25,11 +25,22 @@ import (
 // one; before the opening, one with a solution (or without a challenge)
 // enters the pre-queue.
 func (h *Handler) serveArrival(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, repl *placeholders, s waitroom.State, presented bool, solution string) error {
-	if len(h.afterPurchase) > 0 {
+	var user string
+	if h.UserID != "" {
+		user = strings.TrimSpace(repl.ReplaceAll(h.UserID, ""))
+	}
+	// An account (a user id from the site) holds one position per event.
+	account := user != ""
+	if account {
 		// An account done with its purchase, on another device or with
-		// another token, reaches its bookings as itself, sold out or not.
-		if user, pos, ok := h.completedAccount(repl); ok && h.isAfterPurchase(r, repl) {
-			return h.passCompleted(w, r, next, repl, user, pos, "")
+		// another token, is itself, sold out or not: passed on to its
+		// bookings, told it is done everywhere else, for as long as its
+		// revocation lasts (not even a new place once it gave one up).
+		if pos, revoked := h.room.room.SubjectRevoked(user); revoked {
+			if h.isAfterPurchase(r, repl) {
+				return h.passCompleted(w, r, next, repl, user, pos, "")
+			}
+			return h.completed(w, r, repl, pos)
 		}
 	}
 	if s.SoldOut && h.availability(s).SoldOut {
@@ -70,12 +81,6 @@ func (h *Handler) serveArrival(w http.ResponseWriter, r *http.Request, next cadd
 			return h.challenge(w, r, repl)
 		}
 	}
-	var user string
-	if h.UserID != "" {
-		user = strings.TrimSpace(repl.ReplaceAll(h.UserID, ""))
-	}
-	// An account (a user id from the site) holds one position per event.
-	account := user != ""
 	if !account {
 		user = waitroom.NewVisitorID()
 	}
@@ -96,13 +101,6 @@ func (h *Handler) serveArrival(w http.ResponseWriter, r *http.Request, next cadd
 
 // join gives user the next position, or, for an account, the one it holds.
 func (h *Handler) join(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, repl *placeholders, user string, account, presented bool) error {
-	if account {
-		// Done for as long as its revocation lasts: not even a new place
-		// once the one it held was given up.
-		if pos, revoked := h.room.room.SubjectRevoked(user); revoked {
-			return h.completed(w, r, repl, pos)
-		}
-	}
 	var pos int64
 	var handedOut time.Time
 	var err error
