@@ -85,7 +85,7 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (co
 	fs.StringVar(&c.databaseURL, "database-url", env("DATABASE_URL", ""), "PostgreSQL URL of the ledger (DATABASE_URL, required)")
 	fs.StringVar(&c.redisURL, "redis-url", env("REDIS_URL", ""), "Redis URL shared with the gateways (REDIS_URL, required)")
 	fs.StringVar(&keys, "keys", env("WAITROOM_KEYS", ""), "queue token keys kid:secret[,kid:secret…], the gateway's (WAITROOM_KEYS, required)")
-	fs.StringVar(&c.adminToken, "admin-token", env("ORIGIN_ADMIN_TOKEN", ""), "bearer token of the admin routes (ORIGIN_ADMIN_TOKEN, required)")
+	fs.StringVar(&c.adminToken, "admin-token", env("ORIGIN_ADMIN_TOKEN", ""), "bearer token of the admin routes, printable ASCII without spaces (ORIGIN_ADMIN_TOKEN, required)")
 	fs.StringVar(&c.gateToken, "gate-token", env("ORIGIN_GATE_TOKEN", ""),
 		"bearer token shared by the gate devices, at least 16 printable characters, beside the devices' own tokens; unset: devices' tokens only (ORIGIN_GATE_TOKEN)")
 	fs.StringVar(&c.metricsAddr, "metrics-addr", env("ORIGIN_METRICS_ADDR", ""),
@@ -192,6 +192,13 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (co
 	if c.ticketRetiredKeys, err = ticketcode.ParsePublicKeys(getenv("TICKET_RETIRED_KEYS")); err != nil {
 		errs = append(errs, fmt.Errorf("TICKET_RETIRED_KEYS is malformed: %w", err))
 	}
+	// The admin routes compare the bearer token, trimmed, exactly with this
+	// one: a token with a space in it or a secret file's trailing newline
+	// would lock every admin route for good.
+	if c.adminToken != "" && !printableToken(c.adminToken) {
+		errs = append(errs, fmt.Errorf("ORIGIN_ADMIN_TOKEN is malformed: printable ASCII without spaces is required "+
+			"(no whitespace around it either, such as a secret file's trailing newline)"))
+	}
 	if c.gateToken != "" && !validGateToken(c.gateToken) {
 		errs = append(errs, fmt.Errorf("ORIGIN_GATE_TOKEN is malformed: at least %d characters, printable ASCII without spaces, are required", minGateTokenLen))
 	}
@@ -241,9 +248,13 @@ const minGateTokenLen = 16
 // validGateToken: minGateTokenLen or more printable ASCII characters, none
 // a space, so the token travels in an Authorization header as it is.
 func validGateToken(tok string) bool {
-	if len(tok) < minGateTokenLen {
-		return false
-	}
+	return len(tok) >= minGateTokenLen && printableToken(tok)
+}
+
+// printableToken: printable ASCII characters, none a space, as a bearer
+// token is read back from an Authorization header (trimmed); the admin
+// token and the gate token alike.
+func printableToken(tok string) bool {
 	for i := 0; i < len(tok); i++ {
 		if tok[i] <= ' ' || tok[i] > '~' {
 			return false

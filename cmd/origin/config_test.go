@@ -113,6 +113,26 @@ func TestLoadConfig(t *testing.T) {
 				assert.Equal(t, 2*time.Second, c.payment.Fakepay.MaxDelay)
 			}},
 		{name: "bad fakepay knob", env: with("FAKEPAY_FAILURE_RATE", "2"), wantErr: "FAKEPAY_FAILURE_RATE"},
+		{name: "fakepay failure rate NaN", env: with("FAKEPAY_FAILURE_RATE", "NaN"), wantErr: "FAKEPAY_FAILURE_RATE"},
+		{name: "fakepay timeout rate NaN", env: with("FAKEPAY_TIMEOUT_RATE", "nan"), wantErr: "FAKEPAY_TIMEOUT_RATE"},
+		{name: "fakepay failure rate Inf", env: with("FAKEPAY_FAILURE_RATE", "+Inf"), wantErr: "FAKEPAY_FAILURE_RATE"},
+		{name: "fakepay negative copies", env: with("FAKEPAY_MIN_COPIES", "-1"), wantErr: "FAKEPAY_MIN_COPIES"},
+		{name: "fakepay negative max copies", env: with("FAKEPAY_MAX_COPIES", "-3"), wantErr: "FAKEPAY_MAX_COPIES"},
+		{name: "fakepay negative max attempts: until shutdown", env: with("FAKEPAY_MAX_ATTEMPTS", "-1"), check: func(t *testing.T, c config) {
+			assert.Equal(t, -1, c.payment.Fakepay.MaxAttempts, "documented in docs/payments.md")
+		}},
+		{name: "fakepay webhook secret", env: with("FAKEPAY_WEBHOOK_SECRET", "whsec_x"), check: func(t *testing.T, c config) {
+			assert.Equal(t, "whsec_x", c.payment.Fakepay.WebhookSecret)
+		}},
+		{name: "fakepay webhook secret with a trailing newline", env: with("FAKEPAY_WEBHOOK_SECRET", "whsec_x\n"), wantErr: "FAKEPAY_WEBHOOK_SECRET is malformed"},
+		{name: "stripe key with a trailing newline", env: withAll(map[string]string{"PAYMENT_PROVIDER": "stripe",
+			"STRIPE_API_KEY": "sk_test_x\n", "STRIPE_WEBHOOK_SECRET": "whsec_x", "TICKET_KEY": strings.Repeat("t", 40)}), wantErr: "STRIPE_API_KEY is malformed"},
+		{name: "stripe key with a leading space", env: withAll(map[string]string{"PAYMENT_PROVIDER": "stripe",
+			"STRIPE_API_KEY": " sk_test_x", "STRIPE_WEBHOOK_SECRET": "whsec_x", "TICKET_KEY": strings.Repeat("t", 40)}), wantErr: "STRIPE_API_KEY is malformed"},
+		{name: "stripe webhook secret with a control character", env: withAll(map[string]string{"PAYMENT_PROVIDER": "stripe",
+			"STRIPE_API_KEY": "sk_test_x", "STRIPE_WEBHOOK_SECRET": "whsec\x00x", "TICKET_KEY": strings.Repeat("t", 40)}), wantErr: "STRIPE_WEBHOOK_SECRET is malformed"},
+		{name: "stripe webhook secret with a trailing CR", env: withAll(map[string]string{"PAYMENT_PROVIDER": "stripe",
+			"STRIPE_API_KEY": "sk_test_x", "STRIPE_WEBHOOK_SECRET": "whsec_x\r", "TICKET_KEY": strings.Repeat("t", 40)}), wantErr: "STRIPE_WEBHOOK_SECRET is malformed"},
 		{name: "unknown provider", env: with("PAYMENT_PROVIDER", "paypal"), wantErr: "PAYMENT_PROVIDER"},
 		{name: "stripe without its key", env: with("PAYMENT_PROVIDER", "stripe"), wantErr: "STRIPE_API_KEY"},
 		{name: "stripe without a ticket key", env: withAll(map[string]string{"PAYMENT_PROVIDER": "stripe",
@@ -140,6 +160,11 @@ func TestLoadConfig(t *testing.T) {
 		{name: "missing redis", env: with("REDIS_URL", ""), wantErr: "REDIS_URL is required"},
 		{name: "missing keys", env: with("WAITROOM_KEYS", ""), wantErr: "WAITROOM_KEYS is required"},
 		{name: "missing admin token", env: with("ORIGIN_ADMIN_TOKEN", ""), wantErr: "ORIGIN_ADMIN_TOKEN is required"},
+		{name: "admin token with a trailing newline", env: with("ORIGIN_ADMIN_TOKEN", "secret\n"), wantErr: "ORIGIN_ADMIN_TOKEN is malformed"},
+		{name: "admin token with a space", env: with("ORIGIN_ADMIN_TOKEN", "my secret"), wantErr: "ORIGIN_ADMIN_TOKEN is malformed"},
+		{name: "admin token with a leading space", env: with("ORIGIN_ADMIN_TOKEN", " secret"), wantErr: "ORIGIN_ADMIN_TOKEN is malformed"},
+		{name: "admin token not ASCII", env: with("ORIGIN_ADMIN_TOKEN", "sécret"), wantErr: "ORIGIN_ADMIN_TOKEN is malformed"},
+		{name: "admin token flag with a tab", env: valid, args: []string{"-admin-token", "se\tcret"}, wantErr: "ORIGIN_ADMIN_TOKEN is malformed"},
 		{name: "short secret", env: with("WAITROOM_KEYS", "k1:short"), wantErr: "WAITROOM_KEYS is malformed"},
 		{name: "keys without kid", env: with("WAITROOM_KEYS", strings.Repeat("a", 40)), wantErr: "WAITROOM_KEYS is malformed"},
 		{name: "bad redis url", env: with("REDIS_URL", "http://x"), wantErr: "REDIS_URL is malformed"},

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 )
 
 // Config chooses and configures a provider.
@@ -32,33 +33,37 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	switch cfg.Provider {
 	case NameFakepay:
 		f := &cfg.Fakepay
-		f.WebhookSecret = getenv("FAKEPAY_WEBHOOK_SECRET")
-		f.WebhookURL = getenv("FAKEPAY_WEBHOOK_URL")
 		e := envReader{getenv: getenv}
+		f.WebhookSecret = e.secret("FAKEPAY_WEBHOOK_SECRET")
+		f.WebhookURL = getenv("FAKEPAY_WEBHOOK_URL")
 		f.Latency = e.duration("FAKEPAY_LATENCY")
 		f.LatencyJitter = e.duration("FAKEPAY_LATENCY_JITTER")
 		f.FailureRate = e.rate("FAKEPAY_FAILURE_RATE")
 		f.TimeoutRate = e.rate("FAKEPAY_TIMEOUT_RATE")
-		f.MinCopies = e.int("FAKEPAY_MIN_COPIES")
-		f.MaxCopies = e.int("FAKEPAY_MAX_COPIES")
+		f.MinCopies = e.count("FAKEPAY_MIN_COPIES")
+		f.MaxCopies = e.count("FAKEPAY_MAX_COPIES")
 		f.MaxDelay = e.duration("FAKEPAY_MAX_DELAY")
 		f.RetryBase = e.duration("FAKEPAY_RETRY_BASE")
 		f.RetryMax = e.duration("FAKEPAY_RETRY_MAX")
-		f.MaxAttempts = e.int("FAKEPAY_MAX_ATTEMPTS")
+		f.MaxAttempts = e.int("FAKEPAY_MAX_ATTEMPTS") // negative: until Close
 		f.Seed = uint64(e.int("FAKEPAY_SEED"))
 		if e.err != nil {
 			return cfg, e.err
 		}
 	case NameStripe:
 		s := &cfg.Stripe
-		s.APIKey = getenv("STRIPE_API_KEY")
-		s.WebhookSecret = getenv("STRIPE_WEBHOOK_SECRET")
+		e := envReader{getenv: getenv}
+		s.APIKey = e.secret("STRIPE_API_KEY")
+		s.WebhookSecret = e.secret("STRIPE_WEBHOOK_SECRET")
 		s.BackendURL = getenv("STRIPE_API_BASE")
 		if s.APIKey == "" {
 			return cfg, fmt.Errorf("PAYMENT_PROVIDER=stripe needs STRIPE_API_KEY")
 		}
 		if s.WebhookSecret == "" {
 			return cfg, fmt.Errorf("PAYMENT_PROVIDER=stripe needs STRIPE_WEBHOOK_SECRET")
+		}
+		if e.err != nil {
+			return cfg, e.err
 		}
 	default:
 		return cfg, fmt.Errorf("PAYMENT_PROVIDER %q: want %s or %s", cfg.Provider, NameFakepay, NameStripe)
@@ -113,13 +118,37 @@ func (e *envReader) rate(name string) float64 {
 		return 0
 	}
 	r, err := strconv.ParseFloat(v, 64)
-	if err == nil && (r < 0 || r > 1) {
+	// Written so that NaN, which fails every comparison, is outside.
+	if err == nil && !(r >= 0 && r <= 1) {
 		err = fmt.Errorf("want a fraction within [0, 1]")
 	}
 	if err != nil {
 		e.fail(name, v, err)
 	}
 	return r
+}
+
+// count is an int that must not be negative.
+func (e *envReader) count(name string) int {
+	n := e.int(name)
+	if n < 0 {
+		e.fail(name, e.getenv(name), fmt.Errorf("must not be negative"))
+		return 0
+	}
+	return n
+}
+
+// secret is a secret taken as it is: whitespace around it (a secret file's
+// trailing newline) or a control character in it would make every
+// signature or API call fail, so it is refused, without showing the value.
+func (e *envReader) secret(name string) string {
+	v := e.getenv(name)
+	if v != strings.TrimSpace(v) || strings.ContainsFunc(v, unicode.IsControl) {
+		if e.err == nil {
+			e.err = fmt.Errorf("%s is malformed: whitespace around it or a control character in it", name)
+		}
+	}
+	return v
 }
 
 func (e *envReader) int(name string) int {

@@ -1,6 +1,7 @@
 package payment
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -75,6 +76,8 @@ func TestNewBuildsTheConfiguredProvider(t *testing.T) {
 
 	_, err = New(t.Context(), Config{Provider: NameStripe})
 	assert.Error(t, err)
+	_, err = New(t.Context(), Config{Fakepay: FakepayConfig{FailureRate: math.NaN()}})
+	assert.Error(t, err, "NaN is no fraction within [0, 1]")
 	_, err = New(t.Context(), Config{Provider: "paypal"})
 	assert.Error(t, err)
 }

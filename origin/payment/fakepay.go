@@ -202,7 +202,7 @@ var _ Provider = (*Fakepay)(nil)
 // NewFakepay starts a simulated provider. Its deliveries stop when ctx ends
 // or on Close.
 func NewFakepay(ctx context.Context, cfg FakepayConfig) (*Fakepay, error) {
-	if cfg.FailureRate < 0 || cfg.FailureRate > 1 || cfg.TimeoutRate < 0 || cfg.TimeoutRate > 1 {
+	if !(cfg.FailureRate >= 0 && cfg.FailureRate <= 1) || !(cfg.TimeoutRate >= 0 && cfg.TimeoutRate <= 1) { // NaN too
 		return nil, fmt.Errorf("fakepay: failure rate %v and timeout rate %v must be within [0, 1]", cfg.FailureRate, cfg.TimeoutRate)
 	}
 	if cfg.Latency < 0 || cfg.LatencyJitter < 0 || cfg.MaxDelay < 0 || cfg.RetryBase < 0 || cfg.RetryMax < 0 {
