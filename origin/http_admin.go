@@ -137,7 +137,14 @@ func (s opsAPI) handleRedelivery(w http.ResponseWriter, r *http.Request) {
 		writeResponse(w, errEventsDisabled)
 		return
 	}
-	ev, err := s.ledger.RedeliverOutbox(r.Context(), r.PathValue("id"), s.cfg.Clock().UTC())
+	id := r.PathValue("id")
+	if !ledger.IsText(id) {
+		// No event's id holds a NUL or a byte that is not UTF-8, and the
+		// ledger's text column would refuse it (a 503 retried for ever).
+		writeError(w, http.StatusNotFound, "not_found", "no such outbox event")
+		return
+	}
+	ev, err := s.ledger.RedeliverOutbox(r.Context(), id, s.cfg.Clock().UTC())
 	switch {
 	case errors.Is(err, ledger.ErrOutboxNotDead):
 		writeResponse(w, errNotDead)

@@ -115,6 +115,14 @@ func TestBookingEventsGivenUpAndSentAgain(t *testing.T) {
 	res = h.do(http.MethodPost, "/v1/admin/outbox/evt_nosuch/redelivery", nil, admin())
 	assert.Equal(t, http.StatusNotFound, res.status)
 	assert.Equal(t, "not_found", res.errorCode(t))
+	// Ids the ledger's text column could not hold (NUL, not UTF-8) are no
+	// event's either: 404, never a 503 to be retried for ever.
+	for _, id := range []string{"evt_%00", "evt_%ff"} {
+		res = h.do(http.MethodPost, "/v1/admin/outbox/"+id+"/redelivery", nil, admin())
+		assert.Equal(t, http.StatusNotFound, res.status, "%s: %s", id, res.body)
+		assert.Equal(t, "not_found", res.errorCode(t), id)
+		assert.Empty(t, res.header.Get("Retry-After"), id)
+	}
 	res = h.do(http.MethodPost, "/v1/admin/outbox/"+dead.ID+"/redelivery", nil, nil)
 	assert.Equal(t, http.StatusUnauthorized, res.status)
 	res = h.do(http.MethodPost, "/v1/admin/outbox/"+dead.ID+"/redelivery", nil, admin())
