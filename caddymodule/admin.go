@@ -2,10 +2,8 @@ package caddymodule
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"net/http"
 	"strconv"
@@ -15,6 +13,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
 
+	"github.com/waitroom/waitroom/internal/jsonbody"
 	"github.com/waitroom/waitroom/waitroom"
 )
 
@@ -431,26 +430,25 @@ func (a *Admin) lottery(w http.ResponseWriter, r *http.Request, entry *roomEntry
 	return writeJSON(w, http.StatusOK, body)
 }
 
-// decodeBody reads one JSON object into v, refusing unknown fields, trailing
-// data, an empty body and anything over maxAdminBody.
+// decodeBody reads one JSON object into v, as every route with a body
+// does (docs/api.md §1): refused when over maxAdminBody (413), and when it
+// is not one object of UTF-8 text without a NUL, or has a field v lacks
+// (400).
 func decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxAdminBody))
-	dec.DisallowUnknownFields()
-	err := dec.Decode(v)
+	b, err := jsonbody.Read(w, r, maxAdminBody)
 	if err == nil {
-		if dec.Decode(&struct{}{}) != io.EOF {
-			return apiError(http.StatusBadRequest, "the body must be a single JSON object")
-		}
-		return nil
+		err = jsonbody.Decode(b, v)
 	}
-	var tooLarge *http.MaxBytesError
+	var invalid *jsonbody.InvalidError
 	switch {
-	case errors.As(err, &tooLarge):
+	case err == nil:
+		return nil
+	case errors.Is(err, jsonbody.ErrTooLarge):
 		return apiError(http.StatusRequestEntityTooLarge, "the body is larger than %d bytes", maxAdminBody)
-	case errors.Is(err, io.EOF):
-		return apiError(http.StatusBadRequest, "the body is empty; a JSON object is required")
+	case errors.As(err, &invalid):
+		return apiError(http.StatusBadRequest, "%s", invalid.Reason)
 	default:
-		return apiError(http.StatusBadRequest, "the body is not valid JSON for this route: %v", err)
+		return apiError(http.StatusBadRequest, "the body could not be read: %v", err)
 	}
 }
 

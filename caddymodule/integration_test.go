@@ -911,6 +911,9 @@ func TestAdminAPIErrors(t *testing.T) {
 		{http.MethodPost, events + "/pause", `{"pause": true}`, 400, "invalid_request"},
 		{http.MethodPost, events + "/pause", `{"paused": true, "x": 1}`, 400, "invalid_request"},
 		{http.MethodPost, events + "/pause", `{"paused": "` + strings.Repeat("x", 70<<10) + `"}`, 413, "request_too_large"},
+		{http.MethodPost, events + "/watermark", `{"set": 10}` + strings.Repeat(" ", 70<<10), 413, "request_too_large"},
+		{http.MethodPost, events + "/watermark", "{\"set\": 5, \"reason\": \"\xff\xfe\"}", 400, "invalid_request"},
+		{http.MethodPost, events + "/watermark", `{"set": 6, "reason": "a\u0000b"}`, 400, "invalid_request"},
 	} {
 		t.Run(c.method+" "+c.path+" "+truncate(c.body), func(t *testing.T) {
 			code, body, raw := adminCall(t, adminPort, c.method, c.path, c.body)
