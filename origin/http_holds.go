@@ -110,11 +110,8 @@ func parseHold(body []byte, ev ledger.Event) (holdAsk, *response) {
 		if len(req.SeatIDs) == 0 {
 			return bad("seat_ids must name at least one seat")
 		}
-		if int64(len(req.SeatIDs)) > ev.MaxPerUser {
-			r := errorResponse(http.StatusUnprocessableEntity, "exceeds_per_user_limit",
-				fmt.Sprintf("at most %d seats per user", ev.MaxPerUser))
-			return holdAsk{}, &r
-		}
+		// Each seat is checked first (400), the count then (422), in the
+		// order of docs/api.md §7 and §15.
 		seats := slices.Sorted(slices.Values(req.SeatIDs))
 		for i, id := range seats {
 			if s, ok := ev.Seating.Section(strings.Split(id, "/")[0]); ok && s.GA() {
@@ -127,6 +124,11 @@ func parseHold(body []byte, ev ledger.Event) (holdAsk, *response) {
 			if i > 0 && seats[i-1] == id {
 				return bad(fmt.Sprintf("seat %s is named twice", id))
 			}
+		}
+		if int64(len(seats)) > ev.MaxPerUser {
+			r := errorResponse(http.StatusUnprocessableEntity, "exceeds_per_user_limit",
+				fmt.Sprintf("at most %d seats per user", ev.MaxPerUser))
+			return holdAsk{}, &r
 		}
 		return holdAsk{quantity: int64(len(seats)), seats: seats}, nil
 	case req.BestAvailable != nil:

@@ -186,9 +186,16 @@ func TestSeatHoldIsAllOrNothing(t *testing.T) {
 		"over the limit":      {map[string]any{"seat_ids": []string{"B-2-1", "B-2-2", "B-2-3", "B-2-4", "B-2-5"}}, http.StatusUnprocessableEntity},
 		"unknown section":     {map[string]any{"best_available": map[string]any{"section": "Z", "quantity": 2}}, http.StatusBadRequest},
 		"best over the limit": {map[string]any{"best_available": map[string]any{"section": "A", "quantity": 5}}, http.StatusUnprocessableEntity},
+
+		// The seats are checked before their count (docs/api.md §7, §15).
+		"five unknown seats":        {map[string]any{"seat_ids": []string{"A-9-1", "A-9-2", "A-9-3", "A-9-4", "A-9-5"}}, http.StatusBadRequest},
+		"one seat named five times": {map[string]any{"seat_ids": []string{"A-2-1", "A-2-1", "A-2-1", "A-2-1", "A-2-1"}}, http.StatusBadRequest},
+		"four good, one not on map": {map[string]any{"seat_ids": []string{"B-2-1", "B-2-2", "B-2-3", "B-2-4", "Z-1-1"}}, http.StatusBadRequest},
 	} {
 		res := h.holdBody(ev.ID, "dan", tc.body, "k-"+name)
 		assert.Equal(t, tc.status, res.status, "%s: %s", name, res.body)
+		want := map[int]string{http.StatusBadRequest: "invalid_request", http.StatusUnprocessableEntity: "exceeds_per_user_limit"}[tc.status]
+		assert.Equal(t, want, res.errorCode(t), name)
 	}
 	h.requireNoSeatDrift(ev.ID)
 	h.requireInvariant(ev.ID, 3)
