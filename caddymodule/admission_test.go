@@ -630,3 +630,34 @@ func TestPreQueueTokenOfTheDrawAfterTheOpeningWasRemoved(t *testing.T) {
 		assert.Equal(t, pos, again, "the position the token yielded")
 	})
 }
+
+// TestRevocationFlushedBeforeTheStatus: a site that flushes its answer
+// before writing a status sends its header with an implicit 200; the
+// command is taken off it and carried out all the same.
+func TestRevocationFlushedBeforeTheStatus(t *testing.T) {
+	eachStore(t, func(t *testing.T, h *Handler, clk *clock) {
+		provision(t, h)
+		setWatermark(t, h, 1)
+		tok, _ := placedToken(t, h, do(t, h, at(h, "/buy", "")))
+
+		r := at(h, "/buy", tok)
+		repl := caddyhttp.NewTestReplacer(r)
+		r = r.WithContext(context.WithValue(r.Context(), caddy.ReplacerCtxKey, repl))
+		rec := httptest.NewRecorder()
+		next := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+			w.Header().Set(HeaderCommand, CommandRevoke)
+			if err := http.NewResponseController(w).Flush(); err != nil {
+				return err
+			}
+			_, err := w.Write([]byte("site"))
+			return err
+		})
+		require.NoError(t, h.ServeHTTP(rec, r, next))
+		assert.Equal(t, http.StatusOK, rec.Code)
+		assert.True(t, rec.Flushed)
+		assert.Empty(t, rec.Result().Header.Values(HeaderCommand), "the flushed header carries no command")
+
+		res := do(t, h, at(h, "/buy", tok))
+		assert.Nil(t, res.next, "the command was carried out: %s", res.status())
+	})
+}

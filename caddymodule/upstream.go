@@ -149,6 +149,14 @@ func (cw *commandWriter) ReadFrom(src io.Reader) (int64, error) {
 	return cw.ResponseWriterWrapper.ReadFrom(src)
 }
 
+// FlushError is here because a flush before the status sends the header
+// with an implicit 200: without it, a ResponseController would unwrap to
+// the writer underneath and send the command with it.
+func (cw *commandWriter) FlushError() error {
+	cw.command()
+	return http.NewResponseController(cw.ResponseWriterWrapper).Flush()
+}
+
 // gatewayHeaders are the headers the handler sets: on admitted requests
 // (the identity headers) and on its answers.
 var gatewayHeaders = [...]string{HeaderUser, HeaderPosition, HeaderToken, HeaderStatus}
