@@ -51,7 +51,7 @@ func (h *harness) gaSection(event int64) (capacity, free int64) {
 			Price    int64  `json:"price"`
 			Capacity *int64 `json:"capacity"`
 			Free     *int64 `json:"free"`
-			Seats    []any  `json:"seats"`
+			Seats    *[]any `json:"seats"`
 		} `json:"sections"`
 	}
 	res.json(h.t, &m)
@@ -60,7 +60,10 @@ func (h *harness) gaSection(event int64) (capacity, free int64) {
 			require.NotNil(h.t, s.Capacity, "%s", res.body)
 			require.NotNil(h.t, s.Free, "%s", res.body)
 			assert.Equal(h.t, int64(4500), s.Price)
-			assert.Empty(h.t, s.Seats, "a general-admission section lists no seats")
+			// Every section carries its seats (docs/api.md §15): a
+			// general-admission section's list is there, and empty.
+			require.NotNil(h.t, s.Seats, "seats dropped: %s", res.body)
+			assert.Empty(h.t, *s.Seats, "a general-admission section lists no seats")
 			return *s.Capacity, *s.Free
 		}
 		assert.Nil(h.t, s.Capacity, "a reserved section has seats, not a capacity")
@@ -102,6 +105,8 @@ func TestCreateSeatMapWithGASection(t *testing.T) {
 	capacity, free := h.gaSection(ev.ID)
 	assert.Equal(t, int64(2000), capacity)
 	assert.Equal(t, int64(2000), free)
+	res = h.do(http.MethodGet, fmt.Sprintf("/v1/events/%d/seats", ev.ID), nil, nil)
+	assert.Contains(t, string(res.body), `{"id":"GA-East","price":4500,"seats":[],"capacity":2000,"free":2000}`)
 
 	for name, section := range map[string]map[string]any{
 		"capacity and rows":  {"id": "GA", "price": 1, "capacity": 10, "rows": []any{map[string]any{"id": "1", "seats": 1}}},

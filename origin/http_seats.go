@@ -26,9 +26,11 @@ type seatMapJSON struct {
 }
 
 type seatSectionJSON struct {
-	ID    string         `json:"id"`
-	Price int64          `json:"price"`
-	Seats []seatJSONItem `json:"seats,omitempty"`
+	ID    string `json:"id"`
+	Price int64  `json:"price"`
+	// Seats is never left out (API.md §10): a general-admission section's
+	// is empty.
+	Seats []seatJSONItem `json:"seats"`
 	// Capacity and Free describe a general-admission section: its places,
 	// and those neither held nor sold.
 	Capacity *int64 `json:"capacity,omitempty"`
@@ -64,7 +66,7 @@ func (m *seatMaps) rendered(ev *seats.Event, v *seats.SeatView) (*renderedSeatMa
 	out := seatMapJSON{Sections: make([]seatSectionJSON, 0, len(ev.Seating.Sections))}
 	all := ev.Seating.Seats()
 	for _, s := range ev.Seating.Sections {
-		sec := seatSectionJSON{ID: s.ID, Price: s.Price}
+		sec := seatSectionJSON{ID: s.ID, Price: s.Price, Seats: []seatJSONItem{}}
 		if s.GA() {
 			capacity, free := s.Capacity, min(max(v.Places(s.ID), 0), s.Capacity)
 			sec.Capacity, sec.Free = &capacity, &free
