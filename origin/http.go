@@ -1,15 +1,15 @@
 package origin
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"time"
 	"unicode/utf8"
+
+	"github.com/waitroom/waitroom/internal/jsonbody"
 )
 
 // MaxBodyBytes is the largest request body accepted.
@@ -97,14 +97,8 @@ func noBodyTooLarge(w http.ResponseWriter, r *http.Request) bool {
 	if bodyTooLarge(w, r) {
 		return true
 	}
-	_, err := io.Copy(io.Discard, http.MaxBytesReader(w, r.Body, MaxBodyBytes))
-	var tooLarge *http.MaxBytesError
-	switch {
-	case errors.As(err, &tooLarge):
-		writeResponse(w, errTooLarge)
-		return true
-	case err != nil:
-		writeError(w, http.StatusBadRequest, "invalid_request", "the request body could not be read")
+	if _, resp := readBody(w, r); resp != nil {
+		writeResponse(w, *resp)
 		return true
 	}
 	return false
@@ -112,66 +106,32 @@ func noBodyTooLarge(w http.ResponseWriter, r *http.Request) bool {
 
 // readBody reads at most MaxBodyBytes of the body.
 func readBody(w http.ResponseWriter, r *http.Request) ([]byte, *response) {
-	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
-	var tooLarge *http.MaxBytesError
-	switch {
-	case errors.As(err, &tooLarge):
-		return nil, &errTooLarge
-	case err != nil:
-		resp := errorResponse(http.StatusBadRequest, "invalid_request", "the request body could not be read")
-		return nil, &resp
-	}
-	return b, nil
+	b, err := jsonbody.Read(w, r, MaxBodyBytes)
+	return b, bodyRefused(err)
 }
 
-// decodeStrict decodes exactly one JSON object with no unknown fields.
+// decodeStrict decodes exactly one JSON object with no unknown fields, of
+// UTF-8 text without a NUL: the ledger's text columns refuse anything else
+// (ledger.IsText), which would otherwise be a 503 instead of this 400.
 func decodeStrict(body []byte, v any) *response {
-	bad := func(msg string) *response {
-		r := errorResponse(http.StatusBadRequest, "invalid_request", msg)
-		return &r
-	}
-	trimmed := bytes.TrimSpace(body)
-	if len(trimmed) == 0 {
-		return bad("the request body must be a JSON object")
-	}
-	if trimmed[0] != '{' {
-		return bad("the request body must be a JSON object")
-	}
-	// JSON is UTF-8 (RFC 8259), and the ledger's text columns refuse
-	// anything else and NUL (ledger.IsText): decoding would turn a stray
-	// byte into U+FFFD silently and keep a \u0000, which PostgreSQL would
-	// refuse, and the answer would be a 503 instead of this 400.
-	if !utf8.Valid(trimmed) {
-		return bad("the request body is not UTF-8")
-	}
-	if escapesNUL(trimmed) {
-		return bad("the request body holds a \\u0000 escape: NUL is not allowed in a string")
-	}
-	dec := json.NewDecoder(bytes.NewReader(trimmed))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return bad("invalid JSON: " + err.Error())
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return bad("invalid JSON: data after the object")
-	}
-	return nil
+	return bodyRefused(jsonbody.Decode(body, v))
 }
 
-// escapesNUL reports whether a JSON text holds the escape \u0000. In JSON
-// a backslash only ever starts a two-character escape, so skipping the
-// character after each one keeps "\\u0000" (a backslash, then text) apart.
-func escapesNUL(b []byte) bool {
-	for i := 0; i < len(b); i++ {
-		if b[i] != '\\' {
-			continue
-		}
-		if bytes.HasPrefix(b[i+1:], []byte("u0000")) {
-			return true
-		}
-		i++
+// bodyRefused is the answer to a body jsonbody refused, nil for none.
+func bodyRefused(err error) *response {
+	var invalid *jsonbody.InvalidError
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, jsonbody.ErrTooLarge):
+		return &errTooLarge
+	case errors.As(err, &invalid):
+		resp := errorResponse(http.StatusBadRequest, "invalid_request", invalid.Reason)
+		return &resp
+	default:
+		resp := errorResponse(http.StatusBadRequest, "invalid_request", "the request body could not be read")
+		return &resp
 	}
-	return false
 }
 
 // pathID parses a positive integer id from the path; ok is false (and 404
