@@ -604,6 +604,16 @@ func TestCancellationChunkedBodyTooLarge(t *testing.T) {
 	res = h.do(http.MethodPost, "/v1/bookings/"+b.BookingID+"/cancellation", chunked(10), h.auth("ann", ev.ID))
 	require.Equal(t, http.StatusOK, res.status, "%s", res.body)
 	assert.Equal(t, int64(1), h.fp.Refunds())
+
+	// The release of a hold takes no body either.
+	held := h.holdOne(ev.ID, "bob", 1)
+	res = h.do(http.MethodDelete, "/v1/holds/"+held.HoldID, chunked(70_000), h.auth("bob", ev.ID))
+	require.Equal(t, http.StatusRequestEntityTooLarge, res.status, "%s", res.body)
+	var kept holdJSON
+	h.do(http.MethodGet, "/v1/holds/"+held.HoldID, nil, h.auth("bob", ev.ID)).json(t, &kept)
+	assert.Equal(t, "pending", kept.Status, "the hold is kept")
+	res = h.do(http.MethodDelete, "/v1/holds/"+held.HoldID, chunked(10), h.auth("bob", ev.ID))
+	require.Equal(t, http.StatusNoContent, res.status, "%s", res.body)
 }
 
 func TestPaymentReconciliation(t *testing.T) {

@@ -307,6 +307,9 @@ func (s holdsAPI) handleGetHold(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s holdsAPI) handleDeleteHold(w http.ResponseWriter, r *http.Request) {
+	if noBodyTooLarge(w, r) {
+		return
+	}
 	h, _, ok := s.holdForUser(w, r)
 	if !ok {
 		return
