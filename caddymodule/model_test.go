@@ -982,6 +982,11 @@ func (m *model) safety(now time.Time, a modelAnswer) error {
 // arrival: a request without a valid token (or one the rules make a new
 // arrival).
 func (m *model) arrival(now time.Time, account string, a modelAnswer) error {
+	if account != "" && m.accountIsRevoked(now, account) {
+		// Done, sold out or not: its purchase is what sold the seats.
+		return expectStatus(a, StatusCompleted, fmt.Sprintf("rule: an account the site revoked is done until token_ttl + 1 min, sold out or not (%s, until %s)",
+			account, m.accountRevoked[account].Format("15:04:05")))
+	}
 	if m.gone() {
 		return expectStatus(a, StatusSoldOut, "a new arrival in a sold-out event")
 	}
