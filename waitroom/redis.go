@@ -39,8 +39,9 @@ type RedisStore struct {
 type redisEvent struct {
 	// next..last is the block of leased positions not handed out yet.
 	next, last int64
-	// high is the highest counter value this node has had from Redis: a
-	// counter found below it was lost, and is put back above it.
+	// high is the highest counter value this node has had from Redis,
+	// taken or read: a counter found below it was lost, and is put back
+	// above it.
 	high int64
 	// taking is set while a take for arrivals without a lease is in
 	// flight; the arrivals that come meanwhile gather in gathering, and
@@ -237,7 +238,20 @@ func (r *RedisStore) State(ctx context.Context, event int64) (State, error) {
 	if err != nil {
 		return State{}, unavailable("read state", err)
 	}
+	r.read(event, s.LastPosition)
 	return s, nil
+}
+
+// read raises the floor of event's takes to a counter value this node
+// read: the counter never goes back but by a loss (a failover to a replica
+// that missed the last increments, a restart from a snapshot), and a node
+// that took no position above it would otherwise hand out again the ones
+// the other nodes took.
+func (r *RedisStore) read(event, last int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e := r.event(event)
+	e.high = max(e.high, last)
 }
 
 // Ensure implements Store.
@@ -372,6 +386,7 @@ func (r *RedisStore) apply(ctx context.Context, event int64, op string, writes f
 	if err != nil {
 		return State{}, unavailable(op, err)
 	}
+	r.read(event, s.LastPosition)
 	return s, nil
 }
 

@@ -473,6 +473,27 @@ func TestLostCounterBelowWhatWasHandedOut(t *testing.T) {
 	pos, err := b.Join(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, int64(21), pos)
+
+	// A node that took nothing itself, but read the counter at 25, finds
+	// it gone back to 23 as lost too: its next join would give out 24.
+	for range 4 {
+		_, err := a.Join(ctx)
+		require.NoError(t, err)
+	}
+	_, err = b.Refresh(ctx)
+	require.NoError(t, err)
+	require.Equal(t, int64(25), b.State().LastPosition)
+	require.NoError(t, rdb.Set(ctx, positionsKey(event), 23, 0).Err())
+	_, err = b.Join(ctx)
+	require.ErrorIs(t, err, ErrNoState, "the counter is below what this node read")
+	_, err = b.Refresh(ctx)
+	require.NoError(t, err)
+	_, err = a.Refresh(ctx)
+	require.NoError(t, err)
+	clock.Advance(DefaultRestoreWindow)
+	pos, err = b.Join(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, int64(26), pos)
 }
 
 // TestFreshGatewayAfterLostStateWaitsForTheOthers: a gateway that starts
