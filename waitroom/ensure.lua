@@ -21,6 +21,9 @@
 -- ARGV[7] -> now, unix milliseconds (the caller's clock)
 -- ARGV[8] -> the restore window, milliseconds
 -- ARGV[9] -> hard cap per seat remaining (configuration, as ARGV[2])
+-- ARGV[10] -> sold_out_by: the actor of the caller's sold_out = 1 (written
+--            with it; during a restore an operator's, anything but
+--            'origin', wins over the origin's)
 -- returns 1 when the state had to be created, 0 when it was there
 local created = redis.call('HSETNX', KEYS[1], 'watermark', ARGV[1])
 local last = tonumber(redis.call('GET', KEYS[2]) or '0')
@@ -37,7 +40,11 @@ if ARGV[6] == '1' then
       redis.call('HSET', KEYS[1], 'watermark', ARGV[1])
     end
     if ARGV[3] == '1' then
-      redis.call('HSET', KEYS[1], 'sold_out', 1)
+      if redis.call('HGET', KEYS[1], 'sold_out') ~= '1' then
+        redis.call('HSET', KEYS[1], 'sold_out', 1, 'sold_out_by', ARGV[10])
+      elseif redis.call('HGET', KEYS[1], 'sold_out_by') == 'origin' then
+        redis.call('HSET', KEYS[1], 'sold_out_by', ARGV[10])
+      end
     end
     if ARGV[4] == '1' then
       redis.call('HSET', KEYS[1], 'paused', 1)
@@ -47,7 +54,9 @@ end
 if redis.call('HEXISTS', KEYS[1], 'hard_cap_live') == 0 then
   redis.call('HSET', KEYS[1], 'hard_cap', ARGV[2], 'hard_cap_k', ARGV[9])
 end
-redis.call('HSETNX', KEYS[1], 'sold_out', ARGV[3])
+if redis.call('HSETNX', KEYS[1], 'sold_out', ARGV[3]) == 1 and ARGV[3] == '1' then
+  redis.call('HSET', KEYS[1], 'sold_out_by', ARGV[10])
+end
 redis.call('HSETNX', KEYS[1], 'paused', ARGV[4])
 if last < known then
   redis.call('SET', KEYS[2], ARGV[5])

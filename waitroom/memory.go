@@ -96,7 +96,9 @@ func (m *MemoryStore) Ensure(_ context.Context, event int64, d Defaults) (State,
 	e := m.event(event)
 	if !e.hasWatermark {
 		e.state.Watermark = d.Watermark
-		e.state.SoldOut = e.state.SoldOut || d.SoldOut
+		if d.SoldOut && !e.state.SoldOut {
+			e.state.SoldOut, e.state.SoldOutBy = true, d.SoldOutBy
+		}
 		e.state.Paused = e.state.Paused || d.Paused
 		e.hasWatermark = true
 	}

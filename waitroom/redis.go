@@ -267,7 +267,7 @@ func (r *RedisStore) Ensure(ctx context.Context, event int64, d Defaults) (State
 		ensureScript.Eval(ctx, p, []string{stateKey(event), positionsKey(event)},
 			d.Watermark, d.HardCap, boolInt(d.SoldOut), boolInt(d.Paused), d.LastPosition,
 			boolInt(d.Restore), r.now().UnixMilli(), r.restore.Milliseconds(),
-			strconv.FormatFloat(d.HardCapPerRemaining, 'g', -1, 64))
+			strconv.FormatFloat(d.HardCapPerRemaining, 'g', -1, 64), d.SoldOutBy)
 	})
 }
 

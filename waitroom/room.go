@@ -281,6 +281,11 @@ func (r *Room) ensure(ctx context.Context, lost bool) (State, error) {
 	cur, d := r.State(), r.opts.Defaults
 	d.Watermark = max(d.Watermark, cur.Watermark)
 	d.LastPosition = max(d.LastPosition, cur.LastPosition, r.issued.Load(), r.shown.Load())
+	if cur.SoldOut && (!d.SoldOut || d.SoldOutBy == ActorOrigin) {
+		// Whose flag it was goes back with it: the origin's gives way
+		// while held seats may come back, an operator's stands.
+		d.SoldOutBy = cur.SoldOutBy
+	}
 	d.SoldOut = d.SoldOut || cur.SoldOut
 	d.Paused = d.Paused || cur.Paused
 	d.Restore = true

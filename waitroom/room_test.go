@@ -708,3 +708,58 @@ func TestRestoreWritesBackRevocations(t *testing.T) {
 		})
 	}
 }
+
+// TestRestoreKeepsWhoseSoldOutFlagItWas: the origin's sold-out flag (no seat
+// left to hold) goes back as the origin's when the store lost the state, so
+// a waiting visitor is still told every seat is held rather than 410 (docs/
+// api.md §12 "All held is not sold out"); an operator's flag stays an
+// operator's, and wins when the gateways restoring the state disagree.
+func TestRestoreKeepsWhoseSoldOutFlagItWas(t *testing.T) {
+	srv := testenvRedis(t)
+	rdb, err := NewRedisClient(srv.URL())
+	require.NoError(t, err)
+	defer rdb.Close()
+	ctx := context.Background()
+	clock := newLockedClock()
+	const event = 85
+	gw := gatewayRooms(t, rdb, clock, event, 1, 1)[0]
+	origin := NewRoom(NewRedisStore(rdb, RedisOptions{Node: "origin", Now: clock.Now}), event,
+		RoomOptions{Follow: true, Now: clock.Now})
+	_, err = gw.Refresh(ctx)
+	require.NoError(t, err)
+	clock.Advance(DefaultRestoreWindow)
+	_, err = origin.Update(ctx, Change{SoldOut: ptrTo(true), Actor: ActorOrigin})
+	require.NoError(t, err)
+	_, err = gw.Refresh(ctx)
+	require.NoError(t, err)
+	held := Inventory{Remaining: 0, Held: 5}
+	require.False(t, Judge(gw.State(), held, true).SoldOut, "all held: a waiting answer")
+
+	require.NoError(t, rdb.FlushAll(ctx).Err())
+	_, err = gw.Refresh(ctx)
+	require.NoError(t, err)
+	clock.Advance(DefaultRestoreWindow)
+	fresh := gatewayRooms(t, rdb, clock, event, 1, 1)[0]
+	for _, g := range []*Room{gw, fresh} {
+		st, err := g.Refresh(ctx)
+		require.NoError(t, err)
+		assert.True(t, st.SoldOut)
+		assert.Equal(t, ActorOrigin, st.SoldOutBy, "the origin's flag stays the origin's")
+		assert.False(t, Judge(st, held, true).SoldOut, "all held after the restore: still a waiting answer")
+	}
+
+	// Gateways that disagree on whose flag it was: the operator's wins,
+	// in whichever order they add what they remember.
+	for i, order := range [][]string{{ActorOrigin, "admin"}, {"admin", ActorOrigin}} {
+		evt := int64(event*10 + i)
+		for _, by := range order {
+			_, err := gw.Store().Ensure(ctx, evt, Defaults{SoldOut: true, SoldOutBy: by, Restore: true})
+			require.NoError(t, err)
+		}
+		st, err := gw.Store().Ensure(ctx, evt, Defaults{Restore: true})
+		require.NoError(t, err)
+		assert.True(t, st.SoldOut)
+		assert.Equal(t, "admin", st.SoldOutBy, "order %v", order)
+		assert.True(t, Judge(st, held, true).SoldOut, "an operator's flag stands")
+	}
+}

@@ -137,7 +137,12 @@ type Defaults struct {
 	// positions already handed out are never handed out again.
 	LastPosition int64
 	SoldOut      bool
-	Paused       bool
+	// SoldOutBy is the actor of SoldOut (State.SoldOutBy): the origin's
+	// flag stays the origin's when the state is put back, so it still
+	// gives way while held seats may come back. When the nodes restoring
+	// the state disagree, an operator's (any other actor's) wins.
+	SoldOutBy string
+	Paused    bool
 	// Restore is set by a node that hands out positions (a gateway): when
 	// the store has no state for the event, or a position counter below
 	// LastPosition, the store lost it (or the event is new), and it holds
