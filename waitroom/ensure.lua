@@ -10,7 +10,8 @@
 --
 -- KEYS[1] -> the event's state hash
 -- KEYS[2] -> the event's position counter
--- ARGV[1] -> watermark to use when none is stored (during a restore: at least)
+-- ARGV[1] -> watermark to use when none is stored (during a restore: at
+--            least, unless ARGV[11])
 -- ARGV[2] -> hard cap (configuration: written unless the hard cap was
 --            changed live, which sets the field hard_cap_live)
 -- ARGV[3] -> sold_out (0/1) to use when none is stored (during a restore: 1 wins)
@@ -24,6 +25,11 @@
 -- ARGV[10] -> sold_out_by: the actor of the caller's sold_out = 1 (written
 --            with it; during a restore an operator's, anything but
 --            'origin', wins over the origin's)
+-- ARGV[11] -> 1 when ARGV[1] is only the configured watermark: the caller
+--            remembers none. Such a watermark is used when nobody
+--            remembers one; the first caller that does replaces it during
+--            the restore (the field watermark_configured marks it, with
+--            the restore's end), and the others raise it to theirs.
 -- returns 1 when the state had to be created, 0 when it was there
 local created = redis.call('HSETNX', KEYS[1], 'watermark', ARGV[1])
 local last = tonumber(redis.call('GET', KEYS[2]) or '0')
@@ -35,8 +41,16 @@ if ARGV[6] == '1' then
     restore_until = now + tonumber(ARGV[8])
     redis.call('HSET', KEYS[1], 'restore_until', restore_until)
   end
+  if created == 1 and ARGV[11] == '1' and now < restore_until then
+    redis.call('HSET', KEYS[1], 'watermark_configured', restore_until)
+  end
   if created == 0 and now < restore_until then
-    if tonumber(redis.call('HGET', KEYS[1], 'watermark')) < tonumber(ARGV[1]) then
+    if ARGV[11] == '1' then
+      -- Nothing remembered: the configured watermark adds nothing.
+    elseif tonumber(redis.call('HGET', KEYS[1], 'watermark_configured') or '0') == restore_until then
+      redis.call('HSET', KEYS[1], 'watermark', ARGV[1])
+      redis.call('HDEL', KEYS[1], 'watermark_configured')
+    elseif tonumber(redis.call('HGET', KEYS[1], 'watermark')) < tonumber(ARGV[1]) then
       redis.call('HSET', KEYS[1], 'watermark', ARGV[1])
     end
     if ARGV[3] == '1' then

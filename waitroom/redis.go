@@ -139,6 +139,10 @@ const (
 	fieldRestoreUntil = "restore_until"
 	// fieldHardCapK is State.HardCapPerRemaining.
 	fieldHardCapK = "hard_cap_k"
+	// fieldWatermarkConfigured marks, with the restore's end, a watermark
+	// a restore took from the configuration (ensure.lua): the first node
+	// that remembers one replaces it. A write of the watermark ends it.
+	fieldWatermarkConfigured = "watermark_configured"
 	// fieldHardCapLive is set once the hard cap was changed live: Ensure
 	// then leaves it alone (ensure.lua).
 	fieldHardCapLive = "hard_cap_live"
@@ -267,7 +271,7 @@ func (r *RedisStore) Ensure(ctx context.Context, event int64, d Defaults) (State
 		ensureScript.Eval(ctx, p, []string{stateKey(event), positionsKey(event)},
 			d.Watermark, d.HardCap, boolInt(d.SoldOut), boolInt(d.Paused), d.LastPosition,
 			boolInt(d.Restore), r.now().UnixMilli(), r.restore.Milliseconds(),
-			strconv.FormatFloat(d.HardCapPerRemaining, 'g', -1, 64), d.SoldOutBy)
+			strconv.FormatFloat(d.HardCapPerRemaining, 'g', -1, 64), d.SoldOutBy, boolInt(d.WatermarkConfigured))
 	})
 }
 
@@ -289,6 +293,9 @@ func (r *RedisStore) Update(ctx context.Context, event int64, c Change) (State, 
 		}
 		if c.RaiseBy != 0 {
 			incr = p.HIncrBy(ctx, key, fieldWatermark, c.RaiseBy)
+		}
+		if c.SetWatermark != nil || c.RaiseBy != 0 {
+			p.HDel(ctx, key, fieldWatermarkConfigured)
 		}
 		switch {
 		case c.SoldOut == nil:

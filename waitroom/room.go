@@ -279,7 +279,14 @@ func (r *Room) Known() bool { return r.known.Load() }
 // an earlier restore may have gone too, even within that restore's window.
 func (r *Room) ensure(ctx context.Context, lost bool) (State, error) {
 	cur, d := r.State(), r.opts.Defaults
-	d.Watermark = max(d.Watermark, cur.Watermark)
+	if r.known.Load() {
+		// What the room read from the store, even below the configured
+		// one (staff lowered it): that is "used when the store has no
+		// watermark yet" (docs/api.md §6), when no node remembers one.
+		d.Watermark = cur.Watermark
+	} else {
+		d.WatermarkConfigured = true
+	}
 	d.LastPosition = max(d.LastPosition, cur.LastPosition, r.issued.Load(), r.shown.Load())
 	if cur.SoldOut && (!d.SoldOut || d.SoldOutBy == ActorOrigin) {
 		// Whose flag it was goes back with it: the origin's gives way

@@ -763,3 +763,85 @@ func TestRestoreKeepsWhoseSoldOutFlagItWas(t *testing.T) {
 		assert.True(t, Judge(st, held, true).SoldOut, "an operator's flag stands")
 	}
 }
+
+// TestRestoreKeepsALoweredWatermark: the configured watermark is "used when
+// the store has no watermark yet" (docs/api.md §6): a restore puts back
+// the one the gateways remember, even below the configured one (staff
+// lowered it), and uses the configured one only when nobody remembers any.
+// Several gateways that remember one raise it to the highest of theirs;
+// the position counter only goes up throughout.
+func TestRestoreKeepsALoweredWatermark(t *testing.T) {
+	srv := testenvRedis(t)
+	rdb, err := NewRedisClient(srv.URL())
+	require.NoError(t, err)
+	defer rdb.Close()
+	ctx := context.Background()
+	clock := newLockedClock()
+	const event = 86
+	room := func(node string) *Room {
+		store := NewRedisStore(rdb, RedisOptions{Node: node, Now: clock.Now})
+		return NewRoom(store, event, RoomOptions{Defaults: Defaults{Watermark: 1000}, Now: clock.Now})
+	}
+	old := room("a")
+	_, err = old.Refresh(ctx)
+	require.NoError(t, err)
+	clock.Advance(DefaultRestoreWindow)
+	for range 30 {
+		_, err := old.Join(ctx)
+		require.NoError(t, err)
+	}
+	_, err = old.Update(ctx, Change{SetWatermark: ptrTo[int64](200), Actor: "admin"})
+	require.NoError(t, err)
+
+	require.NoError(t, rdb.FlushAll(ctx).Err())
+	// A gateway that starts now remembers nothing: it sets the state up
+	// with the configured watermark, and the old one replaces it.
+	fresh := room("b")
+	st, err := fresh.Refresh(ctx)
+	require.NoError(t, err)
+	require.True(t, st.Restoring(clock.Now()))
+	_, err = old.Refresh(ctx)
+	require.NoError(t, err)
+	clock.Advance(DefaultRestoreWindow)
+	for _, g := range []*Room{old, fresh} {
+		st, err := g.Refresh(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, int64(200), st.Watermark, "staff's watermark, not the configured one")
+		assert.False(t, st.Admits(201))
+	}
+	pos, err := fresh.Join(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, int64(31), pos)
+
+	// In the store: a configured watermark gives way to the first that is
+	// remembered, remembered ones only raise it, and a configured one
+	// adds nothing to them; the counter only goes up.
+	s := old.Store()
+	const evt = event * 10
+	st, err = s.Ensure(ctx, evt, Defaults{Watermark: 1000, WatermarkConfigured: true, LastPosition: 50, Restore: true})
+	require.NoError(t, err)
+	assert.Equal(t, int64(1000), st.Watermark)
+	last := st.LastPosition
+	for _, tt := range []struct {
+		d    Defaults
+		want int64
+	}{
+		{Defaults{Watermark: 200, LastPosition: 40, Restore: true}, 200},
+		{Defaults{Watermark: 300, LastPosition: 60, Restore: true}, 300},
+		{Defaults{Watermark: 250, Restore: true}, 300},
+		{Defaults{Watermark: 5000, WatermarkConfigured: true, Restore: true}, 300},
+	} {
+		st, err = s.Ensure(ctx, evt, tt.d)
+		require.NoError(t, err)
+		assert.Equal(t, tt.want, st.Watermark, "after %+v", tt.d)
+		assert.GreaterOrEqual(t, st.LastPosition, max(last, tt.d.LastPosition), "the counter only goes up")
+		last = st.LastPosition
+	}
+	assert.Equal(t, int64(60), st.LastPosition)
+	// Nobody remembers a watermark: the configured one stands.
+	st, err = s.Ensure(ctx, evt+1, Defaults{Watermark: 1000, WatermarkConfigured: true, Restore: true})
+	require.NoError(t, err)
+	st, err = s.Ensure(ctx, evt+1, Defaults{Watermark: 7, WatermarkConfigured: true, Restore: true})
+	require.NoError(t, err)
+	assert.Equal(t, int64(1000), st.Watermark)
+}

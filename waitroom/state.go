@@ -126,6 +126,12 @@ func (c Change) validate() error {
 // remembers, so the queue carries on where it was.
 type Defaults struct {
 	Watermark int64
+	// WatermarkConfigured says Watermark is only the configured one: the
+	// node remembers none. A restore then uses it only when no node
+	// remembers a watermark (docs/api.md §6: "used when the store has no
+	// watermark yet"); one that does replaces it, even with a lower one
+	// (staff lowered it).
+	WatermarkConfigured bool
 	// HardCap is configuration rather than state: Ensure writes it, unless
 	// the hard cap was changed live (Change.HardCap), which then stays
 	// until the store loses the event's state.
@@ -148,7 +154,8 @@ type Defaults struct {
 	// LastPosition, the store lost it (or the event is new), and it holds
 	// new positions back for its restore window while every such node
 	// adds what it remembers; a node that joins a restore in progress
-	// raises the watermark and the counter to its values. Without it,
+	// raises the watermark (unless WatermarkConfigured; a configured one
+	// it replaces) and the counter to its values. Without it,
 	// Ensure only fills in what is missing.
 	Restore bool
 }
