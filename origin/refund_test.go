@@ -380,3 +380,133 @@ func TestStripeCancellationRefunds(t *testing.T) {
 	assert.EqualValues(t, 1, h.money(ev.ID).Refunded.Count)
 	h.requireSeatsOnce(ev.ID)
 }
+
+// TestRefundsPendingAtTheProviderAreNoMoneyBack: a refund made at the
+// provider (its dashboard) counts in the payment's amount refunded while it
+// is pending, and may still fail; only money back for good ends a sale, or
+// settles a refund owed. Each case ends with the provider's money and the
+// ledger's agreeing.
+func TestRefundsPendingAtTheProviderAreNoMoneyBack(t *testing.T) {
+	ctx := context.Background()
+	dashboard := func(h *payHarness, b bookingJSON, amount int64) payment.Refund {
+		t.Helper()
+		require.NoError(t, h.fp.SetRefundOutcome(b.PaymentID, payment.RefundPending))
+		r, err := h.fp.Refund(ctx, payment.RefundRequest{PaymentID: b.PaymentID, BookingID: b.BookingID, Amount: amount,
+			IdempotencyKey: "dashboard-" + uuid.NewString()})
+		require.NoError(t, err)
+		require.Equal(t, payment.RefundPending, r.Status)
+		require.NoError(t, h.fp.SetRefundOutcome(b.PaymentID, payment.RefundSucceeded))
+		require.NoError(t, h.fp.WaitIdle(ctx))
+		return r
+	}
+	amountRefunded := func(h *payHarness, event int64, user, id string) int64 {
+		t.Helper()
+		var got struct {
+			AmountRefunded int64 `json:"amount_refunded"`
+		}
+		h.do(http.MethodGet, "/v1/bookings/"+id, nil, h.auth(user, event)).json(t, &got)
+		return got.AmountRefunded
+	}
+	balanced := func(h *payHarness, event int64, kept int64) {
+		t.Helper()
+		m := h.money(event)
+		require.NoError(t, m.Err())
+		assert.Equal(t, kept, m.Confirmed.Amount, "the sales keep what the provider kept: %+v", m)
+		fp := h.fp.Money(event)
+		assert.Equal(t, kept, fp.Charged-fp.Refunded, "at the provider: %+v", fp)
+	}
+
+	t.Run("pending before the payment settled", func(t *testing.T) {
+		h := newPayHarness(t, payOptions{})
+		ev := h.createEvent(map[string]any{"capacity": 8, "hold_ttl_seconds": 600})
+		b := h.mustBook(ev.ID, "ann", h.holdOne(ev.ID, "ann", 2).HoldID, payment.MethodSilent)
+		r := dashboard(h, b, 0)
+		h.reconcile()
+		got := h.booking(ev.ID, "ann", b.BookingID)
+		require.Equal(t, "confirmed", got.Status, "the money is still the merchant's: %+v", got)
+		require.Len(t, got.Tickets, 2)
+
+		require.NoError(t, h.fp.SettleRefund(r.ID, payment.RefundFailed))
+		h.reconcile()
+		assert.Equal(t, "confirmed", h.settled(ev.ID, "ann", b.BookingID).Status)
+		balanced(h, ev.ID, b.Amount)
+	})
+
+	t.Run("pending, then a small one that succeeded", func(t *testing.T) {
+		h := newPayHarness(t, payOptions{})
+		ev := h.createEvent(map[string]any{"capacity": 8, "hold_ttl_seconds": 600})
+		b := h.mustBook(ev.ID, "ann", h.holdOne(ev.ID, "ann", 2).HoldID, payment.MethodVisa)
+		require.Equal(t, "confirmed", h.settled(ev.ID, "ann", b.BookingID).Status)
+		r := dashboard(h, b, b.Amount-100)
+		_, err := h.fp.RefundAtProvider(b.PaymentID, 100)
+		require.NoError(t, err)
+		got := h.settled(ev.ID, "ann", b.BookingID)
+		require.Equal(t, "confirmed", got.Status, "charge.refunded counted the pending refund: %+v", got)
+		require.Len(t, got.Tickets, 2)
+		assert.Equal(t, int64(100), amountRefunded(h, ev.ID, "ann", b.BookingID))
+
+		require.NoError(t, h.fp.SettleRefund(r.ID, payment.RefundFailed))
+		h.reconcile()
+		balanced(h, ev.ID, b.Amount-100)
+	})
+
+	t.Run("pending, then succeeded", func(t *testing.T) {
+		h := newPayHarness(t, payOptions{})
+		ev := h.createEvent(map[string]any{"capacity": 8, "hold_ttl_seconds": 600})
+		b := h.mustBook(ev.ID, "ann", h.holdOne(ev.ID, "ann", 2).HoldID, payment.MethodVisa)
+		require.Equal(t, "confirmed", h.settled(ev.ID, "ann", b.BookingID).Status)
+		r := dashboard(h, b, 0)
+		require.Equal(t, "confirmed", h.settled(ev.ID, "ann", b.BookingID).Status)
+		require.NoError(t, h.fp.SettleRefund(r.ID, payment.RefundSucceeded))
+		got := h.settled(ev.ID, "ann", b.BookingID)
+		assert.Equal(t, "refunded", got.Status, "%+v", got)
+		assert.Empty(t, got.Tickets)
+		balanced(h, ev.ID, 0)
+	})
+
+	t.Run("the buyer cancels while one is pending", func(t *testing.T) {
+		h := newPayHarness(t, payOptions{})
+		ev := h.createEvent(map[string]any{"capacity": 8, "hold_ttl_seconds": 600})
+		b := h.mustBook(ev.ID, "ann", h.holdOne(ev.ID, "ann", 2).HoldID, payment.MethodVisa)
+		require.Equal(t, "confirmed", h.settled(ev.ID, "ann", b.BookingID).Status)
+		r := dashboard(h, b, 0)
+		c := h.cancel(ev.ID, "ann", b.BookingID)
+		assert.Equal(t, "cancelled", c.Status, "not refunded on a pending refund's word: %+v", c)
+		assert.Equal(t, "pending", c.RefundStatus)
+
+		require.NoError(t, h.fp.SettleRefund(r.ID, payment.RefundFailed))
+		h.reconcile()
+		got := h.settled(ev.ID, "ann", b.BookingID)
+		assert.Equal(t, "refunded", got.Status, "the origin's own refund returned it: %+v", got)
+		balanced(h, ev.ID, 0)
+	})
+
+	t.Run("partly refunded before the payment settled", func(t *testing.T) {
+		h := newPayHarness(t, payOptions{})
+		ev := h.createEvent(map[string]any{"capacity": 8, "hold_ttl_seconds": 600})
+		b := h.mustBook(ev.ID, "ann", h.holdOne(ev.ID, "ann", 2).HoldID, payment.MethodSilent)
+		_, err := h.fp.RefundAtProvider(b.PaymentID, 30000)
+		require.NoError(t, err)
+		require.NoError(t, h.fp.WaitIdle(ctx))
+		h.reconcile()
+		require.Equal(t, "confirmed", h.booking(ev.ID, "ann", b.BookingID).Status)
+		assert.Equal(t, int64(30000), amountRefunded(h, ev.ID, "ann", b.BookingID))
+		assert.Equal(t, int64(30000), h.money(ev.ID).PartlyRefunded.Amount)
+		balanced(h, ev.ID, b.Amount-30000)
+	})
+
+	t.Run("a partial refund that fails later", func(t *testing.T) {
+		h := newPayHarness(t, payOptions{})
+		ev := h.createEvent(map[string]any{"capacity": 8, "hold_ttl_seconds": 600})
+		b := h.mustBook(ev.ID, "ann", h.holdOne(ev.ID, "ann", 2).HoldID, payment.MethodVisa)
+		require.Equal(t, "confirmed", h.settled(ev.ID, "ann", b.BookingID).Status)
+		r := dashboard(h, b, 30000)
+		require.NoError(t, h.fp.SettleRefund(r.ID, payment.RefundSucceeded))
+		require.NoError(t, h.fp.WaitIdle(ctx))
+		require.Equal(t, int64(30000), amountRefunded(h, ev.ID, "ann", b.BookingID))
+		require.NoError(t, h.fp.SettleRefund(r.ID, payment.RefundFailed))
+		require.NoError(t, h.fp.WaitIdle(ctx))
+		assert.Zero(t, amountRefunded(h, ev.ID, "ann", b.BookingID), "the refund failed: nothing went back")
+		balanced(h, ev.ID, b.Amount)
+	})
+}

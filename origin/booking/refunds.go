@@ -61,7 +61,20 @@ func (s *env) refundBooking(ctx context.Context, b ledger.Booking) error {
 	}
 	switch {
 	case errors.Is(err, payment.ErrAlreadyRefunded):
-		// Nothing is left to refund: the money went back already.
+		// Nothing is left to refund, but refunds made at the provider may
+		// still be pending, and fail: only money back for good settles the
+		// refund owed. Until then it stays pending, and the reconciliation
+		// and the refund's webhooks ask again.
+		p, err := s.payments.GetPayment(pctx, b.PaymentID)
+		if err != nil {
+			s.metrics.Refunds.WithLabelValues("error").Inc()
+			return fmt.Errorf("refund booking %s: %w", b.ID, err)
+		}
+		if p.Returned() < b.Amount {
+			s.log.Info("the refund owed waits for refunds pending at the provider", "booking", b.ID,
+				"pending", p.RefundPending, "returned", p.Returned())
+			return nil
+		}
 		r = payment.Refund{Status: payment.RefundSucceeded}
 	case errors.Is(err, payment.ErrInvalidRequest) && b.RefundID == "":
 		return s.refundRefused(ctx, b, err)
@@ -196,8 +209,14 @@ func (s *Settlement) chargeRefunded(ctx context.Context, b ledger.Booking, ev pa
 	if err != nil {
 		return fmt.Errorf("charge refunded, booking %s: %w", b.ID, err)
 	}
-	if p.AmountRefunded < b.Amount {
-		s.log.Info("charge.refunded for a payment no longer refunded: ignored", "booking", b.ID, "event", ev.ID)
+	if p.Returned() < b.Amount {
+		if b.Status == ledger.BookingConfirmed && p.Returned() > 0 {
+			// The rest is in refunds still pending, or came back after
+			// one failed: the sale stands, with what went back recorded.
+			return s.recordPartlyRefunded(ctx, b, p.Returned(), ev.ID)
+		}
+		s.log.Info("charge.refunded for a payment not refunded for good: ignored", "booking", b.ID, "event", ev.ID,
+			"refunded", p.AmountRefunded, "pending", p.RefundPending)
 		return nil
 	}
 	switch b.Status {
@@ -228,17 +247,24 @@ func (s *Settlement) partlyRefunded(ctx context.Context, b ledger.Booking, ev pa
 		return fmt.Errorf("charge partly refunded, booking %s: %w", b.ID, err)
 	}
 	switch {
-	case p.AmountRefunded >= b.Amount:
+	case p.Returned() >= b.Amount:
 		return s.refundedAtProvider(ctx, b.ID)
-	case p.AmountRefunded <= 0:
+	case p.Returned() <= 0 && b.AmountRefunded == 0:
 		return nil
 	}
-	got, changed, err := s.ledger.Bookings().PartlyRefunded(ctx, b.ID, p.AmountRefunded, s.now())
+	return s.recordPartlyRefunded(ctx, b, p.Returned(), ev.ID)
+}
+
+// recordPartlyRefunded records returned, the part of confirmed booking b's
+// payment the provider gave back for good; event names the webhook that
+// told (” for none).
+func (s *Settlement) recordPartlyRefunded(ctx context.Context, b ledger.Booking, returned int64, event string) error {
+	got, changed, err := s.ledger.Bookings().PartlyRefunded(ctx, b.ID, returned, s.now())
 	if err != nil || !changed {
 		return err
 	}
 	s.log.Warn("partial refund at the provider: the sale stands, the amount returned is recorded", "booking", b.ID,
-		"event", ev.ID, "refunded", got.AmountRefunded, "amount", got.Amount)
+		"event", event, "refunded", got.AmountRefunded, "amount", got.Amount)
 	return nil
 }
 
@@ -246,6 +272,11 @@ func (s *Settlement) partlyRefunded(ctx context.Context, b ledger.Booking, ev pa
 // booking's current refund attempt, by asking the provider how it stands.
 func (s *Settlement) refundUpdated(ctx context.Context, b ledger.Booking, ev payment.Event) error {
 	switch {
+	case b.RefundStatus == "" && b.Status == ledger.BookingConfirmed && b.AmountRefunded > 0:
+		// A refund made at the provider that failed after a part of the
+		// payment was recorded as returned: a failure sends no
+		// charge.refunded, so the provider is asked what is returned now.
+		return s.partlyRefunded(ctx, b, ev)
 	case b.RefundStatus == "":
 		// Not a refund the origin made: charge.refunded says what it did.
 		return nil

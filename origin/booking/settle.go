@@ -95,7 +95,7 @@ func (s *Settlement) settlePaymentOnce(ctx context.Context, b ledger.Booking, pa
 			return fmt.Errorf("settle payment of booking %s: %w (the provider has it %s)", b.ID, errNotSucceeded, p.Status)
 		}
 		known = p
-		if b.Status != ledger.BookingFailed && p.AmountRefunded >= b.Amount {
+		if b.Status != ledger.BookingFailed && p.Returned() >= b.Amount {
 			return s.refundedBeforeSettled(ctx, b, paymentID)
 		}
 	}
@@ -122,6 +122,11 @@ func (s *Settlement) settlePaymentOnce(ctx context.Context, b ledger.Booking, pa
 		s.metrics.Bookings.WithLabelValues(ledger.BookingConfirmed).Inc()
 		if paid != nil {
 			paid.Recorded.Store(true)
+		}
+		if known != nil && known.Returned() > 0 {
+			// Part of it went back at the provider before the sale was
+			// settled, whose charge.refunded found nothing to record it on.
+			return s.recordPartlyRefunded(ctx, b, known.Returned(), "")
 		}
 		return nil
 	case err == nil:

@@ -473,10 +473,17 @@ func (f *Fakepay) record(m map[string]*idemRecord, key string) *idemRecord {
 func (f *Fakepay) snapshot(paymentID string) Payment {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if p, ok := f.payments[paymentID]; ok {
-		return p.Payment
+	p, ok := f.payments[paymentID]
+	if !ok {
+		return Payment{}
 	}
-	return Payment{}
+	out := p.Payment
+	for _, id := range p.refundIDs {
+		if r := f.refunds[id]; r.Status == RefundPending {
+			out.RefundPending += r.Amount
+		}
+	}
+	return out
 }
 
 func paymentFingerprint(r CreateRequest) string {

@@ -137,13 +137,21 @@ type Payment struct {
 	Currency  string
 	Status    Status
 	// AmountRefunded is the part of Amount returned so far, when the provider
-	// reports it.
+	// reports it: as at Stripe, refunds still pending count in it until they
+	// fail.
 	AmountRefunded int64
+	// RefundPending is the part of AmountRefunded in refunds still pending
+	// at the provider, which may yet fail and leave the money where it is.
+	RefundPending int64
 	// FailureCode and FailureMessage explain a failed payment.
 	FailureCode    string
 	FailureMessage string
 	Created        time.Time
 }
+
+// Returned is the part of Amount the provider reports back with the buyer
+// for good: refunded, less what is refunded by refunds still pending.
+func (p Payment) Returned() int64 { return p.AmountRefunded - p.RefundPending }
 
 // RefundRequest describes a refund.
 type RefundRequest struct {

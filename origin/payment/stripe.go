@@ -101,13 +101,34 @@ func (s *Stripe) CreatePayment(ctx context.Context, req CreateRequest) (Payment,
 // amount refunded.
 func (s *Stripe) GetPayment(ctx context.Context, paymentID string) (Payment, error) {
 	params := &stripe.PaymentIntentRetrieveParams{}
-	params.AddExpand("latest_charge")
+	// The charge's refunds tell the pending ones, which its amount
+	// refunded counts until they fail.
+	params.AddExpand("latest_charge.refunds")
 	pi, err := s.client.V1PaymentIntents.Retrieve(ctx, paymentID, params)
 	if err != nil {
 		_, err := stripeError(err)
 		return Payment{}, fmt.Errorf("stripe: get payment %s: %w", paymentID, err)
 	}
-	return fromIntent(pi), nil
+	p := fromIntent(pi)
+	if c := pi.LatestCharge; c != nil && c.Refunds != nil {
+		refunds := c.Refunds.Data
+		if c.Refunds.HasMore {
+			refunds = nil
+			for r, err := range s.client.V1Refunds.List(ctx, &stripe.RefundListParams{PaymentIntent: stripe.String(paymentID)}).All(ctx) {
+				if err != nil {
+					_, err := stripeError(err)
+					return Payment{}, fmt.Errorf("stripe: list the refunds of %s: %w", paymentID, err)
+				}
+				refunds = append(refunds, r)
+			}
+		}
+		for _, r := range refunds {
+			if refundStatus(r.Status) == RefundPending {
+				p.RefundPending += r.Amount
+			}
+		}
+	}
+	return p, nil
 }
 
 // Refund refunds a PaymentIntent under the idempotency key.

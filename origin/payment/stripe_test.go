@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"fmt"
 	"go/build"
 	"io"
 	"net"
@@ -13,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -184,7 +186,7 @@ func TestStripeAgainstStripeMock(t *testing.T) {
 	assert.Equal(t, p.ID, got.ID)
 	req = rec.last(t)
 	assert.Equal(t, "GET /v1/payment_intents/"+p.ID, req.Method+" "+req.Path)
-	assert.Equal(t, url.Values{"expand[0]": {"latest_charge"}}, req.Form)
+	assert.Equal(t, url.Values{"expand[0]": {"latest_charge.refunds"}}, req.Form)
 	// stripe-mock's fixture is an intent whose attempt failed.
 	assert.Equal(t, StatusFailed, got.Status)
 
@@ -326,6 +328,53 @@ func TestStripePaymentStatus(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestStripeRefundsPending: a charge's amount refunded counts its pending
+// refunds; the adapter tells them apart, from the charge's refunds or, past
+// their first page, from the list of the intent's refunds.
+func TestStripeRefundsPending(t *testing.T) {
+	refund := func(id, status string, amount int) string {
+		return fmt.Sprintf(`{"id":%q,"object":"refund","amount":%d,"currency":"inr","status":%q,"payment_intent":"pi_1"}`, id, amount, status)
+	}
+	intent := func(hasMore bool, refunds ...string) string {
+		return `{"id":"pi_1","object":"payment_intent","amount":900,"currency":"inr","created":1795946400,"status":"succeeded",` +
+			`"metadata":{"booking_id":"b_1"},"latest_charge":{"id":"ch_1","object":"charge","amount_refunded":600,` +
+			`"refunds":{"object":"list","url":"/v1/charges/ch_1/refunds","has_more":` + strconv.FormatBool(hasMore) +
+			`,"data":[` + strings.Join(refunds, ",") + `]}}}`
+	}
+	t.Run("on the charge", func(t *testing.T) {
+		s := newTestStripe(t, cannedStripe(t, http.StatusOK, intent(false,
+			refund("re_1", "pending", 200), refund("re_2", "succeeded", 300), refund("re_3", "requires_action", 100))), http.DefaultTransport)
+		p, err := s.GetPayment(t.Context(), "pi_1")
+		require.NoError(t, err)
+		assert.EqualValues(t, 600, p.AmountRefunded)
+		assert.EqualValues(t, 300, p.RefundPending)
+		assert.EqualValues(t, 300, p.Returned())
+	})
+	t.Run("past the first page", func(t *testing.T) {
+		var listed url.Values
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			switch r.URL.Path {
+			case "/v1/payment_intents/pi_1":
+				_, _ = io.WriteString(w, intent(true, refund("re_1", "succeeded", 100)))
+			case "/v1/refunds":
+				listed = r.URL.Query()
+				_, _ = io.WriteString(w, `{"object":"list","url":"/v1/refunds","has_more":false,"data":[`+
+					refund("re_1", "succeeded", 100)+","+refund("re_2", "pending", 500)+`]}`)
+			default:
+				http.NotFound(w, r)
+			}
+		}))
+		t.Cleanup(srv.Close)
+		s := newTestStripe(t, srv.URL, http.DefaultTransport)
+		p, err := s.GetPayment(t.Context(), "pi_1")
+		require.NoError(t, err)
+		assert.Equal(t, "pi_1", listed.Get("payment_intent"))
+		assert.EqualValues(t, 500, p.RefundPending)
+		assert.EqualValues(t, 100, p.Returned())
+	})
 }
 
 func TestNewStripeNeedsItsSecrets(t *testing.T) {
