@@ -845,3 +845,57 @@ func TestRestoreKeepsALoweredWatermark(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, int64(1000), st.Watermark)
 }
+
+// TestWatermarkChangeOnLostStateWritesNothing: a raise (the autopilot's,
+// read just before Redis lost the state) or a set that lands on the
+// emptied state hash writes no watermark, which would make the state pass
+// for one never lost: a gateway that starts then would start no restore
+// and hand out position 1 again. The change, by a node that read the
+// state before, is refused with ErrNoState; a store that never read the
+// event's state may still set a new event up with one (as the origin's
+// tests do without a gateway).
+func TestWatermarkChangeOnLostStateWritesNothing(t *testing.T) {
+	srv := testenvRedis(t)
+	rdb, err := NewRedisClient(srv.URL())
+	require.NoError(t, err)
+	defer rdb.Close()
+	ctx := context.Background()
+	clock := newLockedClock()
+	const event = 89
+	a := gatewayRooms(t, rdb, clock, event, 1, 1)[0]
+	_, err = a.Refresh(ctx)
+	require.NoError(t, err)
+	clock.Advance(DefaultRestoreWindow)
+	for range 10 {
+		_, err := a.Join(ctx)
+		require.NoError(t, err)
+	}
+	st, err := a.Store().Update(ctx, event, Change{RaiseBy: 5, Actor: ActorAutopilot})
+	require.NoError(t, err, "while the state is there")
+	assert.Equal(t, int64(5), st.Watermark)
+
+	require.NoError(t, rdb.FlushAll(ctx).Err())
+	for _, c := range []Change{{RaiseBy: 5, Actor: ActorAutopilot}, {SetWatermark: ptrTo[int64](7), Actor: "admin"}} {
+		_, err = a.Store().Update(ctx, event, c)
+		require.ErrorIs(t, err, ErrNoState)
+		n, err := rdb.HExists(ctx, stateKey(event), fieldWatermark).Result()
+		require.NoError(t, err)
+		assert.False(t, n, "no watermark written on a lost state")
+	}
+	fresh := gatewayRooms(t, rdb, clock, event, 1, 1)[0]
+	st, err = fresh.Refresh(ctx)
+	require.NoError(t, err)
+	assert.True(t, st.Restoring(clock.Now()), "the new gateway finds the state lost")
+	_, err = fresh.Join(ctx)
+	require.ErrorIs(t, err, ErrRestoring)
+	_, err = a.Refresh(ctx)
+	require.NoError(t, err)
+	clock.Advance(DefaultRestoreWindow)
+	pos, err := fresh.Join(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, int64(11), pos)
+
+	st, err = NewRedisStore(rdb, RedisOptions{Now: clock.Now}).Update(ctx, event+1000, Change{SetWatermark: ptrTo[int64](9)})
+	require.NoError(t, err, "a new event set up by its watermark")
+	assert.Equal(t, int64(9), st.Watermark)
+}
