@@ -77,6 +77,9 @@ func TestOperatorSoldOutWins(t *testing.T) {
 
 	id := h.holdID(ev.ID, "ann", "a", 1)
 	assert.True(t, h.state(ev.ID).SoldOut, "the origin's flag: the last seat went")
+	// Its mark lost, as after Redis lost the event and a restore put the
+	// state back: the state still says whose flag it is.
+	require.NoError(t, h.rdb.Del(ctx, "origin:"+hashtag.Event(ev.ID)+":sold_out_set").Err())
 	hold, err := h.ledger.Hold(ctx, id)
 	require.NoError(t, err)
 	require.NoError(t, h.srv.ReleaseHold(ctx, hold))

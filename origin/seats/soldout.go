@@ -35,8 +35,7 @@ func (g *Registry) SyncSoldOut(ctx context.Context, ev *Event) {
 			return
 		}
 	case !want && st.SoldOut:
-		ours, err := g.rdb.Exists(ctx, mark).Result()
-		if err != nil || ours == 0 {
+		if !g.soldOutIsOurs(ctx, st, mark) {
 			return // an operator's flag, or unknown: left as it is
 		}
 	case !st.SoldOut:
@@ -58,6 +57,22 @@ func (g *Registry) SyncSoldOut(ctx context.Context, ev *Event) {
 		}
 	}
 	g.log.Info("sold-out flag updated", "event", ev.ID, "sold_out", want, "remaining", n)
+}
+
+// soldOutIsOurs tells whether the set sold-out flag of st is the
+// origin's. The state says whose it is, and keeps saying it through a
+// restore after Redis lost the event, where the mark is lost with the rest;
+// a state that does not say (written before it did) has the mark.
+func (g *Registry) soldOutIsOurs(ctx context.Context, st waitroom.State, mark string) bool {
+	switch st.SoldOutBy {
+	case waitroom.ActorOrigin:
+		return true
+	case "":
+		n, err := g.rdb.Exists(ctx, mark).Result()
+		return err == nil && n > 0
+	default:
+		return false
+	}
 }
 
 // soldOutMark is the key that says the event's sold-out flag is the
