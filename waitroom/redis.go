@@ -52,9 +52,6 @@ type redisEvent struct {
 	// this node read: what the store lost before it (the pre-queue's
 	// entrants) was put back only by those who remembered it.
 	restored int64
-	// seen is set once this node read the state: a missing one was lost,
-	// and its watermark is not written (watermark.lua).
-	seen bool
 }
 
 // RedisOptions tunes a RedisStore.
@@ -135,11 +132,6 @@ func leaseKey(event int64, name string) string {
 var ensureLua string
 
 var ensureScript = redis.NewScript(ensureLua)
-
-//go:embed watermark.lua
-var watermarkLua string
-
-var watermarkScript = redis.NewScript(watermarkLua)
 
 const (
 	fieldWatermark = "watermark"
@@ -223,11 +215,10 @@ func (r *RedisStore) decodeState(event int64, fields *redis.SliceCmd, last *redi
 	if until := time.UnixMilli(ints[4]); r.now().Before(until) {
 		s.RestoringUntil = until
 	}
-	if ints[4] > 0 || vals[0] != nil {
+	if ints[4] > 0 {
 		r.mu.Lock()
 		e := r.event(event)
 		e.restored = max(e.restored, ints[4])
-		e.seen = e.seen || vals[0] != nil
 		r.mu.Unlock()
 	}
 	s.LastPosition, err = last.Int64()
@@ -310,23 +301,21 @@ func (r *RedisStore) Update(ctx context.Context, event int64, c Change) (State, 
 		return State{}, err
 	}
 	key := stateKey(event)
-	r.mu.Lock()
-	seen := r.event(event).seen
-	r.mu.Unlock()
-	var mark *redis.Cmd
+	var incr *redis.IntCmd
 	var beforeFields *redis.SliceCmd
 	s, err := r.apply(ctx, event, "update state", func(p redis.Pipeliner) {
 		// The fields the writes start from, in the same MULTI, for the
 		// log. HMGET never answers redis.Nil, which would hide a write's
 		// error in MULTI's answer.
 		beforeFields = p.HMGet(ctx, key, stateFields...)
+		if c.SetWatermark != nil {
+			p.HSet(ctx, key, fieldWatermark, *c.SetWatermark)
+		}
+		if c.RaiseBy != 0 {
+			incr = p.HIncrBy(ctx, key, fieldWatermark, c.RaiseBy)
+		}
 		if c.SetWatermark != nil || c.RaiseBy != 0 {
-			set := ""
-			if c.SetWatermark != nil {
-				set = strconv.FormatInt(*c.SetWatermark, 10)
-			}
-			// EVAL: inside MULTI a missing script can't be retried.
-			mark = watermarkScript.Eval(ctx, p, []string{key}, set, c.RaiseBy, boolInt(seen))
+			p.HDel(ctx, key, fieldWatermarkConfigured)
 		}
 		switch {
 		case c.SoldOut == nil:
@@ -349,18 +338,11 @@ func (r *RedisStore) Update(ctx context.Context, event int64, c Change) (State, 
 	// HINCRBY refuses to overflow and leaves the watermark alone; it is
 	// the only write of a change that can fail on its value. Asked of the
 	// command itself: MULTI's answer may be an earlier read's redis.Nil.
-	if mark != nil && isOverflow(mark.Err()) {
-		return State{}, fmt.Errorf("update state: %w: %w", ErrOverflow, mark.Err())
+	if incr != nil && isOverflow(incr.Err()) {
+		return State{}, fmt.Errorf("update state: %w: %w", ErrOverflow, incr.Err())
 	}
 	if err != nil {
 		return s, err
-	}
-	if mark != nil {
-		if n, merr := mark.Int64(); merr == nil && n == 0 {
-			// The state this node read is missing (lost): a watermark
-			// written now would hide the loss. The room restores it first.
-			return State{}, fmt.Errorf("update state: the watermark: %w", ErrNoState)
-		}
 	}
 	before, _ := r.decodeState(event, beforeFields, redis.NewStringResult("0", nil), 0)
 	if entries := logEntries(c, before, s, r.now()); len(entries) > 0 {

@@ -349,7 +349,6 @@ func (r *Room) Update(ctx context.Context, c Change) (State, error) {
 	defer r.syncMu.Unlock()
 	s, err := r.store.Update(ctx, r.event, c)
 	if err != nil {
-		r.wakeOn(err)
 		return State{}, err
 	}
 	r.observe(s)
