@@ -3,7 +3,6 @@ package waitroom
 import (
 	"context"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -298,98 +297,4 @@ func TestOpeningPositionsAreAUniformPermutation(t *testing.T) {
 	// that kept any link to arrival time is thousands over it.
 	t.Logf("chi-square %.1f (81 df)", chi)
 	assert.Less(t, chi, 156.8)
-}
-
-// servePreQueueToken is what the gateway does with a pre-queue token after
-// the opening (caddymodule's servePreQueueTicket, without accounts): the
-// one position the token yields.
-func servePreQueueToken(ctx context.Context, r *Room, subject string) (int64, error) {
-	pos, err := r.DrawnPosition(ctx, subject)
-	switch {
-	case err == nil:
-		return pos, r.RecordDrawnPreQueue(ctx, subject, pos, time.Hour)
-	case !errors.Is(err, ErrNotEntrant):
-		return 0, err
-	}
-	pos, _, ok, err := r.PreQueuePlaced(ctx, subject)
-	if err != nil || ok {
-		return pos, err
-	}
-	pos, _, err = r.PlacePreQueue(ctx, subject, false, time.Hour)
-	return pos, err
-}
-
-// TestRestoreKeepsThePositionAPreQueueTokenYielded: a token yields at most
-// one position, ever (docs/api.md §12), also once the store lost the draw
-// and the pre-queue records with the event's state. A gateway that saw a
-// token yield its position answers it again and writes it back in the
-// restore, with the draw's record; one that did not places no pre-queue
-// token outside the draw (as a join during a restore, 503) until the state
-// is restored, even from a block of positions it leased before the loss.
-// So the revocation of the drawn position still keeps its buyer out.
-func TestRestoreKeepsThePositionAPreQueueTokenYielded(t *testing.T) {
-	srv := testenvRedis(t)
-	rdb, err := NewRedisClient(srv.URL())
-	require.NoError(t, err)
-	defer rdb.Close()
-	ctx := context.Background()
-	clk := newLockedClock()
-	const event = 87
-	opening := &Opening{At: clk.Now().Add(time.Minute), Seed: lottery.NewSeed()}
-	room := func(node string, lease int64) *Room {
-		st := NewRedisStore(rdb, RedisOptions{Node: node, Lease: lease, Now: clk.Now})
-		return NewRoom(st, event, RoomOptions{Now: clk.Now, Opening: opening})
-	}
-	a, b := room("a", 1), room("b", 10)
-	for _, g := range []*Room{a, b} {
-		_, err := g.Refresh(ctx)
-		require.NoError(t, err)
-	}
-	clk.Advance(DefaultRestoreWindow)
-	for _, s := range []string{"e1", "e2", "e3"} {
-		require.NoError(t, a.Enter(ctx, s))
-	}
-	clk.Advance(time.Minute)
-	p1, err := servePreQueueToken(ctx, a, "e1")
-	require.NoError(t, err)
-	p2, err := servePreQueueToken(ctx, b, "e2")
-	require.NoError(t, err)
-	_, err = b.Join(ctx) // b leases a block of positions
-	require.NoError(t, err)
-	require.NoError(t, a.Revoke(ctx, "e1", p1, time.Hour), "e1 booked")
-
-	require.NoError(t, rdb.FlushAll(ctx).Err())
-	pos, err := servePreQueueToken(ctx, a, "e1")
-	require.NoError(t, err)
-	assert.Equal(t, p1, pos, "the gateway that saw it remembers the position e1's token yielded")
-	_, err = servePreQueueToken(ctx, b, "e1")
-	require.ErrorIs(t, err, ErrNoState, "no second position, not even from a leased block")
-
-	for _, g := range []*Room{a, b} {
-		_, err := g.Refresh(ctx)
-		require.NoError(t, err)
-	}
-	clk.Advance(DefaultRestoreWindow)
-	fresh := room("c", 1)
-	for _, g := range []*Room{a, b, fresh} {
-		_, err := g.Refresh(ctx)
-		require.NoError(t, err)
-	}
-	for _, g := range []*Room{a, b, fresh} {
-		pos, err := servePreQueueToken(ctx, g, "e1")
-		require.NoError(t, err)
-		assert.Equal(t, p1, pos, "one position, ever")
-		assert.True(t, g.Revoked("e1", pos), "and its revocation stands")
-		pos, err = servePreQueueToken(ctx, g, "e2")
-		require.NoError(t, err)
-		assert.Equal(t, p2, pos, "written back by the gateway that saw it")
-	}
-	// Nobody saw e3's token yield a position: it yields its first now,
-	// after every position handed out.
-	p3, err := servePreQueueToken(ctx, fresh, "e3")
-	require.NoError(t, err)
-	assert.Greater(t, p3, int64(13))
-	pos, err = servePreQueueToken(ctx, a, "e3")
-	require.NoError(t, err)
-	assert.Equal(t, p3, pos)
 }

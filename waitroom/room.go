@@ -95,9 +95,6 @@ type Room struct {
 	lot *roomLottery
 	// revoked is the event's revocations, as last read.
 	revoked revocations
-	// yields is the position each pre-queue token was seen to yield, to
-	// be written back when the store loses the event's state (prequeue.go).
-	yields yields
 	// presence tells abandoned positions from waiting ones.
 	presence presence
 	// window tells when positions were admitted.
@@ -328,11 +325,6 @@ func (r *Room) ensure(ctx context.Context, lost bool) (State, error) {
 		// (at the same instant): what it wrote then went with it.
 		if err := r.restoreRevocations(ctx); err != nil {
 			r.opts.Logger.Warn("restoring revocations", "event", r.event, "error", err)
-		}
-		// So do the opening's records: a pre-queue token yields the
-		// position it yielded before, never a second.
-		if err := r.restoreOpening(ctx); err != nil {
-			r.opts.Logger.Warn("restoring the opening's records", "event", r.event, "error", err)
 		}
 	}
 	r.observe(s)
