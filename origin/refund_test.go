@@ -407,6 +407,18 @@ func TestRefundsPendingAtTheProviderAreNoMoneyBack(t *testing.T) {
 		h.do(http.MethodGet, "/v1/bookings/"+id, nil, h.auth(user, event)).json(t, &got)
 		return got.AmountRefunded
 	}
+	// sale: ann's booking of two seats, paid with method, settled when the
+	// provider says so at once (silent: by the reconciliation, later).
+	sale := func(t *testing.T, method string) (*payHarness, eventJSON, bookingJSON) {
+		t.Helper()
+		h := newPayHarness(t, payOptions{})
+		ev := h.createEvent(map[string]any{"capacity": 8, "hold_ttl_seconds": 600})
+		b := h.mustBook(ev.ID, "ann", h.holdOne(ev.ID, "ann", 2).HoldID, method)
+		if method != payment.MethodSilent {
+			require.Equal(t, "confirmed", h.settled(ev.ID, "ann", b.BookingID).Status)
+		}
+		return h, ev, b
+	}
 	balanced := func(h *payHarness, event int64, kept int64) {
 		t.Helper()
 		m := h.money(event)
@@ -417,9 +429,7 @@ func TestRefundsPendingAtTheProviderAreNoMoneyBack(t *testing.T) {
 	}
 
 	t.Run("pending before the payment settled", func(t *testing.T) {
-		h := newPayHarness(t, payOptions{})
-		ev := h.createEvent(map[string]any{"capacity": 8, "hold_ttl_seconds": 600})
-		b := h.mustBook(ev.ID, "ann", h.holdOne(ev.ID, "ann", 2).HoldID, payment.MethodSilent)
+		h, ev, b := sale(t, payment.MethodSilent)
 		r := dashboard(h, b, 0)
 		h.reconcile()
 		got := h.booking(ev.ID, "ann", b.BookingID)
@@ -433,10 +443,7 @@ func TestRefundsPendingAtTheProviderAreNoMoneyBack(t *testing.T) {
 	})
 
 	t.Run("pending, then a small one that succeeded", func(t *testing.T) {
-		h := newPayHarness(t, payOptions{})
-		ev := h.createEvent(map[string]any{"capacity": 8, "hold_ttl_seconds": 600})
-		b := h.mustBook(ev.ID, "ann", h.holdOne(ev.ID, "ann", 2).HoldID, payment.MethodVisa)
-		require.Equal(t, "confirmed", h.settled(ev.ID, "ann", b.BookingID).Status)
+		h, ev, b := sale(t, payment.MethodVisa)
 		r := dashboard(h, b, b.Amount-100)
 		_, err := h.fp.RefundAtProvider(b.PaymentID, 100)
 		require.NoError(t, err)
@@ -451,10 +458,7 @@ func TestRefundsPendingAtTheProviderAreNoMoneyBack(t *testing.T) {
 	})
 
 	t.Run("pending, then succeeded", func(t *testing.T) {
-		h := newPayHarness(t, payOptions{})
-		ev := h.createEvent(map[string]any{"capacity": 8, "hold_ttl_seconds": 600})
-		b := h.mustBook(ev.ID, "ann", h.holdOne(ev.ID, "ann", 2).HoldID, payment.MethodVisa)
-		require.Equal(t, "confirmed", h.settled(ev.ID, "ann", b.BookingID).Status)
+		h, ev, b := sale(t, payment.MethodVisa)
 		r := dashboard(h, b, 0)
 		require.Equal(t, "confirmed", h.settled(ev.ID, "ann", b.BookingID).Status)
 		require.NoError(t, h.fp.SettleRefund(r.ID, payment.RefundSucceeded))
@@ -465,10 +469,7 @@ func TestRefundsPendingAtTheProviderAreNoMoneyBack(t *testing.T) {
 	})
 
 	t.Run("the buyer cancels while one is pending", func(t *testing.T) {
-		h := newPayHarness(t, payOptions{})
-		ev := h.createEvent(map[string]any{"capacity": 8, "hold_ttl_seconds": 600})
-		b := h.mustBook(ev.ID, "ann", h.holdOne(ev.ID, "ann", 2).HoldID, payment.MethodVisa)
-		require.Equal(t, "confirmed", h.settled(ev.ID, "ann", b.BookingID).Status)
+		h, ev, b := sale(t, payment.MethodVisa)
 		r := dashboard(h, b, 0)
 		c := h.cancel(ev.ID, "ann", b.BookingID)
 		assert.Equal(t, "cancelled", c.Status, "not refunded on a pending refund's word: %+v", c)
@@ -482,9 +483,7 @@ func TestRefundsPendingAtTheProviderAreNoMoneyBack(t *testing.T) {
 	})
 
 	t.Run("partly refunded before the payment settled", func(t *testing.T) {
-		h := newPayHarness(t, payOptions{})
-		ev := h.createEvent(map[string]any{"capacity": 8, "hold_ttl_seconds": 600})
-		b := h.mustBook(ev.ID, "ann", h.holdOne(ev.ID, "ann", 2).HoldID, payment.MethodSilent)
+		h, ev, b := sale(t, payment.MethodSilent)
 		_, err := h.fp.RefundAtProvider(b.PaymentID, 30000)
 		require.NoError(t, err)
 		require.NoError(t, h.fp.WaitIdle(ctx))
@@ -496,10 +495,7 @@ func TestRefundsPendingAtTheProviderAreNoMoneyBack(t *testing.T) {
 	})
 
 	t.Run("a partial refund that fails later", func(t *testing.T) {
-		h := newPayHarness(t, payOptions{})
-		ev := h.createEvent(map[string]any{"capacity": 8, "hold_ttl_seconds": 600})
-		b := h.mustBook(ev.ID, "ann", h.holdOne(ev.ID, "ann", 2).HoldID, payment.MethodVisa)
-		require.Equal(t, "confirmed", h.settled(ev.ID, "ann", b.BookingID).Status)
+		h, ev, b := sale(t, payment.MethodVisa)
 		r := dashboard(h, b, 30000)
 		require.NoError(t, h.fp.SettleRefund(r.ID, payment.RefundSucceeded))
 		require.NoError(t, h.fp.WaitIdle(ctx))
