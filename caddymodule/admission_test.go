@@ -661,3 +661,51 @@ func TestRevocationFlushedBeforeTheStatus(t *testing.T) {
 		assert.Nil(t, res.next, "the command was carried out: %s", res.status())
 	})
 }
+
+// TestASignedInVisitorIsItsAccount: with user_id, one position per account
+// (docs/api.md §7) holds whatever token the account presents. An anonymous
+// token's place becomes the account's once, when it holds none yet (the
+// visitor signed in while waiting), and then admits no one else; another
+// anonymous token, or another account's, gives the account nothing but its
+// own place; and it is admitted as itself.
+func TestASignedInVisitorIsItsAccount(t *testing.T) {
+	eachStore(t, func(t *testing.T, h *Handler, clk *clock) {
+		h.UserID = "{http.request.header.X-User-ID}"
+		provision(t, h)
+		setWatermark(t, h, 0)
+		anon1, p1 := placedToken(t, h, do(t, h, get(h, "")))
+		anon2, p2 := placedToken(t, h, do(t, h, get(h, "")))
+		require.Equal(t, []int64{1, 2}, []int64{p1, p2})
+
+		res := do(t, h, asUser(get(h, anon2), "alice"))
+		alice, pos := placedToken(t, h, res)
+		assert.Equal(t, p2, pos, "alice signed in while waiting at %d: her place", p2)
+		tk, err := h.keys.Verify(alice, h.Event)
+		require.NoError(t, err)
+		assert.Equal(t, "alice", tk.Subject, "the token given is alice's")
+
+		_, pos = placedToken(t, h, do(t, h, asUser(get(h, anon1), "alice")))
+		assert.Equal(t, p2, pos, "another anonymous token: alice's one place, not a second")
+		_, pos = placedToken(t, h, do(t, h, asUser(get(h, ""), "alice")))
+		assert.Equal(t, p2, pos, "a new device of alice")
+
+		_, pos = placedToken(t, h, do(t, h, get(h, anon2)))
+		assert.Greater(t, pos, p2, "the token alice took the place of admits no one else there: a new arrival")
+		res = do(t, h, get(h, anon1))
+		assert.Equal(t, p1, res.waiting(t).Position, "the token alice did not take keeps its place")
+
+		_, pos = placedToken(t, h, do(t, h, asUser(get(h, alice), "bob")))
+		assert.NotEqual(t, p2, pos, "bob with alice's token: a place of his own")
+		_, again := placedToken(t, h, do(t, h, asUser(get(h, ""), "bob")))
+		assert.Equal(t, pos, again, "bob holds that one place")
+
+		setWatermark(t, h, 2)
+		refresh(t, h)
+		res = do(t, h, asUser(get(h, anon1), "alice"))
+		require.Equal(t, p2, admittedAt(res), "alice admitted at her place: %s %s", res.status(), res.rec.Body.String())
+		assert.Equal(t, "alice", res.next.Header.Get(HeaderUser), "admitted as herself")
+		res = do(t, h, get(h, anon1))
+		assert.Equal(t, p1, admittedAt(res), "the anonymous token alice did not take")
+		assert.NotEqual(t, "alice", res.next.Header.Get(HeaderUser))
+	})
+}

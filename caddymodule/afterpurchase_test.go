@@ -413,3 +413,28 @@ func TestAfterPurchaseKeepsTheRevocationsEnd(t *testing.T) {
 		assert.Equal(t, StatusWaiting, res.status(), "the revocation ended: a place at the back")
 	})
 }
+
+// TestAfterPurchaseSignedInLater: a visitor who bought anonymously and
+// signed in since reaches the buyer's pages by its revoked token, as it
+// did; an anonymous token whose place an account took is not a purchase:
+// on those pages it is the account's place.
+func TestAfterPurchaseSignedInLater(t *testing.T) {
+	eachStore(t, func(t *testing.T, h *Handler, clk *clock) {
+		h.AfterPurchase = buyerPages
+		h.UserID = "{http.request.header.X-User-ID}"
+		provision(t, h)
+		setWatermark(t, h, 1)
+		bought, p1 := placedToken(t, h, do(t, h, at(h, "/buy", "")))
+		serveRevoking(t, h, at(h, "/buy", bought))
+		tk, err := h.keys.Verify(bought, h.Event)
+		require.NoError(t, err)
+		passedCompleted(t, h, do(t, h, asUser(at(h, "/tickets", bought), "alice")), tk.Subject, p1)
+
+		waiting, p2 := placedToken(t, h, do(t, h, at(h, "/buy", "")))
+		_, pos := placedToken(t, h, do(t, h, asUser(at(h, "/buy", waiting), "bob")))
+		require.Equal(t, p2, pos, "bob took the place")
+		res := do(t, h, asUser(at(h, "/tickets", waiting), "bob"))
+		assert.NotEqual(t, StatusCompleted, res.status(), "no purchase of bob's: %s %s", res.status(), res.rec.Body.String())
+		assert.Equal(t, p2, res.waiting(t).Position, "bob's place")
+	})
+}

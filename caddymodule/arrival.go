@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -25,10 +24,7 @@ import (
 // one; before the opening, one with a solution (or without a challenge)
 // enters the pre-queue.
 func (h *Handler) serveArrival(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, repl *placeholders, s waitroom.State, presented bool, solution string) error {
-	var user string
-	if h.UserID != "" {
-		user = strings.TrimSpace(repl.ReplaceAll(h.UserID, ""))
-	}
+	user := h.requestUser(repl)
 	// An account (a user id from the site) holds one position per event.
 	account := user != ""
 	if account {

@@ -448,6 +448,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	state := h.room.room.State()
 
 	ticket, presented, ok := h.verify(r, headerToken)
+	if ok {
+		if user := h.requestUser(repl); user != "" && user != ticket.Subject {
+			return h.serveOthersToken(w, r, next, repl, state, ticket, user, solution)
+		}
+	}
 	switch {
 	case ok && ticket.PreQueue:
 		return h.servePreQueueTicket(w, r, next, repl, ticket, solution)

@@ -1,0 +1,78 @@
+package caddymodule
+
+import (
+	"context"
+	"net/http"
+	"strings"
+
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/waitroom/waitroom/waitroom"
+)
+
+// A signed-in visitor is its account (docs/api.md §7, one position per
+// account): with user_id, a token of anyone else never admits it under
+// another name, or an account could wait at one place of its own and at
+// as many more as it collected anonymous tokens for, each a buyer of its
+// own to the site.
+
+// requestUser is the account user_id names for r, "" for an anonymous
+// visitor (or without user_id).
+func (h *Handler) requestUser(repl *placeholders) string {
+	if h.UserID == "" {
+		return ""
+	}
+	return strings.TrimSpace(repl.ReplaceAll(h.UserID, ""))
+}
+
+// serveOthersToken answers user, signed in, who presented t, a valid token
+// of another subject. The place an anonymous token holds is the account's
+// when the account holds none yet: it signed in while waiting. Anything
+// else (another account's token, a pre-queue token, a place that is spent,
+// an account that holds a place already) leaves user to arrive as itself.
+func (h *Handler) serveOthersToken(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, repl *placeholders, s waitroom.State, t waitroom.Ticket, user, solution string) error {
+	if t.PreQueue || t.IsAccount() {
+		return h.serveArrival(w, r, next, repl, s, true, solution)
+	}
+	hold := h.holds(r, s, t)
+	if hold == ticketRevoked && h.isAfterPurchase(r, repl) {
+		// Revoked by a purchase made before the visitor signed in, its
+		// pages are the visitor's, as they were; revoked because the
+		// account took its place, it is the account's.
+		ctx, cancel := context.WithTimeout(r.Context(), joinTimeout)
+		held, _, ok, err := h.room.room.AccountHeld(ctx, user)
+		cancel()
+		if err != nil {
+			return h.unavailable(w, r, repl, err)
+		}
+		if !ok || held != t.Position {
+			return h.passCompleted(w, r, next, repl, t.Subject, t.Position, t.Raw)
+		}
+	}
+	if _, done := h.room.room.SubjectRevoked(user); done || hold != ticketHolds {
+		return h.serveArrival(w, r, next, repl, s, true, solution)
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), joinTimeout)
+	defer cancel()
+	pos, handedOut, err := h.room.room.HoldAccount(ctx, user, t.Position, t.HandedOut, h.ttl)
+	if err != nil {
+		return h.unavailable(w, r, repl, err)
+	}
+	if pos != t.Position {
+		return h.serveArrival(w, r, next, repl, s, true, solution)
+	}
+	// The place is the account's now: the anonymous token admits no one
+	// else there. Revoked again at each such request, so a revocation that
+	// failed once is made when the visitor retries.
+	if err := h.room.room.Revoke(ctx, t.Subject, t.Position, h.ttl+revokeLeeway); err != nil {
+		return h.unavailable(w, r, repl, err)
+	}
+	cancel()
+	s = h.room.room.State()
+	own, err := h.issue(user, true, pos, handedOut, s)
+	if err != nil {
+		return caddyhttp.Error(http.StatusInternalServerError, err)
+	}
+	h.giveToken(w, r, own)
+	return h.serveTicket(w, r, next, repl, s, own)
+}
