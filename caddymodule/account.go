@@ -36,18 +36,9 @@ func (h *Handler) serveOthersToken(w http.ResponseWriter, r *http.Request, next 
 	}
 	hold := h.holds(r, s, t)
 	if hold == ticketRevoked && h.isAfterPurchase(r, repl) {
-		// Revoked by a purchase made before the visitor signed in, its
-		// pages are the visitor's, as they were; revoked because the
-		// account took its place, it is the account's.
-		ctx, cancel := context.WithTimeout(r.Context(), joinTimeout)
-		held, _, ok, err := h.room.room.AccountHeld(ctx, user)
-		cancel()
-		if err != nil {
-			return h.unavailable(w, r, repl, err)
-		}
-		if !ok || held != t.Position {
-			return h.passCompleted(w, r, next, repl, t.Subject, t.Position, t.Raw)
-		}
+		// Its purchase was made before the visitor signed in: its pages
+		// are the visitor's, as they were.
+		return h.passCompleted(w, r, next, repl, t.Subject, t.Position, t.Raw)
 	}
 	if _, done := h.room.room.SubjectRevoked(user); done || hold != ticketHolds {
 		return h.serveArrival(w, r, next, repl, s, true, solution)
@@ -62,9 +53,9 @@ func (h *Handler) serveOthersToken(w http.ResponseWriter, r *http.Request, next 
 		return h.serveArrival(w, r, next, repl, s, true, solution)
 	}
 	// The place is the account's now: the anonymous token admits no one
-	// else there. Revoked again at each such request, so a revocation that
+	// else there. Taken over again at each such request, so a record that
 	// failed once is made when the visitor retries.
-	if err := h.room.room.Revoke(ctx, t.Subject, t.Position, h.ttl+revokeLeeway); err != nil {
+	if err := h.room.room.TakeOver(ctx, t.Subject, t.Position, user, h.ttl+revokeLeeway); err != nil {
 		return h.unavailable(w, r, repl, err)
 	}
 	cancel()

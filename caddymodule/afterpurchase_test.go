@@ -436,5 +436,8 @@ func TestAfterPurchaseSignedInLater(t *testing.T) {
 		res := do(t, h, asUser(at(h, "/tickets", waiting), "bob"))
 		assert.NotEqual(t, StatusCompleted, res.status(), "no purchase of bob's: %s %s", res.status(), res.rec.Body.String())
 		assert.Equal(t, p2, res.waiting(t).Position, "bob's place")
+		res = do(t, h, at(h, "/tickets", waiting))
+		notPassed(t, res, "/tickets")
+		assert.NotEqual(t, StatusCompleted, res.status(), "the token bob took the place of bought nothing")
 	})
 }

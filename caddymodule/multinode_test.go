@@ -154,3 +154,26 @@ func TestTwoGatewaysShareOneRedis(t *testing.T) {
 		return assert.ObjectsAreEqual(sa, sb) && sb["sold_out"] == true && sb["watermark"] == 1.0
 	}, 15*time.Second, 50*time.Millisecond)
 }
+
+// TestTakeOverOnAnotherGateway: the place an account took over from an
+// anonymous token is the account's on every gateway sharing the store: the
+// token is a new arrival at the other within a poll, and the account's new
+// device gets the place there.
+func TestTakeOverOnAnotherGateway(t *testing.T) {
+	useClock(t)
+	store := testenv.RedisURL(t)
+	ev := testenv.EventID()
+	setUpEvent(t, store, ev)
+	a := provision(t, &Handler{Event: ev, Store: store, UserID: "{http.request.header.X-User-ID}"})
+	b := provision(t, &Handler{Event: ev, Store: store, Lease: 2, UserID: "{http.request.header.X-User-ID}"})
+	setWatermark(t, a, 0)
+	anon, p := placedToken(t, a, do(t, a, get(a, "")))
+	_, got := placedToken(t, a, do(t, a, asUser(get(a, anon), "alice")))
+	require.Equal(t, p, got, "alice took the place over")
+
+	refresh(t, b)
+	_, again := placedToken(t, b, do(t, b, get(b, anon)))
+	assert.NotEqual(t, p, again, "the token is a new arrival at the other gateway")
+	_, got = placedToken(t, b, do(t, b, asUser(get(b, ""), "alice")))
+	assert.Equal(t, p, got, "alice's new device at the other gateway")
+}

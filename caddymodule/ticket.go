@@ -38,9 +38,14 @@ const (
 // token would not.
 func (h *Handler) holds(r *http.Request, s waitroom.State, t waitroom.Ticket) ticketHold {
 	account := h.isAccount(t)
-	if h.room.room.Revoked(t.Subject, t.Position) {
-		if account {
+	if takenBy, revoked := h.room.room.RevokedFor(t.Subject, t.Position); revoked {
+		switch {
+		case account:
 			return ticketCompleted
+		case takenBy != "":
+			// An account took the place over (account.go): no purchase,
+			// only a place no longer the token's.
+			return ticketSpent
 		}
 		// An anonymous visitor may queue again, at the back.
 		return ticketRevoked

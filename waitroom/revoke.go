@@ -29,6 +29,9 @@ type Revocation struct {
 	Position int64
 	// Until is when the revocation ends: the token cannot be valid later.
 	Until time.Time
+	// TakenBy is the account that took the anonymous token's position
+	// over (its bearer signed in); empty when the site revoked the token.
+	TakenBy string
 }
 
 // RevocationStore shares revocations between the nodes of a fleet.
@@ -47,6 +50,7 @@ type RevocationStore interface {
 type revocations struct {
 	mu        sync.RWMutex
 	until     map[revoked]time.Time
+	takenBy   map[revoked]string
 	bySubject map[string]Revocation
 	cursor    string
 }
@@ -61,11 +65,16 @@ func (v *revocations) add(now time.Time, rvs ...Revocation) {
 	defer v.mu.Unlock()
 	if v.until == nil {
 		v.until = make(map[revoked]time.Time)
+		v.takenBy = make(map[revoked]string)
 		v.bySubject = make(map[string]Revocation)
 	}
 	for _, rv := range rvs {
 		if now.Before(rv.Until) {
-			v.until[revoked{rv.Subject, rv.Position}] = rv.Until
+			k := revoked{rv.Subject, rv.Position}
+			v.until[k] = rv.Until
+			if rv.TakenBy != "" {
+				v.takenBy[k] = rv.TakenBy
+			}
 			if cur, ok := v.bySubject[rv.Subject]; !ok || cur.Until.Before(rv.Until) {
 				v.bySubject[rv.Subject] = rv
 			}
@@ -74,6 +83,7 @@ func (v *revocations) add(now time.Time, rvs ...Revocation) {
 	for k, until := range v.until {
 		if !now.Before(until) {
 			delete(v.until, k)
+			delete(v.takenBy, k)
 		}
 	}
 	for k, rv := range v.bySubject {
@@ -96,14 +106,42 @@ func (r *Room) Revoke(ctx context.Context, subject string, position int64, ttl t
 	return rs.Revoke(ctx, r.event, rv)
 }
 
+// TakeOver ends the admission of an anonymous visitor's token of subject
+// at position, as Revoke does, because account took its position over:
+// not a purchase, so its bearer is not done, only no longer at that place.
+// This node knows it once the store does, so a take-over the store missed
+// is made again at the next request that asks for it.
+func (r *Room) TakeOver(ctx context.Context, subject string, position int64, account string, ttl time.Duration) error {
+	rv := Revocation{Subject: subject, Position: position, Until: r.opts.Now().Add(ttl), TakenBy: account}
+	if rs, ok := r.store.(RevocationStore); ok {
+		if err := rs.Revoke(ctx, r.event, rv); err != nil {
+			return err
+		}
+	}
+	r.revoked.add(r.opts.Now(), rv)
+	return nil
+}
+
 // Revoked reports whether the token of subject at position was revoked: a
 // lookup in memory, kept fresh by Run within a poll of a revocation on
 // another node.
 func (r *Room) Revoked(subject string, position int64) bool {
+	_, ok := r.RevokedFor(subject, position)
+	return ok
+}
+
+// RevokedFor is Revoked, and the account that took the position over when
+// that is why (empty: the site revoked the token).
+func (r *Room) RevokedFor(subject string, position int64) (takenBy string, ok bool) {
+	k := revoked{subject, position}
 	r.revoked.mu.RLock()
-	until, ok := r.revoked.until[revoked{subject, position}]
+	until, ok := r.revoked.until[k]
+	takenBy = r.revoked.takenBy[k]
 	r.revoked.mu.RUnlock()
-	return ok && r.opts.Now().Before(until)
+	if !ok || !r.opts.Now().Before(until) {
+		return "", false
+	}
+	return takenBy, true
 }
 
 // SubjectRevoked reports whether any token of subject was revoked, and the
@@ -156,7 +194,7 @@ func (r *Room) restoreRevocations(ctx context.Context) error {
 	var rvs []Revocation
 	for k, until := range r.revoked.until {
 		if now.Before(until) {
-			rvs = append(rvs, Revocation{Subject: k.subject, Position: k.position, Until: until})
+			rvs = append(rvs, Revocation{Subject: k.subject, Position: k.position, Until: until, TakenBy: r.revoked.takenBy[k]})
 		}
 	}
 	for _, rv := range r.revoked.bySubject {
@@ -186,10 +224,7 @@ func (r *RedisStore) restoreRevocations(ctx context.Context, event int64, rvs []
 		n := min(len(rvs), revocationBatch)
 		p := r.rdb.Pipeline()
 		for _, rv := range rvs[:n] {
-			p.XAdd(ctx, &redis.XAddArgs{
-				Stream: revokedKey(event), MaxLen: MaxRevocations, Approx: true,
-				Values: []any{"sub", rv.Subject, "pos", rv.Position, "until", rv.Until.UnixMilli()},
-			})
+			p.XAdd(ctx, revocationEntry(event, rv))
 		}
 		if _, err := p.Exec(ctx); err != nil {
 			return unavailable("restore revocations", err)
@@ -204,6 +239,16 @@ func (r *RedisStore) restoreRevocations(ctx context.Context, event int64, rvs []
 
 func revokedKey(event int64) string { return "waitroom:" + hashtag.Event(event) + ":revoked" }
 
+// revocationEntry is rv as an entry of the event's stream; "by" only on a
+// take-over, which a node that does not know it reads as a revocation.
+func revocationEntry(event int64, rv Revocation) *redis.XAddArgs {
+	values := []any{"sub", rv.Subject, "pos", rv.Position, "until", rv.Until.UnixMilli()}
+	if rv.TakenBy != "" {
+		values = append(values, "by", rv.TakenBy)
+	}
+	return &redis.XAddArgs{Stream: revokedKey(event), MaxLen: MaxRevocations, Approx: true, Values: values}
+}
+
 // revocationBatch is how many revocations one read takes at most.
 const revocationBatch = 10000
 
@@ -211,10 +256,7 @@ const revocationBatch = 10000
 // entries, so every node reads on from where it was.
 func (r *RedisStore) Revoke(ctx context.Context, event int64, rv Revocation) error {
 	p := r.rdb.Pipeline()
-	p.XAdd(ctx, &redis.XAddArgs{
-		Stream: revokedKey(event), MaxLen: MaxRevocations, Approx: true,
-		Values: []any{"sub", rv.Subject, "pos", rv.Position, "until", rv.Until.UnixMilli()},
-	})
+	p.XAdd(ctx, revocationEntry(event, rv))
 	p.Publish(ctx, changedChannel(event), r.node)
 	if _, err := p.Exec(ctx); err != nil {
 		return unavailable("revoke", err)
@@ -239,13 +281,14 @@ func (r *RedisStore) Revocations(ctx context.Context, event int64, cursor string
 			sub, _ := m.Values["sub"].(string)
 			posStr, _ := m.Values["pos"].(string)
 			untilStr, _ := m.Values["until"].(string)
+			by, _ := m.Values["by"].(string)
 			pos, err1 := strconv.ParseInt(posStr, 10, 64)
 			until, err2 := strconv.ParseInt(untilStr, 10, 64)
 			cursor = m.ID
 			if err1 != nil || err2 != nil || !now.Before(time.UnixMilli(until)) {
 				continue
 			}
-			out = append(out, Revocation{Subject: sub, Position: pos, Until: time.UnixMilli(until)})
+			out = append(out, Revocation{Subject: sub, Position: pos, Until: time.UnixMilli(until), TakenBy: by})
 		}
 		if len(msgs) < revocationBatch {
 			return out, cursor, nil

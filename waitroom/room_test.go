@@ -666,7 +666,8 @@ func TestRoomReadBeforeAChangeNeverUndoesIt(t *testing.T) {
 // so a gateway started afterwards keeps the revoked visitor out too. Also
 // when the store loses the state again right after the gateway put it
 // back, at the same instant, so the new restore ends when the one it
-// joined did: the revocations must go back with the state again.
+// joined did: the revocations must go back with the state again. A
+// take-over goes back as one, not as a purchase.
 func TestRestoreWritesBackRevocations(t *testing.T) {
 	for _, tt := range []struct {
 		name   string
@@ -691,6 +692,7 @@ func TestRestoreWritesBackRevocations(t *testing.T) {
 			require.NoError(t, err)
 			require.NoError(t, old.Revoke(ctx, "v_revoked", 1, time.Hour))
 			require.NoError(t, old.Revoke(ctx, "alice", 2, time.Hour))
+			require.NoError(t, old.TakeOver(ctx, "v_taken", 3, "bob", time.Hour))
 
 			for range tt.losses {
 				require.NoError(t, rdb.FlushAll(ctx).Err())
@@ -705,6 +707,9 @@ func TestRestoreWritesBackRevocations(t *testing.T) {
 			pos, ok := fresh.SubjectRevoked("alice")
 			assert.True(t, ok, "the account's revocation the old gateway remembered")
 			assert.Equal(t, int64(2), pos)
+			by, ok := fresh.RevokedFor("v_taken", 3)
+			assert.True(t, ok, "the take-over the old gateway remembered")
+			assert.Equal(t, "bob", by, "still a take-over, not a purchase")
 		})
 	}
 }
