@@ -253,6 +253,22 @@ func (s *modelSystem) actions() map[string]func(*rapid.T) {
 			s.clients = append(s.clients, c)
 			s.request(t, c, "", "/")
 		},
+		"sign_in": func(t *rapid.T) {
+			// An anonymous visitor signs in and comes back with the token
+			// it has: one position per account whatever token it presents.
+			var anon []*modelClient
+			for _, c := range s.clients {
+				if c.account == "" && c.token != "" {
+					anon = append(anon, c)
+				}
+			}
+			if len(anon) == 0 {
+				t.Skip("no anonymous visitor with a token")
+			}
+			c := rapid.SampledFrom(anon).Draw(t, "visitor")
+			c.account = rapid.SampledFrom(s.accounts).Draw(t, "signs_in_as")
+			s.request(t, c, c.token, "/")
+		},
 		"poll": func(t *rapid.T) {
 			c := s.pick(t)
 			if c == nil {
@@ -536,6 +552,11 @@ func (s *modelSystem) request(t *rapid.T, c *modelClient, tok, path string) {
 			presented = &tk
 		}
 	}
+	if presented != nil && c.account != "" && presented.Subject != c.account && a.issued != nil && a.issued.Subject == c.account {
+		// A take-over, which every gateway learns of within a poll, as
+		// a revocation.
+		s.sync()
+	}
 	t.Logf("%s %s %s → %s", c, path, describeToken(presented, tok), a)
 	if err := s.m.judge(s.clk.Now(), path, c.account, presented, a); err != nil {
 		t.Fatalf("%s\nmodel: %s", err, s.m)
@@ -604,6 +625,7 @@ type model struct {
 	tokenExp             map[subPos]time.Time
 	givenUp              map[subPos]bool // positions a subject left for a newer one
 	revoked              map[subPos]time.Time
+	takenOver            map[subPos]string // revoked because this account took the place over
 	accountRevoked       map[string]time.Time
 	accountRevokedAt     map[string]int64 // the position of an account's latest revocation
 	accounts             map[string]*modelAccount
@@ -627,7 +649,7 @@ type model struct {
 func newModel(now, opensAt time.Time) *model {
 	return &model{
 		start: now, steps: []modelStep{{now, 0}}, positions: map[int64]*modelPos{}, used: map[int64]bool{},
-		bySubject: map[string][]int64{}, tokenExp: map[subPos]time.Time{}, givenUp: map[subPos]bool{}, revoked: map[subPos]time.Time{},
+		bySubject: map[string][]int64{}, tokenExp: map[subPos]time.Time{}, givenUp: map[subPos]bool{}, revoked: map[subPos]time.Time{}, takenOver: map[subPos]string{},
 		accountRevoked: map[string]time.Time{}, accountRevokedAt: map[string]int64{}, accounts: map[string]*modelAccount{}, opensAt: opensAt,
 		entrants: map[string]bool{}, drawn: map[string]int64{}, preYield: map[string]map[int64]bool{}, preBeyond: map[string]map[int64]bool{},
 		drawnRecorded: map[string]bool{},
@@ -881,6 +903,12 @@ func (m *model) judge(now time.Time, path, account string, tok *waitroom.Ticket,
 	if !m.opensAt.IsZero() && !m.openingRemoved && !now.Before(m.opensAt) && a.pos > 0 {
 		m.closed = true
 	}
+	other := account != "" && tok != nil && tok.Subject != account
+	if other && m.takesOver(now, account, tok, a) && m.positions[a.pos] != nil {
+		// Taken over, if the rules let it (signedIn judges): the place
+		// is the account's from now.
+		m.positions[a.pos].subject = account
+	}
 	if err := m.safety(now, a); err != nil {
 		return err
 	}
@@ -890,6 +918,8 @@ func (m *model) judge(now time.Time, path, account string, tok *waitroom.Ticket,
 	var err error
 	completed, user, pos := m.completedVisitor(now, account, tok)
 	switch {
+	case other:
+		err = m.signedIn(now, path, account, *tok, a)
 	case path == modelBooking && completed:
 		err = m.passedCompleted(a, user, pos)
 	case path == modelBooking && a.passed && a.status == StatusCompleted:
@@ -911,6 +941,74 @@ func (m *model) judge(now time.Time, path, account string, tok *waitroom.Ticket,
 	return nil
 }
 
+// signedIn: account, signed in, presented tk, a token of another subject
+// (docs/api.md §7, one position per account). An anonymous token's place
+// that still holds becomes the account's when the account holds none;
+// anything else is the account's own arrival; an anonymous token a
+// purchase revoked still reaches the buyer's pages as itself.
+func (m *model) signedIn(now time.Time, path, account string, tk waitroom.Ticket, a modelAnswer) error {
+	asArrival := func() error {
+		if path == modelBooking && m.accountIsRevoked(now, account) {
+			return m.passedCompleted(a, account, m.accountRevokedAt[account])
+		}
+		return m.arrival(now, account, a)
+	}
+	if tk.PreQueue || tk.IsAccount() {
+		return asArrival()
+	}
+	k := subPos{tk.Subject, tk.Position}
+	if until, ok := m.revoked[k]; ok && now.Before(until) {
+		if path == modelBooking && m.takenOver[k] == "" {
+			return m.passedCompleted(a, tk.Subject, tk.Position)
+		}
+		return asArrival()
+	}
+	if m.accountIsRevoked(now, account) {
+		return asArrival()
+	}
+	p := tk.Position
+	possibly, surely := false, false
+	if m.upTo(p) {
+		possibly, surely = m.windowOver(now, p)
+	}
+	if surely {
+		return asArrival()
+	}
+	takeOver := func() error {
+		v := m.verdict(p)
+		if !m.tookOver(account, &tk, a) || (a.issued == nil) != (v == StatusSoldOut) {
+			return fmt.Errorf("rule: %s, holding no place, signed in with (%s,%d) takes that place over: got %s", account, tk.Subject, p, a)
+		}
+		return expectStatus(a, v, fmt.Sprintf("%s at the place it took over, %d", account, p))
+	}
+	options := []func() error{asArrival}
+	held := m.accounts[account]
+	switch {
+	case held == nil && !possibly:
+		return takeOver()
+	case held == nil || !now.Before(held.lastClaim.Add(modelTTL)):
+		options = append(options, takeOver)
+	}
+	return anyOf(options)
+}
+
+// tookOver tells whether a, the answer to account signed in with tok, is
+// at the place of tok, an anonymous queue token: its token the account's,
+// or none (sold out).
+func (m *model) tookOver(account string, tok *waitroom.Ticket, a modelAnswer) bool {
+	if tok.PreQueue || tok.IsAccount() || a.pos != tok.Position {
+		return false
+	}
+	return a.issued == nil || a.issued.Subject == account
+}
+
+// takesOver tells whether a is the take-over of tok's place by account:
+// at its place, the token not revoked (a purchase, or taken over before).
+func (m *model) takesOver(now time.Time, account string, tok *waitroom.Ticket, a modelAnswer) bool {
+	until, ok := m.revoked[subPos{tok.Subject, tok.Position}]
+	return !(ok && now.Before(until)) && m.tookOver(account, tok, a)
+}
+
 // completedVisitor tells whether the rules make the request's bearer
 // completed on the buyer's pages (after_purchase): a token with a
 // position the site revoked (an account's: any of the account's), or,
@@ -920,7 +1018,7 @@ func (m *model) completedVisitor(now time.Time, account string, tok *waitroom.Ti
 	switch {
 	case tok != nil && tok.PreQueue:
 		return false, "", 0
-	case tok != nil && m.isRevoked(now, tok.Subject, tok.Position):
+	case tok != nil && m.isRevoked(now, tok.Subject, tok.Position) && m.takenOver[subPos{tok.Subject, tok.Position}] == "":
 		return true, tok.Subject, tok.Position
 	case tok == nil && account != "" && m.accountIsRevoked(now, account):
 		return true, account, m.accountRevokedAt[account]
@@ -1427,6 +1525,18 @@ func (m *model) record(now time.Time, account string, tok *waitroom.Ticket, a mo
 		// The one position the token yields, with its token or, an
 		// account's claimed beyond the hard cap, without.
 		m.preYield[tok.Subject] = map[int64]bool{a.pos: true}
+	}
+	if account != "" && tok != nil && tok.Subject != account && m.takesOver(now, account, tok, a) {
+		k := subPos{tok.Subject, tok.Position}
+		m.revoked[k] = now.Add(modelRevoked)
+		m.takenOver[k] = account
+		if a.issued == nil {
+			// Sold out: the account holds the place without its token.
+			m.accounts[account] = &modelAccount{pos: a.pos, lastClaim: now}
+			for _, q := range m.bySubject[account] {
+				m.givenUp[subPos{account, q}] = true
+			}
+		}
 	}
 	if a.revoke && a.status == StatusAdmitted {
 		until := now.Add(modelRevoked)
