@@ -32,6 +32,33 @@ func (h *Handler) enterPreQueue(w http.ResponseWriter, r *http.Request, repl *pl
 	return h.preQueue(w, r, repl, t)
 }
 
+// enterAgain puts the bearer of a pre-queue token back among the entrants
+// when the store lost them after the token was issued (the room says so
+// from what it read of the state, with no store call otherwise), and gives
+// it the token anew, so its later polls are not asked again. Should the
+// store fail, the token is kept and its next poll tries again.
+func (h *Handler) enterAgain(w http.ResponseWriter, r *http.Request, t waitroom.Ticket, account bool) waitroom.Ticket {
+	ctx, cancel := context.WithTimeout(r.Context(), joinTimeout)
+	defer cancel()
+	again, err := h.room.room.EnterAgain(ctx, t.Subject, t.IssuedAt)
+	if err != nil {
+		h.logger.Debug("entering the pre-queue again", zap.Int64("event", h.Event), zap.Error(err))
+	}
+	if !again {
+		return t
+	}
+	issue := h.keys.IssuePreQueue
+	if account {
+		issue = h.keys.IssuePreQueueAccount
+	}
+	nt, err := issue(t.Subject, h.Event, h.opensAt.Add(h.ttl))
+	if err != nil {
+		return t
+	}
+	h.giveToken(w, r, nt)
+	return nt
+}
+
 // servePreQueueTicket answers the bearer of a pre-queue token: the pre-queue
 // answer until the opening, then by the one position the token yields
 // (docs/api.md §12), on a token issued anew: the position the draw gave it,
@@ -47,7 +74,7 @@ func (h *Handler) servePreQueueTicket(w http.ResponseWriter, r *http.Request, ne
 		return h.completed(w, r, repl, 0)
 	}
 	if h.room.room.PreQueue() {
-		return h.preQueue(w, r, repl, t)
+		return h.preQueue(w, r, repl, h.enterAgain(w, r, t, account))
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), joinTimeout)
 	defer cancel()

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/waitroom/waitroom/internal/testenv"
 	"github.com/waitroom/waitroom/waitroom"
 	"github.com/waitroom/waitroom/waitroom/lottery"
 )
@@ -434,4 +435,49 @@ func TestPreQueueTokenPlacedAtTheBackTellsItsHandout(t *testing.T) {
 			assert.Equal(t, now, tk.HandedOut, "%s: handed out now", c.name)
 		}
 	})
+}
+
+// TestPreQueueEntrantsEnterAgainAfterTheStoreLostThem: Redis loses the
+// event's state, entrants included, before the opening. An entrant that
+// polls after the restore is entered again and given its token anew (its
+// later polls cost no store call), so the draw gives it its place.
+func TestPreQueueEntrantsEnterAgainAfterTheStoreLostThem(t *testing.T) {
+	srv := testenv.StartRedis(t)
+	rdb, err := waitroom.NewRedisClient(srv.URL())
+	require.NoError(t, err)
+	defer rdb.Close()
+	ev := testenv.EventID()
+	setUpEvent(t, srv.URL(), ev)
+	h, clk := opening(t, &Handler{Event: ev, LotterySeed: testSeed, Store: srv.URL()})
+	ctx := context.Background()
+	clk.Advance(2 * waitroom.DefaultRestoreWindow)
+	res := serve(t, h, get(h, ""))
+	require.Equal(t, StatusPreQueue, res.status())
+	tok := res.cookie(t, h.cookieName).Value
+	clk.Advance(time.Second)
+	res = serve(t, h, withToken(h, tok))
+	require.Equal(t, StatusPreQueue, res.status())
+	assert.Nil(t, res.cookie(t, h.cookieName), "nothing lost: the token stays")
+
+	require.NoError(t, rdb.FlushAll(ctx).Err())
+	_, err = h.room.room.Refresh(ctx)
+	require.NoError(t, err)
+	clk.Advance(waitroom.DefaultRestoreWindow)
+	_, err = h.room.room.Refresh(ctx)
+	require.NoError(t, err)
+	clk.Advance(time.Second)
+	res = serve(t, h, withToken(h, tok))
+	require.Equal(t, StatusPreQueue, res.status())
+	c := res.cookie(t, h.cookieName)
+	require.NotNil(t, c, "entered again, on a token issued anew")
+	again := serve(t, h, withToken(h, c.Value))
+	assert.Equal(t, StatusPreQueue, again.status())
+	assert.Nil(t, again.cookie(t, h.cookieName), "its later polls are not asked again")
+
+	clk.Advance(time.Hour)
+	pre, err := h.keys.VerifyPreQueue(c.Value, h.Event)
+	require.NoError(t, err)
+	pos, err := h.room.room.DrawnPosition(ctx, pre.Subject)
+	require.NoError(t, err, "the entrant is in the draw")
+	assert.Equal(t, int64(1), pos)
 }

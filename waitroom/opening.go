@@ -156,6 +156,43 @@ func (r *Room) Enter(ctx context.Context, subject string) error {
 	return err
 }
 
+// restoreClock is a store that can lose the event's state, pre-queue
+// entrants included (Redis): it tells when the latest restore of the
+// state it read ended (zero when it read none).
+type restoreClock interface {
+	lastRestore(event int64) time.Time
+}
+
+// EnterAgain registers subject in the pre-queue again when its token,
+// issued at issuedAt, may have entered before the store lost the event's
+// state: the entrants went with it, and only the entrant's next poll can
+// put it back. again reports that it did, so the caller issues the token
+// anew (a later poll then costs no store call). Without a scheduled
+// opening, before the state's latest restore or once the entries closed,
+// it does nothing.
+func (r *Room) EnterAgain(ctx context.Context, subject string, issuedAt time.Time) (again bool, err error) {
+	if r.lot == nil || r.lot.closed.Load() {
+		return false, nil
+	}
+	rc, ok := r.store.(restoreClock)
+	if !ok {
+		return false, nil
+	}
+	// Tokens carry whole seconds, rounded down: one from before the
+	// restore's end is always before it (one from just after it, in the
+	// same second, enters again too, which changes nothing).
+	if restored := rc.lastRestore(r.event); restored.IsZero() || !issuedAt.Before(restored) {
+		return false, nil
+	}
+	if err := r.Enter(ctx, subject); err != nil {
+		if errors.Is(err, ErrEntriesClosed) {
+			return false, nil
+		}
+		return false, err
+	}
+	return true, nil
+}
+
 // closeEntries closes the entries once the opening has come, or learns that
 // another node did.
 func (r *Room) closeEntries(ctx context.Context) error {

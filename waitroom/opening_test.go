@@ -298,3 +298,55 @@ func TestOpeningPositionsAreAUniformPermutation(t *testing.T) {
 	t.Logf("chi-square %.1f (81 df)", chi)
 	assert.Less(t, chi, 156.8)
 }
+
+// TestEntrantsEnterAgainAfterTheStoreLostThem: the store loses the
+// pre-queue's entrants with the event's state before the opening; an
+// entrant whose token was issued before the restore is entered again at its
+// next poll (EnterAgain says so, and the gateway issues its token anew), so
+// the draw gives it its place. A token issued after the restore costs no
+// store call, before and after one.
+func TestEntrantsEnterAgainAfterTheStoreLostThem(t *testing.T) {
+	srv := testenvRedis(t)
+	rdb, err := NewRedisClient(srv.URL())
+	require.NoError(t, err)
+	defer rdb.Close()
+	ctx := context.Background()
+	clk := newLockedClock()
+	const event = 88
+	opening := &Opening{At: clk.Now().Add(time.Minute), Seed: lottery.NewSeed()}
+	r := NewRoom(NewRedisStore(rdb, RedisOptions{Now: clk.Now}), event, RoomOptions{Now: clk.Now, Opening: opening})
+	_, err = r.Refresh(ctx)
+	require.NoError(t, err)
+	clk.Advance(DefaultRestoreWindow + time.Second)
+	issued := clk.Now().Truncate(time.Second)
+	for _, s := range []string{"e1", "e2"} {
+		require.NoError(t, r.Enter(ctx, s))
+		again, err := r.EnterAgain(ctx, s, issued)
+		require.NoError(t, err)
+		assert.False(t, again, "nothing lost since its token was issued")
+	}
+
+	clk.Advance(10 * time.Second)
+	require.NoError(t, rdb.FlushAll(ctx).Err())
+	_, err = r.Refresh(ctx)
+	require.NoError(t, err)
+	clk.Advance(DefaultRestoreWindow)
+	_, err = r.Refresh(ctx)
+	require.NoError(t, err)
+	again, err := r.EnterAgain(ctx, "e1", issued)
+	require.NoError(t, err)
+	assert.True(t, again, "issued before the restore: entered again")
+	clk.Advance(time.Second)
+	again, err = r.EnterAgain(ctx, "e1", clk.Now().Truncate(time.Second))
+	require.NoError(t, err)
+	assert.False(t, again, "its token issued anew is not asked again")
+
+	clk.Advance(time.Minute)
+	_, err = r.DrawnPosition(ctx, "e1")
+	require.NoError(t, err, "an entrant that polled after the loss is in the draw")
+	_, err = r.DrawnPosition(ctx, "e2")
+	require.ErrorIs(t, err, ErrNotEntrant, "one that never came back is not")
+	again, err = r.EnterAgain(ctx, "e2", issued)
+	require.NoError(t, err)
+	assert.False(t, again, "the entries are closed")
+}

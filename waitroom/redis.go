@@ -48,6 +48,10 @@ type redisEvent struct {
 	// the next take gives them all their positions at once.
 	taking    bool
 	gathering *positionBatch
+	// restored is the end (unix ms) of the latest restore of the state
+	// this node read: what the store lost before it (the pre-queue's
+	// entrants) was put back only by those who remembered it.
+	restored int64
 }
 
 // RedisOptions tunes a RedisStore.
@@ -211,6 +215,12 @@ func (r *RedisStore) decodeState(event int64, fields *redis.SliceCmd, last *redi
 	if until := time.UnixMilli(ints[4]); r.now().Before(until) {
 		s.RestoringUntil = until
 	}
+	if ints[4] > 0 {
+		r.mu.Lock()
+		e := r.event(event)
+		e.restored = max(e.restored, ints[4])
+		r.mu.Unlock()
+	}
 	s.LastPosition, err = last.Int64()
 	if errors.Is(err, redis.Nil) {
 		err = nil
@@ -256,6 +266,16 @@ func (r *RedisStore) read(event, last int64) {
 	defer r.mu.Unlock()
 	e := r.event(event)
 	e.high = max(e.high, last)
+}
+
+// lastRestore implements restoreClock.
+func (r *RedisStore) lastRestore(event int64) time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if ms := r.event(event).restored; ms > 0 {
+		return time.UnixMilli(ms)
+	}
+	return time.Time{}
 }
 
 // Ensure implements Store.
