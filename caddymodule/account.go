@@ -27,9 +27,9 @@ func (h *Handler) requestUser(repl *placeholders) string {
 
 // serveOthersToken answers user, signed in, who presented t, a valid token
 // of another subject. The place an anonymous token holds is the account's
-// when the account holds none yet: it signed in while waiting. Anything
-// else (another account's token, a pre-queue token, a place that is spent,
-// an account that holds a place already) leaves user to arrive as itself.
+// when the account holds none yet: it signed in while waiting; one that
+// holds a place gets that one. Anything else (another account's token, a
+// pre-queue token, a place that is spent) leaves user to arrive as itself.
 func (h *Handler) serveOthersToken(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, repl *placeholders, s waitroom.State, t waitroom.Ticket, user, solution string) error {
 	if t.PreQueue || t.IsAccount() {
 		return h.serveArrival(w, r, next, repl, s, true, solution)
@@ -50,7 +50,13 @@ func (h *Handler) serveOthersToken(w http.ResponseWriter, r *http.Request, next 
 		return h.unavailable(w, r, repl, err)
 	}
 	if pos != t.Position {
-		return h.serveArrival(w, r, next, repl, s, true, solution)
+		// The account holds a place already: that one. The token proves
+		// the visitor was let in once, so no join rate or challenge again.
+		cancel()
+		if s.SoldOut && h.availability(s).SoldOut {
+			return h.soldOut(w, r, repl, 0, true)
+		}
+		return h.join(w, r, next, repl, user, true, true)
 	}
 	// The place is the account's now: the anonymous token admits no one
 	// else there. Taken over again at each such request, so a record that

@@ -709,3 +709,24 @@ func TestASignedInVisitorIsItsAccount(t *testing.T) {
 		assert.NotEqual(t, "alice", res.next.Header.Get(HeaderUser))
 	})
 }
+
+// TestASignedInVisitorWithAPlaceIsNotAskedAgain: an account that holds a
+// place, back with an anonymous token, gets that place without the
+// challenge again: the token proves the visitor was let in once.
+func TestASignedInVisitorWithAPlaceIsNotAskedAgain(t *testing.T) {
+	useClock(t)
+	h := provision(t, &Handler{Challenge: 4, UserID: "{http.request.header.X-User-ID}"})
+	solved := func(r *http.Request) *http.Request {
+		ch := decode[challengeBody](t, serve(t, h, get(h, "")))
+		r.Header.Set(HeaderSolution, waitroom.Solve(ch.Challenge, 4))
+		return r
+	}
+	_, held := placedToken(t, h, do(t, h, solved(asUser(get(h, ""), "alice"))))
+	anon, p := placedToken(t, h, do(t, h, solved(get(h, ""))))
+	require.NotEqual(t, held, p)
+
+	res := do(t, h, asUser(get(h, anon), "alice"))
+	require.NotEqual(t, StatusChallenge, res.status(), "asked again: %s", res.rec.Body.String())
+	_, got := placedToken(t, h, res)
+	assert.Equal(t, held, got, "alice's place")
+}
