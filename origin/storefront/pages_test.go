@@ -121,6 +121,8 @@ func TestStorefrontQuantitiesAndSections(t *testing.T) {
 	assert.Contains(t, released.body, `Seats left: <strong id="left-count">100</strong>`)
 	gone := b.get(hold.holdOf(t))
 	assert.NotContains(t, gone.body, `id="pay"`, "a released hold cannot be paid")
+	assert.Contains(t, gone.body, `<p class="notice" role="status" id="notice">The seats were given back.</p>`,
+		"the page of a released hold says so, not only that the seats are held")
 
 	seated := s.seatedEvent("Arena")
 	d := s.shopper().enter("dave", seated)

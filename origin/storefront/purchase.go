@@ -133,6 +133,12 @@ func (s *Store) renderHold(w http.ResponseWriter, r *http.Request, status int, h
 	switch {
 	case p.Status == ledger.StatusExpired && v.Error == "":
 		v.Error = msg(v.Text, "shop_err_hold_expired")
+	case p.Status == ledger.StatusReleased && v.Error == "":
+		// Given back (here, in another tab, or by the API): the page says
+		// so rather than leave "your seats are held" standing alone.
+		v.Notice = msg(v.Text, "shop_released")
+	case p.Status != ledger.StatusPending && v.Error == "":
+		v.Error = msg(v.Text, "shop_err_hold_gone")
 	case s.cfg.Bookings == nil && v.Error == "":
 		v.Error = msg(v.Text, "shop_err_payments_off")
 	}
