@@ -89,3 +89,86 @@ func buyTwoSeats(t *testing.T, s *shop, tab context.Context, user, shots string)
 	assert.Equal(t, []string{"A-1-3", "A-1-4"}, labels)
 	browser.Screenshot(t, tab, shots+"-booking")
 }
+
+// A buyer who holds seats and goes back to the event page (to look again,
+// or to choose others once the hold is given back) finds its buttons
+// working: the page the browser restores from its back-forward cache is
+// not left with the button the first submit disabled.
+func TestBrowserStorefrontBackAfterHold(t *testing.T) {
+	s := newShop(t, shopOptions{})
+	ev := s.seatedEvent("Stadium night")
+	tab := browser.New(t)
+	tk, err := s.keys.Issue("erin", ev, 1, 24*time.Hour)
+	require.NoError(t, err)
+	_, err = chromedp.Call(tab, network.SetCookie, network.SetCookieParams{
+		Name: fmt.Sprintf("waitroom_%d", ev), Value: tk.Raw, URL: s.url + "/"})
+	require.NoError(t, err)
+
+	// The events, then the event: the way in that the room's admission leads.
+	require.NoError(t, chromedp.Do(tab, chromedp.Navigate(s.url+"/"), chromedp.WaitVisible(chromedp.ID(fmt.Sprintf("event-%d", ev)))))
+	require.NoError(t, chromedp.Do(tab, chromedp.Click(chromedp.ID(fmt.Sprintf("event-%d", ev))), chromedp.WaitVisible(chromedp.ID("map"))))
+	require.NoError(t, chromedp.Do(tab, chromedp.Click(chromedp.CSS(`label[for="s-A-1-3"]`))))
+	browser.Until(t, tab, `document.getElementById("s-A-1-3").checked`)
+	require.NoError(t, chromedp.Do(tab, chromedp.Click(chromedp.ID("hold-seats")), chromedp.WaitVisible(chromedp.ID("pay"))))
+
+	// Back, as the browser's button does (a page restored from the
+	// back-forward cache fires no load event to wait for).
+	_, err = chromedp.Run(tab, chromedp.Evaluate[any](`history.back()`))
+	require.NoError(t, err)
+	browser.Until(t, tab, `document.getElementById("map") !== null`)
+	browser.Screenshot(t, tab, "storefront-back-after-hold")
+	for _, id := range []string{"hold-seats", "best-qty"} {
+		disabled, err := chromedp.Run(tab, chromedp.Evaluate[bool](fmt.Sprintf(`(document.getElementById(%q).closest("form").querySelector("button")).disabled`, id)))
+		require.NoError(t, err)
+		assert.False(t, disabled, "the button of the form of #%s, once back on the page", id)
+	}
+}
+
+// A hold that runs out while its page is open says so on the page, in
+// words, where the buyer looks: not only the figure at 0:00 and a greyed
+// button.
+func TestBrowserStorefrontHoldRunsOut(t *testing.T) {
+	s := newShop(t, shopOptions{})
+	ev := s.seatedEvent("Stadium night")
+	tab := browser.New(t)
+	tk, err := s.keys.Issue("fred", ev, 1, 24*time.Hour)
+	require.NoError(t, err)
+	_, err = chromedp.Call(tab, network.SetCookie, network.SetCookieParams{
+		Name: fmt.Sprintf("waitroom_%d", ev), Value: tk.Raw, URL: s.url + "/"})
+	require.NoError(t, err)
+
+	require.NoError(t, chromedp.Do(tab, chromedp.Navigate(fmt.Sprintf("%s/events/%d", s.url, ev)), chromedp.WaitVisible(chromedp.ID("map"))))
+	require.NoError(t, chromedp.Do(tab, chromedp.Click(chromedp.CSS(`label[for="s-A-1-5"]`))))
+	browser.Until(t, tab, `document.getElementById("s-A-1-5").checked`)
+	require.NoError(t, chromedp.Do(tab, chromedp.Click(chromedp.ID("hold-seats")), chromedp.WaitVisible(chromedp.ID("pay"))))
+	// The hold has two seconds left when its page is loaded again.
+	s.clock.Advance(598 * time.Second)
+	require.NoError(t, chromedp.Do(tab, chromedp.Reload(), chromedp.WaitVisible(chromedp.ID("pay"))))
+	browser.Until(t, tab, `document.getElementById("left").textContent === "0:00"`)
+	browser.Until(t, tab, `document.getElementById("pay-button").disabled`)
+	browser.Until(t, tab, `document.querySelector('[role="alert"]:not(.sr)') !== null && document.querySelector('[role="alert"]:not(.sr)').offsetHeight > 0`)
+	alert, err := chromedp.Run(tab, chromedp.Text(chromedp.CSS(`[role="alert"]:not(.sr)`)))
+	require.NoError(t, err)
+	assert.Contains(t, alert, "Your hold has expired")
+	browser.Screenshot(t, tab, "storefront-hold-ran-out")
+}
+
+// On a phone's width, the hold page fits: the test cards' long names wrap
+// instead of widening the page past the screen.
+func TestBrowserStorefrontHoldFitsAPhone(t *testing.T) {
+	s := newShop(t, shopOptions{})
+	ev := s.gaEvent("Club night")
+	tab := browser.New(t)
+	require.NoError(t, chromedp.Do(tab, chromedp.EmulateViewport(360, 740)))
+	tk, err := s.keys.Issue("gina", ev, 1, 24*time.Hour)
+	require.NoError(t, err)
+	_, err = chromedp.Call(tab, network.SetCookie, network.SetCookieParams{
+		Name: fmt.Sprintf("waitroom_%d", ev), Value: tk.Raw, URL: s.url + "/"})
+	require.NoError(t, err)
+	require.NoError(t, chromedp.Do(tab, chromedp.Navigate(fmt.Sprintf("%s/events/%d", s.url, ev)), chromedp.WaitVisible(chromedp.ID("qty"))))
+	require.NoError(t, chromedp.Do(tab, chromedp.Click(chromedp.CSS(`form[action$="/holds"] button`)), chromedp.WaitVisible(chromedp.ID("pay"))))
+	browser.Screenshot(t, tab, "storefront-hold-phone")
+	widths, err := chromedp.Run(tab, chromedp.Evaluate[[]int](`[document.documentElement.scrollWidth, document.documentElement.clientWidth]`))
+	require.NoError(t, err)
+	assert.LessOrEqual(t, widths[0], widths[1], "the page's width against the screen's")
+}

@@ -19,6 +19,18 @@
         clearInterval(timer);
         var pay = document.getElementById("pay-button");
         if (pay) { pay.disabled = true; }
+        // Say it in words where everyone sees it, as the page does once
+        // loaded again: not only 0:00 and a greyed button.
+        var main = document.getElementById("main");
+        if (main && !document.getElementById("expired")) {
+          var note = document.createElement("p");
+          note.className = "error";
+          note.id = "expired";
+          note.setAttribute("role", "alert");
+          note.textContent = live.getAttribute("data-expired");
+          main.insertBefore(note, main.firstChild);
+          live.textContent = "";
+        }
       }
     };
     var timer = setInterval(tick, 1000);
@@ -26,6 +38,17 @@
   // A form sent once is not sent again by a second click.
   document.addEventListener("submit", function (e) {
     var b = e.target.querySelector("button");
-    if (b) { setTimeout(function () { b.disabled = true; }, 0); }
+    if (b) { setTimeout(function () { b.disabled = true; b.setAttribute("data-sent", ""); }, 0); }
+  });
+  // The page the browser shows again from its back-forward cache (the
+  // back button) was left as it was when the form went: its button works
+  // again.
+  window.addEventListener("pageshow", function (e) {
+    if (!e.persisted) { return; }
+    var sent = document.querySelectorAll("button[data-sent]");
+    for (var i = 0; i < sent.length; i++) {
+      sent[i].disabled = false;
+      sent[i].removeAttribute("data-sent");
+    }
   });
 })();
