@@ -45,6 +45,11 @@ type holdPage struct {
 	Card      string
 	Payable   bool
 	ExpiresIn int64
+	// Booking is the hold's live booking ("" for none): paid for
+	// (Booked, the hold confirmed) or its payment under way (Paying).
+	Booking string
+	Booked  bool
+	Paying  bool
 }
 
 // card is a payment method the pay form offers.
@@ -103,12 +108,6 @@ func (s *Store) handleHoldPage(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if h.StatusAt(s.now()) == ledger.StatusConfirmed {
-		if b, err := s.cfg.Ledger.Bookings().LiveOfHold(r.Context(), h.ID); err == nil {
-			seeOther(w, r, "/bookings/"+b.ID)
-			return
-		}
-	}
 	s.renderHold(w, r, http.StatusOK, h, ev, view{}, "")
 }
 
@@ -126,11 +125,29 @@ func (s *Store) renderHold(w http.ResponseWriter, r *http.Request, status int, h
 	if h.Section != "" {
 		p.Seats = []string{h.Section}
 	}
-	p.Payable = p.Status == ledger.StatusPending && s.cfg.Bookings != nil
+	if p.Status == ledger.StatusPending || p.Status == ledger.StatusConfirmed {
+		// A page shown again after the payment (Back, a reload, another
+		// tab) says the seats are paid for, or being paid for, and leads
+		// to the booking: never a pay form for seats already bought.
+		if b, err := s.cfg.Ledger.Bookings().LiveOfHold(r.Context(), h.ID); err == nil {
+			p.Booking = b.ID
+			p.Paying = p.Status == ledger.StatusPending && b.Status == ledger.BookingPaymentPending
+		}
+	}
+	p.Booked = p.Status == ledger.StatusConfirmed
+	p.Payable = p.Status == ledger.StatusPending && s.cfg.Bookings != nil && !p.Paying
 	if p.Card == "" && len(p.Cards) > 0 {
 		p.Card = p.Cards[0].Token
 	}
+	title := "shop_hold_title"
 	switch {
+	case p.Booked:
+		title = "shop_hold_booked_title"
+		if v.Error == "" && v.Notice == "" {
+			v.Notice = msg(v.Text, "shop_hold_booked")
+		}
+	case p.Paying && v.Error == "" && v.Notice == "":
+		v.Notice = msg(v.Text, "shop_hold_paying")
 	case p.Status == ledger.StatusExpired && v.Error == "":
 		v.Error = msg(v.Text, "shop_err_hold_expired")
 	case p.Status == ledger.StatusReleased && v.Error == "":
@@ -142,7 +159,7 @@ func (s *Store) renderHold(w http.ResponseWriter, r *http.Request, status int, h
 	case s.cfg.Bookings == nil && v.Error == "":
 		v.Error = msg(v.Text, "shop_err_payments_off")
 	}
-	v.Title, v.Data = msg(v.Text, "shop_hold_title"), p
+	v.Title, v.Data = msg(v.Text, title), p
 	s.render(w, r, status, "hold", v)
 }
 
@@ -155,7 +172,11 @@ func (s *Store) handleRelease(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case errors.Is(err, ledger.ErrHoldNotActive):
 		t := s.text(w, r)
-		s.renderHold(w, r, http.StatusConflict, h, ev, view{Text: t, Error: msg(t, "shop_err_hold_gone")}, "")
+		why := "shop_err_hold_gone"
+		if cur, err := s.cfg.Ledger.Hold(r.Context(), h.ID); err == nil && cur.Status == ledger.StatusConfirmed {
+			why = "shop_err_hold_booked"
+		}
+		s.renderHold(w, r, http.StatusConflict, h, ev, view{Text: t, Error: msg(t, why)}, "")
 	case err != nil:
 		t := s.text(w, r)
 		s.renderHold(w, r, http.StatusServiceUnavailable, h, ev, view{Text: t, Error: msg(t, "shop_err_unavailable")}, "")
