@@ -172,3 +172,42 @@ func TestBrowserStorefrontHoldFitsAPhone(t *testing.T) {
 	require.NoError(t, err)
 	assert.LessOrEqual(t, widths[0], widths[1], "the page's width against the screen's")
 }
+
+// A buyer who pays and then goes back to the hold's page finds it as it
+// is now, booked, with the way to the booking: not the page the browser
+// kept from before the payment, with its countdown and pay form.
+func TestBrowserStorefrontBackAfterPayment(t *testing.T) {
+	s := newShop(t, shopOptions{})
+	ev := s.seatedEvent("Stadium night")
+	tab := browser.New(t)
+	tk, err := s.keys.Issue("hana", ev, 1, 24*time.Hour)
+	require.NoError(t, err)
+	_, err = chromedp.Call(tab, network.SetCookie, network.SetCookieParams{
+		Name: fmt.Sprintf("waitroom_%d", ev), Value: tk.Raw, URL: s.url + "/"})
+	require.NoError(t, err)
+
+	require.NoError(t, chromedp.Do(tab, chromedp.Navigate(fmt.Sprintf("%s/events/%d", s.url, ev)), chromedp.WaitVisible(chromedp.ID("map"))))
+	require.NoError(t, chromedp.Do(tab, chromedp.Click(chromedp.CSS(`label[for="s-A-2-1"]`))))
+	browser.Until(t, tab, `document.getElementById("s-A-2-1").checked`)
+	require.NoError(t, chromedp.Do(tab, chromedp.Click(chromedp.ID("hold-seats")), chromedp.WaitVisible(chromedp.ID("pay"))))
+	holdURL, err := chromedp.Run(tab, chromedp.Evaluate[string](`location.href`))
+	require.NoError(t, err)
+	require.NoError(t, chromedp.Do(tab, chromedp.Click(chromedp.ID("c-pm_card_visa")), chromedp.Click(chromedp.ID("pay-button"))))
+	browser.Until(t, tab, `document.querySelector('[data-status="confirmed"]') !== null`)
+	bookingURL, err := chromedp.Run(tab, chromedp.Evaluate[string](`location.href`))
+	require.NoError(t, err)
+
+	_, err = chromedp.Run(tab, chromedp.Evaluate[any](`history.back()`))
+	require.NoError(t, err)
+	browser.Until(t, tab, fmt.Sprintf(`location.href === %q && document.getElementById("booking-link") !== null`, holdURL))
+	browser.Screenshot(t, tab, "storefront-back-after-payment")
+	h1, err := chromedp.Run(tab, chromedp.Text(chromedp.CSS("h1")))
+	require.NoError(t, err)
+	assert.Equal(t, "Your seats are booked", h1)
+	gone, err := chromedp.Run(tab, chromedp.Evaluate[bool](`document.getElementById("pay") === null && document.getElementById("left") === null`))
+	require.NoError(t, err)
+	assert.True(t, gone, "no pay form, no countdown")
+	link, err := chromedp.Run(tab, chromedp.Evaluate[string](`document.getElementById("booking-link").href`))
+	require.NoError(t, err)
+	assert.Equal(t, bookingURL, link)
+}

@@ -42,9 +42,14 @@
   });
   // The page the browser shows again from its back-forward cache (the
   // back button) was left as it was when the form went: its button works
-  // again.
+  // again. A page whose state moves on without it (the hold: paid for,
+  // given back or run out meanwhile) is loaded again instead.
   window.addEventListener("pageshow", function (e) {
     if (!e.persisted) { return; }
+    if (document.querySelector("[data-reload-on-back]")) {
+      location.reload();
+      return;
+    }
     var sent = document.querySelectorAll("button[data-sent]");
     for (var i = 0; i < sent.length; i++) {
       sent[i].disabled = false;
