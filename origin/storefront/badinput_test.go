@@ -52,7 +52,7 @@ func TestStorefrontBadInput(t *testing.T) {
 		hold := b.holdSeats(ev, "B-1-1")
 		res := b.pay(hold, "pm_card_chargeDeclined")
 		assert.Equal(t, http.StatusPaymentRequired, res.status)
-		assert.Contains(t, res.body, "The card was declined (generic_decline)")
+		assert.Contains(t, res.body, "The card was declined by its bank. Your seats are still held")
 		assert.Contains(t, res.body, `value="pm_card_chargeDeclined" checked`, "the card chosen is kept")
 		assert.Contains(t, res.body, "B-1-1", "the hold is still there")
 		booked := b.follow(b.pay(res, "pm_card_visa"))

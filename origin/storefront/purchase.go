@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/waitroom/waitroom/locale"
 	"github.com/waitroom/waitroom/origin/booking"
 	"github.com/waitroom/waitroom/origin/idem"
 	"github.com/waitroom/waitroom/origin/ledger"
@@ -216,7 +217,7 @@ func (s *Store) handlePay(w http.ResponseWriter, r *http.Request) {
 			b = cur
 		}
 		if b.Status == ledger.BookingFailed {
-			again(http.StatusPaymentRequired, "shop_err_declined", "Reason", b.StatusReason)
+			again(http.StatusPaymentRequired, "shop_err_declined", "Reason", declineText(t, b.StatusReason))
 			return
 		}
 		seeOther(w, r, "/bookings/"+b.ID)
@@ -224,6 +225,19 @@ func (s *Store) handlePay(w http.ResponseWriter, r *http.Request) {
 		no := refusalOf(bookingRefusals, res.Outcome)
 		again(no.status, no.msg)
 	}
+}
+
+// declineText is a failed payment's reason in the buyer's words: a
+// message of its own for the reasons providers give most often, a general
+// one for any other. The provider's code stays for the staff (the API, the
+// ledger, the logs).
+func declineText(t locale.Text, reason string) string {
+	if reason != "" {
+		if m, err := t.T("shop_decline_" + reason); err == nil {
+			return m
+		}
+	}
+	return msg(t, "shop_decline_other")
 }
 
 // bookingRefusals are the pay form's refusals (docs/api.md §16); a
@@ -243,6 +257,8 @@ type bookingPage struct {
 	// Settling: the page reloads itself until the payment or the refund
 	// settles.
 	Settling bool
+	// Failure: why the payment failed, in words.
+	Failure string
 }
 
 type ticketView struct {
@@ -298,6 +314,9 @@ func (s *Store) renderBooking(w http.ResponseWriter, r *http.Request, status int
 	p := bookingPage{Booking: b, Settling: b.Status == ledger.BookingPaymentPending || b.RefundStatus == ledger.RefundPending}
 	if ev, err := s.cfg.Seats.Registry().Event(ctx, b.EventID); err == nil {
 		p.Event = ev.Event
+	}
+	if b.Status == ledger.BookingFailed {
+		p.Failure = declineText(v.Text, b.StatusReason)
 	}
 	if b.Status == ledger.BookingConfirmed {
 		ts, err := s.cfg.Ledger.TicketsOf(ctx, b.ID)
