@@ -281,6 +281,7 @@ func (d *day) walk(t *testing.T, b buyer) {
 	assert.Equal(t, b.seats[0]+", "+b.seats[1], text("#hold-seats"))
 	assert.Equal(t, "polite", eval(`document.getElementById("countdown").getAttribute("aria-live")`))
 	browser.Until(t, tab, `/^\d+:\d\d$/.test(document.getElementById("left").textContent)`)
+	holdURL := eval("location.href")
 	shot("4-hold")
 
 	// 5. Pay with a test card; 6. the booking page refreshes itself until
@@ -302,6 +303,13 @@ func (d *day) walk(t *testing.T, b buyer) {
 	assert.Equal(t, "completed", roomSaid(bookingURL), "the room passed a revoked token to the booking")
 	codes := d.tickets(t, tab, b.seats)
 	shot("7-after-revocation")
+	// The hold's page, as Back leads to it: passed on too, it says the
+	// seats are booked and leads to the booking, with nothing to pay.
+	require.NoError(t, chromedp.Do(tab, chromedp.Navigate(holdURL), chromedp.WaitVisible(chromedp.ID("booking-link"))))
+	assert.Equal(t, "completed", roomSaid(holdURL), "the room passed a revoked token to the hold's page")
+	assert.Equal(t, bookingURL, eval(`document.getElementById("booking-link").href`))
+	assert.Equal(t, "true", eval(`String(document.getElementById("pay") === null)`))
+	shot("7-hold-after-revocation")
 	// The events list, then "My tickets", which lists the booking and
 	// leads back to it.
 	require.NoError(t, chromedp.Do(tab, chromedp.Click(chromedp.CSS(`header a[href="/"]`)),
