@@ -259,6 +259,9 @@ type bookingPage struct {
 	Settling bool
 	// Failure: why the payment failed, in words.
 	Failure string
+	// Rechecking: the payment failed a moment ago, and the page reloads
+	// itself for a while in case the provider changes its mind.
+	Rechecking bool
 }
 
 type ticketView struct {
@@ -306,6 +309,16 @@ func (s *Store) handleBooking(w http.ResponseWriter, r *http.Request) {
 // refreshSeconds is how often a settling booking's page reloads.
 const refreshSeconds = 2
 
+// A provider may report a payment failed and then, a few seconds or
+// minutes later, succeeded (an asynchronous authentication; the booking is
+// then confirmed, docs/payments.md). A failed booking's page keeps
+// checking, every failedRefreshSeconds, until failedWatch after the
+// failure, so the buyer who waits there sees it confirmed.
+const (
+	failedRefreshSeconds = 5
+	failedWatch          = 3 * time.Minute
+)
+
 func (s *Store) renderBooking(w http.ResponseWriter, r *http.Request, status int, b ledger.Booking, v view) {
 	ctx := r.Context()
 	if v.Text.Lang() == "" {
@@ -317,6 +330,7 @@ func (s *Store) renderBooking(w http.ResponseWriter, r *http.Request, status int
 	}
 	if b.Status == ledger.BookingFailed {
 		p.Failure = declineText(v.Text, b.StatusReason)
+		p.Rechecking = s.now().Sub(b.UpdatedAt) < failedWatch
 	}
 	if b.Status == ledger.BookingConfirmed {
 		ts, err := s.cfg.Ledger.TicketsOf(ctx, b.ID)
@@ -326,8 +340,11 @@ func (s *Store) renderBooking(w http.ResponseWriter, r *http.Request, status int
 		}
 		p.Tickets = ticketsOf(ts)
 	}
-	if p.Settling {
+	switch {
+	case p.Settling:
 		v.Refresh = refreshSeconds
+	case p.Rechecking:
+		v.Refresh = failedRefreshSeconds
 	}
 	s.cfg.Confirmed(w.Header(), b.Status)
 	v.Title, v.Data = msg(v.Text, "shop_booking_title"), p
