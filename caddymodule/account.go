@@ -31,7 +31,7 @@ func (h *Handler) requestUser(repl *placeholders) string {
 // holds a place gets that one. Anything else (another account's token, a
 // pre-queue token, a place that is spent) leaves user to arrive as itself.
 func (h *Handler) serveOthersToken(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, repl *placeholders, s waitroom.State, t waitroom.Ticket, user, solution string) error {
-	if t.PreQueue || t.IsAccount() {
+	if t.PreQueue || t.IsAccount() || h.room.room.PreQueue() {
 		return h.serveArrival(w, r, next, repl, s, true, solution)
 	}
 	hold := h.holds(r, s, t)
@@ -45,13 +45,14 @@ func (h *Handler) serveOthersToken(w http.ResponseWriter, r *http.Request, next 
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), joinTimeout)
 	defer cancel()
-	pos, handedOut, err := h.room.room.HoldAccount(ctx, user, t.Position, t.HandedOut, h.ttl)
+	took, err := h.room.room.TakeOverPlace(ctx, user, t.Position, t.HandedOut, h.ttl)
 	if err != nil {
 		return h.unavailable(w, r, repl, err)
 	}
-	if pos != t.Position {
-		// The account holds a place already: that one. The token proves
-		// the visitor was let in once, so no join rate or challenge again.
+	if !took {
+		// The account holds a place already (its own, or the draw's): that
+		// one. The token proves the visitor was let in once, so no join
+		// rate or challenge again.
 		cancel()
 		if s.SoldOut && h.availability(s).SoldOut {
 			return h.soldOut(w, r, repl, 0, true)
@@ -66,7 +67,7 @@ func (h *Handler) serveOthersToken(w http.ResponseWriter, r *http.Request, next 
 	}
 	cancel()
 	s = h.room.room.State()
-	own, err := h.issue(user, true, pos, handedOut, s)
+	own, err := h.issue(user, true, t.Position, t.HandedOut, s)
 	if err != nil {
 		return caddyhttp.Error(http.StatusInternalServerError, err)
 	}

@@ -730,3 +730,21 @@ func TestASignedInVisitorWithAPlaceIsNotAskedAgain(t *testing.T) {
 	_, got := placedToken(t, h, res)
 	assert.Equal(t, held, got, "alice's place")
 }
+
+// TestASignedInEntrantKeepsItsDrawnPlace: an account the draw gave a place
+// holds that one; signed in with an anonymous token, it takes nothing
+// over, and the token keeps its place.
+func TestASignedInEntrantKeepsItsDrawnPlace(t *testing.T) {
+	eachStore(t, func(t *testing.T, h *Handler, clk *clock) {
+		h.UserID = "{http.request.header.X-User-ID}"
+		oneEntrantDrawn(t, h, clk, asUser(get(h, ""), "alice"))
+		anon, p := placedToken(t, h, do(t, h, get(h, "")))
+		require.Equal(t, int64(2), p, "after the draw's one entrant")
+
+		res := do(t, h, asUser(get(h, anon), "alice"))
+		assert.Equal(t, int64(1), admittedAt(res), "alice's drawn place: %s %s", res.status(), res.rec.Body.String())
+		assert.Equal(t, "alice", res.next.Header.Get(HeaderUser))
+		res = do(t, h, get(h, anon))
+		assert.Equal(t, p, res.waiting(t).Position, "the anonymous token keeps its place")
+	})
+}

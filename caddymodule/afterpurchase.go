@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -22,6 +23,58 @@ import (
 // its tickets out of reach behind the waiting page. On these paths alone a
 // completed visitor (a token the site revoked, an account whose position
 // is completed) is passed on, as itself, and told so.
+
+// The receipt: with after_purchase, a buyer whose token the site revoked
+// also gets that token in a second cookie (receiptSuffix), for as long as
+// the token lives. Should a click elsewhere make the buyer a new arrival,
+// whose token replaces the queue cookie, the buyer's pages still pass it
+// on as the buyer it was, unless its newer token is admitted there.
+
+// receiptSuffix follows the queue cookie's name in the receipt's.
+const receiptSuffix = "_done"
+
+// giveReceipt hands the buyer t, the token the site is revoking, as its
+// receipt.
+func (h *Handler) giveReceipt(w http.ResponseWriter, r *http.Request, t waitroom.Ticket) {
+	life := t.ExpiresAt.Sub(h.now())
+	if len(h.afterPurchase) == 0 || t.Raw == "" || life < time.Second {
+		return
+	}
+	c := http.Cookie{Name: h.cookieName + receiptSuffix, Value: t.Raw, Path: "/", MaxAge: int(life / time.Second),
+		HttpOnly: true, Secure: h.secure(r), SameSite: http.SameSiteLaxMode}
+	w.Header().Add("Set-Cookie", c.String())
+}
+
+// receipt is the token of r's receipt, while the site's revocation of it
+// lasts (ok false: none).
+func (h *Handler) receipt(r *http.Request) (t waitroom.Ticket, ok bool) {
+	c, err := r.Cookie(h.cookieName + receiptSuffix)
+	if err != nil {
+		return t, false
+	}
+	if t, err = h.keys.Verify(c.Value, h.Event); err != nil || t.PreQueue {
+		return t, false
+	}
+	takenBy, revoked := h.room.room.RevokedFor(t.Subject, t.Position)
+	return t, revoked && takenBy == ""
+}
+
+// byReceipt tells whether r, for one of the buyer's pages, is passed on by
+// its receipt: it has one, and its queue token (t, when ok) is not admitted
+// there.
+func (h *Handler) byReceipt(r *http.Request, repl *placeholders, s waitroom.State, t waitroom.Ticket, ok bool) (waitroom.Ticket, bool) {
+	if len(h.afterPurchase) == 0 {
+		return waitroom.Ticket{}, false
+	}
+	done, has := h.receipt(r)
+	if !has || !h.isAfterPurchase(r, repl) {
+		return waitroom.Ticket{}, false
+	}
+	if ok && !t.PreQueue && s.Admits(t.Position) && h.holds(r, s, t) == ticketHolds {
+		return waitroom.Ticket{}, false
+	}
+	return done, true
+}
 
 // validateAfterPurchase checks the patterns as Caddy's path matcher will
 // read them, so a pattern that could never match fails the load instead.

@@ -331,7 +331,8 @@ func TestAfterPurchaseWhenSoldOut(t *testing.T) {
 
 // TestAfterPurchaseExample: the example's after_purchase reaches the
 // bundled storefront's pages after the purchase (origin/storefront and
-// origin/routes.go), and none where a buyer holds or pays.
+// origin/routes.go), the hold's page among them (Back to it after paying
+// leads to the booking), and none where a buyer makes a hold.
 func TestAfterPurchaseExample(t *testing.T) {
 	for _, file := range []string{"../Caddyfile.example", "../examples/Caddyfile"} {
 		t.Run(file, func(t *testing.T) {
@@ -376,10 +377,10 @@ func TestAfterPurchaseExample(t *testing.T) {
 				return m.Match(r)
 			}
 			for _, p := range []string{"/", "/bookings/0b6f", "/bookings/0b6f/cancellation", "/tickets", "/assets/shop.css", "/assets/shop.js",
-				"/favicon.ico", "/v1/bookings/0b6f", "/v1/tickets/ABC.png"} {
+				"/favicon.ico", "/v1/bookings/0b6f", "/v1/tickets/ABC.png", "/holds/7", "/holds/7/booking"} {
 				assert.True(t, match(http.MethodGet, p), "%s reaches the buyer after the purchase", p)
 			}
-			for _, p := range []string{"/events/1", "/events/1/holds", "/holds/7", "/holds/7/booking", "/v1/events/1/holds", "/v1/bookings", "/v1/holds/7"} {
+			for _, p := range []string{"/events/1", "/events/1/holds", "/v1/events/1/holds", "/v1/bookings", "/v1/holds/7"} {
 				assert.False(t, match(http.MethodGet, p), "%s is not for the completed", p)
 			}
 		})
@@ -439,5 +440,48 @@ func TestAfterPurchaseSignedInLater(t *testing.T) {
 		res = do(t, h, at(h, "/tickets", waiting))
 		notPassed(t, res, "/tickets")
 		assert.NotEqual(t, StatusCompleted, res.status(), "the token bob took the place of bought nothing")
+	})
+}
+
+// TestAfterPurchaseReceipt: the answer that revokes a buyer's token gives
+// it that token as its receipt; once a click elsewhere made the buyer a new
+// arrival (its queue cookie replaced), the buyer's pages still pass it on
+// as the buyer it was, until its new token is admitted there. Anywhere
+// else the receipt does nothing.
+func TestAfterPurchaseReceipt(t *testing.T) {
+	eachStore(t, func(t *testing.T, h *Handler, clk *clock) {
+		h.AfterPurchase = buyerPages
+		provision(t, h)
+		setWatermark(t, h, 1)
+		bought, p := placedToken(t, h, do(t, h, at(h, "/buy", "")))
+		res := serveRevoking(t, h, at(h, "/buy", bought))
+		rc := res.cookie(t, h.cookieName+receiptSuffix)
+		require.NotNil(t, rc, "the revoking answer gives the receipt")
+		assert.Equal(t, bought, rc.Value)
+		assert.True(t, rc.HttpOnly)
+		tk, err := h.keys.Verify(bought, h.Event)
+		require.NoError(t, err)
+
+		// A click on the event's page: a new arrival, a new queue cookie.
+		again, q := placedToken(t, h, do(t, h, at(h, "/events/1", bought)))
+		require.Greater(t, q, p)
+		withReceipt := func(path, queue string) *http.Request {
+			r := at(h, path, queue)
+			r.AddCookie(&http.Cookie{Name: h.cookieName + receiptSuffix, Value: rc.Value})
+			return r
+		}
+		res = do(t, h, at(h, "/tickets", again))
+		assert.Equal(t, StatusWaiting, res.status(), "without the receipt, the queue")
+		passedCompleted(t, h, do(t, h, withReceipt("/tickets", again)), tk.Subject, p)
+		passedCompleted(t, h, do(t, h, withReceipt("/bookings/1", "")), tk.Subject, p)
+		res = do(t, h, withReceipt("/events/1", again))
+		notPassed(t, res, "/events/1")
+		assert.Equal(t, q, res.waiting(t).Position, "elsewhere the receipt does nothing")
+
+		setWatermark(t, h, q)
+		refresh(t, h)
+		res = do(t, h, withReceipt("/tickets", again))
+		require.Equal(t, q, admittedAt(res), "its new token admitted there: %s", res.status())
+		assert.NotEqual(t, tk.Subject, res.next.Header.Get(HeaderUser))
 	})
 }

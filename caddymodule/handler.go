@@ -448,6 +448,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	state := h.room.room.State()
 
 	ticket, presented, ok := h.verify(r, headerToken)
+	if done, pass := h.byReceipt(r, repl, state, ticket, ok); pass {
+		return h.passCompleted(w, r, next, repl, done.Subject, done.Position, done.Raw)
+	}
 	if ok {
 		if user := h.requestUser(repl); user != "" && user != ticket.Subject {
 			return h.serveOthersToken(w, r, next, repl, state, ticket, user, solution)

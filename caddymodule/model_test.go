@@ -128,6 +128,8 @@ type modelClient struct {
 	header  bool
 	token   string
 	history []string
+	// receipt is the receipt cookie a revoking answer gave a browser.
+	receipt string
 }
 
 func (c *modelClient) String() string {
@@ -493,6 +495,9 @@ func (s *modelSystem) request(t *rapid.T, c *modelClient, tok, path string) {
 			r.AddCookie(&http.Cookie{Name: h.cookieName, Value: tok})
 		}
 	}
+	if c.receipt != "" && !c.header {
+		r.AddCookie(&http.Cookie{Name: h.cookieName + receiptSuffix, Value: c.receipt})
+	}
 	repl := caddy.NewReplacer()
 	if c.account != "" {
 		repl.Set("model.user", c.account)
@@ -514,8 +519,17 @@ func (s *modelSystem) request(t *rapid.T, c *modelClient, tok, path string) {
 		t.Fatalf("ServeHTTP: %v", err)
 	}
 	a.code, a.status, a.raw = rec.Code, rec.Header().Get(HeaderStatus), rec.Body.String()
+	var receipt *waitroom.Ticket
+	if c.receipt != "" && !c.header {
+		if tk, err := h.keys.Verify(c.receipt, s.event); err == nil {
+			receipt = &tk
+		}
+	}
 	for _, ck := range rec.Result().Cookies() {
 		a.cookie = a.cookie || ck.Name == h.cookieName
+		if ck.Name == h.cookieName+receiptSuffix {
+			c.receipt = ck.Value
+		}
 	}
 	if a.revoke && a.status != StatusAdmitted {
 		// The command of a completed visitor's page is taken off and not
@@ -558,7 +572,7 @@ func (s *modelSystem) request(t *rapid.T, c *modelClient, tok, path string) {
 		s.sync()
 	}
 	t.Logf("%s %s %s → %s", c, path, describeToken(presented, tok), a)
-	if err := s.m.judge(s.clk.Now(), path, c.account, presented, a); err != nil {
+	if err := s.m.judge(s.clk.Now(), path, c.account, presented, receipt, a); err != nil {
 		t.Fatalf("%s\nmodel: %s", err, s.m)
 	}
 }
@@ -898,7 +912,7 @@ func (m *model) verdict(p int64) string {
 // judge checks answer a to a request for path of account (empty:
 // anonymous) that presented tok (nil: none or invalid) at now, then
 // records what it did.
-func (m *model) judge(now time.Time, path, account string, tok *waitroom.Ticket, a modelAnswer) error {
+func (m *model) judge(now time.Time, path, account string, tok, receipt *waitroom.Ticket, a modelAnswer) error {
 	m.now = now
 	if !m.opensAt.IsZero() && !m.openingRemoved && !now.Before(m.opensAt) && a.pos > 0 {
 		m.closed = true
@@ -917,6 +931,17 @@ func (m *model) judge(now time.Time, path, account string, tok *waitroom.Ticket,
 	}
 	var err error
 	completed, user, pos := m.completedVisitor(now, account, tok)
+	if viaReceipt := m.byReceipt(now, path, tok, receipt); viaReceipt != nil && viaReceipt.surely {
+		// The receipt's buyer, whatever the request's own token.
+		completed, user, pos, other = true, receipt.Subject, receipt.Position, false
+	} else if viaReceipt != nil {
+		// Its token's window may have ended: passed by the receipt, or
+		// as the token says.
+		if m.passedCompleted(a, receipt.Subject, receipt.Position) == nil {
+			m.record(now, account, tok, a)
+			return nil
+		}
+	}
 	switch {
 	case other:
 		err = m.signedIn(now, path, account, *tok, a)
@@ -981,15 +1006,46 @@ func (m *model) signedIn(now time.Time, path, account string, tk waitroom.Ticket
 		}
 		return expectStatus(a, v, fmt.Sprintf("%s at the place it took over, %d", account, p))
 	}
+	if m.preQueue(now) || m.canDraw(account) {
+		// An entrant holds the draw's place.
+		return asArrival()
+	}
 	options := []func() error{asArrival}
 	held := m.accounts[account]
 	switch {
-	case held == nil && !possibly:
+	case held == nil && !possibly && !m.mayHaveDrawn(account):
 		return takeOver()
 	case held == nil || !now.Before(held.lastClaim.Add(modelTTL)):
 		options = append(options, takeOver)
 	}
 	return anyOf(options)
+}
+
+// receiptPass says that a request for the buyer's pages is passed on by
+// its receipt (surely), or may be (its token's window may have ended).
+type receiptPass struct{ surely bool }
+
+// byReceipt: a browser's request for the buyer's pages with the receipt
+// of a purchase whose revocation lasts is passed on as that buyer unless
+// its queue token, tok, is admitted there.
+func (m *model) byReceipt(now time.Time, path string, tok, receipt *waitroom.Ticket) *receiptPass {
+	if path != modelBooking || receipt == nil {
+		return nil
+	}
+	k := subPos{receipt.Subject, receipt.Position}
+	if until, ok := m.revoked[k]; !ok || !now.Before(until) || m.takenOver[k] != "" {
+		return nil
+	}
+	if tok == nil || tok.PreQueue || !m.admits(tok.Position) || m.isRevoked(now, tok.Subject, tok.Position) {
+		return &receiptPass{surely: true}
+	}
+	switch possibly, surely := m.windowOver(now, tok.Position); {
+	case surely:
+		return &receiptPass{surely: true}
+	case possibly:
+		return &receiptPass{}
+	}
+	return nil
 }
 
 // tookOver tells whether a, the answer to account signed in with tok, is

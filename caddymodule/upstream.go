@@ -104,7 +104,11 @@ func (cw *commandWriter) command() {
 	cw.done = true
 	hdr := cw.Header()
 	keepTokenPrivate(hdr)
-	cw.carryOut(take(hdr) || cw.early)
+	if cw.carryOut(take(hdr) || cw.early) {
+		// The answer is not written yet: the buyer takes the revoked token
+		// along as its receipt.
+		cw.h.giveReceipt(cw, cw.r, cw.t)
+	}
 }
 
 // finish takes the command off an answer the next handler left to be
@@ -115,9 +119,11 @@ func (cw *commandWriter) finish() {
 	cw.carryOut(take(cw.Header()))
 }
 
-func (cw *commandWriter) carryOut(revoke bool) {
+// carryOut revokes the request's token when revoke says so, once, and
+// reports whether it did now.
+func (cw *commandWriter) carryOut(revoke bool) bool {
 	if !revoke || cw.spent {
-		return
+		return false
 	}
 	cw.spent = true // once is enough, however many copies there were
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(cw.r.Context()), joinTimeout)
@@ -128,6 +134,7 @@ func (cw *commandWriter) carryOut(revoke bool) {
 		cw.h.logger.Warn("revoking a token in the store", zap.Int64("event", cw.h.Event), zap.Error(err))
 	}
 	cw.h.m.revoked.Inc()
+	return true
 }
 
 func (cw *commandWriter) WriteHeader(status int) {

@@ -162,6 +162,25 @@ func (r *Room) HoldAccount(ctx context.Context, subject string, pos int64, hande
 	return r.claimAt(ctx, as, subject, pos, handedOut, ttl)
 }
 
+// TakeOverPlace gives subject, an account, pos (an anonymous visitor's
+// place, handed out at handedOut; zero when not known) unless it holds a
+// place already, its own or the one the draw gave it as an entrant of the
+// pre-queue: the visitor signed in while waiting. took tells whether the
+// place is the account's now (a concurrent take-over of the same place
+// counts); otherwise the account's own is for JoinAccountAt to hand out.
+func (r *Room) TakeOverPlace(ctx context.Context, subject string, pos int64, handedOut time.Time, ttl time.Duration) (took bool, err error) {
+	if r.lot != nil {
+		switch _, err := r.DrawnPosition(ctx, subject); {
+		case err == nil:
+			return false, nil
+		case !errors.Is(err, ErrNotEntrant):
+			return false, err
+		}
+	}
+	got, _, err := r.HoldAccount(ctx, subject, pos, handedOut, ttl)
+	return err == nil && got == pos, err
+}
+
 // AccountHeld is the position subject, an account, holds in the event and
 // when it was handed out (zero when not known); ok is false when it holds
 // none or the store keeps no accounts.
