@@ -251,7 +251,12 @@ func (s *Store) handleHold(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if ok := res.Outcome == seats.Held || res.Outcome == seats.Replayed || res.Outcome == seats.AlreadyHeld; ok && res.Hold.ID != "" {
-		seeOther(w, r, "/holds/"+res.Hold.ID)
+		to := "/holds/" + res.Hold.ID
+		if res.Outcome == seats.AlreadyHeld {
+			// Another tab's hold, not this choice: its page says why.
+			to += "?" + alreadyHeld + "=1"
+		}
+		seeOther(w, r, to)
 		return
 	}
 	no := refusalOf(holdRefusals, res.Outcome)

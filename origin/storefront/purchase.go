@@ -109,8 +109,25 @@ func (s *Store) handleHoldPage(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	s.renderHold(w, r, http.StatusOK, h, ev, view{}, "")
+	v := view{}
+	if r.URL.Query().Has(alreadyHeld) {
+		// The buyer asked for seats while holding these (one hold per
+		// buyer): say so, rather than show other seats than those chosen.
+		switch h.StatusAt(s.now()) {
+		case ledger.StatusPending:
+			v.Text = s.text(w, r)
+			v.Notice = msg(v.Text, "shop_already_held")
+		case ledger.StatusConfirmed:
+			v.Text = s.text(w, r)
+			v.Notice = msg(v.Text, "shop_already_booked")
+		}
+	}
+	s.renderHold(w, r, http.StatusOK, h, ev, v, "")
 }
+
+// alreadyHeld is the query a hold form's answer adds to the page of the
+// hold the buyer had already.
+const alreadyHeld = "already"
 
 // renderHold shows the hold page; card is the method last chosen.
 func (s *Store) renderHold(w http.ResponseWriter, r *http.Request, status int, h ledger.Hold, ev *seats.Event, v view, card string) {
