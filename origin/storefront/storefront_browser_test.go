@@ -211,3 +211,43 @@ func TestBrowserStorefrontBackAfterPayment(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, bookingURL, link)
 }
+
+// On a phone's width, a long row of seats stays on one line, after its
+// row's label, and its section scrolls sideways: wrapped, its last seats
+// looked like another row without a label. The page itself stays as wide
+// as the screen.
+func TestBrowserStorefrontLongRowOnAPhone(t *testing.T) {
+	s := newShop(t, shopOptions{})
+	ev := s.createEvent(map[string]any{"name": "Long rows", "seating": map[string]any{"sections": []any{
+		map[string]any{"id": "A", "price": 120000, "rows": []any{map[string]any{"id": "1", "seats": 30}, map[string]any{"id": "2", "seats": 30}}},
+	}}})
+	tab := browser.New(t)
+	require.NoError(t, chromedp.Do(tab, chromedp.EmulateViewport(360, 740)))
+	tk, err := s.keys.Issue("omar", ev, 1, 24*time.Hour)
+	require.NoError(t, err)
+	_, err = chromedp.Call(tab, network.SetCookie, network.SetCookieParams{
+		Name: fmt.Sprintf("waitroom_%d", ev), Value: tk.Raw, URL: s.url + "/"})
+	require.NoError(t, err)
+	require.NoError(t, chromedp.Do(tab, chromedp.Navigate(fmt.Sprintf("%s/events/%d", s.url, ev)), chromedp.WaitVisible(chromedp.ID("map"))))
+	browser.Screenshot(t, tab, "storefront-long-row-phone")
+
+	lines, err := chromedp.Run(tab, chromedp.Evaluate[[]int](`Array.from(document.querySelectorAll(".row")).map(r =>
+		new Set(Array.from(r.querySelectorAll("label")).map(c => Math.round(c.getBoundingClientRect().top))).size)`))
+	require.NoError(t, err)
+	assert.Equal(t, []int{1, 1}, lines, "each row on one line")
+	labelled, err := chromedp.Run(tab, chromedp.Evaluate[bool](`Array.from(document.querySelectorAll(".row")).every(r => {
+		const l = r.querySelector(".rl").getBoundingClientRect(), s = r.querySelector("label").getBoundingClientRect();
+		return l.bottom > s.top && l.top < s.bottom && l.right <= s.left; })`))
+	require.NoError(t, err)
+	assert.True(t, labelled, "each row's label before its seats, on their line")
+	section, err := chromedp.Run(tab, chromedp.Evaluate[[]int](`(s => [s.scrollWidth, s.clientWidth])(document.querySelector(".section"))`))
+	require.NoError(t, err)
+	assert.Greater(t, section[0], section[1], "the section scrolls sideways")
+	widths, err := chromedp.Run(tab, chromedp.Evaluate[[]int](`[document.documentElement.scrollWidth, document.documentElement.clientWidth]`))
+	require.NoError(t, err)
+	assert.LessOrEqual(t, widths[0], widths[1], "the page's width against the screen's")
+
+	// The last seat of a row is still there to choose, once scrolled to.
+	require.NoError(t, chromedp.Do(tab, chromedp.ScrollIntoView(chromedp.CSS(`label[for="s-A-1-30"]`)), chromedp.Click(chromedp.CSS(`label[for="s-A-1-30"]`))))
+	browser.Until(t, tab, `document.getElementById("s-A-1-30").checked`)
+}
