@@ -48,7 +48,13 @@ func (h *Handler) giveReceipt(w http.ResponseWriter, r *http.Request, t waitroom
 // receipt is the token of r's receipt, while the site's revocation of it
 // lasts (ok false: none).
 func (h *Handler) receipt(r *http.Request) (t waitroom.Ticket, ok bool) {
-	c, err := r.Cookie(h.cookieName + receiptSuffix)
+	// Nearly no request has one: it is looked for before the cookies are
+	// parsed, which every waiting poll would pay for.
+	name := h.cookieName + receiptSuffix
+	if !slices.ContainsFunc(r.Header["Cookie"], func(v string) bool { return strings.Contains(v, name) }) {
+		return t, false
+	}
+	c, err := r.Cookie(name)
 	if err != nil {
 		return t, false
 	}

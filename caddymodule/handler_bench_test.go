@@ -89,6 +89,18 @@ func BenchmarkServeWaitingHTML(b *testing.B) {
 	benchServeAs(b, h, tok.Raw, "text/html")
 }
 
+// BenchmarkServeWaitingHTMLAfterPurchase is a browser's waiting poll on a
+// site with the buyer's pages: the receipt is looked for on every request
+// (set beside BenchmarkServeWaitingHTML).
+func BenchmarkServeWaitingHTMLAfterPurchase(b *testing.B) {
+	h := provision(b, &Handler{AfterPurchase: []string{"/bookings/*", "/tickets"}})
+	tok, err := h.keys.Issue("v_bench", h.Event, 7, h.ttl)
+	if err != nil {
+		b.Fatal(err)
+	}
+	benchServeAs(b, h, tok.Raw, "text/html")
+}
+
 func BenchmarkServeArrivalMemory(b *testing.B) {
 	h := provision(b, &Handler{})
 	benchServe(b, h, "")
