@@ -311,7 +311,9 @@ func TestEntrantsEnterAgainAfterTheStoreLostThem(t *testing.T) {
 	require.NoError(t, err)
 	defer rdb.Close()
 	ctx := context.Background()
-	clk := newLockedClock()
+	// Redis ends the lottery's records at an instant (PEXPIREAT), by its
+	// own clock: the test's starts now, so they outlive the test.
+	clk := &lockedClock{t: time.Now().UTC().Truncate(time.Second)}
 	const event = 88
 	opening := &Opening{At: clk.Now().Add(time.Minute), Seed: lottery.NewSeed()}
 	r := NewRoom(NewRedisStore(rdb, RedisOptions{Now: clk.Now}), event, RoomOptions{Now: clk.Now, Opening: opening})
