@@ -44,18 +44,24 @@ func TestBrowserStorefrontWithoutJavaScript(t *testing.T) {
 	assert.Equal(t, "Ihre Buchung", h1)
 }
 
+// admitIn gives tab user's queue token for ev, as the room sets it on
+// admission.
+func admitIn(t *testing.T, s *shop, tab context.Context, ev int64, user string) {
+	t.Helper()
+	tk, err := s.keys.Issue(user, ev, 1, 24*time.Hour)
+	require.NoError(t, err)
+	_, err = chromedp.Call(tab, network.SetCookie, network.SetCookieParams{
+		Name: fmt.Sprintf("waitroom_%d", ev), Value: tk.Raw, URL: s.url + "/"})
+	require.NoError(t, err)
+}
+
 // buyTwoSeats walks user through the pages of a new seated event in tab:
 // two adjacent seats clicked on the map, held, paid with a test card, and
 // the booking with two tickets and their QR codes. Screenshots are named
 // after shots.
 func buyTwoSeats(t *testing.T, s *shop, tab context.Context, user, shots string) {
 	ev := s.seatedEvent("Stadium night")
-	// The gateway's queue token, as the room sets it on admission.
-	tk, err := s.keys.Issue(user, ev, 1, 24*time.Hour)
-	require.NoError(t, err)
-	_, err = chromedp.Call(tab, network.SetCookie, network.SetCookieParams{
-		Name: fmt.Sprintf("waitroom_%d", ev), Value: tk.Raw, URL: s.url + "/"})
-	require.NoError(t, err)
+	admitIn(t, s, tab, ev, user)
 
 	require.NoError(t, chromedp.Do(tab, chromedp.Navigate(s.url+"/"), chromedp.WaitVisible(chromedp.ID(fmt.Sprintf("event-%d", ev)))))
 	browser.Screenshot(t, tab, shots+"-events")
@@ -98,11 +104,7 @@ func TestBrowserStorefrontBackAfterHold(t *testing.T) {
 	s := newShop(t, shopOptions{})
 	ev := s.seatedEvent("Stadium night")
 	tab := browser.New(t)
-	tk, err := s.keys.Issue("erin", ev, 1, 24*time.Hour)
-	require.NoError(t, err)
-	_, err = chromedp.Call(tab, network.SetCookie, network.SetCookieParams{
-		Name: fmt.Sprintf("waitroom_%d", ev), Value: tk.Raw, URL: s.url + "/"})
-	require.NoError(t, err)
+	admitIn(t, s, tab, ev, "erin")
 
 	// The events, then the event: the way in that the room's admission leads.
 	require.NoError(t, chromedp.Do(tab, chromedp.Navigate(s.url+"/"), chromedp.WaitVisible(chromedp.ID(fmt.Sprintf("event-%d", ev)))))
@@ -113,7 +115,7 @@ func TestBrowserStorefrontBackAfterHold(t *testing.T) {
 
 	// Back, as the browser's button does (a page restored from the
 	// back-forward cache fires no load event to wait for).
-	_, err = chromedp.Run(tab, chromedp.Evaluate[any](`history.back()`))
+	_, err := chromedp.Run(tab, chromedp.Evaluate[any](`history.back()`))
 	require.NoError(t, err)
 	browser.Until(t, tab, `document.getElementById("map") !== null`)
 	browser.Screenshot(t, tab, "storefront-back-after-hold")
@@ -131,11 +133,7 @@ func TestBrowserStorefrontHoldRunsOut(t *testing.T) {
 	s := newShop(t, shopOptions{})
 	ev := s.seatedEvent("Stadium night")
 	tab := browser.New(t)
-	tk, err := s.keys.Issue("fred", ev, 1, 24*time.Hour)
-	require.NoError(t, err)
-	_, err = chromedp.Call(tab, network.SetCookie, network.SetCookieParams{
-		Name: fmt.Sprintf("waitroom_%d", ev), Value: tk.Raw, URL: s.url + "/"})
-	require.NoError(t, err)
+	admitIn(t, s, tab, ev, "fred")
 
 	require.NoError(t, chromedp.Do(tab, chromedp.Navigate(fmt.Sprintf("%s/events/%d", s.url, ev)), chromedp.WaitVisible(chromedp.ID("map"))))
 	require.NoError(t, chromedp.Do(tab, chromedp.Click(chromedp.CSS(`label[for="s-A-1-5"]`))))
@@ -160,11 +158,7 @@ func TestBrowserStorefrontHoldFitsAPhone(t *testing.T) {
 	ev := s.gaEvent("Club night")
 	tab := browser.New(t)
 	require.NoError(t, chromedp.Do(tab, chromedp.EmulateViewport(360, 740)))
-	tk, err := s.keys.Issue("gina", ev, 1, 24*time.Hour)
-	require.NoError(t, err)
-	_, err = chromedp.Call(tab, network.SetCookie, network.SetCookieParams{
-		Name: fmt.Sprintf("waitroom_%d", ev), Value: tk.Raw, URL: s.url + "/"})
-	require.NoError(t, err)
+	admitIn(t, s, tab, ev, "gina")
 	require.NoError(t, chromedp.Do(tab, chromedp.Navigate(fmt.Sprintf("%s/events/%d", s.url, ev)), chromedp.WaitVisible(chromedp.ID("qty"))))
 	require.NoError(t, chromedp.Do(tab, chromedp.Click(chromedp.CSS(`form[action$="/holds"] button`)), chromedp.WaitVisible(chromedp.ID("pay"))))
 	browser.Screenshot(t, tab, "storefront-hold-phone")
@@ -180,11 +174,7 @@ func TestBrowserStorefrontBackAfterPayment(t *testing.T) {
 	s := newShop(t, shopOptions{})
 	ev := s.seatedEvent("Stadium night")
 	tab := browser.New(t)
-	tk, err := s.keys.Issue("hana", ev, 1, 24*time.Hour)
-	require.NoError(t, err)
-	_, err = chromedp.Call(tab, network.SetCookie, network.SetCookieParams{
-		Name: fmt.Sprintf("waitroom_%d", ev), Value: tk.Raw, URL: s.url + "/"})
-	require.NoError(t, err)
+	admitIn(t, s, tab, ev, "hana")
 
 	require.NoError(t, chromedp.Do(tab, chromedp.Navigate(fmt.Sprintf("%s/events/%d", s.url, ev)), chromedp.WaitVisible(chromedp.ID("map"))))
 	require.NoError(t, chromedp.Do(tab, chromedp.Click(chromedp.CSS(`label[for="s-A-2-1"]`))))
@@ -223,11 +213,7 @@ func TestBrowserStorefrontLongRowOnAPhone(t *testing.T) {
 	}}})
 	tab := browser.New(t)
 	require.NoError(t, chromedp.Do(tab, chromedp.EmulateViewport(360, 740)))
-	tk, err := s.keys.Issue("omar", ev, 1, 24*time.Hour)
-	require.NoError(t, err)
-	_, err = chromedp.Call(tab, network.SetCookie, network.SetCookieParams{
-		Name: fmt.Sprintf("waitroom_%d", ev), Value: tk.Raw, URL: s.url + "/"})
-	require.NoError(t, err)
+	admitIn(t, s, tab, ev, "omar")
 	require.NoError(t, chromedp.Do(tab, chromedp.Navigate(fmt.Sprintf("%s/events/%d", s.url, ev)), chromedp.WaitVisible(chromedp.ID("map"))))
 	browser.Screenshot(t, tab, "storefront-long-row-phone")
 
