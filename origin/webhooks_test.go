@@ -348,26 +348,41 @@ func startStripeMock(t *testing.T) string {
 }
 
 // paidStripeMock fronts stripe-mock, which keeps no state (its payment
-// intents are never paid), with what Stripe answers once a payment
-// succeeded: a payment intent read back is succeeded. The tests that use it
-// deliver the payment_intent.succeeded Stripe would send then, and the
-// origin settles a success only when the provider has it so.
+// intents are never paid, and read back with its fixture's amount), with
+// what Stripe answers once a payment succeeded: a payment intent read back
+// is succeeded, for the amount and currency it was created with. The tests
+// that use it deliver the payment_intent.succeeded Stripe would send then,
+// and the origin settles a success only when the provider has it so.
 func paidStripeMock(t *testing.T) string {
 	t.Helper()
 	target, err := url.Parse(startStripeMock(t))
 	require.NoError(t, err)
+	var mu sync.Mutex
+	created := map[string][2]any{}
 	proxy := httputil.NewSingleHostReverseProxy(target)
 	proxy.ModifyResponse = func(res *http.Response) error {
-		if res.Request.Method != http.MethodGet || !strings.HasPrefix(res.Request.URL.Path, "/v1/payment_intents/") ||
-			res.StatusCode != http.StatusOK {
+		const intents = "/v1/payment_intents"
+		create := res.Request.Method == http.MethodPost && res.Request.URL.Path == intents
+		read := res.Request.Method == http.MethodGet && strings.HasPrefix(res.Request.URL.Path, intents+"/")
+		if res.StatusCode != http.StatusOK || !create && !read {
 			return nil
 		}
 		var intent map[string]any
-		if err := json.NewDecoder(res.Body).Decode(&intent); err != nil {
+		err := json.NewDecoder(res.Body).Decode(&intent)
+		res.Body.Close()
+		if err != nil {
 			return err
 		}
-		res.Body.Close()
-		intent["status"], intent["last_payment_error"] = "succeeded", nil
+		mu.Lock()
+		if id, ok := intent["id"].(string); ok && create {
+			created[id] = [2]any{intent["amount"], intent["currency"]}
+		} else if c, ok := created[strings.TrimPrefix(res.Request.URL.Path, intents+"/")]; ok {
+			intent["amount"], intent["currency"] = c[0], c[1]
+		}
+		mu.Unlock()
+		if read {
+			intent["status"], intent["last_payment_error"] = "succeeded", nil
+		}
 		b, err := json.Marshal(intent)
 		if err != nil {
 			return err

@@ -446,6 +446,9 @@ func (w *world) money(final bool) *violation {
 			}
 			refunded := p.AmountRefunded >= p.Amount
 			switch {
+			case w.amended[p.ID] && b.Status == ledger.BookingConfirmed && b.PaymentID == p.ID:
+				return violated("money", "booking %s confirmed on payment %s, changed at the provider to %d %s before: the booking's price is %d %s",
+					id, p.ID, p.Amount, p.Currency, b.Amount, b.Currency)
 			case refunded && b.Status == ledger.BookingConfirmed && b.PaymentID == p.ID && len(tickets) > 0 && !final && w.providerRefunds[id]:
 				// The provider's charge.refunded is on its way.
 			case refunded && b.Status == ledger.BookingConfirmed && b.PaymentID == p.ID && len(tickets) > 0:

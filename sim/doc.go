@@ -59,8 +59,10 @@
 //     on, or a pending one ends late, succeeded or failed, with its
 //     webhooks (queued like the others);
 //   - provider-refund: the provider refunds a third or all of a payment
-//     from its dashboard (charge.refunded), or refuses its refunds from now
-//     on as invalid requests;
+//     from its dashboard (charge.refunded), refuses its refunds from now
+//     on as invalid requests, or has a payment whose booking is not
+//     confirmed changed to half its amount (no booking may be confirmed
+//     on it);
 //   - foreign: the provider announces a payment the origin never made, for
 //     a booking nobody knows or one of the run's (left out of the money
 //     check: the origin owes nothing for it);

@@ -51,7 +51,8 @@ const (
 	// VoidRead: a gate device reads its event's void feed from its cursor.
 	VoidRead
 	// ProviderRefund: the provider refunds all or part of a payment from its
-	// dashboard (charge.refunded), or starts refusing its refunds as invalid.
+	// dashboard (charge.refunded), starts refusing its refunds as invalid,
+	// or has a payment not settled yet changed to another amount.
 	ProviderRefund
 	// Foreign: the provider announces a payment the origin never made.
 	Foreign
@@ -177,10 +178,13 @@ const (
 	ProviderPartial = iota
 	ProviderFull
 	ProviderRefuse
+	// ProviderAmend: the amount of a payment the origin has not settled
+	// yet is changed at the provider.
+	ProviderAmend
 	providerModes
 )
 
-var providerModeNames = []string{"partial", "full", "refuse"}
+var providerModeNames = []string{"partial", "full", "refuse", "amend"}
 
 // Foreign payment modes: for a booking nobody knows, or for a booking the
 // origin has (and paid by its own payment).

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/waitroom/waitroom/origin/ledger"
 	"github.com/waitroom/waitroom/origin/payment"
 )
 
@@ -256,13 +257,25 @@ func (w *world) succeeded() []payment.Payment {
 }
 
 // providerRefund: the provider refunds a third or all of a payment from its
-// dashboard, or refuses its refunds from now on.
+// dashboard, refuses its refunds from now on, or has a payment its booking
+// has not been confirmed for changed to half its amount.
 func (w *world) providerRefund(s Step) {
 	p, ok := pick(w.succeeded(), s.Sel)
 	if !ok {
 		return
 	}
 	switch s.Mode % providerModes {
+	case ProviderAmend:
+		ctx, cancel := w.passCtx()
+		defer cancel()
+		b, err := w.oracle.Booking(ctx, p.BookingID)
+		if err != nil || b.Status == ledger.BookingConfirmed || p.Amount < 2 {
+			return
+		}
+		if w.fp.AmendAtProvider(p.ID, p.Amount/2, p.Currency) == nil {
+			w.stats.fault("provider-amend")
+			w.amended[p.ID] = true
+		}
 	case ProviderPartial:
 		if _, err := w.fp.RefundAtProvider(p.ID, max(p.Amount/3, 1)); err == nil {
 			w.stats.fault("provider-partial-refund")

@@ -218,6 +218,9 @@ type world struct {
 	// providerRefunds are the bookings whose payment the provider refunded
 	// on its own: their charge.refunded events are never lost for good.
 	providerRefunds map[string]bool
+	// amended are the payments changed to another amount at the provider
+	// before their booking was confirmed: none may confirm one.
+	amended map[string]bool
 
 	// trouble is the wall time of the last fault or 5xx: uncertain writes
 	// made then are final only a write timeout later.
@@ -290,7 +293,7 @@ func newWorld(tb testing.TB, seed uint64, stats *Stats) (*world, error) {
 	w := &world{
 		tb: tb, setup: setup, ctx: ctx, stats: stats,
 		clock:    &simClock{t: time.Date(2026, 6, 1, 9, 0, 0, 0, time.UTC)},
-		holdKeys: map[string]keyUse{}, bookKeys: map[string]keyUse{}, foreignPays: map[string]bool{}, providerRefunds: map[string]bool{},
+		holdKeys: map[string]keyUse{}, bookKeys: map[string]keyUse{}, foreignPays: map[string]bool{}, providerRefunds: map[string]bool{}, amended: map[string]bool{},
 	}
 	// The run holds the model's lock from here on; requests let go of it.
 	w.big.Lock()

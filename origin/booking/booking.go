@@ -64,6 +64,10 @@ const (
 	// refunded at the provider (its dashboard, say), not through the
 	// origin: the tickets are void and the seats back on sale.
 	ReasonRefundedAtProvider = "refunded_at_provider"
+	// ReasonPaymentMismatch: the provider has the booking's payment
+	// succeeded for another amount or currency than the booking's (changed
+	// at the provider after the origin asked): refunded, never sold for it.
+	ReasonPaymentMismatch = "payment_mismatch"
 )
 
 // Booking errors.

@@ -70,7 +70,13 @@ func (s *env) refundBooking(ctx context.Context, b ledger.Booking) error {
 			s.metrics.Refunds.WithLabelValues("error").Inc()
 			return fmt.Errorf("refund booking %s: %w", b.ID, err)
 		}
-		if p.Returned() < b.Amount {
+		// All of the payment is owed back, also when the provider has it
+		// for another amount than the booking's.
+		owed := b.Amount
+		if p.Amount > 0 {
+			owed = p.Amount
+		}
+		if p.Returned() < owed {
 			s.log.Info("the refund owed waits for refunds pending at the provider", "booking", b.ID,
 				"pending", p.RefundPending, "returned", p.Returned())
 			return nil

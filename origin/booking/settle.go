@@ -95,6 +95,9 @@ func (s *Settlement) settlePaymentOnce(ctx context.Context, b ledger.Booking, pa
 			return fmt.Errorf("settle payment of booking %s: %w (the provider has it %s)", b.ID, errNotSucceeded, p.Status)
 		}
 		known = p
+		if !p.Pays(b.Amount, b.Currency) {
+			return s.refundMismatched(ctx, b, paymentID, p)
+		}
 		if b.Status != ledger.BookingFailed && p.Returned() >= b.Amount {
 			return s.refundedBeforeSettled(ctx, b, paymentID)
 		}
@@ -202,6 +205,37 @@ func (s *Settlement) refundedBeforeSettled(ctx context.Context, b ledger.Booking
 		// Whatever Redis holds for the hold goes back, also a confirmation
 		// whose ledger step never came.
 		return s.returnSeats(ctx, done)
+	}
+	return nil
+}
+
+// refundMismatched ends a booking whose payment succeeded for another
+// amount or currency than the booking's: whoever changed it at the
+// provider, the seats were priced at the booking's amount, so no ticket is
+// issued for it and the money goes back whole. The hold stays as it is: the
+// buyer may still pay it through a new booking, or it expires.
+func (s *Settlement) refundMismatched(ctx context.Context, b ledger.Booking, paymentID string, p *payment.Payment) error {
+	var settled ledger.Booking
+	var refund bool
+	err := s.ledger.InTx(ctx, time.Time{}, func(tx ledger.Tx) error {
+		var err error
+		settled, refund, err = tx.Bookings().RefundPayment(ctx, b.ID, ReasonPaymentMismatch, paymentID, s.now())
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("refund booking %s paid for another amount: %w", b.ID, err)
+	}
+	if !refund {
+		// Settled meanwhile (confirmed by an earlier word of the provider,
+		// or refunded already): ended as such a booking ends.
+		return nil
+	}
+	s.metrics.Bookings.WithLabelValues(ledger.BookingCancelled).Inc()
+	s.log.Error("payment succeeded for another amount than the booking's: refunded",
+		"booking", b.ID, "payment", paymentID, "amount", b.Amount, "currency", b.Currency,
+		"paid", p.Amount, "paid_currency", p.Currency)
+	if err := s.refundBooking(ctx, settled); err != nil {
+		s.log.Warn("refund not made yet; the payment reconciliation retries it", "booking", b.ID, "error", err)
 	}
 	return nil
 }

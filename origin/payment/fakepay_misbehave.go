@@ -96,6 +96,24 @@ func (f *Fakepay) RefundAtProvider(paymentID string, amount int64) (Refund, erro
 	return r.Refund, nil
 }
 
+// AmendAtProvider changes a payment's amount and currency at the
+// provider, as another integration holding the account's key can (Stripe
+// lets a payment's amount change until it is confirmed, and captures less
+// than it), with no event: the origin learns of it only by asking.
+func (f *Fakepay) AmendAtProvider(paymentID string, amount int64, currency string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	p, ok := f.payments[paymentID]
+	if !ok {
+		return fmt.Errorf("fakepay: amend %s at the provider: %w", paymentID, ErrNotFound)
+	}
+	if amount <= 0 || amount < p.AmountRefunded || len(currency) != 3 {
+		return fmt.Errorf("fakepay: amend %s at the provider: %w: %d %q", paymentID, ErrInvalidRequest, amount, currency)
+	}
+	p.Amount, p.Currency = amount, currency
+	return nil
+}
+
 // SetRefundsRefused decides whether the payment's refund requests are
 // refused as invalid (ErrInvalidRequest, nothing refunded): the default of
 // MethodRefundRefused, as a disputed charge is at a real provider.

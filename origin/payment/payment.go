@@ -149,6 +149,15 @@ type Payment struct {
 	Created        time.Time
 }
 
+// Pays reports whether the payment is for amount in currency, as far as
+// the provider said (a payment known only by an event reports neither).
+func (p Payment) Pays(amount int64, currency string) bool {
+	if p.Amount == 0 && p.Currency == "" {
+		return true
+	}
+	return p.Amount == amount && strings.EqualFold(p.Currency, currency)
+}
+
 // Returned is the part of Amount the provider reports back with the buyer
 // for good: refunded, less what is refunded by refunds still pending.
 func (p Payment) Returned() int64 { return p.AmountRefunded - p.RefundPending }
