@@ -3,6 +3,7 @@ package storefront_test
 import (
 	"fmt"
 	"net/http"
+	"net/url"
 	"regexp"
 	"strings"
 	"testing"
@@ -78,7 +79,7 @@ func TestStorefrontFailedBookingKeepsChecking(t *testing.T) {
 	ev := s.seatedEvent("Stadium night")
 	b := s.shopper().enter("lena", ev)
 	hold := b.holdSeats(ev, "B-1-2")
-	// The pay form offers no such card: the API pays with it.
+	// Paid through the API, as another client of the site would.
 	b.apiPay(hold.holdOf(t), "pm_fakepay_fail_then_succeed")
 	s.settle()
 	m := bookingLink.FindStringSubmatch(b.get("/tickets").body)
@@ -108,6 +109,55 @@ func TestStorefrontFailedBookingKeepsChecking(t *testing.T) {
 	assert.Contains(t, late.body, `data-status="failed"`)
 	assert.NotContains(t, late.body, `http-equiv="refresh"`, "a failure long past stops checking")
 	assert.NotContains(t, late.body, `id="rechecking"`)
+}
+
+var declinedLink = regexp.MustCompile(`<a id="declined-link" href="(/bookings/[0-9a-f-]{36})">`)
+
+// A card declined and then, a moment later, accepted (an asynchronous
+// authentication): the pay form's answer says the payment may still go
+// through and names its booking, whose page checks again, rather than only
+// send the buyer to another card; the pay form stays for one. A decline
+// long past is told as before.
+func TestStorefrontDeclineMayStillGoThrough(t *testing.T) {
+	s := newShop(t, shopOptions{})
+	ev := s.seatedEvent("Stadium night")
+	b := s.shopper().enter("nora", ev)
+	hold := b.holdSeats(ev, "B-1-6")
+	assert.Contains(t, hold.body, `value="pm_fakepay_fail_then_succeed"`, "fakepay's card on the pay form")
+	res := b.pay(hold, "pm_fakepay_fail_then_succeed")
+	require.Equal(t, http.StatusPaymentRequired, res.status, res.body)
+	assert.Contains(t, res.body, `role="alert" id="error">`)
+	m := declinedLink.FindStringSubmatch(res.body)
+	require.NotNil(t, m, "the declined payment's booking, named: %s", res.body)
+	assert.Contains(t, res.body, `data-recheck="`+m[1]+`" data-recheck-seconds="180" data-recheck-every="5"`)
+	assert.Contains(t, res.body, "so this one may still go through.")
+	assert.Contains(t, res.body, `id="pay-button"`, "the pay form, for another card")
+	for _, lang := range []string{"de", "es", "ja"} {
+		other := b.post(hold.holdOf(t)+"/booking?lang="+lang, url.Values{"key": {hold.key(t)}, "card": {"pm_fakepay_fail_then_succeed"}})
+		require.Equal(t, http.StatusPaymentRequired, other.status, lang)
+		assert.Regexp(t, declinedLink, other.body, lang)
+		assert.NotContains(t, other.body, "may still go through", lang)
+	}
+	b.get("/?lang=en")
+
+	failed := b.get(m[1])
+	require.Contains(t, failed.body, `data-status="failed"`)
+	assert.Contains(t, failed.body, `id="rechecking">`)
+	s.clock.Advance(6 * time.Second)
+	s.fp.Tick()
+	s.settle()
+	assert.Contains(t, b.get(m[1]).body, `data-status="confirmed"`, "the booking named")
+
+	c := s.shopper().enter("olga", ev)
+	hold = c.holdSeats(ev, "B-1-8")
+	res = c.pay(hold, "pm_card_chargeDeclined")
+	require.Equal(t, http.StatusPaymentRequired, res.status, res.body)
+	assert.Regexp(t, declinedLink, res.body, "any decline may still go through")
+	s.clock.Advance(4 * time.Minute)
+	late := c.pay(hold, "pm_card_chargeDeclined")
+	require.Equal(t, http.StatusPaymentRequired, late.status, late.body)
+	assert.NotContains(t, late.body, `id="declined"`, "a decline long past")
+	assert.Contains(t, late.body, `role="alert" id="error">The card was declined by its bank. Your seats are still held: choose another card.</p>`)
 }
 
 // apiPay pays for the hold at holdPath through the API, with the buyer's

@@ -51,6 +51,13 @@ type holdPage struct {
 	Booking string
 	Booked  bool
 	Paying  bool
+	// Declined is the booking whose payment the pay form was just told
+	// failed, while a provider may still report it succeeded ("" when
+	// none); the page's script looks at it every RecheckEvery seconds for
+	// Recheck more.
+	Declined     string
+	Recheck      int64
+	RecheckEvery int
 }
 
 // card is a payment method the pay form offers.
@@ -59,14 +66,20 @@ type card struct{ Token, Label string }
 // cardsOf are the payment methods of the provider: its test cards. fakepay
 // takes Stripe's test payment methods, and so does Stripe in test mode.
 func cardsOf(provider string) []card {
+	stripeCards := []card{
+		{payment.MethodVisa, "shop_card_visa"},
+		{"pm_card_mastercard", "shop_card_mastercard"},
+		{payment.MethodDeclined, "shop_card_declined"},
+		{"pm_card_chargeDeclinedInsufficientFunds", "shop_card_insufficient"},
+	}
 	switch provider {
-	case payment.NameFakepay, payment.NameStripe:
-		return []card{
-			{payment.MethodVisa, "shop_card_visa"},
-			{"pm_card_mastercard", "shop_card_mastercard"},
-			{payment.MethodDeclined, "shop_card_declined"},
-			{"pm_card_chargeDeclinedInsufficientFunds", "shop_card_insufficient"},
-		}
+	case payment.NameFakepay:
+		// Its own card for a payment declined and then, a few seconds
+		// later, accepted: what a buyer meets with an asynchronous
+		// authentication, which Stripe's test cards cannot show here.
+		return append(stripeCards, card{payment.MethodFailThenSucceed, "shop_card_fail_then_succeed"})
+	case payment.NameStripe:
+		return stripeCards
 	}
 	return nil
 }
@@ -122,15 +135,16 @@ func (s *Store) handleHoldPage(w http.ResponseWriter, r *http.Request) {
 			v.Notice = msg(v.Text, "shop_already_booked")
 		}
 	}
-	s.renderHold(w, r, http.StatusOK, h, ev, v, "")
+	s.renderHold(w, r, http.StatusOK, h, ev, v, "", nil)
 }
 
 // alreadyHeld is the query a hold form's answer adds to the page of the
 // hold the buyer had already.
 const alreadyHeld = "already"
 
-// renderHold shows the hold page; card is the method last chosen.
-func (s *Store) renderHold(w http.ResponseWriter, r *http.Request, status int, h ledger.Hold, ev *seats.Event, v view, card string) {
+// renderHold shows the hold page; card is the method last chosen, declined
+// the booking whose payment the pay form was just told failed (or nil).
+func (s *Store) renderHold(w http.ResponseWriter, r *http.Request, status int, h ledger.Hold, ev *seats.Event, v view, card string, declined *ledger.Booking) {
 	if cur, err := s.cfg.Ledger.Hold(r.Context(), h.ID); err == nil {
 		h = cur
 	}
@@ -156,6 +170,14 @@ func (s *Store) renderHold(w http.ResponseWriter, r *http.Request, status int, h
 	p.Payable = p.Status == ledger.StatusPending && s.cfg.Bookings != nil && !p.Paying
 	if p.Card == "" && len(p.Cards) > 0 {
 		p.Card = p.Cards[0].Token
+	}
+	if declined != nil && p.Payable {
+		// The same watch as the failed booking's own page: telling the
+		// buyer only to choose another card would have a second card
+		// pay too if the first payment goes through after all.
+		if left := failedWatch - now.Sub(declined.UpdatedAt); left > 0 {
+			p.Declined, p.Recheck, p.RecheckEvery = declined.ID, int64(left/time.Second), failedRefreshSeconds
+		}
 	}
 	title := "shop_hold_title"
 	switch {
@@ -194,10 +216,10 @@ func (s *Store) handleRelease(w http.ResponseWriter, r *http.Request) {
 		if cur, err := s.cfg.Ledger.Hold(r.Context(), h.ID); err == nil && cur.Status == ledger.StatusConfirmed {
 			why = "shop_err_hold_booked"
 		}
-		s.renderHold(w, r, http.StatusConflict, h, ev, view{Text: t, Error: msg(t, why)}, "")
+		s.renderHold(w, r, http.StatusConflict, h, ev, view{Text: t, Error: msg(t, why)}, "", nil)
 	case err != nil:
 		t := s.text(w, r)
-		s.renderHold(w, r, http.StatusServiceUnavailable, h, ev, view{Text: t, Error: msg(t, "shop_err_unavailable")}, "")
+		s.renderHold(w, r, http.StatusServiceUnavailable, h, ev, view{Text: t, Error: msg(t, "shop_err_unavailable")}, "", nil)
 	default:
 		seeOther(w, r, "/events/"+strconv.FormatInt(h.EventID, 10)+"?released=1")
 	}
@@ -213,7 +235,7 @@ func (s *Store) handlePay(w http.ResponseWriter, r *http.Request) {
 	f := r.PostForm
 	method := f.Get("card")
 	again := func(status int, id string, data ...any) {
-		s.renderHold(w, r, status, h, ev, view{Text: t, Error: msg(t, id, data...)}, method)
+		s.renderHold(w, r, status, h, ev, view{Text: t, Error: msg(t, id, data...)}, method, nil)
 	}
 	if s.cfg.Bookings == nil {
 		again(http.StatusServiceUnavailable, "shop_err_payments_off")
@@ -234,7 +256,8 @@ func (s *Store) handlePay(w http.ResponseWriter, r *http.Request) {
 			b = cur
 		}
 		if b.Status == ledger.BookingFailed {
-			again(http.StatusPaymentRequired, "shop_err_declined", "Reason", declineText(t, b.StatusReason))
+			s.renderHold(w, r, http.StatusPaymentRequired, h, ev,
+				view{Text: t, Error: msg(t, "shop_err_declined", "Reason", declineText(t, b.StatusReason))}, method, &b)
 			return
 		}
 		seeOther(w, r, "/bookings/"+b.ID)

@@ -237,3 +237,48 @@ func TestBrowserStorefrontLongRowOnAPhone(t *testing.T) {
 	require.NoError(t, chromedp.Do(tab, chromedp.ScrollIntoView(chromedp.CSS(`label[for="s-A-1-30"]`)), chromedp.Click(chromedp.CSS(`label[for="s-A-1-30"]`))))
 	browser.Until(t, tab, `document.getElementById("s-A-1-30").checked`)
 }
+
+// A card declined and then, a moment later, accepted: the page that says
+// it was declined also says it may still go through, names its booking,
+// keeps the pay form for another card, and takes the buyer to the booking
+// once it is confirmed, as its own page would.
+func TestBrowserStorefrontDeclinedThenAccepted(t *testing.T) {
+	s := newShop(t, shopOptions{})
+	ev := s.seatedEvent("Stadium night")
+	tab := browser.New(t)
+	admitIn(t, s, tab, ev, "ines")
+
+	require.NoError(t, chromedp.Do(tab, chromedp.Navigate(fmt.Sprintf("%s/events/%d", s.url, ev)), chromedp.WaitVisible(chromedp.ID("map"))))
+	require.NoError(t, chromedp.Do(tab, chromedp.Click(chromedp.CSS(`label[for="s-A-2-3"]`))))
+	browser.Until(t, tab, `document.getElementById("s-A-2-3").checked`)
+	require.NoError(t, chromedp.Do(tab, chromedp.Click(chromedp.ID("hold-seats")), chromedp.WaitVisible(chromedp.ID("pay"))))
+	require.NoError(t, chromedp.Do(tab, chromedp.Click(chromedp.ID("c-pm_fakepay_fail_then_succeed")), chromedp.Click(chromedp.ID("pay-button"))))
+	browser.Until(t, tab, `document.getElementById("error") !== null && document.getElementById("watching") !== null`)
+	browser.Screenshot(t, tab, "storefront-declined-may-go-through")
+
+	alert, err := chromedp.Run(tab, chromedp.Text(chromedp.ID("error")))
+	require.NoError(t, err)
+	assert.Contains(t, alert, "the bank did not confirm it")
+	said, err := chromedp.Run(tab, chromedp.Text(chromedp.ID("declined")))
+	require.NoError(t, err)
+	assert.Contains(t, said, "this one may still go through")
+	assert.Contains(t, said, "takes you to your booking if it goes through")
+	link, err := chromedp.Run(tab, chromedp.Evaluate[string](`document.getElementById("declined-link").href`))
+	require.NoError(t, err)
+	assert.Regexp(t, `/bookings/[0-9a-f-]{36}$`, link)
+	usable, err := chromedp.Run(tab, chromedp.Evaluate[bool](`!document.getElementById("pay-button").disabled && document.querySelectorAll('#pay input[name="card"]').length > 1`))
+	require.NoError(t, err)
+	assert.True(t, usable, "the pay form, for another card")
+
+	// The provider accepts the payment after all.
+	s.clock.Advance(6 * time.Second)
+	s.fp.Tick()
+	s.settle()
+	browser.Until(t, tab, fmt.Sprintf(`location.href === %q && document.querySelector('[data-status="confirmed"]') !== null`, link))
+	browser.Screenshot(t, tab, "storefront-declined-then-booked")
+
+	// Back leads to the hold's page, booked, not to the declined answer.
+	_, err = chromedp.Run(tab, chromedp.Evaluate[any](`history.back()`))
+	require.NoError(t, err)
+	browser.Until(t, tab, fmt.Sprintf(`/\/holds\/[0-9a-f-]{36}$/.test(location.href) && document.getElementById("booking-link") !== null && document.getElementById("booking-link").href === %q`, link))
+}

@@ -133,8 +133,10 @@ func (s *Store) render(w http.ResponseWriter, r *http.Request, status int, name 
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "same-origin")
+	// connect-src: the hold page's script looks at a declined payment's
+	// booking page.
 	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'self'; script-src 'self'; img-src 'self'; "+
-		"form-action 'self'; base-uri 'none'; frame-ancestors 'none'")
+		"connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'")
 	h.Add("Vary", "Accept-Encoding")
 	body := buf.Bytes()
 	if len(body) > gzipAbove && acceptsGzip(r) {

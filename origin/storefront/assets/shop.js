@@ -35,6 +35,25 @@
     };
     var timer = setInterval(tick, 1000);
   }
+  // A payment just declined may still go through: its booking is looked
+  // at as its own page would, and the buyer taken there (in place of this
+  // answer, so Back finds the hold booked) unless another card was sent.
+  var dec = document.querySelector("[data-recheck]");
+  if (dec && window.fetch) {
+    var at = function (n) { return 1000 * Number(dec.getAttribute("data-recheck-" + n)); };
+    var url = dec.getAttribute("data-recheck"), until = Date.now() + at("seconds");
+    var watching = document.createElement("span");
+    watching.id = "watching";
+    watching.textContent = " " + dec.getAttribute("data-watching");
+    dec.appendChild(watching);
+    var again = function () { if (Date.now() < until) { setTimeout(look, at("every")); } else { watching.remove(); } };
+    var look = function () {
+      fetch(url, { cache: "no-store" }).then(function (r) { return r.text(); }).then(function (html) {
+        if (/data-status="(confirmed|payment_pending)"/.test(html) && !document.querySelector("[data-sent]")) { location.replace(url); } else { again(); }
+      }, again);
+    };
+    again();
+  }
   // A form sent once is not sent again by a second click.
   document.addEventListener("submit", function (e) {
     var b = e.target.querySelector("button");
