@@ -196,6 +196,23 @@ func TestStorefrontPendingBookingRefreshes(t *testing.T) {
 	assert.Contains(t, done.body, "Seat #", "a general-admission ticket's seat number")
 }
 
+// The site has an icon: the pages name it, and /favicon.ico, which a
+// browser asks for by itself, is the same, cached as the other assets.
+func TestStorefrontIcon(t *testing.T) {
+	s := newShop(t, shopOptions{})
+	b := s.shopper()
+	m := regexp.MustCompile(`<link rel="icon" href="([^"]+)" type="image/svg\+xml">`).FindStringSubmatch(b.get("/").body)
+	require.NotNil(t, m, "the pages name their icon")
+	named := b.get(m[1])
+	for path, res := range map[string]page{m[1]: named, "/favicon.ico": b.get("/favicon.ico")} {
+		require.Equal(t, http.StatusOK, res.status, path)
+		assert.Equal(t, "image/svg+xml", res.header.Get("Content-Type"), path)
+		assert.Equal(t, "public, max-age=3600", res.header.Get("Cache-Control"), path)
+		assert.Contains(t, res.body, "<svg", path)
+		assert.Equal(t, named.body, res.body, path)
+	}
+}
+
 // The pages are light: a small stylesheet and script, cached; the pages
 // compressed for a browser that takes gzip.
 func TestStorefrontAssetsAndWeight(t *testing.T) {

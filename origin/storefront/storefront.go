@@ -118,10 +118,19 @@ func (s *Store) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /tickets", s.handleMyTickets)
 	assets, _ := fs.Sub(assetFS, "assets")
 	files := http.StripPrefix("/assets/", http.FileServerFS(assets))
-	mux.Handle("GET /assets/{file}", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	asset := func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "public, max-age=3600")
 		files.ServeHTTP(w, r)
-	}))
+	}
+	mux.HandleFunc("GET /assets/{file}", asset)
+	// The pages name their icon; a browser still asks for /favicon.ico
+	// where nothing names one (a ticket's QR code opened alone), and a
+	// 404 there is noise in every log.
+	mux.HandleFunc("GET /favicon.ico", func(w http.ResponseWriter, r *http.Request) {
+		r = r.Clone(r.Context())
+		r.URL.Path, r.URL.RawPath = "/assets/icon.svg", ""
+		asset(w, r)
+	})
 }
 
 // maxFormBytes bounds a form's body: the largest is a seat choice.

@@ -9,6 +9,9 @@ package storefront_test
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -281,4 +284,60 @@ func TestBrowserStorefrontDeclinedThenAccepted(t *testing.T) {
 	_, err = chromedp.Run(tab, chromedp.Evaluate[any](`history.back()`))
 	require.NoError(t, err)
 	browser.Until(t, tab, fmt.Sprintf(`/\/holds\/[0-9a-f-]{36}$/.test(location.href) && document.getElementById("booking-link") !== null && document.getElementById("booking-link").href === %q`, link))
+}
+
+// The tab shows the site's icon: the icon the browser asks for on a page
+// of the shop is there and draws, and nothing the page loads is missing.
+// A browser asks for /favicon.ico by itself, and answered 404 there on
+// every page.
+func TestBrowserStorefrontIcon(t *testing.T) {
+	s := newShop(t, shopOptions{})
+	ev := s.gaEvent("Club night")
+	tab := browser.New(t)
+	var mu sync.Mutex
+	answers := map[string]int64{}
+	require.NoError(t, chromedp.Listen(tab, func(e any) {
+		if r, ok := e.(*network.EventResponseReceived); ok {
+			mu.Lock()
+			answers[r.Response.URL] = r.Response.Status
+			mu.Unlock()
+		}
+	}))
+	_, err := chromedp.Call(tab, network.Enable, network.EnableParams{})
+	require.NoError(t, err)
+	require.NoError(t, chromedp.Do(tab, chromedp.Navigate(s.url+"/"), chromedp.WaitVisible(chromedp.ID(fmt.Sprintf("event-%d", ev)))))
+	require.NoError(t, chromedp.Do(tab, chromedp.Click(chromedp.ID(fmt.Sprintf("event-%d", ev))), chromedp.WaitVisible(chromedp.ID("qty"))))
+
+	icon := func() (string, int64) {
+		mu.Lock()
+		defer mu.Unlock()
+		for u, status := range answers {
+			if strings.HasSuffix(u, "/favicon.ico") || strings.Contains(u, "/assets/icon") {
+				return u, status
+			}
+		}
+		return "", 0
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for u, _ := icon(); u == "" && time.Now().Before(deadline); u, _ = icon() {
+		time.Sleep(100 * time.Millisecond)
+	}
+	u, status := icon()
+	require.NotEmpty(t, u, "the browser asked for an icon")
+	assert.Equal(t, int64(http.StatusOK), status, u)
+	mu.Lock()
+	for u, status := range answers {
+		assert.Less(t, status, int64(400), u)
+	}
+	mu.Unlock()
+
+	// The icon the page names, and the one at /favicon.ico, draw.
+	sizes, err := chromedp.Run(tab, chromedp.Evaluate[[]int](`Promise.all([document.querySelector('link[rel="icon"]').href, "/favicon.ico"].map(async src => {
+		const img = new Image();
+		img.src = src;
+		await img.decode();
+		return img.naturalWidth;
+	}))`, chromedp.EvalAwaitPromise))
+	require.NoError(t, err)
+	assert.Equal(t, []int{32, 32}, sizes)
 }
