@@ -196,6 +196,25 @@ func TestStorefrontPendingBookingRefreshes(t *testing.T) {
 	assert.Contains(t, done.body, "Seat #", "a general-admission ticket's seat number")
 }
 
+// The hold's expiry is a <time> with its instant: the page says it in UTC,
+// in every language, and the script rewrites it in the buyer's own zone.
+func TestStorefrontExpiryIsATime(t *testing.T) {
+	s := newShop(t, shopOptions{})
+	ev := s.gaEvent("Club night")
+	b := s.shopper().enter("ute", ev)
+	key := b.get(fmt.Sprintf("/events/%d", ev)).key(t)
+	hold := b.follow(b.post(fmt.Sprintf("/events/%d/holds", ev), url.Values{"key": {key}, "mode": {"quantity"}, "quantity": {"1"}}))
+	// The clock stands at 10:00:00 UTC; a hold lasts 600 s.
+	assert.Contains(t, hold.body, `<p id="expires">They are yours until <time datetime="2026-05-01T10:10:00Z">10:10:00 UTC</time>: pay before then.</p>`)
+	for lang, words := range map[string]string{
+		"de": `<p id="expires">Sie gehören Ihnen bis <time datetime="2026-05-01T10:10:00Z">10:10:00 UTC</time>: Zahlen Sie vorher.</p>`,
+		"es": `<p id="expires">Son tuyos hasta las <time datetime="2026-05-01T10:10:00Z">10:10:00 UTC</time>: paga antes.</p>`,
+		"ja": `<p id="expires"><time datetime="2026-05-01T10:10:00Z">10:10:00 UTC</time>まで確保されています。それまでにお支払いください。</p>`,
+	} {
+		assert.Contains(t, b.get(b.lastPath+"?lang="+lang).body, words, lang)
+	}
+}
+
 // The site has an icon: the pages name it, and /favicon.ico, which a
 // browser asks for by itself, is the same, cached as the other assets.
 func TestStorefrontIcon(t *testing.T) {

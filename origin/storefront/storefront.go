@@ -2,9 +2,10 @@
 // events, an event's seats, the hold, the payment, the bookings and their
 // tickets, as html/template pages with embedded assets. The pages work
 // without JavaScript (forms, POST-redirect-GET, meta refresh); the little
-// script there is makes the hold's countdown tick, keeps a form from being
-// sent twice, and loads the hold's page again when Back restores it from
-// the browser's cache.
+// script there is makes the hold's countdown tick, writes times in the
+// buyer's own time zone, watches a declined payment that may still go
+// through, keeps a form from being sent twice, and loads the hold's page
+// again when Back restores it from the browser's cache.
 //
 // It calls the seat protocol and the booking flow directly, as the JSON
 // API does, never the origin's own HTTP. Creating a hold needs the queue

@@ -341,3 +341,33 @@ func TestBrowserStorefrontIcon(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []int{32, 32}, sizes)
 }
+
+// A buyer in Tokyo reads the hold's expiry in Tokyo's time, in the page's
+// language; the UTC the page was written with stays at hand.
+func TestBrowserStorefrontExpiryInLocalTime(t *testing.T) {
+	s := newShop(t, shopOptions{})
+	ev := s.gaEvent("Club night")
+	tab := browser.New(t)
+	_, err := chromedp.Call(tab, emulation.SetTimezoneOverride, emulation.SetTimezoneOverrideParams{TimezoneID: "Asia/Tokyo"})
+	require.NoError(t, err)
+	admitIn(t, s, tab, ev, "yuki")
+	require.NoError(t, chromedp.Do(tab, chromedp.Navigate(fmt.Sprintf("%s/events/%d", s.url, ev)), chromedp.WaitVisible(chromedp.ID("qty"))))
+	require.NoError(t, chromedp.Do(tab, chromedp.Click(chromedp.CSS(`form[action$="/holds"] button`)), chromedp.WaitVisible(chromedp.ID("pay"))))
+	browser.Until(t, tab, `!document.querySelector("#expires time").textContent.includes("UTC")`)
+	browser.Screenshot(t, tab, "storefront-expiry-local-time")
+
+	// The hold, made at 10:00 UTC, lasts ten minutes: 19:10 in Tokyo.
+	said, err := chromedp.Run(tab, chromedp.Text(chromedp.ID("expires")))
+	require.NoError(t, err)
+	assert.Regexp(t, `^They are yours until 7:10:00[\s\x{202f}]PM GMT\+9: pay before then\.$`, said)
+	utc, err := chromedp.Run(tab, chromedp.AttributeValue(chromedp.CSS("#expires time"), "title"))
+	require.NoError(t, err)
+	assert.Equal(t, "10:10:00 UTC", utc.Value)
+
+	// In Japanese, as Japanese write it.
+	require.NoError(t, chromedp.Do(tab, chromedp.Click(chromedp.CSS(`a[hreflang="ja"]`)), chromedp.WaitVisible(chromedp.ID("pay"))))
+	browser.Until(t, tab, `document.documentElement.lang === "ja" && !document.querySelector("#expires time").textContent.includes("UTC")`)
+	said, err = chromedp.Run(tab, chromedp.Text(chromedp.ID("expires")))
+	require.NoError(t, err)
+	assert.Contains(t, said, "19:10:00 JST")
+}

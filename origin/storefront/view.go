@@ -76,6 +76,27 @@ func (v view) Money(amount int64, currency string) string {
 // Clock writes a time of day in UTC, as the hold's expiry.
 func (v view) Clock(t time.Time) string { return t.UTC().Format("15:04:05") + " UTC" }
 
+// At is message id with its time, data name, as a <time> element: the UTC
+// text for a page without the script, the instant in datetime for the
+// script to write in the buyer's own time zone.
+func (v view) At(id, name string, t time.Time) (template.HTML, error) {
+	// A mark no catalog writes, where the time goes: the message is
+	// escaped around the element, never the element itself.
+	const mark = "\ue000"
+	m, err := v.T(id, name, mark)
+	if err != nil {
+		return "", err
+	}
+	before, after, ok := strings.Cut(m, mark)
+	if !ok {
+		// An operator's catalog may leave the time out.
+		return template.HTML(template.HTMLEscapeString(m)), nil
+	}
+	return template.HTML(template.HTMLEscapeString(before) +
+		`<time datetime="` + t.UTC().Format(time.RFC3339) + `">` + template.HTMLEscapeString(v.Clock(t)) + `</time>` +
+		template.HTMLEscapeString(after)), nil
+}
+
 // Seconds is how long until t, at least 0.
 func (v view) Seconds(t time.Time) int64 { return max(int64(t.Sub(v.now)/time.Second), 0) }
 

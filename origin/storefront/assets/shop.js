@@ -54,6 +54,11 @@
     };
     again();
   }
+  // The server writes times in UTC; the buyer reads them in their own zone.
+  document.querySelectorAll("time[datetime]").forEach(function (el) {
+    el.title = el.textContent;
+    el.textContent = new Date(el.getAttribute("datetime")).toLocaleTimeString(document.documentElement.lang, { timeZoneName: "short" });
+  });
   // A form sent once is not sent again by a second click.
   document.addEventListener("submit", function (e) {
     var b = e.target.querySelector("button");
