@@ -99,6 +99,8 @@ func TestStorefrontSeatsToTickets(t *testing.T) {
 	assert.Regexp(t, `data-status="(cancelled|refunded)"`, cancelled.body)
 	assert.Regexp(t, `data-refund="(pending|succeeded)"`, cancelled.body)
 	assert.Empty(t, ticketImg.FindAllStringSubmatch(cancelled.body, -1), "the tickets are void")
+	assert.Contains(t, cancelled.body, `<p id="ended">You cancelled this booking. Its tickets are no longer valid.</p>`)
+	assert.NotContains(t, cancelled.body, `id="pay-again"`, "the hold is sold and given back")
 	twice := b.post(bookingPath+"/cancellation", url.Values{})
 	assert.Equal(t, http.StatusSeeOther, twice.status, "cancelling again shows the same cancellation")
 }

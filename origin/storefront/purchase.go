@@ -302,6 +302,19 @@ type bookingPage struct {
 	// Rechecking: the payment failed a moment ago, and the page reloads
 	// itself for a while in case the provider changes its mind.
 	Rechecking bool
+	// Ended: why a cancelled or refunded booking ended, in words ("" when
+	// the storefront has none for its reason).
+	Ended string
+	// PayAgain: the booking's hold is still the buyer's to pay.
+	PayAgain bool
+}
+
+// endedReasons are the reasons a booking ends cancelled or refunded that a
+// buyer is told in words (shop_ended_<reason>); the others need none.
+var endedReasons = []string{
+	booking.ReasonCancelled, booking.ReasonLateSoldOut, booking.ReasonLatePerUserLimit,
+	booking.ReasonPaidAfterFailure, booking.ReasonNoSeatLeft, booking.ReasonRefundedAtProvider,
+	booking.ReasonPaymentMismatch,
 }
 
 type ticketView struct {
@@ -371,6 +384,15 @@ func (s *Store) renderBooking(w http.ResponseWriter, r *http.Request, status int
 	if b.Status == ledger.BookingFailed {
 		p.Failure = declineText(v.Text, b.StatusReason)
 		p.Rechecking = s.now().Sub(b.UpdatedAt) < failedWatch
+	}
+	if (b.Status == ledger.BookingCancelled || b.Status == ledger.BookingRefunded) && slices.Contains(endedReasons, b.StatusReason) {
+		p.Ended = msg(v.Text, "shop_ended_"+b.StatusReason)
+		// A payment of the wrong amount leaves the hold as it was: while it
+		// lasts, the buyer may pay its price.
+		if b.StatusReason == booking.ReasonPaymentMismatch {
+			h, err := s.cfg.Ledger.Hold(ctx, b.HoldID)
+			p.PayAgain = err == nil && h.StatusAt(s.now()) == ledger.StatusPending
+		}
 	}
 	if b.Status == ledger.BookingConfirmed {
 		ts, err := s.cfg.Ledger.TicketsOf(ctx, b.ID)
