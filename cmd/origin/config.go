@@ -102,7 +102,7 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (co
 	fs.StringVar(&provider, "payment-provider", env("PAYMENT_PROVIDER", payment.NameFakepay),
 		"payment provider: fakepay or stripe (PAYMENT_PROVIDER); its secrets come from the environment only")
 	var errs []error
-	for _, d := range []struct {
+	durations := []struct {
 		p     *time.Duration
 		flag  string
 		env   string
@@ -120,7 +120,8 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (co
 		{&c.events.Timeout, "events-timeout", "ORIGIN_EVENTS_TIMEOUT", 10 * time.Second, "bound of one try to send a booking event; its lease to a node is twice as long"},
 		{&c.events.MaxAge, "events-max-age", "ORIGIN_EVENTS_MAX_AGE", 72 * time.Hour, "age after which a booking event not acknowledged is given up on"},
 		{&c.paymentPendingAfter, "payment-pending-after", "ORIGIN_PAYMENT_PENDING_AFTER", time.Minute, "how long a booking waits for its payment's webhook before the provider is asked"},
-	} {
+	}
+	for _, d := range durations {
 		def, err := envDuration(d.env, d.def)
 		errs = append(errs, err)
 		fs.DurationVar(d.p, d.flag, def, d.usage+" ("+d.env+")")
@@ -133,6 +134,16 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (co
 	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	// A flag overrides its variable, so it is held to the same rule: the
+	// loops would otherwise take a zero or negative interval for their
+	// default without a word.
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	for _, d := range durations {
+		if set[d.flag] && *d.p <= 0 {
+			errs = append(errs, fmt.Errorf("%s (-%s): %q is not a positive duration (e.g. 10s)", d.env, d.flag, d.p.String()))
+		}
 	}
 
 	required := func(name, flagName, v string) {

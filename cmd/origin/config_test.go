@@ -181,6 +181,13 @@ func TestLoadConfig(t *testing.T) {
 		{name: "bad redis cluster url", env: with("REDIS_URL", "redis://127.0.0.1:7000?addr=7001"), wantErr: "REDIS_URL is malformed"},
 		{name: "bad database url", env: with("DATABASE_URL", "postgres://%zz"), wantErr: "DATABASE_URL is malformed"},
 		{name: "bad duration", env: with("ORIGIN_REAPER_INTERVAL", "often"), wantErr: "ORIGIN_REAPER_INTERVAL"},
+		// A flag is refused what its variable is: a negative interval
+		// passed the flag and crashed the reaper once the origin was ready.
+		{name: "negative duration flag", env: valid, args: []string{"-reaper-interval=-1s"},
+			wantErr: `ORIGIN_REAPER_INTERVAL (-reaper-interval): "-1s" is not a positive duration`},
+		{name: "zero duration flag", env: valid, args: []string{"-hold-write-timeout", "0s"},
+			wantErr: `ORIGIN_HOLD_WRITE_TIMEOUT (-hold-write-timeout): "0s" is not a positive duration`},
+		{name: "negative settle flag", env: valid, args: []string{"-rebuild-settle=-5s"}, wantErr: "ORIGIN_REBUILD_SETTLE (-rebuild-settle)"},
 		{name: "events off by default", env: valid, check: func(t *testing.T, c config) {
 			assert.Empty(t, c.events.URL)
 		}},
