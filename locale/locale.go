@@ -67,7 +67,7 @@ func Load(dir string) (*Catalog, error) {
 		return nil, err
 	}
 	if dir != "" {
-		if err := loadFS(b, os.DirFS(dir), "."); err != nil {
+		if err := loadDir(b, dir); err != nil {
 			return nil, fmt.Errorf("locales %s: %w", dir, err)
 		}
 	}
@@ -84,6 +84,30 @@ func Load(dir string) (*Catalog, error) {
 		})
 	}
 	return c, nil
+}
+
+// loadDir loads the operator's catalogs. Its errors leave the directory's
+// name to the caller: read through os.DirFS, the directory is ".", which
+// would only puzzle the operator who wrote its real name.
+func loadDir(b *i18n.Bundle, dir string) error {
+	fi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return errors.New("no such directory")
+	case err != nil:
+		return pathless(err)
+	case !fi.IsDir():
+		return errors.New("not a directory")
+	}
+	return pathless(loadFS(b, os.DirFS(dir), "."))
+}
+
+// pathless drops the path an fs.PathError repeats.
+func pathless(err error) error {
+	if pe, ok := err.(*fs.PathError); ok {
+		return pe.Err
+	}
+	return err
 }
 
 func loadFS(b *i18n.Bundle, fsys fs.FS, dir string) error {

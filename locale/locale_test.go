@@ -230,8 +230,17 @@ func TestOperatorCatalogErrors(t *testing.T) {
 			assert.Error(t, err)
 		})
 	}
-	_, err := Load(filepath.Join(t.TempDir(), "missing"))
-	assert.Error(t, err)
+	// The directory is named once, as the operator wrote it: the file
+	// system it is read through calls it ".", which says nothing.
+	missing := filepath.Join(t.TempDir(), "missing")
+	_, err := Load(missing)
+	require.Error(t, err)
+	assert.Equal(t, "locales "+missing+": no such directory", err.Error())
+	file := filepath.Join(t.TempDir(), "fr.toml")
+	write(t, filepath.Dir(file), "fr.toml", `waiting_title = "x"`)
+	_, err = Load(file)
+	require.Error(t, err)
+	assert.Equal(t, "locales "+file+": not a directory", err.Error())
 }
 
 func write(t *testing.T, dir, name, text string) {
