@@ -631,7 +631,7 @@ func TestProvisionRefusesBadConfig(t *testing.T) {
 		"fixed rate, loop figures": {Handler{Event: 1, Keys: keys, Autopilot: &Autopilot{Step: 5, Interval: caddy.Duration(time.Second), MaxUndecided: 9}},
 			"belong to the closed loop"},
 		"bad cookie_secure":    {Handler{Event: 1, Keys: keys, CookieSecure: "never"}, `cookie_secure: must be "always" or "auto" (got "never")`},
-		"bad store":            {Handler{Event: 1, Keys: keys, Store: "postgres://x"}, "store"},
+		"bad store":            {Handler{Event: 1, Keys: keys, Store: "postgres://x"}, `store: want "memory" or a redis://, rediss:// or unix:// URL`},
 		"bad redis url":        {Handler{Event: 1, Keys: keys, Store: "redis://host:notaport/0"}, "store"},
 		"bad cluster addr":     {Handler{Event: 1, Keys: keys, Store: "redis://127.0.0.1:7000?addr=7001"}, "store"},
 		"store from empty env": {Handler{Event: 1, Keys: keys, Store: "{env.WAITROOM_TEST_UNSET_STORE}"}, "store"},

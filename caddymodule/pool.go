@@ -53,7 +53,8 @@ func parseStoreSpec(store string, lease int64) (storeSpec, error) {
 		}
 		return storeSpec{redisURL: store, lease: max(lease, 1)}, nil
 	default:
-		return storeSpec{}, fmt.Errorf("store: want %q or a redis:// URL", memoryStore)
+		// The value is not repeated: a Redis URL may carry a password.
+		return storeSpec{}, fmt.Errorf("store: want %q or a redis://, rediss:// or unix:// URL", memoryStore)
 	}
 }
 
