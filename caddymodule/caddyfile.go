@@ -196,7 +196,9 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			h.SoldOutMaxAge = caddy.Duration(dur)
 		case "sold_out_at_zero":
 			if d.NextArg() {
-				return d.ArgErr()
+				// Named like every other subdirective's error: Caddy's own
+				// ("wrong argument count") leaves the operator to guess.
+				return d.Errf("sold_out_at_zero: takes no argument (got %q)", d.Val())
 			}
 			h.SoldOutAtZero = true
 		case "waiting_template":

@@ -124,7 +124,7 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 		{name: "bad waiting status", input: "waitroom {\n waiting_status 404\n}", err: "waiting_status: must be 200, 202, 429 or 503 (got 404)"},
 		{name: "waiting status not a number", input: "waitroom {\n waiting_status ok\n}", err: "waiting_status: \"ok\" is not an integer"},
 		{name: "bad max age", input: "waitroom {\n sold_out_max_age forever\n}", err: "sold_out_max_age: \"forever\" is not a duration"},
-		{name: "sold_out_at_zero takes no argument", input: "waitroom {\n sold_out_at_zero on\n}", err: "wrong argument count"},
+		{name: "sold_out_at_zero takes no argument", input: "waitroom {\n sold_out_at_zero on\n}", err: `sold_out_at_zero: takes no argument (got "on")`},
 		{name: "zero max age", input: "waitroom {\n sold_out_max_age 0s\n}", err: "sold_out_max_age: must be positive"},
 		{name: "waiting template missing", input: "waitroom {\n waiting_template\n}", err: "waiting_template: want exactly one argument"},
 		{name: "sold out template missing", input: "waitroom {\n sold_out_template\n}", err: "sold_out_template: want exactly one argument"},
