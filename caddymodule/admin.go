@@ -380,8 +380,10 @@ func (a *Admin) change(w http.ResponseWriter, r *http.Request, entry *roomEntry,
 	case errors.Is(err, waitroom.ErrNegative):
 		return apiError(http.StatusBadRequest, "%v", err)
 	case errors.Is(err, waitroom.ErrOverflow):
+		// The store's own words (a Redis error) are nothing the caller can
+		// act on.
 		return caddy.APIError{HTTPStatus: http.StatusUnprocessableEntity, Message: "watermark_overflow",
-			Err: fmt.Errorf("the watermark cannot be raised that far: %w", err)}
+			Err: fmt.Errorf("the watermark cannot be raised that far: it would pass %d, the largest position", int64(math.MaxInt64))}
 	case err != nil:
 		a.logger.Warn("event state change failed",
 			given, zap.Int64("event", id), zap.String("remote", r.RemoteAddr), zap.Error(err))

@@ -856,17 +856,22 @@ func adminHardCapLive(t *testing.T, store string) {
 	}
 }
 
-func TestAdminAPIErrors(t *testing.T) {
+func TestAdminAPIErrorsMemory(t *testing.T) { adminAPIErrors(t, "memory") }
+
+func TestAdminAPIErrorsRedis(t *testing.T) { adminAPIErrors(t, testenv.RedisURL(t)) }
+
+func adminAPIErrors(t *testing.T, store string) {
 	ev := testenv.EventID()
 	evs := strconv.FormatInt(ev, 10)
 	load(t, testenv.FreePort(t), fmt.Sprintf(`
 	waitroom {
 		event %d
 		key k1 %s
+		store %s
 		watermark 3
 		hard_cap 100
 	}
-	respond "the site"`, ev, testSecret))
+	respond "the site"`, ev, testSecret, store))
 	events := "/waitroom/events/" + evs
 
 	code, state, raw := adminCall(t, adminPort, http.MethodGet, events, "")
@@ -920,6 +925,7 @@ func TestAdminAPIErrors(t *testing.T) {
 			assert.Equal(t, c.status, code, raw)
 			assert.Equal(t, c.code, body["error"], raw)
 			assert.NotEmpty(t, body["message"], raw)
+			assert.NotContains(t, body["message"], "update state", "the store's own words: %s", raw)
 		})
 	}
 
