@@ -17,7 +17,7 @@ import (
 	"github.com/waitroom/waitroom/waitroom"
 )
 
-// The admission rules of docs/api.md §3 and §12 that tie a position to
+// The admission rules of docs/api.md §3 that tie a position to
 // when it was handed out, to its revocation and to the pre-queue token that
 // yielded it, each through the handler: requests in, answers out.
 
@@ -592,7 +592,7 @@ func TestPreQueueAccountTokenAfterTheOpeningWasRemoved(t *testing.T) {
 // takes over what the old one saw: a place whose window ended is not
 // admitted again, by its token or by the pre-queue token that yielded it
 // (defect: the new room counted every admitted position from its first
-// read, so both admitted again; docs/api.md §3, §12).
+// read, so both admitted again; docs/api.md §3).
 func TestReloadKeepsSpentPlacesSpent(t *testing.T) {
 	eachStore(t, func(t *testing.T, h *Handler, clk *clock) {
 		pre := oneEntrantDrawn(t, h, clk, get(h, ""))

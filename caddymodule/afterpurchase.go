@@ -16,7 +16,7 @@ import (
 	"github.com/waitroom/waitroom/waitroom"
 )
 
-// The buyer's pages after the purchase (after_purchase, docs/api.md §12).
+// The buyer's pages after the purchase (after_purchase, docs/api.md §3).
 // The site revokes a buyer's token once the booking is confirmed, so the
 // queue's place is not used twice; without these paths the buyer's next
 // request would be a new arrival, its cookie replaced, and the booking and

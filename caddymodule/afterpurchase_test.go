@@ -19,7 +19,7 @@ import (
 	"github.com/waitroom/waitroom/waitroom"
 )
 
-// after_purchase (docs/api.md §12): a visitor whose token the site revoked,
+// after_purchase (docs/api.md §3): a visitor whose token the site revoked,
 // or whose account's position is completed, is passed on to the buyer's
 // pages after the purchase, its cookie kept, and to nothing else.
 

@@ -14,7 +14,7 @@ import (
 	"github.com/waitroom/waitroom/waitroom"
 )
 
-// All held is not sold out (docs/api.md §12): while no seat is left but
+// All held is not sold out (docs/api.md §3): while no seat is left but
 // live holds could still end, a visitor not admitted keeps waiting and is
 // told so; the 410 comes when nothing can come back, when an operator
 // sells the event out, or past the hard cap.

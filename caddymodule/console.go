@@ -111,7 +111,7 @@ func queueCounts(r *waitroom.Room) (admitted, waiting int64) {
 		last = min(last, s.HardCap)
 	}
 	admitted = min(s.Watermark, last)
-	// Sold out, nobody waits; all held, they still do (docs/api.md §12).
+	// Sold out, nobody waits; all held, they still do (docs/api.md §3).
 	if !(s.SoldOut && r.Availability().SoldOut) && last > s.Watermark {
 		waiting = r.Ahead(last + 1)
 	}

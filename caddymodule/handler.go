@@ -171,7 +171,7 @@ type Handler struct {
 	// Answer sold out as soon as the origin finds no seat left to hold,
 	// even while seats in live holds may still come back. Default: off:
 	// until nothing can come back, visitors not yet admitted keep waiting
-	// and are told every seat is held (docs/api.md §12). An operator's
+	// and are told every seat is held (docs/api.md §3). An operator's
 	// sold-out flag and the hard cap are answered sold out either way.
 	SoldOutAtZero bool `json:"sold_out_at_zero,omitempty"`
 

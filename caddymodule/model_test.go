@@ -1353,7 +1353,7 @@ func (m *model) preQueueToken(now time.Time, account string, tk waitroom.Ticket,
 			// (the model let it only once that place's window may have
 			// ended): the token is a new arrival of the account, which is
 			// answered at the account's position as that position's own
-			// token would be (docs/api.md §3, §12).
+			// token would be (docs/api.md §3).
 			return m.token(now, account, waitroom.Ticket{Subject: sub, Position: held.pos, Account: true}, a)
 		}
 		// Its bearer may arrive anew, as anyone, at the back (docs/api.md
@@ -1420,7 +1420,7 @@ func (m *model) preQueueToken(now time.Time, account string, tk waitroom.Ticket,
 		if held := m.accounts[sub]; held != nil && !waitroom.IsVisitorID(sub) && a.pos == held.pos && m.spent(m.opensAt, now) {
 			// Its drawn place may have come and gone, and the account
 			// was given one at the back from another device: the token
-			// yields the account's position (docs/api.md §12).
+			// yields the account's position (docs/api.md §3).
 			return m.token(now, account, waitroom.Ticket{Subject: sub, Position: held.pos, Account: true}, a)
 		}
 		return m.drawnFirst(now, sub, a)
@@ -1445,7 +1445,7 @@ func (m *model) preQueueToken(now time.Time, account string, tk waitroom.Ticket,
 	}
 	if held := m.accounts[sub]; held != nil && !waitroom.IsVisitorID(sub) && a.pos == held.pos {
 		// An account's pre-queue token is answered as the token of the
-		// position the account holds (docs/api.md §12).
+		// position the account holds (docs/api.md §3).
 		return m.token(now, account, waitroom.Ticket{Subject: sub, Position: held.pos, Account: true}, a)
 	}
 	if m.atRecordedDraw(now, account, sub, a) == nil {

@@ -61,7 +61,7 @@ func (h *Handler) enterAgain(w http.ResponseWriter, r *http.Request, t waitroom.
 
 // servePreQueueTicket answers the bearer of a pre-queue token: the pre-queue
 // answer until the opening, then by the one position the token yields
-// (docs/api.md §12), on a token issued anew: the position the draw gave it,
+// (docs/api.md §3), on a token issued anew: the position the draw gave it,
 // or, when the draw has none for it (the opening was taken out of the
 // config, or the store lost the entry), the one its first presentation was
 // handed, without another challenge or join-rate check (it met both when it

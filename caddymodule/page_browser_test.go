@@ -152,7 +152,7 @@ func TestBrowserWaitingPage(t *testing.T) {
 	browser.Screenshot(t, bob, "waiting-de")
 
 	// Every seat in a basket: bob keeps his place, and his page says so,
-	// from a poll (docs/api.md §12).
+	// from a poll (docs/api.md §3).
 	entry := findRoom(ev)
 	require.NotNil(t, entry)
 	_, uerr := entry.room.Update(t.Context(), waitroom.Change{SoldOut: ptr(true), Actor: waitroom.ActorOrigin})

@@ -79,7 +79,7 @@ type WaitingPage struct {
 	Paused bool
 	// AllHeld is true while no seat is left but MayReturn seats are in
 	// live holds, which may come back within MayReturnWithinSeconds if
-	// their buyers do not pay (docs/api.md §12); AllHeldWords says so in
+	// their buyers do not pay (docs/api.md §3); AllHeldWords says so in
 	// the page's language. Zero values otherwise.
 	AllHeld                bool
 	MayReturn              int64
@@ -127,7 +127,7 @@ type waitingBody struct {
 	Paused               bool   `json:"paused"`
 	// AllHeld: no seat is left to hold, but MayReturn seats are in live
 	// holds that end, paid for or back on sale, within
-	// MayReturnWithinSeconds (docs/api.md §12).
+	// MayReturnWithinSeconds (docs/api.md §3).
 	AllHeld                bool  `json:"all_held"`
 	MayReturn              int64 `json:"may_return,omitempty"`
 	MayReturnWithinSeconds int64 `json:"may_return_within_seconds,omitempty"`

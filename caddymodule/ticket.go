@@ -128,7 +128,7 @@ func (h *Handler) issue(user string, account bool, pos int64, handedOut time.Tim
 
 // availability is what positions not yet admitted are answered by at
 // state s: sold out once nothing can come back, or all held while seats
-// in live holds may (docs/api.md §12); with sold_out_at_zero, sold out by
+// in live holds may (docs/api.md §3); with sold_out_at_zero, sold out by
 // the flag alone, as soon as no seat is left to hold.
 func (h *Handler) availability(s waitroom.State) waitroom.Availability {
 	inv, fresh := h.room.room.Inventory()

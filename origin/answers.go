@@ -156,7 +156,7 @@ func (s bookingsAPI) bookingAnswer(ctx context.Context, res booking.Result) resp
 	return errorResponse(a.status, a.outcome, a.msg)
 }
 
-// The gate's answers (docs/api.md §10).
+// The gate's answers (docs/api.md §11).
 
 // scanInvalid is the result of a code no key signed, or the ledger never
 // issued.

@@ -16,7 +16,7 @@ import (
 	"github.com/waitroom/waitroom/origin/ticketcode"
 )
 
-// The gate (docs/api.md §10): POST /v1/scans admits a ticket once, online
+// The gate (docs/api.md §11): POST /v1/scans admits a ticket once, online
 // or, for a device that verified codes itself, by the upload of its scans;
 // GET /v1/scans/keys gives devices the public keys they verify with. A gate
 // admits to one event: a device's, or the one a scan with the shared token

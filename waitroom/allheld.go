@@ -2,7 +2,7 @@ package waitroom
 
 import "time"
 
-// All held is not sold out (docs/api.md §12). When the last seat goes into
+// All held is not sold out (docs/api.md §3). When the last seat goes into
 // a buyer's basket the origin raises the sold-out flag, yet every seat
 // still in a pending hold comes back unless its buyer pays. Until nothing
 // can come back, a position not yet admitted keeps its place and is told

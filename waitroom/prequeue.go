@@ -10,7 +10,7 @@ import (
 	"github.com/waitroom/waitroom/hashtag"
 )
 
-// A pre-queue token yields one position, ever (docs/api.md §12): the one
+// A pre-queue token yields one position, ever (docs/api.md §3): the one
 // the draw gave its bearer, or, when the draw has none for it (its bearer
 // was not in it, or the opening was taken out of the config), the one its
 // first presentation was handed, which the store keeps by the token's

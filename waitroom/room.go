@@ -282,7 +282,7 @@ func (r *Room) ensure(ctx context.Context, lost bool) (State, error) {
 	if r.known.Load() {
 		// What the room read from the store, even below the configured
 		// one (staff lowered it): that is "used when the store has no
-		// watermark yet" (docs/api.md §6), when no node remembers one.
+		// watermark yet" (docs/api.md §14), when no node remembers one.
 		d.Watermark = cur.Watermark
 	} else {
 		d.WatermarkConfigured = true

@@ -128,7 +128,7 @@ type Defaults struct {
 	Watermark int64
 	// WatermarkConfigured says Watermark is only the configured one: the
 	// node remembers none. A restore then uses it only when no node
-	// remembers a watermark (docs/api.md §6: "used when the store has no
+	// remembers a watermark (docs/api.md §14: "used when the store has no
 	// watermark yet"); one that does replaces it, even with a lower one
 	// (staff lowered it).
 	WatermarkConfigured bool

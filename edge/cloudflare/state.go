@@ -32,7 +32,7 @@ type State struct {
 	SoldOut bool  `json:"sold_out"`
 	// AllHeld is set while the gateway keeps visitors waiting despite
 	// SoldOut: no seat is left, but MayReturn seats in live holds may
-	// come back (docs/api.md §12). The Worker answers 410 only for a
+	// come back (docs/api.md §3). The Worker answers 410 only for a
 	// SoldOut state without it, which nothing brings back.
 	AllHeld   bool  `json:"all_held"`
 	MayReturn int64 `json:"may_return"`

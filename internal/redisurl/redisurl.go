@@ -3,7 +3,7 @@
 // and selects Redis Cluster (the URL's host and every addr are seed nodes);
 // any other redis://, rediss:// or unix:// URL is one server. The gateway's
 // store and the origin both build their clients here, so the two binaries
-// read the same URL the same way (docs/api.md §11).
+// read the same URL the same way (docs/api.md §14).
 package redisurl
 
 import (
