@@ -215,13 +215,7 @@ func (s *Settlement) refundedBeforeSettled(ctx context.Context, b ledger.Booking
 // issued for it and the money goes back whole. The hold stays as it is: the
 // buyer may still pay it through a new booking, or it expires.
 func (s *Settlement) refundMismatched(ctx context.Context, b ledger.Booking, paymentID string, p *payment.Payment) error {
-	var settled ledger.Booking
-	var refund bool
-	err := s.ledger.InTx(ctx, time.Time{}, func(tx ledger.Tx) error {
-		var err error
-		settled, refund, err = tx.Bookings().RefundPayment(ctx, b.ID, ReasonPaymentMismatch, paymentID, s.now())
-		return err
-	})
+	settled, refund, err := s.ledger.Bookings().RefundPayment(ctx, b.ID, ReasonPaymentMismatch, paymentID, s.now())
 	if err != nil {
 		return fmt.Errorf("refund booking %s paid for another amount: %w", b.ID, err)
 	}
