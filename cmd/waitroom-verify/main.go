@@ -15,12 +15,15 @@
 package main
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/waitroom/waitroom/waitroom/lottery"
 )
@@ -45,6 +48,11 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return 2
 	}
+	want, err := parseCommitment(*commitment)
+	if err != nil {
+		fmt.Fprintln(stderr, "waitroom-verify:", err)
+		return 2
+	}
 	in := stdin
 	if fs.NArg() == 1 && fs.Arg(0) != "-" {
 		f, err := os.Open(fs.Arg(0))
@@ -55,11 +63,36 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		defer f.Close()
 		in = f
 	}
-	if err := verify(in, stdout, *id, *commitment); err != nil {
+	if err := verify(in, stdout, *id, want); err != nil {
 		fmt.Fprintln(stderr, "waitroom-verify:", err)
 		return 1
 	}
 	return 0
+}
+
+// parseCommitment reads the commitment the user saved, in lower case; ""
+// when none was given. One that cannot be a SHA-256 is refused as usage:
+// compared as it is, a slip in copying it would read as a draw whose
+// commitment changed.
+func parseCommitment(s string) (string, error) {
+	s = strings.ToLower(strings.TrimSpace(s))
+	if s == "" {
+		return "", nil
+	}
+	if b, err := hex.DecodeString(s); err != nil || len(b) != sha256.Size {
+		return "", fmt.Errorf("-commitment: want the 64 hex digits of a SHA-256, got %q", s)
+	}
+	return s, nil
+}
+
+// document is what the lottery route may answer: a draw, the commitment
+// alone before it, or an error ({"error", "message"}; Caddy's own admin
+// errors have no message), which is what a file saved from a wrong event
+// or route holds.
+type document struct {
+	lottery.Published
+	Error   string `json:"error"`
+	Message string `json:"message"`
 }
 
 // errNotDrawn is returned for the answer of the lottery route before the
@@ -67,14 +100,32 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 var errNotDrawn = errors.New("no seed: the draw has not been made yet (only the commitment is published)")
 
 func verify(in io.Reader, out io.Writer, id, commitment string) error {
-	var p lottery.Published
-	if err := json.NewDecoder(in).Decode(&p); err != nil {
+	var d document
+	dec := json.NewDecoder(in)
+	if err := dec.Decode(&d); err != nil {
+		if errors.Is(err, io.EOF) {
+			return errors.New("reading the lottery: the input is empty")
+		}
 		return fmt.Errorf("reading the lottery: %w", err)
 	}
-	if p.Seed == "" {
-		return errNotDrawn
+	// Two answers saved into one file are not one draw.
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return errors.New("reading the lottery: data after the draw")
 	}
-	if commitment != "" && commitment != p.Commitment {
+	p := d.Published
+	switch {
+	case d.Error != "" && d.Message != "":
+		return fmt.Errorf("not a draw but an error answer: %s: %s", d.Error, d.Message)
+	case d.Error != "":
+		return fmt.Errorf("not a draw but an error answer: %s", d.Error)
+	case p.Commitment == "":
+		return errors.New("not a draw: it has no commitment")
+	case p.Seed == "":
+		return errNotDrawn
+	case p.Base < 0:
+		return fmt.Errorf("base %d is negative: positions start at 1", p.Base)
+	}
+	if commitment != "" && commitment != strings.ToLower(p.Commitment) {
 		return fmt.Errorf("the published commitment %s is not the one given, %s", p.Commitment, commitment)
 	}
 	order, err := lottery.Check(p)

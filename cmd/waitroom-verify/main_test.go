@@ -50,12 +50,25 @@ func TestVerify(t *testing.T) {
 		{name: "dash is stdin", args: []string{"-"}, stdin: doc, out: all},
 		{name: "one entrant", args: []string{"-id", "carol", file}, out: "carol\t13\n"},
 		{name: "matching commitment", args: []string{"-commitment", "630dcd2966c4336691125448bbb25b4ff412a49c732db2c8abc1b8581bd710dd", file}, out: all},
-		{name: "other commitment", args: []string{"-commitment", "00", file}, code: 1, inErr: "not the one given"},
+		{name: "other commitment", args: []string{"-commitment", lottery.Commitment([]byte("another seed")), file}, code: 1, inErr: "not the one given"},
+		// Hex is the same in either case, and a copied one may carry spaces.
+		{name: "commitment in capitals", args: []string{"-commitment", " 630DCD2966C4336691125448BBB25B4FF412A49C732DB2C8ABC1B8581BD710DD\n", file}, out: all},
+		// A commitment mistyped is the user's slip, not a draw that fails.
+		{name: "commitment cut short", args: []string{"-commitment", "630dcd2966c4336691125448bbb25b4ff412a49c732db2c8abc1b8581bd710d", file}, code: 2, inErr: "-commitment: want the 64 hex digits of a SHA-256"},
+		{name: "commitment not hex", args: []string{"-commitment", "the hex I saved", file}, code: 2, inErr: "-commitment: want the 64 hex digits of a SHA-256"},
 		{name: "not an entrant", args: []string{"-id", "mallory", file}, code: 1, inErr: `"mallory" is not among the 6 entrants`},
 		{name: "seed swapped", stdin: strings.Replace(doc, `"seed":"00`, `"seed":"ff`, 1), code: 1, inErr: "does not match the commitment"},
 		{name: "other algorithm", stdin: strings.Replace(doc, "waitroom-lottery-v1", "v0", 1), code: 1, inErr: "unknown lottery algorithm"},
 		{name: "before the draw", stdin: `{"event":42,"commitment":"ab","drawn":false}`, code: 1, inErr: "has not been made yet"},
 		{name: "not json", stdin: "nope", code: 1, inErr: "reading the lottery"},
+		// What curl saves when the gateway cannot be reached.
+		{name: "empty", stdin: "", code: 1, inErr: "reading the lottery: the input is empty"},
+		{name: "the route's error", stdin: `{"error":"not_found","message":"event 43 has no scheduled opening (opens_at)"}`, code: 1,
+			inErr: "not a draw but an error answer: not_found: event 43 has no scheduled opening (opens_at)"},
+		{name: "caddy's error", stdin: `{"error":"unknown route"}`, code: 1, inErr: "not a draw but an error answer: unknown route"},
+		{name: "no commitment", stdin: `{}`, code: 1, inErr: "not a draw: it has no commitment"},
+		{name: "negative base", stdin: strings.Replace(doc, `"base":10`, `"base":-3`, 1), code: 1, inErr: "base -3 is negative"},
+		{name: "two documents", stdin: doc + doc, code: 1, inErr: "reading the lottery: data after the draw"},
 		{name: "missing file", args: []string{filepath.Join(t.TempDir(), "none.json")}, code: 2, inErr: "no such file"},
 		{name: "two files", args: []string{file, file}, code: 2, inErr: "usage"},
 	} {
