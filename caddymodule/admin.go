@@ -332,11 +332,15 @@ func (a *Admin) setHardCap(w http.ResponseWriter, r *http.Request, entry *roomEn
 func (a *Admin) changeLog(w http.ResponseWriter, r *http.Request, entry *roomEntry) error {
 	limit := 0
 	if q := r.URL.Query().Get("limit"); q != "" {
-		n, err := strconv.Atoi(q)
+		n, err := strconv.ParseInt(q, 10, 64)
+		if errors.Is(err, strconv.ErrRange) && n > 0 {
+			// Too large for any integer is still more than the log keeps.
+			err = nil
+		}
 		if err != nil || n < 1 {
 			return apiError(http.StatusBadRequest, "limit must be a positive number (got %q)", q)
 		}
-		limit = min(n, waitroom.MaxLogEntries)
+		limit = int(min(n, waitroom.MaxLogEntries))
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), adminTimeout)
 	defer cancel()

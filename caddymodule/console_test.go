@@ -164,7 +164,9 @@ func TestChangeLogLimit(t *testing.T) {
 		{"", http.StatusOK, 3},
 		{"?limit=2", http.StatusOK, 2},
 		{"?limit=5000", http.StatusOK, 3},
+		{"?limit=99999999999999999999", http.StatusOK, 3},
 		{"?limit=0", http.StatusBadRequest, 0},
+		{"?limit=-99999999999999999999", http.StatusBadRequest, 0},
 		{"?limit=x", http.StatusBadRequest, 0},
 	} {
 		t.Run(tc.query, func(t *testing.T) {
