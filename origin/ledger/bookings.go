@@ -157,6 +157,12 @@ func (b Bookings) LiveOfHold(ctx context.Context, holdID string) (Booking, error
 	return b.one(ctx, "read booking of hold "+holdID, sqlLiveBookingOfHold, holdID)
 }
 
+// LastFailedOfHold reads the booking of user's hold whose payment failed
+// last; ErrNotFound when none did.
+func (b Bookings) LastFailedOfHold(ctx context.Context, user, holdID string) (Booking, error) {
+	return b.one(ctx, "read failed booking of hold "+holdID, sqlLastFailedBookingOfHold, user, holdID)
+}
+
 // ByPayment reads the booking a provider's payment pays.
 func (b Bookings) ByPayment(ctx context.Context, provider, paymentID string) (Booking, error) {
 	return b.one(ctx, "read booking of payment "+paymentID, sqlBookingByPayment, provider, paymentID)

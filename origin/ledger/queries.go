@@ -274,6 +274,10 @@ const (
 	// maybe ended ones besides: the live one, else the latest.
 	sqlLiveBookingOfHold = `SELECT ` + bookingColumns + ` FROM bookings WHERE hold_id = $1 AND status <> 'failed'
 		ORDER BY status IN ('payment_pending', 'confirmed') DESC, created_at DESC, id LIMIT 1`
+	// The holder's own bookings, by bookings_idempotency_key's leading
+	// column: a hold's failed bookings are in no index of their own.
+	sqlLastFailedBookingOfHold = `SELECT ` + bookingColumns + ` FROM bookings
+		WHERE user_id = $1 AND hold_id = $2 AND status = 'failed' ORDER BY updated_at DESC, id LIMIT 1`
 	sqlBookingByPayment = `SELECT ` + bookingColumns + ` FROM bookings WHERE provider = $1 AND payment_id = $2`
 	sqlBookingAnswered  = `UPDATE bookings SET payment_id = coalesce(payment_id, nullif($2, '')), response = $3, updated_at = $4
 		WHERE id = $1`

@@ -160,6 +160,47 @@ func TestStorefrontDeclineMayStillGoThrough(t *testing.T) {
 	assert.Contains(t, late.body, `role="alert" id="error">The card was declined by its bank. Your seats are still held: choose another card.</p>`)
 }
 
+// The hold's page loaded again after a decline (a reload, Back, the link
+// in My tickets), or after a payment declined through the API, watches the
+// declined payment as the pay form's answer did: a buyer who comes back to
+// it is not offered another card as if nothing were under way. Another
+// buyer's decline, and a decline long past, are not shown.
+func TestStorefrontHoldPageWatchesARecentDecline(t *testing.T) {
+	s := newShop(t, shopOptions{})
+	ev := s.seatedEvent("Stadium night")
+	b := s.shopper().enter("pia", ev)
+	hold := b.holdSeats(ev, "B-1-5")
+	assert.NotContains(t, hold.body, `id="declined"`, "nothing declined yet")
+	res := b.pay(hold, "pm_fakepay_fail_then_succeed")
+	require.Equal(t, http.StatusPaymentRequired, res.status, res.body)
+	m := declinedLink.FindStringSubmatch(res.body)
+	require.NotNil(t, m, res.body)
+
+	again := b.get(hold.holdOf(t))
+	require.Equal(t, http.StatusOK, again.status, again.body)
+	assert.Contains(t, again.body, `data-recheck="`+m[1]+`" data-recheck-seconds="180" data-recheck-every="5"`)
+	assert.Contains(t, again.body, `role="alert" id="error">The payment needed your bank&#39;s confirmation, and the bank did not confirm it. Your seats are still held: choose another card.</p>`)
+	assert.Contains(t, again.body, "so this one may still go through.")
+	assert.Contains(t, again.body, `id="pay-button"`, "the pay form, for another card")
+
+	s.clock.Advance(time.Minute)
+	assert.Contains(t, b.get(hold.holdOf(t)).body, `data-recheck-seconds="120"`, "the watch's time left")
+
+	c := s.shopper().enter("quinn", ev)
+	other := c.holdSeats(ev, "B-1-7")
+	c.apiPay(other.holdOf(t), "pm_card_chargeDeclined")
+	page := c.get(other.holdOf(t))
+	assert.Regexp(t, declinedLink, page.body, "a decline through the API")
+	assert.NotContains(t, page.body, m[1], "another buyer's booking")
+
+	s.clock.Advance(3 * time.Minute)
+	late := c.get(other.holdOf(t))
+	require.Equal(t, http.StatusOK, late.status)
+	assert.NotContains(t, late.body, `id="declined"`, "a decline long past")
+	assert.NotContains(t, late.body, `id="error"`)
+	assert.Contains(t, late.body, `id="pay-button"`)
+}
+
 // apiPay pays for the hold at holdPath through the API, with the buyer's
 // queue token, as another client of the site would.
 func (b *buyer) apiPay(holdPath, method string) page {

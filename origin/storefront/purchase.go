@@ -135,7 +135,16 @@ func (s *Store) handleHoldPage(w http.ResponseWriter, r *http.Request) {
 			v.Notice = msg(v.Text, "shop_already_booked")
 		}
 	}
-	s.renderHold(w, r, http.StatusOK, h, ev, v, "", nil)
+	var declined *ledger.Booking
+	if h.StatusAt(s.now()) == ledger.StatusPending && s.cfg.Bookings != nil {
+		// A payment declined a moment ago may still go through: the page
+		// shown again (a reload, Back, a link) watches it as the pay form's
+		// answer did, so that a second card is not sent unawares.
+		if b, err := s.cfg.Ledger.Bookings().LastFailedOfHold(r.Context(), h.UserID, h.ID); err == nil && s.now().Sub(b.UpdatedAt) < failedWatch {
+			declined = &b
+		}
+	}
+	s.renderHold(w, r, http.StatusOK, h, ev, v, "", declined)
 }
 
 // alreadyHeld is the query a hold form's answer adds to the page of the
@@ -177,6 +186,9 @@ func (s *Store) renderHold(w http.ResponseWriter, r *http.Request, status int, h
 		// pay too if the first payment goes through after all.
 		if left := failedWatch - now.Sub(declined.UpdatedAt); left > 0 {
 			p.Declined, p.Recheck, p.RecheckEvery = declined.ID, int64(left/time.Second), failedRefreshSeconds
+			if v.Error == "" && v.Notice == "" {
+				v.Error = msg(v.Text, "shop_err_declined", "Reason", declineText(v.Text, declined.StatusReason))
+			}
 		}
 	}
 	title := "shop_hold_title"

@@ -273,6 +273,19 @@ func TestBrowserStorefrontDeclinedThenAccepted(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, usable, "the pay form, for another card")
 
+	// The hold's page loaded in place of the answer (the answer's own
+	// address is the pay form's, whose reload would send the form again):
+	// it watches the same payment, and the history stays the one Back is
+	// checked on below.
+	holdURL, err := chromedp.Run(tab, chromedp.Evaluate[string](`document.getElementById("pay").action.replace(/\/booking$/, "")`))
+	require.NoError(t, err)
+	_, err = chromedp.Run(tab, chromedp.Evaluate[any](fmt.Sprintf(`location.replace(%q)`, holdURL)))
+	require.NoError(t, err)
+	browser.Until(t, tab, fmt.Sprintf(`location.href === %q && document.getElementById("watching") !== null && document.getElementById("declined-link").href === %q`, holdURL, link))
+	alert, err = chromedp.Run(tab, chromedp.Text(chromedp.ID("error")))
+	require.NoError(t, err)
+	assert.Contains(t, alert, "the bank did not confirm it", "the page loaded again says what happened")
+
 	// The provider accepts the payment after all.
 	s.clock.Advance(6 * time.Second)
 	s.fp.Tick()
