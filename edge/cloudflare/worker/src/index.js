@@ -38,7 +38,7 @@ export default {
 // gateway does not guard inside one it does).
 export function eventOf(path, routes) {
   if (typeof routes === "string") {
-    routes = JSON.parse(routes);
+    routes = routesOf(routes);
   }
   let best = null;
   let bestLen = -1;
@@ -49,6 +49,26 @@ export function eventOf(path, routes) {
     }
   }
   return Number.isSafeInteger(best) && best > 0 ? best : null;
+}
+
+// WAITROOM_ROUTES given as text (a dashboard variable), parsed, kept while
+// the text stays the same.
+let routesText = null;
+let routes = {};
+
+function routesOf(text) {
+  if (text !== routesText) {
+    routesText = text;
+    routes = {};
+    try {
+      routes = JSON.parse(text);
+    } catch (err) {
+      // Throwing would fail every request of the zone; guarding nothing
+      // leaves each to the gateway, which judges it in full.
+      console.error(`waitroom: WAITROOM_ROUTES is not JSON, so no path is guarded: ${err.message}`);
+    }
+  }
+  return routes;
 }
 
 // The parsed WAITROOM_KEYS, kept while the secret stays the same.

@@ -76,6 +76,25 @@ export function offeredTokens(request, event, kids) {
   return [...(header !== "" ? [header] : []), ...current, ...others];
 }
 
+const isCount = (v) => Number.isSafeInteger(v) && v >= 0;
+
+// wellFormed tells whether state holds every field the edge reads, of the
+// type the publisher writes (edge/cloudflare/state.go). A value written by
+// hand or by another program is not believed: read loosely, "false" is
+// true and a missing key_ids makes every token a forgery, so the edge
+// would turn away buyers the gateway admits.
+export function wellFormed(state) {
+  const pages = state.sold_out_pages;
+  return Number.isSafeInteger(state.event) && state.event > 0 &&
+    typeof state.sold_out === "boolean" && typeof state.all_held === "boolean" && typeof state.paused === "boolean" &&
+    isCount(state.watermark) && isCount(state.hard_cap) && isCount(state.sold_out_max_age) &&
+    Array.isArray(state.key_ids) && state.key_ids.length > 0 &&
+    state.key_ids.every((k) => typeof k === "string" && k !== "") &&
+    Array.isArray(state.languages) && state.languages.every((l) => typeof l === "string") &&
+    (pages === null || pages === undefined ||
+      (typeof pages === "object" && !Array.isArray(pages) && Object.values(pages).every((p) => typeof p === "string")));
+}
+
 const admits = (s, pos) => pos >= 1 && !s.paused && pos <= s.watermark && !beyondCap(s, pos);
 const beyondCap = (s, pos) => s.hard_cap > 0 && pos > s.hard_cap;
 
@@ -84,6 +103,9 @@ const beyondCap = (s, pos) => s.hard_cap > 0 && pos > s.hard_cap;
 export async function judge(request, state, keys, nowMs) {
   if (!state || state.v !== STATE_VERSION) {
     return { verdict: "pass", why: "no state" };
+  }
+  if (!wellFormed(state)) {
+    return { verdict: "pass", why: "malformed state" };
   }
   if (!state.sold_out) {
     // The edge answers 410 only for a state that cannot change back while
@@ -98,7 +120,7 @@ export async function judge(request, state, keys, nowMs) {
     return { verdict: "pass", why: "all held" };
   }
   const event = state.event;
-  const kids = Array.isArray(state.key_ids) ? state.key_ids : [];
+  const kids = state.key_ids;
   let presented = false;
   let preQueue = null;
   const offered = offeredTokens(request, event, kids);

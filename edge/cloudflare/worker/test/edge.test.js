@@ -219,6 +219,34 @@ describe("the Worker", () => {
     assert.equal((await get("/buy")).res.status, 200, "a value under the wrong key is not believed");
   });
 
+  test("a value with a field missing or of another type is not believed: everything passes on", async () => {
+    // Written by hand or by another program: the edge cannot know what
+    // the gateway answers, and a 410 it should not give turns buyers away.
+    const json = { Accept: "application/json" };
+    for (const [what, fields] of [
+      ["sold_out a string", { sold_out: "false" }],
+      ["no sold_out_max_age", { sold_out_max_age: undefined }],
+      ["sold_out_max_age a string", { sold_out_max_age: "10" }],
+      ["no key_ids", { key_ids: undefined }],
+      ["key_ids empty", { key_ids: [] }],
+      ["a kid not a string", { key_ids: ["k2", 1] }],
+      ["watermark a string", { watermark: "10" }],
+      ["watermark negative", { watermark: -1 }],
+      ["hard_cap a fraction", { hard_cap: 1.5 }],
+      ["paused missing", { paused: undefined }],
+      ["all_held a number", { all_held: 0 }],
+      ["languages not a list", { languages: "en" }],
+      ["a page not text", { sold_out_pages: { en: 1, de: PAGES.de } }],
+    ]) {
+      await publish(EVENT, state({ sold_out: true, ...fields }));
+      for (const headers of [json, { ...json, Cookie: `waitroom_42=${token(5)}` }, { Accept: "text/html", "Accept-Language": "en" }]) {
+        const { res, reached } = await get("/buy", headers);
+        assert.equal(res.status, 200, `${what}: ${JSON.stringify(headers)}`);
+        assert.equal(reached.length, 1, `${what}: the gateway answers`);
+      }
+    }
+  });
+
   test("a token of a key the Worker was not given is left to the gateway", async () => {
     await publish(EVENT, state({ sold_out: true, key_ids: ["k3", "k2", "k1"] }));
     const { res, reached } = await get("/buy", { Cookie: `waitroom_42=${token(11, { kid: "k3", secret: "a-new-key-the-edge-does-not-have-yet" })}` });
@@ -237,6 +265,50 @@ describe("the Worker", () => {
     const { res, reached } = await get("/static/app.css");
     assert.equal(res.status, 200);
     assert.equal(reached.length, 1);
+  });
+});
+
+describe("the Worker's settings", () => {
+  // One Worker per setting: bindings are fixed when it starts.
+  async function worker(bindings) {
+    const mf = new Miniflare({
+      modules: true,
+      scriptPath: join(root, "src", "index.js"),
+      modulesRoot: root,
+      modulesRules: [{ type: "ESModule", include: ["**/*.js"] }],
+      compatibilityDate: "2025-07-18",
+      kvNamespaces: ["WAITROOM_STATE"],
+      bindings,
+      outboundService: () => new Response("from the origin"),
+    });
+    const kv = await mf.getKVNamespace("WAITROOM_STATE");
+    await kv.put("event-" + EVENT, JSON.stringify(state({ sold_out: true })));
+    return mf;
+  }
+
+  test("WAITROOM_ROUTES as JSON text guards as the object does", async () => {
+    const mf = await worker({ WAITROOM_KEYS: `k2:${SECRET_K2}`, WAITROOM_ROUTES: `{"/": ${EVENT}, "/static/": null}` });
+    try {
+      assert.equal((await mf.dispatchFetch("http://tickets.test/buy", { headers: { Accept: "application/json" } })).status, 410);
+      assert.equal((await mf.dispatchFetch("http://tickets.test/static/a.css")).status, 200);
+    } finally {
+      await mf.dispose();
+    }
+  });
+
+  test("a WAITROOM_ROUTES that is not JSON guards nothing, and the site still answers", async () => {
+    // An error here would fail every request of the zone; passed on, the
+    // gateway judges them all.
+    for (const routes of ["/=42", "{\"/\": 42,}", ""]) {
+      const mf = await worker({ WAITROOM_KEYS: `k2:${SECRET_K2}`, WAITROOM_ROUTES: routes });
+      try {
+        const res = await mf.dispatchFetch("http://tickets.test/buy", { headers: { Accept: "application/json" } });
+        assert.equal(res.status, 200, JSON.stringify(routes));
+        assert.equal(await res.text(), "from the origin");
+      } finally {
+        await mf.dispose();
+      }
+    }
   });
 });
 
