@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net/url"
 	"sync"
 	"time"
 
@@ -60,6 +61,20 @@ func (c Config) Validate() error {
 		return errors.New("api_token is required")
 	case c.Debounce < 0:
 		return fmt.Errorf("debounce must not be negative (got %s)", c.Debounce)
+	}
+	return validateAPIURL(c.APIURL)
+}
+
+// validateAPIURL refuses a base URL no request can be sent to. Such a URL
+// loads, and then every write fails and is retried for good, with nothing
+// published; "host:port" even parses, as a URL of scheme "host".
+func validateAPIURL(s string) error {
+	if s == "" {
+		return nil
+	}
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("api_url: want an http or https URL, got %q", s)
 	}
 	return nil
 }

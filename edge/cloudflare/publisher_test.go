@@ -268,6 +268,11 @@ func TestConfigValidate(t *testing.T) {
 		"no namespace": {func(c *Config) { c.NamespaceID = "" }, "namespace_id is required"},
 		"no token":     {func(c *Config) { c.APIToken = "" }, "api_token is required"},
 		"bad debounce": {func(c *Config) { c.Debounce = -time.Second }, "debounce must not be negative"},
+		"a proxy":      {func(c *Config) { c.APIURL = "http://127.0.0.1:8080/client/v4" }, ""},
+		// Each loaded, then failed every write for good, retried forever.
+		"api_url without a scheme": {func(c *Config) { c.APIURL = "api.cloudflare.com/client/v4/" }, `api_url: want an http or https URL, got "api.cloudflare.com/client/v4/"`},
+		"api_url host and port":    {func(c *Config) { c.APIURL = "kv-proxy.internal:8080" }, `api_url: want an http or https URL, got "kv-proxy.internal:8080"`},
+		"api_url another scheme":   {func(c *Config) { c.APIURL = "ftp://kv-proxy.internal/" }, "api_url: want an http or https URL"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			c := ok

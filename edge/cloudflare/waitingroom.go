@@ -91,7 +91,7 @@ func (c WaitingRoomConfig) Validate() error {
 	case c.PreQueue != 0 && c.PreQueue < MinPreQueue:
 		return fmt.Errorf("prequeue must be at least %s (got %s)", MinPreQueue, c.PreQueue)
 	}
-	return nil
+	return validateAPIURL(c.APIURL)
 }
 
 // Figures is what the steering is computed from: the room's state and what

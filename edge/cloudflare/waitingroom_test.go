@@ -452,12 +452,14 @@ func TestWaitingRoomConfigValidate(t *testing.T) {
 		edit func(*WaitingRoomConfig)
 		want string
 	}{
-		"complete":       {func(*WaitingRoomConfig) {}, ""},
-		"no zone":        {func(c *WaitingRoomConfig) { c.ZoneID = "" }, "zone_id is required"},
-		"no room":        {func(c *WaitingRoomConfig) { c.WaitingRoomID = "" }, "waiting_room_id is required"},
-		"no token":       {func(c *WaitingRoomConfig) { c.APIToken = "" }, "api_token is required"},
-		"bad debounce":   {func(c *WaitingRoomConfig) { c.Debounce = -time.Second }, "debounce must not be negative"},
-		"short prequeue": {func(c *WaitingRoomConfig) { c.PreQueue = time.Minute }, "prequeue must be at least 5m0s"},
+		"complete":                 {func(*WaitingRoomConfig) {}, ""},
+		"no zone":                  {func(c *WaitingRoomConfig) { c.ZoneID = "" }, "zone_id is required"},
+		"no room":                  {func(c *WaitingRoomConfig) { c.WaitingRoomID = "" }, "waiting_room_id is required"},
+		"no token":                 {func(c *WaitingRoomConfig) { c.APIToken = "" }, "api_token is required"},
+		"bad debounce":             {func(c *WaitingRoomConfig) { c.Debounce = -time.Second }, "debounce must not be negative"},
+		"short prequeue":           {func(c *WaitingRoomConfig) { c.PreQueue = time.Minute }, "prequeue must be at least 5m0s"},
+		"a proxy":                  {func(c *WaitingRoomConfig) { c.APIURL = "https://proxy.internal/client/v4/" }, ""},
+		"api_url without a scheme": {func(c *WaitingRoomConfig) { c.APIURL = "api.cloudflare.com/client/v4/" }, "api_url: want an http or https URL"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			c := ok
