@@ -67,7 +67,9 @@ func notAdmitted(ctx context.Context, ev *seats.Event) response {
 	if !ev.Room().Known() {
 		return errAdmissionUnknown
 	}
-	return errorResponse(http.StatusForbidden, "not_admitted", "your place in the queue has not been admitted yet")
+	// Not "yet": a holder whose place the staff set the watermark back
+	// below is refused its payment with this too (docs/gateway.md).
+	return errorResponse(http.StatusForbidden, "not_admitted", "your place in the queue is not admitted: it is above the event's watermark or beyond its hard cap")
 }
 
 var errAdmissionUnknown = errorResponse(http.StatusForbidden, "admission_unknown",

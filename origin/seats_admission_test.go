@@ -15,6 +15,7 @@ import (
 	"github.com/waitroom/waitroom/internal/testenv"
 	"github.com/waitroom/waitroom/origin"
 	"github.com/waitroom/waitroom/origin/ledger"
+	"github.com/waitroom/waitroom/origin/payment"
 	"github.com/waitroom/waitroom/waitroom"
 )
 
@@ -194,4 +195,35 @@ func TestAdmissionUnknownWhenTheGatewayKeepsItsQueueElsewhere(t *testing.T) {
 	assert.Equal(t, http.StatusForbidden, res.status, "%s", res.body)
 	assert.Equal(t, "not_admitted", res.errorCode(t))
 	assert.Equal(t, http.StatusCreated, h.hold(ev.ID, "ann", 1, "a2").status)
+}
+
+// A buyer who holds seats pays while the sale is paused, and is refused
+// once the staff set the watermark back below their place (docs/gateway.md
+// says so), with a message that does not tell an admitted buyer they were
+// never admitted. Raised again, they pay.
+func TestHolderPaysThroughAPauseNotBelowTheWatermark(t *testing.T) {
+	h := newPayHarness(t, payOptions{})
+	ev := h.createEvent(nil)
+	ann, bob := h.holdOne(ev.ID, "ann", 1), h.holdOne(ev.ID, "bob", 1)
+
+	paused := true
+	_, err := h.store.Update(context.Background(), ev.ID, waitroom.Change{Paused: &paused})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return h.srv.AdmissionState(ev.ID).Paused }, 10*time.Second, 5*time.Millisecond)
+	res := h.book(ev.ID, "ann", ann.HoldID, payment.MethodVisa, "pay-paused")
+	assert.Equal(t, http.StatusAccepted, res.status, "paused: %s", res.body)
+
+	h.admit(ev.ID, 0)
+	require.Eventually(t, func() bool { return h.srv.AdmissionState(ev.ID).Watermark == 0 }, 10*time.Second, 5*time.Millisecond)
+	res = h.book(ev.ID, "bob", bob.HoldID, payment.MethodVisa, "pay-lowered")
+	require.Equal(t, http.StatusForbidden, res.status, "%s", res.body)
+	var e struct{ Error, Message string }
+	res.json(t, &e)
+	assert.Equal(t, "not_admitted", e.Error)
+	assert.NotContains(t, e.Message, "yet", "bob was admitted, and holds seats")
+	assert.Contains(t, e.Message, "watermark")
+
+	h.admit(ev.ID, 1_000_000)
+	res = h.book(ev.ID, "bob", bob.HoldID, payment.MethodVisa, "pay-raised")
+	assert.Equal(t, http.StatusAccepted, res.status, "raised again: %s", res.body)
 }
