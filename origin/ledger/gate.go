@@ -100,6 +100,35 @@ type VoidCursor struct {
 // snapshotText is pg_snapshot's text form, xmin:xmax:xip,…
 var snapshotText = regexp.MustCompile(`^[0-9]{1,20}:[0-9]{1,20}:([0-9]{1,20}(,[0-9]{1,20})*)?$`)
 
+// isSnapshot reports whether s is a snapshot PostgreSQL reads: of its
+// form, and held to the rules its input function keeps (64-bit ids, none
+// zero, xmin ≤ xmax, the running ones within [xmin, xmax) and in order).
+// A cursor that breaks one was not handed out by the feed, and must be
+// refused as such rather than fail the query.
+func isSnapshot(s string) bool {
+	if !snapshotText.MatchString(s) {
+		return false
+	}
+	parts := strings.SplitN(s, ":", 3)
+	xmin, err1 := strconv.ParseUint(parts[0], 10, 64)
+	xmax, err2 := strconv.ParseUint(parts[1], 10, 64)
+	if err1 != nil || err2 != nil || xmin == 0 || xmax < xmin {
+		return false
+	}
+	if parts[2] == "" {
+		return true
+	}
+	last := xmin
+	for x := range strings.SplitSeq(parts[2], ",") {
+		v, err := strconv.ParseUint(x, 10, 64)
+		if err != nil || v < last || v >= xmax {
+			return false
+		}
+		last = v
+	}
+	return true
+}
+
 // ErrBadCursor is a void cursor the feed did not hand out.
 var ErrBadCursor = errors.New("not a cursor of the void feed")
 
@@ -126,10 +155,10 @@ func ParseVoidCursor(s string) (VoidCursor, error) {
 		return VoidCursor{}, ErrBadCursor
 	}
 	parts := strings.Split(string(b), "|")
-	if len(parts) == 1 && snapshotText.MatchString(parts[0]) {
+	if len(parts) == 1 && isSnapshot(parts[0]) {
 		return VoidCursor{after: parts[0]}, nil
 	}
-	if len(parts) != 4 || (parts[0] != "" && !snapshotText.MatchString(parts[0])) || !snapshotText.MatchString(parts[1]) {
+	if len(parts) != 4 || (parts[0] != "" && !isSnapshot(parts[0])) || !isSnapshot(parts[1]) {
 		return VoidCursor{}, ErrBadCursor
 	}
 	if _, err := strconv.ParseUint(parts[2], 10, 64); err != nil {
