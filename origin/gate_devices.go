@@ -49,7 +49,10 @@ func parseDeviceToken(token string) (id, secret string, ok bool) {
 	if !ok || secret == "" {
 		return "", "", false
 	}
-	if _, err := uuid.Parse(id); err != nil {
+	// Only the id as the registration spelled it: uuid.Parse also takes
+	// spellings the ledger's uuid type does not (urn:uuid:…), and a token
+	// is not another token for being spelled otherwise.
+	if u, err := uuid.Parse(id); err != nil || u.String() != id {
 		return "", "", false
 	}
 	return id, secret, true

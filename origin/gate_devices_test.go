@@ -364,3 +364,32 @@ func TestVoidFeedVoidingCommittedLate(t *testing.T) {
 	got, _ = h.readVoids(ev.ID, cursor, 10, gateAuth())
 	assert.Equal(t, []string{slowTks[0].Code}, got, "and is read once it commits, after the cursor")
 }
+
+// A device's token is the one its registration answered: another spelling
+// of its id (as a URN, in braces, without hyphens, upper-case) is no
+// token, refused as any unknown token is, never a 503 that reads as the
+// ledger being down.
+func TestGateDeviceTokenSpelledOtherwise(t *testing.T) {
+	h := newGateHarness(t)
+	ev := h.createEvent(map[string]any{"capacity": 5})
+	d := h.addDevice(ev.ID, "north-3", "")
+	secret := d.Token[strings.LastIndex(d.Token, ".")+1:]
+	body := map[string]any{"code": "not-a-ticket"}
+
+	for name, id := range map[string]string{
+		"urn":        "urn:uuid:" + d.ID,
+		"braces":     "{" + d.ID + "}",
+		"no hyphens": strings.ReplaceAll(d.ID, "-", ""),
+		"upper-case": strings.ToUpper(d.ID),
+	} {
+		token := "gd." + id + "." + secret
+		res := h.do(http.MethodPost, "/v1/scans", body, bearerOf(token))
+		require.Equal(t, http.StatusUnauthorized, res.status, "%s: %s", name, res.body)
+		assert.Equal(t, "unauthorized", res.errorCode(t), name)
+		res = h.do(http.MethodGet, fmt.Sprintf("/v1/scans/void?event=%d", ev.ID), nil, bearerOf(token))
+		assert.Equal(t, http.StatusUnauthorized, res.status, "%s, the void feed: %s", name, res.body)
+	}
+	res := h.do(http.MethodPost, "/v1/scans", body, bearerOf(d.Token))
+	require.Equal(t, http.StatusBadRequest, res.status, "the token as registered scans: %s", res.body)
+	assert.Equal(t, "invalid_ticket", res.errorCode(t))
+}
