@@ -138,8 +138,10 @@ type recorder struct {
 	points []reportPoint
 	// step is the spacing of the points kept, doubled at each thinning.
 	step time.Duration
-	// counted is the highest admitted position whose wait was counted.
+	// counted is the highest admitted position whose wait was counted;
+	// looked is set at the first sample, which sets counted.
 	counted int64
+	looked  bool
 	waits   waitHistogram
 	// abandoned is the most positions at once that were handed out, not
 	// admitted, and whose holders had stopped polling.
@@ -157,6 +159,13 @@ func (rc *recorder) record(now time.Time, s reportSample) {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	t := now.UTC().Truncate(time.Second)
+	if !rc.looked {
+		// Positions admitted before this gateway first looked at the
+		// event (it started, or was given the event, mid-sale) were never
+		// seen waiting: counted from here they would all have waited 0 s.
+		rc.looked = true
+		rc.counted = s.admitted
+	}
 	if len(rc.points) == 0 && s.state.LastPosition == 0 && !s.haveInv && !s.state.SoldOut {
 		// Nothing has happened yet: the sale starts at its first arrival
 		// or the origin's first figures.
@@ -186,6 +195,15 @@ func (rc *recorder) record(now time.Time, s reportSample) {
 	}
 	if len(rc.points) > maxReportPoints {
 		rc.thin()
+	}
+}
+
+// look records room's sample at now, once the room has read its event's
+// state: the zeros it shows before would be taken for the first look at
+// the sale.
+func (rc *recorder) look(now time.Time, room *waitroom.Room) {
+	if room.Known() {
+		rc.record(now, sampleRoom(room))
 	}
 }
 
@@ -316,7 +334,7 @@ func recordReport(ctx context.Context, room *waitroom.Room, now func() time.Time
 		case <-ctx.Done():
 			return
 		case <-ticks:
-			reports.of(room.Event()).record(now(), sampleRoom(room))
+			reports.of(room.Event()).look(now(), room)
 			seen := map[int64]bool{}
 			rooms.Range(func(_, v any) bool {
 				seen[v.(*roomEntry).key.Event] = true

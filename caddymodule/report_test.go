@@ -81,8 +81,10 @@ func TestRecorderWaits(t *testing.T) {
 	t0 := time.Unix(1_000_000, 0)
 	rc := newRecorder()
 	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
-	// 100 positions at 0 s, admitted at once; 100 more at 1 s, admitted
-	// at 11 s; 10 at 2 s, admitted at 102 s.
+	// The gateway looks before the sale; then 100 positions at 0 s,
+	// admitted at once; 100 more at 1 s, admitted at 11 s; 10 at 2 s,
+	// admitted at 102 s.
+	rc.record(at(-1), sampleOf(0, 0, -1, 0, false))
 	rc.record(at(0), sampleOf(100, 100, -1, 0, false))
 	rc.record(at(1), sampleOf(200, 100, -1, 0, false))
 	rc.record(at(2), sampleOf(210, 100, -1, 0, false))
@@ -180,6 +182,9 @@ func TestReportRoute(t *testing.T) {
 	assert.Equal(t, false, lot["drawn"])
 	assert.Nil(t, lot["seed"])
 	assert.Len(t, lot["commitment"], 64)
+	// The recorder's first look, as its first tick takes it: before the
+	// sale.
+	reports.of(h.Event).record(clk.Now(), sampleRoom(h.room.room))
 
 	entrant := serve(t, h, get(h, "")).cookie(t, h.cookieName)
 	require.NotNil(t, entrant)
@@ -296,4 +301,56 @@ func reportThroughCaddy(t *testing.T, store string) {
 	code, body, raw = adminCall(t, adminPort, http.MethodGet, "/waitroom/events/999999999999999/report", "")
 	assert.Equal(t, http.StatusNotFound, code, raw)
 	assert.Equal(t, "not_found", body["error"])
+}
+
+// TestRecorderWaitsFromItsFirstLook: a gateway that starts (or is given
+// the event) mid-sale never saw when the positions already admitted were
+// handed out or reached, so they are not its waits; those it sees
+// admitted later count from its first look.
+func TestRecorderWaitsFromItsFirstLook(t *testing.T) {
+	t0 := time.Unix(1_000_000, 0)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	rc := newRecorder()
+	rc.record(at(0), sampleOf(5000, 4000, -1, 0, false))
+	var body reportBody
+	rc.snapshot(&body)
+	assert.Equal(t, waitQuantiles{}, body.Waits, "nobody was admitted while this gateway watched")
+
+	rc.record(at(30), sampleOf(5000, 5000, -1, 0, false))
+	rc.snapshot(&body)
+	n := func(v int64) *int64 { return &v }
+	assert.Equal(t, waitQuantiles{P50: n(30), P90: n(30), P99: n(30)}, body.Waits, "waited at least since the first look")
+	assert.Equal(t, int64(1000), rc.waits.total)
+}
+
+// TestRecorderLooksOnceTheRoomReadTheStore: a room that has not yet read
+// its event's state shows zeros; taken for the first look, they would make
+// every position already admitted a wait of the gateway's.
+func TestRecorderLooksOnceTheRoomReadTheStore(t *testing.T) {
+	clk := time.Unix(1_000_000, 0)
+	now := func() time.Time { return clk }
+	store := waitroom.NewMemoryStore(now)
+	ev := testenv.EventID()
+	before := waitroom.NewRoom(store, ev, waitroom.RoomOptions{Now: now})
+	_, err := before.Refresh(t.Context())
+	require.NoError(t, err)
+	for range 50 {
+		_, err := before.Join(t.Context())
+		require.NoError(t, err)
+	}
+	_, err = before.Update(t.Context(), waitroom.Change{SetWatermark: func() *int64 { v := int64(40); return &v }()})
+	require.NoError(t, err)
+
+	room := waitroom.NewRoom(store, ev, waitroom.RoomOptions{Now: now})
+	rc := newRecorder()
+	rc.look(clk, room)
+	_, err = room.Refresh(t.Context())
+	require.NoError(t, err)
+	rc.look(clk, room)
+
+	var body reportBody
+	rc.snapshot(&body)
+	assert.Equal(t, waitQuantiles{}, body.Waits, "the 40 admitted before the gateway looked are not its waits")
+	require.NotEmpty(t, body.Timeline)
+	assert.Equal(t, int64(40), body.Timeline[0].Admitted)
 }
