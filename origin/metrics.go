@@ -44,7 +44,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
 		holds: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "waitroom_origin_holds_total",
-			Help: "Hold requests by outcome: held, already_held, replayed, sold_out, exceeds_per_user_limit, not_admitted, invalid_token, invalid_request, unavailable, …",
+			Help: "Hold requests by outcome: held, already_held, replayed, sold_out, per_user_limit, not_admitted, invalid_token, invalid_request, unavailable, …",
 		}, []string{"outcome"}),
 		holdLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "waitroom_origin_hold_duration_seconds",
