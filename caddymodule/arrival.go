@@ -57,6 +57,7 @@ func (h *Handler) serveArrival(w http.ResponseWriter, r *http.Request, next cadd
 		}
 		if solved, err = h.challenger.Verify(solution); err != nil {
 			h.logger.Debug("challenge not solved", zap.Int64("event", h.Event), zap.Error(err))
+			h.m.challengesFailed.Inc()
 			return h.challenge(w, r, repl)
 		}
 	}
@@ -74,6 +75,7 @@ func (h *Handler) serveArrival(w http.ResponseWriter, r *http.Request, next cadd
 		}
 		if !fresh {
 			h.logger.Debug("challenge solution used again", zap.Int64("event", h.Event))
+			h.m.challengesFailed.Inc()
 			return h.challenge(w, r, repl)
 		}
 	}

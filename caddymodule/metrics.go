@@ -16,7 +16,7 @@ import (
 // event id, which comes from the config: never a user, an address or a token.
 var metrics = struct {
 	arrivals, admitted, waiting, soldOut, invalidTokens *prometheus.CounterVec
-	preQueue, challenges, rateLimited                   *prometheus.CounterVec
+	preQueue, challenges, challengesFailed, rateLimited *prometheus.CounterVec
 	revoked, completed, windowOver                      *prometheus.CounterVec
 	decisions                                           *prometheus.HistogramVec
 }{
@@ -34,6 +34,8 @@ var metrics = struct {
 		"New arrivals entered in a scheduled opening's pre-queue."),
 	challenges: newCounter("challenges_total",
 		"Challenges handed out (proof of work at join), including those for wrong, expired or reused solutions."),
+	challengesFailed: newCounter("challenges_failed_total",
+		"Arrivals whose solution of a challenge was wrong, expired or used again, answered a new challenge instead of a place."),
 	rateLimited: newCounter("rate_limited_total",
 		"New arrivals refused with 429 for exceeding the join rate of their address."),
 	revoked: newCounter("revoked_total",
@@ -125,7 +127,7 @@ func registerMetrics(reg *prometheus.Registry) error {
 	}
 	for _, c := range []prometheus.Collector{
 		metrics.arrivals, metrics.admitted, metrics.waiting, metrics.soldOut, metrics.invalidTokens,
-		metrics.preQueue, metrics.challenges, metrics.rateLimited, metrics.revoked, metrics.completed, metrics.windowOver,
+		metrics.preQueue, metrics.challenges, metrics.challengesFailed, metrics.rateLimited, metrics.revoked, metrics.completed, metrics.windowOver,
 		metrics.decisions, queueCollector{},
 	} {
 		if err := reg.Register(c); err != nil {
@@ -142,7 +144,7 @@ func registerMetrics(reg *prometheus.Registry) error {
 // the request path does no label lookup.
 type eventMetrics struct {
 	arrivals, admitted, waiting, soldOut, invalidTokens prometheus.Counter
-	preQueue, challenges, rateLimited                   prometheus.Counter
+	preQueue, challenges, challengesFailed, rateLimited prometheus.Counter
 	revoked, completed, windowOver                      prometheus.Counter
 	// decisions holds one observer per outcome, in the order of outcomes.
 	decisions []prometheus.Observer
@@ -154,18 +156,19 @@ func metricsFor(event string) eventMetrics {
 		decisions[i] = metrics.decisions.WithLabelValues(event, o)
 	}
 	return eventMetrics{
-		decisions:     decisions,
-		arrivals:      metrics.arrivals.WithLabelValues(event),
-		admitted:      metrics.admitted.WithLabelValues(event),
-		waiting:       metrics.waiting.WithLabelValues(event),
-		soldOut:       metrics.soldOut.WithLabelValues(event),
-		invalidTokens: metrics.invalidTokens.WithLabelValues(event),
-		preQueue:      metrics.preQueue.WithLabelValues(event),
-		challenges:    metrics.challenges.WithLabelValues(event),
-		rateLimited:   metrics.rateLimited.WithLabelValues(event),
-		revoked:       metrics.revoked.WithLabelValues(event),
-		completed:     metrics.completed.WithLabelValues(event),
-		windowOver:    metrics.windowOver.WithLabelValues(event),
+		decisions:        decisions,
+		arrivals:         metrics.arrivals.WithLabelValues(event),
+		admitted:         metrics.admitted.WithLabelValues(event),
+		waiting:          metrics.waiting.WithLabelValues(event),
+		soldOut:          metrics.soldOut.WithLabelValues(event),
+		invalidTokens:    metrics.invalidTokens.WithLabelValues(event),
+		preQueue:         metrics.preQueue.WithLabelValues(event),
+		challenges:       metrics.challenges.WithLabelValues(event),
+		challengesFailed: metrics.challengesFailed.WithLabelValues(event),
+		rateLimited:      metrics.rateLimited.WithLabelValues(event),
+		revoked:          metrics.revoked.WithLabelValues(event),
+		completed:        metrics.completed.WithLabelValues(event),
+		windowOver:       metrics.windowOver.WithLabelValues(event),
 	}
 }
 

@@ -360,7 +360,9 @@ func (a *Admin) report(w http.ResponseWriter, r *http.Request, entry *roomEntry)
 	reports.of(id).snapshot(&body)
 	ev := strconv.FormatInt(id, 10)
 	body.Refused.JoinRate = counterValue(metrics.rateLimited.WithLabelValues(ev))
-	body.Refused.Challenge = counterValue(metrics.challenges.WithLabelValues(ev))
+	// Every arrival is handed a challenge before its place: only the
+	// solutions turned down are refusals.
+	body.Refused.Challenge = counterValue(metrics.challengesFailed.WithLabelValues(ev))
 	ctx, cancel := context.WithTimeout(r.Context(), adminTimeout)
 	defer cancel()
 	lot, err := reportedLottery(ctx, entry.room, reports.of(id))

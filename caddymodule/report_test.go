@@ -354,3 +354,28 @@ func TestRecorderLooksOnceTheRoomReadTheStore(t *testing.T) {
 	require.NotEmpty(t, body.Timeline)
 	assert.Equal(t, int64(40), body.Timeline[0].Admitted)
 }
+
+// TestReportRefusedByTheChallenge: every arrival is handed a challenge
+// before its place, so the challenges handed out are not refusals; the
+// report counts the solutions turned down (wrong, used again).
+func TestReportRefusedByTheChallenge(t *testing.T) {
+	h := provision(t, &Handler{Challenge: 4})
+	a := newAdmin(t, poolClock)
+	withSolution := func(s string) *http.Request {
+		r := get(h, "")
+		r.Header.Set(HeaderSolution, s)
+		return r
+	}
+	for range 3 {
+		sol := waitroom.Solve(decode[challengeBody](t, serve(t, h, get(h, ""))).Challenge, 4)
+		require.Equal(t, StatusWaiting, serve(t, h, withSolution(sol)).status())
+		require.Equal(t, StatusChallenge, serve(t, h, withSolution(sol)).status(), "used again")
+	}
+	require.Equal(t, StatusChallenge, serve(t, h, withSolution("garbage")).status())
+
+	rec := adminServe(a, http.MethodGet, fmt.Sprintf("/waitroom/events/%d/report", h.Event), "")
+	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+	var body reportBody
+	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &body))
+	assert.Equal(t, int64(4), body.Refused.Challenge, "three solutions used again and one wrong; the three that joined were not refused")
+}
