@@ -5,10 +5,14 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/waitroom/waitroom/origin/payment"
 )
 
 // A cursor shaped like the feed's but holding a snapshot PostgreSQL would
@@ -42,4 +46,56 @@ func TestVoidFeedCursorPostgresWouldNotRead(t *testing.T) {
 	q := url.Values{"event": {fmt.Sprint(ev.ID)}, "since": {good}}
 	res := h.do(http.MethodGet, "/v1/scans/void?"+q.Encode(), nil, device)
 	assert.Equal(t, http.StatusOK, res.status, "the cursor the feed handed out still reads: %s", res.body)
+}
+
+// scans reads the gate's scans counter of a result.
+func (h *harness) scans(result string) float64 {
+	h.t.Helper()
+	res := h.metrics()
+	require.Equal(h.t, http.StatusOK, res.status)
+	prefix := `waitroom_origin_scans_total{result="` + result + `"} `
+	for line := range strings.Lines(string(res.body)) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), prefix); ok {
+			var f float64
+			_, err := fmt.Sscan(v, &f)
+			require.NoError(h.t, err)
+			return f
+		}
+	}
+	return 0
+}
+
+// A device whose upload was answered 503 half-way, or whose answer was
+// lost, sends it all again: the scans it resends were counted when they
+// were recorded, and are not counted again, so the admissions counted
+// never pass the tickets let in.
+func TestUploadSentAgainCountedOnce(t *testing.T) {
+	h := newGateHarness(t)
+	ev := h.createEvent(map[string]any{"capacity": 5})
+	_, tks := h.tickets(ev.ID, "ann", 3, payment.MethodVisa)
+	at := h.clock.Now()
+	h.clock.Advance(time.Minute)
+	require.Equal(t, http.StatusOK, h.scan(ev.ID, tks[2].Code, "north-3").status)
+	h.clock.Advance(time.Minute)
+
+	batch := []map[string]any{
+		offline(tks[0].Code, at.Add(time.Second)),
+		offline(tks[1].Code, at.Add(2*time.Second)),
+		offline(tks[1].Code, at.Add(3*time.Second)),
+		offline(tks[2].Code, at.Add(4*time.Second)),
+	}
+	first := h.upload(ev.ID, "field-1", batch...)
+	want := map[string]float64{"admitted": h.scans("admitted"), "already_used": h.scans("already_used"),
+		"double_admission": h.scans("double_admission")}
+	require.Equal(t, map[string]float64{"admitted": 4, "already_used": 1, "double_admission": 1}, want,
+		"north-3's online admission, then the upload's: %+v", first.Results)
+
+	again := h.upload(ev.ID, "field-1", batch...)
+	for i := range batch {
+		assert.Equal(t, first.Results[i].Status, again.Results[i].Status, "scan %d answered as before", i)
+	}
+	got := map[string]float64{"admitted": h.scans("admitted"), "already_used": h.scans("already_used"),
+		"double_admission": h.scans("double_admission")}
+	assert.Equal(t, want, got, "the scans sent again are not counted again")
+	h.requireScanTotals(ev.ID, scanTotals{Admitted: 3, AlreadyUsed: 1, DoubleAdmissions: 1})
 }

@@ -242,7 +242,11 @@ func (s scansAPI) scan(ctx context.Context, sc ledger.NewScan, now time.Time) (s
 	case err != nil:
 		return scanAnswer{}, err
 	}
-	s.metrics.scans.WithLabelValues(o.Result).Inc()
+	if !o.Replayed {
+		// A scan sent again (an upload retried) was counted when it was
+		// recorded: counted again, admissions would outnumber tickets.
+		s.metrics.scans.WithLabelValues(o.Result).Inc()
+	}
 	if o.Result == ledger.ScanWrongEvent {
 		a := scanAnswerOf(o)
 		a.msg = fmt.Sprintf("the ticket is for event %d; this gate admits to event %d", o.Ticket.EventID, sc.Event)
