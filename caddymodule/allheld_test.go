@@ -50,7 +50,7 @@ func TestAllHeldIsNotSoldOut(t *testing.T) {
 		assert.Equal(t, "waiting", body["status"])
 		assert.Equal(t, true, body["all_held"])
 		assert.EqualValues(t, 3, body["may_return"])
-		_, inQueue := queueCounts(h.room.room)
+		_, inQueue := queueCounts(h.room)
 		assert.Positive(t, inQueue, "the console counts them waiting")
 
 		res = serve(t, h, get(h, ""))
@@ -66,7 +66,7 @@ func TestAllHeldIsNotSoldOut(t *testing.T) {
 		res = serve(t, h, get(h, waiting))
 		assert.Equal(t, http.StatusGone, res.rec.Code)
 		assert.Equal(t, StatusSoldOut, res.status())
-		_, inQueue = queueCounts(h.room.room)
+		_, inQueue = queueCounts(h.room)
 		assert.Zero(t, inQueue)
 
 		// An operator's flag stands, holds or not.

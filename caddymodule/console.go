@@ -102,9 +102,21 @@ type liveInventory struct {
 	Fresh bool `json:"fresh"`
 }
 
+// availability is what the room's positions not yet admitted are
+// answered, as its sites answer them (Handler.availability).
+func (e *roomEntry) availability(s waitroom.State) waitroom.Availability {
+	inv, fresh := e.room.Inventory()
+	a := waitroom.Judge(s, inv, fresh)
+	if e.soldOutAtZero.Load() {
+		a.SoldOut = s.SoldOut
+	}
+	return a
+}
+
 // queueCounts is how many of the positions handed out are admitted and how
 // many wait (liveEvent's fields, and the gauges).
-func queueCounts(r *waitroom.Room) (admitted, waiting int64) {
+func queueCounts(e *roomEntry) (admitted, waiting int64) {
+	r := e.room
 	s := r.State()
 	last := s.LastPosition
 	if s.HardCap > 0 {
@@ -112,7 +124,7 @@ func queueCounts(r *waitroom.Room) (admitted, waiting int64) {
 	}
 	admitted = min(s.Watermark, last)
 	// Sold out, nobody waits; all held, they still do (docs/api.md §3).
-	if !(s.SoldOut && r.Availability().SoldOut) && last > s.Watermark {
+	if !(s.SoldOut && e.availability(s).SoldOut) && last > s.Watermark {
 		waiting = r.Ahead(last + 1)
 	}
 	return max(admitted, 0), waiting
@@ -125,7 +137,7 @@ func (a *Admin) live(w http.ResponseWriter, _ *http.Request) error {
 	seen := make(map[int64]bool, len(entries))
 	for _, e := range entries {
 		ev := liveEvent{State: e.room.State()}
-		ev.Admitted, ev.Waiting = queueCounts(e.room)
+		ev.Admitted, ev.Waiting = queueCounts(e)
 		ev.ArrivalsPerSecond, ev.AdmittedPerSecond = a.rates.observe(ev.Event, now, ev.LastPosition, ev.Admitted)
 		if inv, fresh := e.room.Inventory(); !inv.At.IsZero() {
 			ev.Inventory = &liveInventory{Inventory: inv, Fresh: fresh}

@@ -409,6 +409,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		return err
 	}
 	h.room = room
+	room.soldOutAtZero.Store(h.SoldOutAtZero)
 	if h.challenger != nil {
 		ns, ok := room.store.store.(waitroom.NonceStore)
 		if !ok {

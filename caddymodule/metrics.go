@@ -97,7 +97,7 @@ func (queueCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, e := range eventRooms() {
 		ev := strconv.FormatInt(e.key.Event, 10)
 		s := e.room.State()
-		admitted, waiting := queueCounts(e.room)
+		admitted, waiting := queueCounts(e)
 		for _, g := range []struct {
 			desc *prometheus.Desc
 			v    int64

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -145,9 +146,13 @@ type roomEntry struct {
 	// ready is closed after the room's first read of the store, successful
 	// or not, once no restore of the state holds new arrivals back; until
 	// then its state is only the configured defaults.
-	ready  <-chan struct{}
-	cancel context.CancelFunc
-	done   chan struct{}
+	ready <-chan struct{}
+	// soldOutAtZero is the sold_out_at_zero of the config that last took
+	// the room: the figures it reports count what its visitors were
+	// answered.
+	soldOutAtZero atomic.Bool
+	cancel        context.CancelFunc
+	done          chan struct{}
 }
 
 // Destruct stops the room's goroutine and lets go of its store.
@@ -209,7 +214,7 @@ func acquireRoom(key roomKey, spec storeSpec, seed []byte) (*roomEntry, error) {
 			go func() {
 				defer close(reported)
 				defer stopTicks()
-				recordReport(ctx, room, opts.Now, ticks)
+				recordReport(ctx, e, opts.Now, ticks)
 			}()
 			defer func() { <-reported }()
 			room.Run(ctx)

@@ -60,12 +60,12 @@ type reportSample struct {
 }
 
 // sampleRoom reads a room's figures for the report, from memory.
-func sampleRoom(r *waitroom.Room) reportSample {
-	s := reportSample{state: r.State()}
-	s.admitted, s.waiting = queueCounts(r)
-	inv, fresh := r.Inventory()
+func sampleRoom(e *roomEntry) reportSample {
+	s := reportSample{state: e.room.State()}
+	s.admitted, s.waiting = queueCounts(e)
+	inv, fresh := e.room.Inventory()
 	s.inv, s.haveInv, s.fresh = inv, !inv.At.IsZero(), fresh
-	s.avail = waitroom.Judge(s.state, inv, fresh)
+	s.avail = e.availability(s.state)
 	return s
 }
 
@@ -201,9 +201,9 @@ func (rc *recorder) record(now time.Time, s reportSample) {
 // look records room's sample at now, once the room has read its event's
 // state: the zeros it shows before would be taken for the first look at
 // the sale.
-func (rc *recorder) look(now time.Time, room *waitroom.Room) {
-	if room.Known() {
-		rc.record(now, sampleRoom(room))
+func (rc *recorder) look(now time.Time, e *roomEntry) {
+	if e.room.Known() {
+		rc.record(now, sampleRoom(e))
 	}
 }
 
@@ -328,13 +328,13 @@ var reportTicks = func() (<-chan time.Time, func()) {
 // recordReport samples room into its event's report at every tick until
 // ctx ends. Two rooms of one event (a reload swapping configs) both sample
 // it; a second keeps one point.
-func recordReport(ctx context.Context, room *waitroom.Room, now func() time.Time, ticks <-chan time.Time) {
+func recordReport(ctx context.Context, e *roomEntry, now func() time.Time, ticks <-chan time.Time) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-ticks:
-			reports.of(room.Event()).look(now(), room)
+			reports.of(e.key.Event).look(now(), e)
 			seen := map[int64]bool{}
 			rooms.Range(func(_, v any) bool {
 				seen[v.(*roomEntry).key.Event] = true

@@ -96,7 +96,7 @@ http://localhost:%d {
 			_, err := room.Update(ctx, waitroom.Change{RaiseBy: 12, Actor: waitroom.ActorAutopilot, Reason: "closed loop"})
 			require.NoError(t, err)
 		}
-		admitted, _ := queueCounts(room)
+		admitted, _ := queueCounts(entry)
 		if n := min((admitted-admittedSeen)*6/10, remaining); n > 0 {
 			holds = append(holds, hold{s, n})
 			held += n

@@ -184,7 +184,7 @@ func TestReportRoute(t *testing.T) {
 	assert.Len(t, lot["commitment"], 64)
 	// The recorder's first look, as its first tick takes it: before the
 	// sale.
-	reports.of(h.Event).record(clk.Now(), sampleRoom(h.room.room))
+	reports.of(h.Event).record(clk.Now(), sampleRoom(h.room))
 
 	entrant := serve(t, h, get(h, "")).cookie(t, h.cookieName)
 	require.NotNil(t, entrant)
@@ -342,11 +342,12 @@ func TestRecorderLooksOnceTheRoomReadTheStore(t *testing.T) {
 	require.NoError(t, err)
 
 	room := waitroom.NewRoom(store, ev, waitroom.RoomOptions{Now: now})
+	entry := &roomEntry{key: roomKey{Event: ev}, room: room}
 	rc := newRecorder()
-	rc.look(clk, room)
+	rc.look(clk, entry)
 	_, err = room.Refresh(t.Context())
 	require.NoError(t, err)
-	rc.look(clk, room)
+	rc.look(clk, entry)
 
 	var body reportBody
 	rc.snapshot(&body)
@@ -378,4 +379,29 @@ func TestReportRefusedByTheChallenge(t *testing.T) {
 	var body reportBody
 	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &body))
 	assert.Equal(t, int64(4), body.Refused.Challenge, "three solutions used again and one wrong; the three that joined were not refused")
+}
+
+// TestFiguresWithSoldOutAtZero: with sold_out_at_zero the origin's flag is
+// the 410 at once, held seats or not, so the report, the live figures and
+// the gauges count nobody waiting and no stretch all held, as those
+// visitors were answered; else everyone told sold out, no longer polling,
+// would count as waiting, then as abandoned.
+func TestFiguresWithSoldOutAtZero(t *testing.T) {
+	clk := newClock()
+	h := &Handler{SoldOutAtZero: true}
+	h.now = clk.Now
+	provision(t, h)
+	for range 3 {
+		serve(t, h, get(h, ""))
+	}
+	require.NoError(t, h.room.room.PublishInventory(t.Context(), waitroom.Inventory{Sellable: 10, Held: 4, Remaining: 0, Healthy: true, At: clk.Now()}))
+	update(t, h, waitroom.Change{SoldOut: func() *bool { v := true; return &v }(), Actor: waitroom.ActorOrigin, Reason: "no seat left to hold"})
+	require.Equal(t, http.StatusGone, serve(t, h, get(h, "")).rec.Code, "the site's answer")
+
+	admitted, waiting := queueCounts(h.room)
+	assert.Equal(t, int64(0), waiting, "nobody waits: they were told sold out")
+	assert.Equal(t, int64(0), admitted)
+	s := sampleRoom(h.room)
+	assert.True(t, s.avail.SoldOut, "the sold-out answer")
+	assert.False(t, allHeld(s))
 }
