@@ -160,6 +160,8 @@ type buyer struct {
 	seats     [2]string
 	waiting   string // the waiting page's heading
 	bookingH1 string // the booking page's heading
+	// cancels: the buyer cancels the booking rather than go to the show.
+	cancels bool
 }
 
 // TestBrowserBuyersDay: a buyer arrives and waits; staff raise the
@@ -167,17 +169,18 @@ type buyer struct {
 // adjacent seats on the map, holds them with the countdown running, pays
 // with a test card and gets two tickets with their QR codes. The queue
 // token is revoked by that confirmed booking, and the booking, reloaded
-// through the room, still shows the tickets; a gate device admits one of
-// them; the buyer cancels and sees the refund. Once with JavaScript, once
-// without, once in German (the browser's language), once in Spanish (chosen
-// on the waiting page).
+// through the room, still shows the tickets. Then the buyer goes to the
+// show: a gate device admits a ticket, and the booking page no longer
+// offers the cancellation; or cancels and sees the refund, and the gate
+// refuses the tickets. Once with JavaScript, once without, once in German
+// (the browser's language), once in Spanish (chosen on the waiting page).
 func TestBrowserBuyersDay(t *testing.T) {
 	d := newDay(t)
 	for _, b := range []buyer{
 		{name: "day", seats: [2]string{"A-1-1", "A-1-2"}, waiting: "You’re in the queue", bookingH1: "Your booking"},
-		{name: "day-nojs", noScript: true, seats: [2]string{"A-1-4", "A-1-5"}, waiting: "You’re in the queue", bookingH1: "Your booking"},
+		{name: "day-nojs", noScript: true, seats: [2]string{"A-1-4", "A-1-5"}, waiting: "You’re in the queue", bookingH1: "Your booking", cancels: true},
 		{name: "day-de", lang: "de-DE,de;q=0.9", seats: [2]string{"A-1-7", "A-1-8"}, waiting: "Sie sind in der Warteschlange", bookingH1: "Ihre Buchung"},
-		{name: "day-es", link: "es", seats: [2]string{"A-2-1", "A-2-2"}, waiting: "Estás en la cola", bookingH1: "Tu reserva"},
+		{name: "day-es", link: "es", seats: [2]string{"A-2-1", "A-2-2"}, waiting: "Estás en la cola", bookingH1: "Tu reserva", cancels: true},
 	} {
 		t.Run(b.name, func(t *testing.T) { d.walk(t, b) })
 	}
@@ -322,20 +325,37 @@ func (d *day) walk(t *testing.T, b buyer) {
 	clickFresh(t, tab, ".bookings a")
 	browser.Until(t, tab, fmt.Sprintf(`location.href === %q && document.getElementById("cancel") !== null`, bookingURL))
 
-	// 8. A gate device of the event scans the first ticket: admitted.
+	if b.cancels {
+		// 8. Cancel from the page: the refund goes under way, then is paid
+		// back, and the page says so; the gate refuses the tickets.
+		clickFresh(t, tab, "#cancel")
+		browser.Until(t, tab, `document.querySelector('[data-refund="succeeded"]') !== null`)
+		assert.Equal(t, "completed", roomSaid(bookingURL))
+		shot("8-refunded")
+		for _, code := range codes {
+			d.call(t, http.MethodPost, "/v1/scans", "Bearer "+d.gate, map[string]any{"code": code}, http.StatusGone)
+		}
+		return
+	}
+
+	// 8. At the show, a gate device of the event scans the first ticket:
+	// admitted.
 	var scan struct {
 		Result string `json:"result"`
 	}
 	d.call(t, http.MethodPost, "/v1/scans", "Bearer "+d.gate, map[string]any{"code": codes[0]}, http.StatusOK, &scan)
 	assert.Equal(t, "admitted", scan.Result)
 
-	// 9. Cancel from the page: the refund goes under way, then is paid
-	// back, and the page says so; the other ticket no longer admits.
-	clickFresh(t, tab, "#cancel")
-	browser.Until(t, tab, `document.querySelector('[data-refund="succeeded"]') !== null`)
+	// 9. The booking page, loaded again, keeps the tickets and no longer
+	// offers the cancellation: its holder is inside. The other ticket
+	// still admits its own holder.
+	require.NoError(t, chromedp.Do(tab, chromedp.Reload()))
+	browser.Until(t, tab, `document.getElementById("let-in") !== null && document.getElementById("cancel") === null`)
 	assert.Equal(t, "completed", roomSaid(bookingURL))
-	shot("9-refunded")
-	d.call(t, http.MethodPost, "/v1/scans", "Bearer "+d.gate, map[string]any{"code": codes[1]}, http.StatusGone)
+	d.tickets(t, tab, b.seats)
+	shot("9-let-in")
+	d.call(t, http.MethodPost, "/v1/scans", "Bearer "+d.gate, map[string]any{"code": codes[1]}, http.StatusOK, &scan)
+	assert.Equal(t, "admitted", scan.Result)
 }
 
 // clickFresh clicks the element sel selects on a page the tab came to by

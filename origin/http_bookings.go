@@ -214,6 +214,10 @@ func (s bookingsAPI) handleCancelBooking(w http.ResponseWriter, r *http.Request)
 	}
 	cancelled, err := s.bookings.Cancel(r.Context(), b.ID)
 	switch {
+	case errors.Is(err, booking.ErrBookingLetIn):
+		writeError(w, http.StatusConflict, "booking_not_cancellable",
+			"a ticket of this booking was let in at the gate: it can no longer be cancelled")
+		return
 	case errors.Is(err, booking.ErrBookingNotCancellable):
 		writeError(w, http.StatusConflict, "booking_not_cancellable",
 			"only a confirmed booking can be cancelled; this one is "+b.Status)

@@ -191,7 +191,7 @@ func TestScanVoidTicket(t *testing.T) {
 	annB, refunded := h.tickets(ev.ID, "ann", 2, payment.MethodVisa)
 	bobB, cancelled := h.tickets(ev.ID, "bob", 1, payment.MethodRefundFails)
 	atProvider, refundedThere := h.tickets(ev.ID, "cat", 1, payment.MethodVisa)
-	require.Equal(t, http.StatusOK, h.scan(ev.ID, refunded[0].Code, "north-3").status, "used, then cancelled")
+	require.Equal(t, http.StatusOK, h.scan(ev.ID, refundedThere[0].Code, "north-3").status, "used, then refunded at the provider")
 
 	assert.Equal(t, "refunded", h.cancel(ev.ID, "ann", annB.BookingID).Status)
 	assert.Equal(t, "cancelled", h.cancel(ev.ID, "bob", bobB.BookingID).Status, "its refund failed: cancelled, the tickets void all the same")
@@ -203,8 +203,8 @@ func TestScanVoidTicket(t *testing.T) {
 	require.Equal(t, http.StatusOK, res.status, "%s", res.body)
 
 	for name, code := range map[string]string{
-		"refunded, scanned before": refunded[0].Code, "refunded": refunded[1].Code,
-		"cancelled": cancelled[0].Code, "refunded at the provider": refundedThere[0].Code,
+		"refunded": refunded[0].Code, "refunded too": refunded[1].Code,
+		"cancelled": cancelled[0].Code, "refunded at the provider, scanned before": refundedThere[0].Code,
 	} {
 		res := h.scan(ev.ID, code, "south-1")
 		require.Equal(t, http.StatusGone, res.status, "%s: %s", name, res.body)
@@ -215,6 +215,38 @@ func TestScanVoidTicket(t *testing.T) {
 		assert.Equal(t, code, v.Ticket.Code, name)
 	}
 	h.requireScanTotals(ev.ID, scanTotals{Admitted: 1, Void: 4})
+}
+
+// A buyer let in at the gate cannot cancel: the refund would pay back a
+// seat its holder sits in, and put it back on sale for someone else. The
+// booking, its tickets and the seats stay as they were; another booking
+// of the event, nobody let in, cancels as before.
+func TestLetInBookingIsNotCancellable(t *testing.T) {
+	h := newGateHarness(t)
+	ev := h.createEvent(map[string]any{"capacity": 10, "overflow_pct": 0})
+	dan, tks := h.tickets(ev.ID, "dan", 2, payment.MethodVisa)
+	eve, _ := h.tickets(ev.ID, "eve", 1, payment.MethodVisa)
+	require.Equal(t, http.StatusOK, h.scan(ev.ID, tks[1].Code, "north-3").status)
+	before := h.invariant(ev.ID)
+
+	res := h.do(http.MethodPost, "/v1/bookings/"+dan.BookingID+"/cancellation", nil, h.auth("dan", ev.ID))
+	require.Equal(t, http.StatusConflict, res.status, "%s", res.body)
+	var e struct{ Error, Message string }
+	res.json(t, &e)
+	assert.Equal(t, "booking_not_cancellable", e.Error)
+	assert.Contains(t, e.Message, "let in at the gate")
+
+	got := h.booking(ev.ID, "dan", dan.BookingID)
+	assert.Equal(t, "confirmed", got.Status)
+	assert.Empty(t, got.RefundStatus)
+	assert.Equal(t, tks, got.Tickets, "the tickets stand")
+	assert.Equal(t, before, h.invariant(ev.ID), "no seat back on sale")
+	assert.Empty(t, h.fp.RefundsForPayment(dan.PaymentID), "no refund asked for")
+	other := h.scan(ev.ID, tks[0].Code, "south-1")
+	assert.Equal(t, http.StatusOK, other.status, "the booking's other ticket still admits: %s", other.body)
+
+	assert.Equal(t, "refunded", h.cancel(ev.ID, "eve", eve.BookingID).Status, "nobody of eve's let in")
+	h.requireInvariant(ev.ID, 2)
 }
 
 func TestScanRefusesForgedAndMalformed(t *testing.T) {

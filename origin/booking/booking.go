@@ -19,6 +19,7 @@ package booking
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -74,6 +75,9 @@ const (
 var (
 	// ErrBookingNotCancellable: only a confirmed booking can be cancelled.
 	ErrBookingNotCancellable = errors.New("booking is not cancellable")
+	// ErrBookingLetIn: a gate let in a ticket of the booking, whose holder
+	// is inside: cancelling would put an occupied seat back on sale.
+	ErrBookingLetIn = fmt.Errorf("%w: a ticket of it was let in at the gate", ErrBookingNotCancellable)
 	// errBookingSettled: the booking no longer waits for its payment.
 	errBookingSettled = errors.New("booking is no longer waiting for its payment")
 	// errNotSucceeded: a success was reported for a payment the provider

@@ -262,7 +262,8 @@ func (s *Service) failPayment(ctx context.Context, b ledger.Booking, paymentID, 
 // seats given back (to the inventory once, or to the overflow reserve) in
 // one transaction, then the payment is refunded outside it. Cancelling a
 // booking the buyer cancelled already returns it as it is (retrying a
-// refund still due); anything else is ErrBookingNotCancellable.
+// refund still due); a booking a gate let a ticket of in is
+// ErrBookingLetIn; anything else is ErrBookingNotCancellable.
 func (s *Service) Cancel(ctx context.Context, bookingID string) (ledger.Booking, error) {
 	now := s.now()
 	var cancelled ledger.Booking
@@ -283,6 +284,14 @@ func (s *Service) Cancel(ctx context.Context, bookingID string) (ledger.Booking,
 		}
 		if release, err = giveSeatsBack(ctx, tx, cur, now); err != nil {
 			return fmt.Errorf("cancel booking %s: %w", bookingID, err)
+		}
+		// Asked once the tickets are void: a scan under way finished first,
+		// and a later one finds them void.
+		switch in, err := tx.Bookings().LetIn(ctx, cur.ID); {
+		case err != nil:
+			return err
+		case in:
+			return fmt.Errorf("cancel booking %s: %w", bookingID, ErrBookingLetIn)
 		}
 		refund := ""
 		if cur.Amount > 0 && cur.PaymentID != "" {

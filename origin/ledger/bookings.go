@@ -152,6 +152,17 @@ func (b Bookings) ByKey(ctx context.Context, user, key string) (Booking, error) 
 	return b.one(ctx, "read booking by idempotency key", sqlBookingByKey, user, key)
 }
 
+// LetIn reports whether a gate let in a ticket of the booking. Inside a
+// transaction that voided the booking's tickets, it sees every scan: a
+// scan locks its ticket, so the void waited for any scan under way.
+func (b Bookings) LetIn(ctx context.Context, bookingID string) (bool, error) {
+	var in bool
+	if err := b.q.QueryRow(ctx, sqlBookingLetIn, bookingID).Scan(&in); err != nil {
+		return false, fmt.Errorf("read whether booking %s was let in: %w", bookingID, err)
+	}
+	return in, nil
+}
+
 // LiveOfHold reads the booking of a hold that has not failed.
 func (b Bookings) LiveOfHold(ctx context.Context, holdID string) (Booking, error) {
 	return b.one(ctx, "read booking of hold "+holdID, sqlLiveBookingOfHold, holdID)

@@ -436,6 +436,9 @@ const (
 
 	sqlVoidTickets   = `UPDATE tickets SET valid = false WHERE booking_id = $1 AND valid RETURNING seat`
 	sqlTicketIsValid = `SELECT EXISTS (SELECT 1 FROM tickets WHERE code = $1 AND valid)`
+	// A ticket's first admission is the scan marked first (scans_first).
+	sqlBookingLetIn = `SELECT EXISTS (SELECT 1 FROM tickets t JOIN scans s ON s.code = t.code AND s.first
+		WHERE t.booking_id = $1)`
 )
 
 // Webhook events, acted on once.

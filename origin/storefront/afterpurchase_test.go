@@ -1,6 +1,7 @@
 package storefront_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -10,6 +11,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/waitroom/waitroom/origin/ledger"
 )
 
 // The hold's page once its booking is confirmed (Back to it, a reload,
@@ -86,4 +89,38 @@ func TestStorefrontHoldPageWhilePaying(t *testing.T) {
 	assert.Contains(t, again.body, "Your payment for these seats is under way.")
 	assert.Contains(t, again.body, `<a id="booking-link" href="`+b.lastPath+`">`)
 	assert.NotContains(t, again.body, `id="pay"`)
+}
+
+// A booking whose ticket a gate let in: its page no longer offers the
+// cancellation, and says why; a cancellation sent from a page loaded
+// before the scan is refused in the same words, the tickets kept.
+func TestStorefrontLetInBookingIsNotCancellable(t *testing.T) {
+	s := newShop(t, shopOptions{})
+	ev := s.seatedEvent("Stadium night")
+	b := s.shopper().enter("rosa", ev)
+	b.follow(b.pay(b.holdSeats(ev, "A-2-5"), "pm_card_visa"))
+	bookingPath := b.lastPath
+	s.settle()
+	page := b.get(bookingPath)
+	require.Contains(t, page.body, `data-status="confirmed"`)
+	assert.Contains(t, page.body, `id="cancel"`)
+	img := ticketImg.FindStringSubmatch(page.body)
+	require.NotNil(t, img, page.body)
+	code := strings.TrimSuffix(strings.TrimPrefix(img[1], "/v1/tickets/"), ".png")
+	scanned, err := s.lg.RecordScan(context.Background(), ledger.NewScan{Code: code, Gate: "north-3", Event: ev}, s.clock.Now)
+	require.NoError(t, err)
+	require.Equal(t, ledger.ScanAdmitted, scanned.Result)
+
+	const said = "A ticket of this booking was let in at the gate, so it can no longer be cancelled."
+	page = b.get(bookingPath)
+	assert.NotContains(t, page.body, `id="cancel"`)
+	assert.Contains(t, page.body, `<p id="let-in">`+said+`</p>`)
+	assert.Len(t, ticketImg.FindAllStringSubmatch(page.body, -1), 1, "the ticket shown still")
+
+	res := b.post(bookingPath+"/cancellation", url.Values{})
+	require.Equal(t, http.StatusConflict, res.status, res.body)
+	assert.Contains(t, res.body, `role="alert" id="error">`+said+`</p>`)
+	assert.NotContains(t, res.body, `id="let-in"`, "said once")
+	assert.Contains(t, res.body, `data-status="confirmed"`)
+	assert.Contains(t, b.get(bookingPath+"?lang=de").body, `<p id="let-in">`)
 }

@@ -43,6 +43,7 @@ type shop struct {
 	keys  *waitroom.KeySet
 	store *waitroom.RedisStore
 	fp    *payment.Fakepay
+	lg    *ledger.Ledger
 }
 
 type shopOptions struct {
@@ -63,7 +64,7 @@ func newShop(t *testing.T, o shopOptions) *shop {
 	lg, err := ledger.Open(ctx, testenv.Postgres(t), ledger.Options{MaxConns: 10})
 	require.NoError(t, err)
 	t.Cleanup(lg.Close)
-	s := &shop{t: t, clock: c, store: waitroom.NewRedisStore(rdb, waitroom.RedisOptions{})}
+	s := &shop{t: t, clock: c, store: waitroom.NewRedisStore(rdb, waitroom.RedisOptions{}), lg: lg}
 	s.keys, err = waitroom.NewKeySet(c.Now, waitroom.Key{ID: "k1", Secret: secret})
 	require.NoError(t, err)
 	cfg := origin.Config{

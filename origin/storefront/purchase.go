@@ -319,6 +319,9 @@ type bookingPage struct {
 	Ended string
 	// PayAgain: the booking's hold is still the buyer's to pay.
 	PayAgain bool
+	// LetIn: a gate let a ticket of the booking in; it can no longer be
+	// cancelled.
+	LetIn bool
 }
 
 // endedReasons are the reasons a booking ends cancelled or refunded that a
@@ -413,6 +416,10 @@ func (s *Store) renderBooking(w http.ResponseWriter, r *http.Request, status int
 			return
 		}
 		p.Tickets = ticketsOf(ts)
+		if p.LetIn, err = s.cfg.Ledger.Bookings().LetIn(ctx, b.ID); err != nil {
+			s.fail(w, r, http.StatusServiceUnavailable, "shop_err_unavailable")
+			return
+		}
 	}
 	switch {
 	case p.Settling:
@@ -437,6 +444,8 @@ func (s *Store) handleCancel(w http.ResponseWriter, r *http.Request) {
 	}
 	_, err := s.cfg.Bookings.Cancel(detached(r), b.ID)
 	switch {
+	case errors.Is(err, booking.ErrBookingLetIn):
+		s.renderBooking(w, r, http.StatusConflict, b, view{Text: t, Error: msg(t, "shop_let_in")})
 	case errors.Is(err, booking.ErrBookingNotCancellable):
 		s.renderBooking(w, r, http.StatusConflict, b, view{Text: t, Error: msg(t, "shop_err_not_cancellable")})
 	case err != nil:
