@@ -98,6 +98,7 @@ func (h *Handler) edgePage() (cloudflare.Page, error) {
 	}
 	p := cloudflare.Page{
 		KeyIDs:        ids,
+		KeyChecks:     h.keyChecks,
 		SoldOutMaxAge: int64(math.Ceil(time.Duration(h.SoldOutMaxAge).Seconds())),
 		SoldOutPages:  map[string]string{},
 	}

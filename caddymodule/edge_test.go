@@ -133,7 +133,13 @@ func TestStateChangesReachWorkersKV(t *testing.T) {
 	first := next()
 	assert.Equal(t, cloudflare.State{Version: cloudflare.Version, Event: h.Event, Watermark: 10, HardCap: 500,
 		KeyIDs: []string{"k2", "k1"}, SoldOutMaxAge: 30, Languages: []string{"en", "de", "es", "ja"},
-		SoldOutPages: first.SoldOutPages}, first, "the state as the room first read it")
+		KeyChecks: map[string]string{
+			"k2": cloudflare.KeyCheck([]byte(testSecret + "-new")), "k1": cloudflare.KeyCheck([]byte(testSecret)),
+		},
+		SoldOutPages: first.SoldOutPages}, first, "the state as the room first read it, with its keys' checks, never a secret")
+	for _, c := range first.KeyChecks {
+		assert.NotContains(t, c, testSecret)
+	}
 	// The gateway's own page, in each of its languages.
 	for _, lang := range first.Languages {
 		r := httptest.NewRequest(http.MethodGet, "http://tickets.test/?lang="+lang, nil)

@@ -14,6 +14,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
+	"github.com/waitroom/waitroom/edge/cloudflare"
 	"github.com/waitroom/waitroom/locale"
 	"github.com/waitroom/waitroom/waitroom"
 )
@@ -256,7 +257,10 @@ type Handler struct {
 	// Default: none.
 	CloudflareWaitingRoom *CloudflareWaitingRoom `json:"cloudflare_waiting_room,omitempty"`
 
-	keys       *waitroom.KeySet
+	keys *waitroom.KeySet
+	// keyChecks is cloudflare.KeyCheck of each key's secret, by kid, for
+	// the edge.
+	keyChecks  map[string]string
 	room       *roomEntry
 	roomKey    roomKey
 	eventID    string
@@ -332,6 +336,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 
 	repl := caddy.NewReplacer()
 	keys := make([]waitroom.Key, len(h.Keys))
+	h.keyChecks = make(map[string]string, len(h.Keys))
 	for i, k := range h.Keys {
 		secret := repl.ReplaceKnown(k.Secret, "")
 		if secret == "" {
@@ -340,6 +345,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 			return fmt.Errorf("keys: key %q: secret %q is empty once its placeholders are replaced", k.ID, k.Secret)
 		}
 		keys[i] = waitroom.Key{ID: k.ID, Secret: []byte(secret)}
+		h.keyChecks[k.ID] = cloudflare.KeyCheck(keys[i].Secret)
 	}
 	ks, err := waitroom.NewKeySet(h.now, keys...)
 	if err != nil {

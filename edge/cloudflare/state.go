@@ -12,6 +12,9 @@
 package cloudflare
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"strconv"
 
 	"github.com/waitroom/waitroom/waitroom"
@@ -44,6 +47,10 @@ type State struct {
 	HardCap int64 `json:"hard_cap"`
 	// KeyIDs are the kids of the gateway's key set, signing key first.
 	KeyIDs []string `json:"key_ids"`
+	// KeyChecks is KeyCheck of each kid's secret: a Worker whose secret
+	// of a kid gives another check has a wrong one, and leaves that kid's
+	// tokens to the gateway rather than judge them forged.
+	KeyChecks map[string]string `json:"key_checks,omitempty"`
 	// SoldOutMaxAge is the max-age, in seconds, of the sold-out answer's
 	// Cache-Control.
 	SoldOutMaxAge int64 `json:"sold_out_max_age"`
@@ -60,6 +67,7 @@ type State struct {
 // ids and the sold-out answer it gives.
 type Page struct {
 	KeyIDs        []string
+	KeyChecks     map[string]string
 	SoldOutMaxAge int64
 	Languages     []string
 	SoldOutPages  map[string]string
@@ -83,10 +91,24 @@ func StateOf(s waitroom.State, a waitroom.Availability, p Page) State {
 		Watermark:     s.Watermark,
 		HardCap:       s.HardCap,
 		KeyIDs:        p.KeyIDs,
+		KeyChecks:     p.KeyChecks,
 		SoldOutMaxAge: p.SoldOutMaxAge,
 		Languages:     p.Languages,
 		SoldOutPages:  p.SoldOutPages,
 	}
+}
+
+// keyCheckMessage is what KeyCheck signs; the Worker signs the same
+// (worker/src/token.js).
+const keyCheckMessage = "waitroom edge key check"
+
+// KeyCheck tells a secret apart from another without telling it: the first
+// 16 bytes of HMAC-SHA256(secret, keyCheckMessage), in hex. It is no more
+// a clue to the secret than any token the secret signed.
+func KeyCheck(secret []byte) string {
+	m := hmac.New(sha256.New, secret)
+	m.Write([]byte(keyCheckMessage))
+	return hex.EncodeToString(m.Sum(nil)[:16])
 }
 
 // Key is the KV key of event's state.

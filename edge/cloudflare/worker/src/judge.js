@@ -6,7 +6,7 @@
 // store (positions for new arrivals, revocations, admission windows, the
 // waiting page's figures) is passed on.
 
-import { verify } from "./token.js";
+import { checkedKeys, verify } from "./token.js";
 
 // The gateway's contract (waitroom/contract.go, caddymodule/handler.go).
 export const TOKEN_HEADER = "X-Waitroom-Token";
@@ -90,6 +90,9 @@ export function wellFormed(state) {
     isCount(state.watermark) && isCount(state.hard_cap) && isCount(state.sold_out_max_age) &&
     Array.isArray(state.key_ids) && state.key_ids.length > 0 &&
     state.key_ids.every((k) => typeof k === "string" && k !== "") &&
+    (state.key_checks === undefined || state.key_checks === null ||
+      (typeof state.key_checks === "object" && !Array.isArray(state.key_checks) &&
+        Object.values(state.key_checks).every((c) => typeof c === "string"))) &&
     Array.isArray(state.languages) && state.languages.every((l) => typeof l === "string") &&
     (pages === null || pages === undefined ||
       (typeof pages === "object" && !Array.isArray(pages) && Object.values(pages).every((p) => typeof p === "string")));
@@ -121,6 +124,10 @@ export async function judge(request, state, keys, nowMs) {
   }
   const event = state.event;
   const kids = state.key_ids;
+  // A secret here that is not the gateway's (mistyped, or not yet the
+  // rotated one) would make every token of its kid look forged, and its
+  // admitted buyers would be told sold out.
+  keys = await checkedKeys(keys, state.key_checks);
   let presented = false;
   let preQueue = null;
   const offered = offeredTokens(request, event, kids);

@@ -39,6 +39,47 @@ function hmacKey(secret) {
   return key;
 }
 
+// What a key check signs (edge/cloudflare/state.go, KeyCheck).
+const KEY_CHECK_MESSAGE = "waitroom edge key check";
+
+// Key checks, by secret, for the life of the isolate.
+const checks = new Map();
+
+// keyCheck is the gateway's KeyCheck of secret: the first 16 bytes of
+// HMAC-SHA256(secret, KEY_CHECK_MESSAGE), in lower-case hex.
+export function keyCheck(secret) {
+  let check = checks.get(secret);
+  if (!check) {
+    check = crypto.subtle.importKey("raw", encoder.encode(secret), { name: "HMAC", hash: "SHA-256" }, false, ["sign"])
+      .then((key) => crypto.subtle.sign("HMAC", key, encoder.encode(KEY_CHECK_MESSAGE)))
+      .then((mac) => Array.from(new Uint8Array(mac, 0, 16), (b) => b.toString(16).padStart(2, "0")).join(""));
+    checks.set(secret, check);
+  }
+  return check;
+}
+
+// checkedKeys is keys without the kids whose secret here is not the
+// gateway's: the check published for the kid (the state's key_checks) is
+// not this secret's. Their tokens are then the gateway's to judge, as a
+// kid this Worker lacks; a state without checks (an older gateway) leaves
+// keys as they are.
+export async function checkedKeys(keys, published) {
+  if (!published) {
+    return keys;
+  }
+  let out = keys;
+  for (const [kid, secret] of keys) {
+    const want = published[kid];
+    if (typeof want === "string" && want !== (await keyCheck(secret))) {
+      if (out === keys) {
+        out = new Map(keys);
+      }
+      out.delete(kid);
+    }
+  }
+  return out;
+}
+
 const BASE64URL = /^[A-Za-z0-9_-]*$/;
 
 // b64url decodes unpadded base64url as Go's base64.RawURLEncoding does
