@@ -90,6 +90,9 @@ func (w *world) checkSale(sl *sale) *violation {
 		{sc.released > 0, func() *violation {
 			return violated("release-race", "%s%d booking(s) paying or paid on a released hold: %s", ev, sc.released, sc.releasedEx)
 		}},
+		{sc.inside > 0, func() *violation {
+			return violated("let-in-voided", "%s%d ticket(s) voided after a gate let their holder in, the seat back on sale: %s", ev, sc.inside, sc.insideEx)
+		}},
 	}...)
 	for _, f := range found {
 		if f.broken {
@@ -451,6 +454,10 @@ func (w *world) money(final bool) *violation {
 					id, p.ID, p.Amount, p.Currency, b.Amount, b.Currency)
 			case refunded && b.Status == ledger.BookingConfirmed && b.PaymentID == p.ID && len(tickets) > 0 && !final && w.providerRefunds[id]:
 				// The provider's charge.refunded is on its way.
+			case refunded && b.Status == ledger.BookingConfirmed && b.PaymentID == p.ID && b.AmountRefunded >= b.Amount && letIn(ctx, w.oracle, id):
+				// Returned at the provider after a gate let a ticket in:
+				// the sale stands, its seats in use, the money recorded
+				// as returned.
 			case refunded && b.Status == ledger.BookingConfirmed && b.PaymentID == p.ID && len(tickets) > 0:
 				return violated("money", "payment %s of booking %s refunded at the provider, the booking confirmed with %d valid tickets", p.ID, id, len(tickets))
 			case refunded:
@@ -481,4 +488,10 @@ func (w *world) money(final bool) *violation {
 		}
 	}
 	return nil
+}
+
+// letIn tells whether a gate let in a ticket of booking id.
+func letIn(ctx context.Context, oracle *ledger.Ledger, id string) bool {
+	in, err := oracle.Bookings().LetIn(ctx, id)
+	return err == nil && in
 }

@@ -131,7 +131,8 @@
 // is its capacity in Redis (section-count); every valid ticket's seat or
 // place is its own hold's in the map (seat-owner), no place is numbered for
 // a hold that ended (place-numbers), no booking pays or is paid on a hold
-// its buyer released (release-race); no ticket admitted at another event's
+// its buyer released (release-race), no ticket voided after a gate let its
+// holder in (let-in-voided); no ticket admitted at another event's
 // gate (gate-event), by two online scans or by a scan dated before its
 // issue (admitted-once); a revoked device's scans and void-feed reads are
 // refused (gate-revoked, by their answers); a void feed never gives a valid

@@ -74,7 +74,10 @@ func readCounts(ctx context.Context, l *ledger.Ledger, event int64, now time.Tim
 //
 //   - stray: a section's place numbered for a hold that has ended;
 //
-//   - released: a booking paying or paid on a hold its buyer released.
+//   - released: a booking paying or paid on a hold its buyer released;
+//
+//   - inside: a ticket voided after a gate let its holder in (a
+//     cancellation or a refund put an occupied seat back on sale).
 //
 //     $1 event, $2 the sections' capacities as JSON {"GA-1": 5, …}
 const sqlSeatChecks = `
@@ -103,6 +106,9 @@ WITH caps AS (
 ), released AS (
 	SELECT b.id, b.status FROM bookings b JOIN holds h ON h.id = b.hold_id
 	WHERE b.event_id = $1 AND h.status = 'released' AND b.status IN ('payment_pending', 'confirmed')
+), inside AS (
+	SELECT t.code, b.status FROM tickets t JOIN bookings b ON b.id = t.booking_id
+	WHERE t.event_id = $1 AND NOT t.valid AND EXISTS (SELECT 1 FROM scans s WHERE s.code = t.code AND s.result = 'admitted')
 )
 SELECT
 	(SELECT count(*) FROM sections),
@@ -112,11 +118,13 @@ SELECT
 	(SELECT count(*) FROM stray),
 	coalesce((SELECT format('place %s numbered for hold %s, which is %s', n, hold_id, status) FROM stray LIMIT 1), ''),
 	(SELECT count(*) FROM released),
-	coalesce((SELECT format('booking %s is %s', id, status) FROM released LIMIT 1), '')`
+	coalesce((SELECT format('booking %s is %s', id, status) FROM released LIMIT 1), ''),
+	(SELECT count(*) FROM inside),
+	coalesce((SELECT format('ticket %s, its booking %s', code, status) FROM inside LIMIT 1), '')`
 
 type seatChecks struct {
-	sections, misplaced, stray, released        int64
-	sectionEx, misplacedEx, strayEx, releasedEx string
+	sections, misplaced, stray, released, inside          int64
+	sectionEx, misplacedEx, strayEx, releasedEx, insideEx string
 }
 
 func readSeatChecks(ctx context.Context, l *ledger.Ledger, event int64, capacities map[string]int) (seatChecks, error) {
@@ -126,7 +134,7 @@ func readSeatChecks(ctx context.Context, l *ledger.Ledger, event int64, capaciti
 		return c, err
 	}
 	err = l.Pool().QueryRow(ctx, sqlSeatChecks, event, string(caps)).Scan(
-		&c.sections, &c.sectionEx, &c.misplaced, &c.misplacedEx, &c.stray, &c.strayEx, &c.released, &c.releasedEx)
+		&c.sections, &c.sectionEx, &c.misplaced, &c.misplacedEx, &c.stray, &c.strayEx, &c.released, &c.releasedEx, &c.inside, &c.insideEx)
 	return c, err
 }
 

@@ -297,7 +297,8 @@ func (s *Settlement) refundUpdated(ctx context.Context, b ledger.Booking, ev pay
 
 // refundedAtProvider ends a confirmed booking whose payment was refunded at
 // the provider: refunded, its tickets void and its seats given back as a
-// cancellation gives them.
+// cancellation gives them. A booking a gate let a ticket of in keeps its
+// sale, whose seats are in use: the refund is recorded in amount_refunded.
 func (s *Settlement) refundedAtProvider(ctx context.Context, bookingID string) error {
 	now := s.now()
 	var done ledger.Booking
@@ -311,9 +312,25 @@ func (s *Settlement) refundedAtProvider(ctx context.Context, bookingID string) e
 		if release, err = giveSeatsBack(ctx, tx, cur, now); err != nil {
 			return err
 		}
+		// Asked once the tickets are void, as a cancellation asks.
+		switch in, err := tx.Bookings().LetIn(ctx, cur.ID); {
+		case err != nil:
+			return err
+		case in:
+			return ErrBookingLetIn
+		}
 		done, acted, err = tx.Bookings().RefundedAtProvider(ctx, cur.ID, ReasonRefundedAtProvider, now)
 		return err
 	})
+	if errors.Is(err, ErrBookingLetIn) {
+		got, changed, err := s.ledger.Bookings().RefundedInFullAfterEntry(ctx, bookingID, now)
+		if err != nil || !changed {
+			return err
+		}
+		s.log.Warn("payment refunded at the provider after a ticket was let in: the sale stands, the amount returned is recorded",
+			"booking", bookingID, "event", got.EventID, "refunded", got.AmountRefunded)
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("booking %s refunded at the provider: %w", bookingID, err)
 	}

@@ -230,6 +230,14 @@ func (b Bookings) PartlyRefunded(ctx context.Context, id string, refunded int64,
 	return b.change(ctx, "record partial refund of booking "+id, sqlPartlyRefunded, id, refunded, now)
 }
 
+// RefundedInFullAfterEntry records that all of a confirmed booking's
+// payment went back at the provider after a gate let a ticket of it in:
+// the sale stands, the seats in use, with the whole amount in
+// amount_refunded.
+func (b Bookings) RefundedInFullAfterEntry(ctx context.Context, id string, now time.Time) (Booking, bool, error) {
+	return b.change(ctx, "record full refund after entry of booking "+id, sqlRefundedInFullAfterEntry, id, now)
+}
+
 // RefundRefused records that the provider refused the booking's refund
 // attempt as an invalid request: failed, with the reason, and not tried
 // again before retryAt.

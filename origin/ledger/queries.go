@@ -495,6 +495,9 @@ const (
 		RETURNING ` + bookingColumns
 
 	// The payment of a confirmed booking was refunded at the provider.
+	sqlRefundedInFullAfterEntry = `UPDATE bookings SET amount_refunded = amount, updated_at = $2
+		WHERE id = $1 AND status = 'confirmed' AND amount_refunded <> amount
+		RETURNING ` + bookingColumns
 	sqlRefundedAtProvider = `UPDATE bookings SET status = 'refunded', status_reason = $2, refund_status = 'succeeded',
 			updated_at = $3
 		WHERE id = $1 AND status = 'confirmed'
