@@ -182,6 +182,39 @@ func TestConcurrentScansAdmitOne(t *testing.T) {
 	h.requireScanTotals(ev.ID, scanTotals{Admitted: 1, AlreadyUsed: n - 1})
 }
 
+// A scan and the buyer's cancellation at once: either the holder is let in
+// and the cancellation refused, or the booking is cancelled and the ticket
+// refused as void; never both, whichever commits first.
+func TestScanRacesCancellation(t *testing.T) {
+	h := newGateHarness(t)
+	ev := h.createEvent(map[string]any{"capacity": 40, "overflow_pct": 0})
+	let, cancelled := 0, 0
+	for i := range 12 {
+		user := fmt.Sprintf("u%d", i)
+		b, tks := h.tickets(ev.ID, user, 1, payment.MethodVisa)
+		var scan, cancel result
+		var wg sync.WaitGroup
+		wg.Go(func() { scan = h.scan(ev.ID, tks[0].Code, "north-1") })
+		wg.Go(func() {
+			cancel = h.do(http.MethodPost, "/v1/bookings/"+b.BookingID+"/cancellation", nil, h.auth(user, ev.ID))
+		})
+		wg.Wait()
+		switch {
+		case scan.status == http.StatusOK:
+			require.Equal(t, http.StatusConflict, cancel.status, "let in, then cancelled: %s", cancel.body)
+			assert.Equal(t, "confirmed", h.booking(ev.ID, user, b.BookingID).Status)
+			let++
+		case cancel.status == http.StatusOK:
+			require.Equal(t, http.StatusGone, scan.status, "cancelled, then let in: %s", scan.body)
+			cancelled++
+		default:
+			t.Fatalf("neither went through: scan %d %s, cancellation %d %s", scan.status, scan.body, cancel.status, cancel.body)
+		}
+	}
+	t.Logf("let in first %d times, cancelled first %d times", let, cancelled)
+	h.requireScanTotals(ev.ID, scanTotals{Admitted: int64(let), Void: int64(cancelled)})
+}
+
 // A cancelled or refunded booking's tickets are refused, scanned before or
 // not.
 func TestScanVoidTicket(t *testing.T) {
