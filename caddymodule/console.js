@@ -204,11 +204,6 @@
       ...(bands || []).filter((b) => b.on.some(Boolean)).map((b) => el("li", { class: "band " + b.key }, b.label)));
   }
 
-  // waitStep is the width of the report's wait step that starts at v
-  // seconds (caddymodule/report.go, waitBounds): a percentile is the lower
-  // edge of its step; 0 for the open step beyond a day.
-  const waitStep = (v) => (v < 60 ? 1 : v < 600 ? 5 : v < 3600 ? 30 : v < 86400 ? 300 : 0);
-
   // bars draws the wait percentiles as horizontal bars.
   function bars(f, waits) {
     const rows = [["p50", "half"], ["p90", "nine in ten"], ["p99", "99 in 100"]];
@@ -226,13 +221,11 @@
       kids.push(svg("text", { class: "tick", x: PAD.l - 4, y: yy + band * 0.35, "text-anchor": "end" }, k));
       if (v === null || v === undefined) return;
       kids.push(svg("rect", { class: "bar " + k, "data-bar": k, x: PAD.l, y: yy, width: Math.max(1, x(v) - PAD.l), height: band * 0.6 },
-        svg("title", {}, label + (waitStep(v) === 0 ? " waited a day or longer"
-          : waitStep(v) === 1 ? " waited at most " + v + " s" : " waited less than " + (v + waitStep(v)) + " s"))));
+        svg("title", {}, label + " waited " + (v < 60 ? "≤ " : "~") + v + " s")));
       kids.push(svg("text", { class: "value", x: x(v) + 4, y: yy + band * 0.4 }, num.format(v) + " s"));
     });
     f.chart.replaceChildren(...kids);
-    f.legend.replaceChildren(el("li", { class: "plain" }, waits.p50 === null ? "nobody admitted yet"
-      : "from join to admission: to the second under a minute, to 5 s under ten minutes, to 30 s under an hour, to 5 minutes beyond"));
+    f.legend.replaceChildren(el("li", { class: "plain" }, waits.p50 === null ? "nobody admitted yet" : "from join to admission"));
   }
 
   function showReport(c, r) {
