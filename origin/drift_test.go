@@ -2,9 +2,7 @@ package origin_test
 
 import (
 	"context"
-	"fmt"
 	"net/http"
-	"strings"
 	"sync"
 	"testing"
 
@@ -59,16 +57,6 @@ func TestReconcilerCorrectsLastingDrift(t *testing.T) {
 // rebuilds reads the rebuilds metric of a reason.
 func (h *harness) rebuilds(reason string) float64 {
 	h.t.Helper()
-	res := h.metrics()
-	require.Equal(h.t, http.StatusOK, res.status)
-	prefix := `waitroom_origin_rebuilds_total{reason="` + reason + `"} `
-	for line := range strings.Lines(string(res.body)) {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), prefix); ok {
-			var f float64
-			_, err := fmt.Sscan(v, &f)
-			require.NoError(h.t, err)
-			return f
-		}
-	}
-	return 0
+	v, _ := h.series(`waitroom_origin_rebuilds_total{reason="` + reason + `"}`)
+	return v
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"strings"
 	"testing"
 	"time"
 
@@ -51,18 +50,8 @@ func TestVoidFeedCursorPostgresWouldNotRead(t *testing.T) {
 // scans reads the gate's scans counter of a result.
 func (h *harness) scans(result string) float64 {
 	h.t.Helper()
-	res := h.metrics()
-	require.Equal(h.t, http.StatusOK, res.status)
-	prefix := `waitroom_origin_scans_total{result="` + result + `"} `
-	for line := range strings.Lines(string(res.body)) {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), prefix); ok {
-			var f float64
-			_, err := fmt.Sscan(v, &f)
-			require.NoError(h.t, err)
-			return f
-		}
-	}
-	return 0
+	v, _ := h.series(`waitroom_origin_scans_total{result="` + result + `"}`)
+	return v
 }
 
 // A device whose upload was answered 503 half-way, or whose answer was

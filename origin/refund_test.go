@@ -21,18 +21,27 @@ import (
 // gauge reads an unlabelled metric of the origin.
 func (h *harness) gauge(name string) float64 {
 	h.t.Helper()
+	v, ok := h.series(name)
+	if !ok {
+		h.t.Fatalf("no metric %s", name)
+	}
+	return v
+}
+
+// series reads one series of the origin's metrics, named as the
+// exposition writes it (name{labels}); ok false when it is not there.
+func (h *harness) series(series string) (v float64, ok bool) {
+	h.t.Helper()
 	res := h.metrics()
 	require.Equal(h.t, http.StatusOK, res.status)
 	for line := range strings.Lines(string(res.body)) {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+" "); ok {
-			var f float64
-			_, err := fmt.Sscan(v, &f)
+		if s, found := strings.CutPrefix(strings.TrimSpace(line), series+" "); found {
+			_, err := fmt.Sscan(s, &v)
 			require.NoError(h.t, err)
-			return f
+			return v, true
 		}
 	}
-	h.t.Fatalf("no metric %s", name)
-	return 0
+	return 0, false
 }
 
 func (h *payHarness) money(event int64) ledger.MoneyReport {
