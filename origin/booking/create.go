@@ -285,14 +285,6 @@ func (s *Service) Cancel(ctx context.Context, bookingID string) (ledger.Booking,
 		if release, err = giveSeatsBack(ctx, tx, cur, now); err != nil {
 			return fmt.Errorf("cancel booking %s: %w", bookingID, err)
 		}
-		// Asked once the tickets are void: a scan under way finished first,
-		// and a later one finds them void.
-		switch in, err := tx.Bookings().LetIn(ctx, cur.ID); {
-		case err != nil:
-			return err
-		case in:
-			return fmt.Errorf("cancel booking %s: %w", bookingID, ErrBookingLetIn)
-		}
 		refund := ""
 		if cur.Amount > 0 && cur.PaymentID != "" {
 			refund = ledger.RefundPending

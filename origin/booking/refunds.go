@@ -312,13 +312,6 @@ func (s *Settlement) refundedAtProvider(ctx context.Context, bookingID string) e
 		if release, err = giveSeatsBack(ctx, tx, cur, now); err != nil {
 			return err
 		}
-		// Asked once the tickets are void, as a cancellation asks.
-		switch in, err := tx.Bookings().LetIn(ctx, cur.ID); {
-		case err != nil:
-			return err
-		case in:
-			return ErrBookingLetIn
-		}
 		done, acted, err = tx.Bookings().RefundedAtProvider(ctx, cur.ID, ReasonRefundedAtProvider, now)
 		return err
 	})

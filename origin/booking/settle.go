@@ -567,7 +567,8 @@ func (s *Settlement) paidAfterFailure(ctx context.Context, b ledger.Booking, pay
 // release says the caller settles Redis (returnSeats) after the commit:
 // the hold's seats returned, or the overflow buyer's record of no seats
 // removed from the one-hold-per-user guard. A cancellation and a refund
-// made at the provider both end a sale this way.
+// made at the provider both end a sale this way, but never one a gate let
+// a ticket of in (ErrBookingLetIn): its seats are in use.
 func giveSeatsBack(ctx context.Context, tx ledger.Tx, b ledger.Booking, now time.Time) (release bool, err error) {
 	if b.Overflow {
 		if err := tx.GiveOverflow(ctx, b.EventID, b.Quantity); err != nil {
@@ -584,6 +585,15 @@ func giveSeatsBack(ctx context.Context, tx ledger.Tx, b ledger.Booking, now time
 	}
 	if err := tx.VoidTickets(ctx, b.ID, b.EventID); err != nil {
 		return false, err
+	}
+	// Asked once the tickets are void: a scan under way (it locks its
+	// ticket) finished first, and a later one finds them void. The caller's
+	// transaction rolls back.
+	switch in, err := tx.Bookings().LetIn(ctx, b.ID); {
+	case err != nil:
+		return false, err
+	case in:
+		return false, ErrBookingLetIn
 	}
 	return true, nil
 }
