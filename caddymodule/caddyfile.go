@@ -137,7 +137,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return err
 			}
 			k, err := strconv.ParseFloat(v, 64)
-			if err != nil || k <= 0 || math.IsInf(k, 0) {
+			if err != nil || !(k > 0) || math.IsInf(k, 0) { // !(k > 0): NaN too
 				return d.Errf("%s: want a positive number of positions per seat remaining (got %q)", sub, v)
 			}
 			h.HardCapPerRemaining = k
@@ -376,7 +376,7 @@ func shareArg(d *caddyfile.Dispenser, sub string) (float64, error) {
 		return 0, err
 	}
 	f, err := strconv.ParseFloat(v, 64)
-	if err != nil || f <= 0 || f > 1 {
+	if err != nil || !(f > 0 && f <= 1) { // NaN fails both
 		return 0, d.Errf("%s: want a share above 0 and at most 1 (got %q)", sub, v)
 	}
 	return f, nil

@@ -156,6 +156,12 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 		{name: "hard cap per remaining", input: "waitroom {\n hard_cap_per_remaining 2.5\n}", want: Handler{HardCapPerRemaining: 2.5}},
 		{name: "hard cap per remaining zero", input: "waitroom {\n hard_cap_per_remaining 0\n}", err: "hard_cap_per_remaining: want a positive number"},
 		{name: "hard cap per remaining not a number", input: "waitroom {\n hard_cap_per_remaining lots\n}", err: "hard_cap_per_remaining: want a positive number"},
+		// ParseFloat reads these; NaN then fails no comparison, and the
+		// config could not even be written as JSON.
+		{name: "hard cap per remaining NaN", input: "waitroom {\n hard_cap_per_remaining NaN\n}", err: "hard_cap_per_remaining: want a positive number"},
+		{name: "autopilot conversion NaN", input: "waitroom {\n autopilot {\n conversion NaN\n }\n}", err: "autopilot conversion: want a share"},
+		{name: "autopilot expiring_share nan", input: "waitroom {\n autopilot {\n expiring_share nan\n }\n}", err: "autopilot expiring_share: want a share"},
+		{name: "autopilot max_error_rate NaN", input: "waitroom {\n autopilot {\n max_error_rate NaN\n }\n}", err: "autopilot max_error_rate: want a share"},
 		{name: "autopilot one arg", input: "waitroom {\n autopilot 100\n}", err: "autopilot: want <step> <interval> or a block, got 1"},
 		{name: "autopilot bad step", input: "waitroom {\n autopilot 0 10s\n}", err: "autopilot: step must be a positive integer"},
 		{name: "cookie secure missing", input: "waitroom {\n cookie_secure\n}", err: "cookie_secure: want exactly one argument, got 0"},
