@@ -123,8 +123,9 @@ func New(cfg Config, l *ledger.Ledger) (*Deliverer, error) {
 // Pass is what one pass did.
 type Pass struct {
 	// Taken is how many events it leased; Delivered, Retried and Dead
-	// split them by outcome.
-	Taken, Delivered, Retried, Dead int
+	// split them by outcome. Left are those whose turn came too late for a
+	// try to end within their lease: untried, taken again once it ends.
+	Taken, Delivered, Retried, Dead, Left int
 }
 
 // Start sends events until ctx ends or Stop is called.
@@ -205,6 +206,8 @@ func (d *Deliverer) RunOnce(ctx context.Context) (Pass, error) {
 				p.Retried++
 			case o == dead:
 				p.Dead++
+			case o == left:
+				p.Left++
 			}
 		})
 	}
@@ -221,10 +224,17 @@ const (
 	delivered outcome = iota
 	retried
 	dead
+	left
 )
 
 // send makes one try of ev and records its outcome.
 func (d *Deliverer) send(ctx context.Context, ev ledger.OutboxEvent) (outcome, error) {
+	if d.cfg.Clock().Add(d.cfg.Timeout).After(ev.NextAt) {
+		// Its turn came late (a slow site took the batch's earlier
+		// tries): a try now could outlive the lease, and another node may
+		// take the event once the lease ends and send it too.
+		return left, nil
+	}
 	tryErr := d.post(ctx, ev)
 	if ctx.Err() != nil {
 		// Stopping: the lease brings the event back.
