@@ -628,6 +628,12 @@ func TestProvisionRefusesBadConfig(t *testing.T) {
 		"both hard caps":          {Handler{Event: 1, Keys: keys, HardCap: 9, HardCapPerRemaining: 2}, "not both"},
 		"closed loop with a step": {Handler{Event: 1, Keys: keys, Autopilot: &Autopilot{ClosedLoop: true, Step: 5}}, "takes no step"},
 		"closed loop conversion":  {Handler{Event: 1, Keys: keys, Autopilot: &Autopilot{ClosedLoop: true, Conversion: 2}}, "conversion 2 is not a share"},
+		// Each named by its JSON field, as the operator wrote it.
+		"closed loop interval":       {Handler{Event: 1, Keys: keys, Autopilot: &Autopilot{ClosedLoop: true, Interval: caddy.Duration(-time.Second)}}, "autopilot: interval must not be negative (got -1s)"},
+		"closed loop decision_time":  {Handler{Event: 1, Keys: keys, Autopilot: &Autopilot{ClosedLoop: true, DecisionTime: caddy.Duration(-time.Second)}}, "autopilot: decision_time must not be negative (got -1s)"},
+		"closed loop max_undecided":  {Handler{Event: 1, Keys: keys, Autopilot: &Autopilot{ClosedLoop: true, MaxUndecided: -5}}, "autopilot: max_undecided must not be negative (got -5)"},
+		"closed loop expiring_share": {Handler{Event: 1, Keys: keys, Autopilot: &Autopilot{ClosedLoop: true, ExpiringShare: 2}}, "autopilot: expiring_share 2 is not a share"},
+		"closed loop max_error_rate": {Handler{Event: 1, Keys: keys, Autopilot: &Autopilot{ClosedLoop: true, MaxErrorRate: -0.1}}, "autopilot: max_error_rate -0.1 is not a share"},
 		"fixed rate, loop figures": {Handler{Event: 1, Keys: keys, Autopilot: &Autopilot{Step: 5, Interval: caddy.Duration(time.Second), MaxUndecided: 9}},
 			"belong to the closed loop"},
 		"bad cookie_secure":    {Handler{Event: 1, Keys: keys, CookieSecure: "never"}, `cookie_secure: must be "always" or "auto" (got "never")`},

@@ -123,6 +123,20 @@ func (h *Handler) Validate() error {
 		if a.Step != 0 {
 			return fmt.Errorf("autopilot: the closed loop takes no step (got %d)", a.Step)
 		}
+		// By the JSON field names: the closed loop's own check speaks of
+		// its Go fields.
+		switch {
+		case a.Interval < 0:
+			return fmt.Errorf("autopilot: interval must not be negative (got %s)", time.Duration(a.Interval))
+		case a.DecisionTime < 0:
+			return fmt.Errorf("autopilot: decision_time must not be negative (got %s)", time.Duration(a.DecisionTime))
+		case a.MaxUndecided < 0:
+			return fmt.Errorf("autopilot: max_undecided must not be negative (got %d)", a.MaxUndecided)
+		case a.ExpiringShare < 0 || a.ExpiringShare > 1:
+			return fmt.Errorf("autopilot: expiring_share %v is not a share (0 to 1)", a.ExpiringShare)
+		case a.MaxErrorRate < 0 || a.MaxErrorRate > 1:
+			return fmt.Errorf("autopilot: max_error_rate %v is not a share (0 to 1)", a.MaxErrorRate)
+		}
 		c := waitroom.ClosedLoop{Interval: time.Duration(a.Interval), MaxUndecided: a.MaxUndecided, Conversion: a.Conversion,
 			DecisionTime: time.Duration(a.DecisionTime), ExpiringShare: a.ExpiringShare, MaxErrorRate: a.MaxErrorRate}
 		if err := c.Validate(); err != nil {
