@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -257,6 +258,9 @@ func (d *Deliverer) send(ctx context.Context, ev ledger.OutboxEvent) (outcome, e
 	if len(reason) > 500 {
 		reason = reason[:500]
 	}
+	// The ledger's text column refuses what is not UTF-8: a character cut
+	// in two above, or a URL's raw bytes the client's error repeats.
+	reason = strings.ToValidUTF8(reason, "")
 	if err := d.ledger.OutboxFailed(ctx, ev.Seq, attempts, reason, next, gaveUp, now); err != nil {
 		return retried, err
 	}

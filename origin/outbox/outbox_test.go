@@ -2,10 +2,13 @@ package outbox_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -290,4 +293,33 @@ func gauge(t *testing.T, g prometheus.Gauge) float64 {
 	var m dto.Metric
 	require.NoError(t, g.Write(&m))
 	return m.GetGauge().GetValue()
+}
+
+type failingTransport struct{ err error }
+
+func (f failingTransport) RoundTrip(*http.Request) (*http.Response, error) { return nil, f.err }
+
+// TestLongFailureReasonKeptAsText: a failure whose reason is cut to fit
+// (a long URL with non-ASCII in its query, repeated by the client's
+// error) is still recorded: the cut never splits a character, which the
+// ledger's text column would refuse, leaving the event uncounted and
+// retried without backoff for ever.
+func TestLongFailureReasonKeptAsText(t *testing.T) {
+	ctx := context.Background()
+	s := newSale(t, testenv.Postgres(t))
+	clock := testenv.NewClock(saleStart)
+	s.confirm()
+	d, _ := newDeliverer(t, s.l, "http://site.example/hooks", clock, func(c *outbox.Config) {
+		c.Client = &http.Client{Transport: failingTransport{errors.New("x" + strings.Repeat("é", 400))}}
+	})
+	p, err := d.RunOnce(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, outbox.Pass{Taken: 1, Retried: 1}, p)
+	clock.Advance(time.Hour)
+	evs, err := s.l.ClaimOutbox(ctx, clock.Now(), clock.Now().Add(time.Minute), 10)
+	require.NoError(t, err)
+	require.Len(t, evs, 1)
+	assert.Equal(t, 1, evs[0].Attempts)
+	assert.True(t, utf8.ValidString(evs[0].LastError))
+	assert.LessOrEqual(t, len(evs[0].LastError), 500)
 }
