@@ -327,6 +327,8 @@ func parseAutopilot(d *caddyfile.Dispenser) (*Autopilot, error) {
 				var v time.Duration
 				if v, err = durationArg(d, sub); err == nil && v <= 0 {
 					err = d.Errf("%s: must be positive (got %s)", sub, v)
+				} else if err == nil && v < MinAutopilotInterval {
+					err = d.Errf("%s: must be at least %s (got %s)", sub, MinAutopilotInterval, v)
 				}
 				a.Interval = caddy.Duration(v)
 			case "decision_time":
@@ -365,6 +367,9 @@ func parseAutopilot(d *caddyfile.Dispenser) (*Autopilot, error) {
 	interval, err := caddy.ParseDuration(args[1])
 	if err != nil || interval <= 0 {
 		return nil, d.Errf("autopilot: interval must be a positive duration (got %q)", args[1])
+	}
+	if interval < MinAutopilotInterval {
+		return nil, d.Errf("autopilot: interval must be at least %s (got %s)", MinAutopilotInterval, interval)
 	}
 	return &Autopilot{Step: step, Interval: caddy.Duration(interval)}, nil
 }

@@ -169,6 +169,11 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 		{name: "cookie secure unknown", input: "waitroom {\n cookie_secure sometimes\n}", err: `cookie_secure: must be always or auto (got "sometimes")`},
 		{name: "cookie secure wrong case", input: "waitroom {\n cookie_secure Always\n}", err: `cookie_secure: must be always or auto (got "Always")`},
 		{name: "autopilot bad interval", input: "waitroom {\n autopilot 10 never\n}", err: "autopilot: interval must be a positive duration"},
+		// A ticker that fires every nanosecond keeps a core busy raising
+		// the watermark; "1ms" is more likely a slip for "1m".
+		{name: "autopilot interval too short", input: "waitroom {\n autopilot 10 1ms\n}", err: "autopilot: interval must be at least 10ms (got 1ms)"},
+		{name: "autopilot closed loop interval too short", input: "waitroom {\n autopilot {\n interval 1ns\n }\n}", err: "autopilot interval: must be at least 10ms (got 1ns)"},
+		{name: "autopilot shortest interval", input: "waitroom {\n autopilot 1 10ms\n}", want: Handler{Autopilot: &Autopilot{Step: 1, Interval: caddy.Duration(10 * time.Millisecond)}}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var h Handler

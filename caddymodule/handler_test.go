@@ -629,6 +629,8 @@ func TestProvisionRefusesBadConfig(t *testing.T) {
 		"closed loop with a step": {Handler{Event: 1, Keys: keys, Autopilot: &Autopilot{ClosedLoop: true, Step: 5}}, "takes no step"},
 		"closed loop conversion":  {Handler{Event: 1, Keys: keys, Autopilot: &Autopilot{ClosedLoop: true, Conversion: 2}}, "conversion 2 is not a share"},
 		// Each named by its JSON field, as the operator wrote it.
+		"fixed rate interval":        {Handler{Event: 1, Keys: keys, Autopilot: &Autopilot{Step: 1, Interval: caddy.Duration(time.Nanosecond)}}, "autopilot: interval must be at least 10ms (got 1ns)"},
+		"closed loop short interval": {Handler{Event: 1, Keys: keys, Autopilot: &Autopilot{ClosedLoop: true, Interval: caddy.Duration(time.Millisecond)}}, "autopilot: interval must be at least 10ms (got 1ms)"},
 		"closed loop interval":       {Handler{Event: 1, Keys: keys, Autopilot: &Autopilot{ClosedLoop: true, Interval: caddy.Duration(-time.Second)}}, "autopilot: interval must not be negative (got -1s)"},
 		"closed loop decision_time":  {Handler{Event: 1, Keys: keys, Autopilot: &Autopilot{ClosedLoop: true, DecisionTime: caddy.Duration(-time.Second)}}, "autopilot: decision_time must not be negative (got -1s)"},
 		"closed loop max_undecided":  {Handler{Event: 1, Keys: keys, Autopilot: &Autopilot{ClosedLoop: true, MaxUndecided: -5}}, "autopilot: max_undecided must not be negative (got -5)"},

@@ -64,6 +64,11 @@ type Autopilot struct {
 	MaxErrorRate float64 `json:"max_error_rate,omitempty"`
 }
 
+// MinAutopilotInterval is the shortest interval the autopilot takes: each
+// step is a store round trip and a change log entry, and a ticker of a
+// nanosecond or so keeps a core busy ("1ms" is more likely a slip for "1m").
+const MinAutopilotInterval = 10 * time.Millisecond
+
 // closedLoop is the closed loop a configures, with its defaults; nil at a
 // fixed rate.
 func (a *Autopilot) closedLoop() *waitroom.ClosedLoop {
@@ -128,6 +133,8 @@ func (h *Handler) Validate() error {
 		switch {
 		case a.Interval < 0:
 			return fmt.Errorf("autopilot: interval must not be negative (got %s)", time.Duration(a.Interval))
+		case a.Interval > 0 && time.Duration(a.Interval) < MinAutopilotInterval:
+			return fmt.Errorf("autopilot: interval must be at least %s (got %s)", MinAutopilotInterval, time.Duration(a.Interval))
 		case a.DecisionTime < 0:
 			return fmt.Errorf("autopilot: decision_time must not be negative (got %s)", time.Duration(a.DecisionTime))
 		case a.MaxUndecided < 0:
@@ -148,6 +155,9 @@ func (h *Handler) Validate() error {
 		}
 		if a.Step <= 0 || a.Interval <= 0 {
 			return fmt.Errorf("autopilot: step and interval must both be positive (got %d every %s)", a.Step, time.Duration(a.Interval))
+		}
+		if time.Duration(a.Interval) < MinAutopilotInterval {
+			return fmt.Errorf("autopilot: interval must be at least %s (got %s)", MinAutopilotInterval, time.Duration(a.Interval))
 		}
 	}
 	if err := validateAfterPurchase(h.AfterPurchase); err != nil {
