@@ -8,6 +8,7 @@ package redisurl
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"time"
@@ -62,6 +63,11 @@ func New(u string, d Defaults) (redis.UniversalClient, error) {
 func parse(u string, d Defaults) (*redis.Options, *redis.ClusterOptions, error) {
 	parsed, err := url.Parse(u)
 	if err != nil {
+		// url.Error repeats the URL, and with it any password.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
 		return nil, nil, fmt.Errorf("redis url: %w", err)
 	}
 	q := parsed.Query()

@@ -66,3 +66,18 @@ func TestNew(t *testing.T) {
 		})
 	}
 }
+
+// A URL that does not parse is not repeated in the error, which is logged
+// and answered by Caddy's admin endpoint: it may carry a password.
+func TestParseErrorKeepsThePasswordOut(t *testing.T) {
+	for _, u := range []string{
+		"redis://u:s3cretpw@127.0.0.1:notaport/0",
+		"redis://:s3cretpw@[::1/0",
+		"redis://:s3cretpw@127.0.0.1:notaport/0?addr=127.0.0.1:7001",
+	} {
+		err := Check(u)
+		require.Error(t, err, u)
+		assert.NotContains(t, err.Error(), "s3cretpw")
+		assert.Contains(t, err.Error(), "redis url")
+	}
+}
