@@ -136,7 +136,7 @@ func (s eventsAPI) handleSeatMap(w http.ResponseWriter, r *http.Request) {
 	h.Set("Cache-Control", "public, max-age="+strconv.Itoa(seatMapMaxAge))
 	h.Set("Vary", "Accept-Encoding")
 	body, n := m.plain, m.contentLen
-	if strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") {
+	if acceptsGzip(r.Header.Values("Accept-Encoding")) {
 		h.Set("Content-Encoding", "gzip")
 		body, n = m.gz, m.gzLen
 	}
@@ -145,6 +145,37 @@ func (s eventsAPI) handleSeatMap(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodHead {
 		_, _ = w.Write(body)
 	}
+}
+
+// acceptsGzip reports whether Accept-Encoding values accept gzip: named
+// with a q above 0, or left unnamed where "*" has one. "gzip;q=0" refuses
+// it (RFC 9110 §12.5.3), whatever "*" says.
+func acceptsGzip(values []string) bool {
+	gzipQ, starQ := -1.0, -1.0
+	for _, v := range values {
+		for item := range strings.SplitSeq(v, ",") {
+			name, params, _ := strings.Cut(item, ";")
+			q := 1.0
+			for p := range strings.SplitSeq(params, ";") {
+				if k, val, _ := strings.Cut(strings.TrimSpace(p), "="); strings.EqualFold(strings.TrimSpace(k), "q") {
+					var err error
+					if q, err = strconv.ParseFloat(strings.TrimSpace(val), 64); err != nil {
+						q = 0
+					}
+				}
+			}
+			switch name = strings.TrimSpace(name); {
+			case strings.EqualFold(name, "gzip"), strings.EqualFold(name, "x-gzip"):
+				gzipQ = max(gzipQ, q)
+			case name == "*":
+				starQ = max(starQ, q)
+			}
+		}
+	}
+	if gzipQ >= 0 {
+		return gzipQ > 0
+	}
+	return starQ > 0
 }
 
 // SectionDrift is one section's seat drift in the invariant.

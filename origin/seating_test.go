@@ -1,8 +1,11 @@
 package origin_test
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -381,4 +384,44 @@ func TestTicketsCarryTheirSeats(t *testing.T) {
 	h.requireNoSeatDrift(ev.ID)
 	inv := h.requireSeatsOnce(ev.ID)
 	assert.Equal(t, int64(2), inv.Tickets)
+}
+
+func TestSeatMapGzipOnlyWhenAccepted(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	ev := h.createSeated(seating(2, 5), nil)
+	want := h.do(http.MethodGet, fmt.Sprintf("/v1/events/%d/seats", ev.ID), nil, nil).body
+	// Not the harness's client, whose schema check reads no gzip.
+	client := &http.Client{Transport: &http.Transport{DisableCompression: true}}
+	for accept, gz := range map[string]bool{
+		"gzip":                   true,
+		"br, gzip;q=0.5":         true,
+		"*":                      true,
+		"gzip;q=0":               false,
+		"gzip; q=0.0, br":        false,
+		"*, gzip;q=0":            false,
+		"identity":               false,
+		"br;q=1, identity;q=0.5": false,
+	} {
+		req, err := http.NewRequest(http.MethodGet, fmt.Sprintf("%s/v1/events/%d/seats", h.url, ev.ID), nil)
+		require.NoError(t, err)
+		req.Header.Set("Accept-Encoding", accept)
+		resp, err := client.Do(req)
+		require.NoError(t, err)
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, resp.StatusCode, accept)
+		assert.Equal(t, "Accept-Encoding", resp.Header.Get("Vary"), accept)
+		if !gz {
+			assert.Empty(t, resp.Header.Get("Content-Encoding"), accept)
+			assert.Equal(t, string(want), string(body), accept)
+			continue
+		}
+		assert.Equal(t, "gzip", resp.Header.Get("Content-Encoding"), accept)
+		zr, err := gzip.NewReader(bytes.NewReader(body))
+		require.NoError(t, err, accept)
+		plain, err := io.ReadAll(zr)
+		require.NoError(t, err, accept)
+		assert.Equal(t, string(want), string(plain), accept)
+	}
 }
