@@ -1,16 +1,25 @@
 // Package admission is the Go recipe for a backend behind the waiting room:
-// net/http middleware that serves a request only when the gateway admitted
-// it, by checking the queue token the gateway passes on in X-Waitroom-Token
+// net/http middleware that serves a request only when it carries, in
+// X-Waitroom-Token, a queue token the gateway issued for the event, checked
 // with the same waitroom package the gateway signs it with.
 //
-//	keys, _ := waitroom.ParseKeys(os.Getenv("WAITROOM_KEYS"))
-//	ks, _ := waitroom.NewKeySet(nil, keys...)
+//	keys, err := waitroom.ParseKeys(os.Getenv("WAITROOM_KEYS"))
+//	if err != nil {
+//		log.Fatalf("WAITROOM_KEYS: %v", err)
+//	}
+//	ks, err := waitroom.NewKeySet(nil, keys...)
+//	if err != nil {
+//		log.Fatalf("WAITROOM_KEYS: %v", err)
+//	}
 //	http.Handle("/checkout/", admission.Middleware(ks, 42, checkout))
 //
-// A request without a token, or with one the gateway would not admit (another
+// A request without a token, or with one the gateway would not take (another
 // event, expired, forged, a pre-queue token), is answered 403 not_admitted.
-// What the gateway's watermark says is the gateway's to judge: the token
-// proves the bearer came through it.
+// The token proves who the bearer is and that the gateway gave it its place,
+// not that its turn came: a waiting visitor holds one too. Whether the
+// position is admitted (the watermark, the admission window, a revocation)
+// is in the gateway's store; see docs/gateway.md, Checking admission in your
+// backend.
 package admission
 
 import (
@@ -30,6 +39,9 @@ type ticketKey struct{}
 // exp within the leeway, a position, never a pre-queue token). next finds
 // the bearer with FromContext.
 func Middleware(keys *waitroom.KeySet, event int64, next http.Handler) http.Handler {
+	if keys == nil {
+		panic("admission: Middleware needs a key set (waitroom.NewKeySet)")
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t, err := keys.Verify(r.Header.Get(Header), event)
 		if err != nil {

@@ -80,3 +80,11 @@ func TestMiddlewareWithoutToken(t *testing.T) {
 	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/checkout", nil))
 	assert.Equal(t, http.StatusForbidden, rec.Code)
 }
+
+// A key set that failed to build (its error dropped) is refused where the
+// middleware is made, not by a nil dereference at each request.
+func TestMiddlewareWithoutKeySet(t *testing.T) {
+	assert.PanicsWithValue(t, "admission: Middleware needs a key set (waitroom.NewKeySet)", func() {
+		admission.Middleware(nil, 42, http.NotFoundHandler())
+	})
+}

@@ -1,6 +1,9 @@
 // The Node recipe for a backend behind the waiting room: middleware that
-// serves a request only when the gateway admitted it, by checking the queue
-// token the gateway passes on in X-Waitroom-Token (HS256 JWT, key by kid).
+// serves a request only when it carries a queue token the gateway issued for
+// the event, in X-Waitroom-Token (HS256 JWT, key by kid). The token proves who
+// the bearer is and that the gateway gave it its place, not that its turn
+// came: a waiting visitor holds one too (docs/gateway.md, Checking admission
+// in your backend).
 //
 //   import { waitroomAdmission, parseKeys } from "./admission.js";
 //   const admitted = waitroomAdmission({ keys: parseKeys(process.env.WAITROOM_KEYS), event: 42 });

@@ -1,15 +1,18 @@
 """The Python recipe for a backend behind the waiting room.
 
-WSGI middleware that serves a request only when the gateway admitted it, by
-checking the queue token the gateway passes on in X-Waitroom-Token (an HS256
-JWT, key chosen by kid) with PyJWT (Debian: python3-jwt)::
+WSGI middleware that serves a request only when it carries a queue token the
+gateway issued for the event, in X-Waitroom-Token (an HS256 JWT, key chosen by
+kid), checked with PyJWT (Debian: python3-jwt)::
 
     from waitroom_admission import WaitroomAdmission, parse_keys
     app = WaitroomAdmission(app, keys=parse_keys(os.environ["WAITROOM_KEYS"]), event=42)
 
 It wraps any WSGI application (Flask, Django, Bottle, ...). An admitted
 request carries environ["waitroom"] = {"subject", "position", "event"};
-anything else is answered 403 not_admitted, as the origin answers it.
+anything else is answered 403 not_admitted, as the origin answers it. The
+token proves who the bearer is and that the gateway gave it its place, not
+that its turn came: a waiting visitor holds one too (docs/gateway.md,
+Checking admission in your backend).
 """
 
 import json
