@@ -173,6 +173,9 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if err != nil {
 				return err
 			}
+			if !hasPlaceholder(v) {
+				return d.Err(userIDConstant(v).Error())
+			}
 			h.UserID = v
 		case "waiting_status":
 			n, err := intArg(d, sub, 0)

@@ -121,6 +121,8 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 		{name: "tiny admission_window", input: "waitroom {\n admission_window 1ms\n}", err: "admission_window: must be at least 1s"},
 		{name: "tiny abandon_after", input: "waitroom {\n abandon_after 10ms\n}", err: "abandon_after: must be at least 1s"},
 		{name: "user id missing", input: "waitroom {\n user_id\n}", err: "user_id: want exactly one argument"},
+		{name: "user id without a placeholder", input: "waitroom {\n user_id X-User-ID\n}", err: `user_id: "X-User-ID" has no placeholder`},
+		{name: "user id shorthand", input: "waitroom {\n user_id {header.X-User-ID}\n}", want: Handler{UserID: "{header.X-User-ID}"}},
 		{name: "bad waiting status", input: "waitroom {\n waiting_status 404\n}", err: "waiting_status: must be 200, 202, 429 or 503 (got 404)"},
 		{name: "waiting status not a number", input: "waitroom {\n waiting_status ok\n}", err: "waiting_status: \"ok\" is not an integer"},
 		{name: "bad max age", input: "waitroom {\n sold_out_max_age forever\n}", err: "sold_out_max_age: \"forever\" is not a duration"},

@@ -638,14 +638,17 @@ func TestProvisionRefusesBadConfig(t *testing.T) {
 		"closed loop max_error_rate": {Handler{Event: 1, Keys: keys, Autopilot: &Autopilot{ClosedLoop: true, MaxErrorRate: -0.1}}, "autopilot: max_error_rate -0.1 is not a share"},
 		"fixed rate, loop figures": {Handler{Event: 1, Keys: keys, Autopilot: &Autopilot{Step: 5, Interval: caddy.Duration(time.Second), MaxUndecided: 9}},
 			"belong to the closed loop"},
-		"bad cookie_secure":    {Handler{Event: 1, Keys: keys, CookieSecure: "never"}, `cookie_secure: must be "always" or "auto" (got "never")`},
-		"bad store":            {Handler{Event: 1, Keys: keys, Store: "postgres://x"}, `store: want "memory" or a redis://, rediss:// or unix:// URL`},
-		"bad redis url":        {Handler{Event: 1, Keys: keys, Store: "redis://host:notaport/0"}, "store"},
-		"bad cluster addr":     {Handler{Event: 1, Keys: keys, Store: "redis://127.0.0.1:7000?addr=7001"}, "store"},
-		"store from empty env": {Handler{Event: 1, Keys: keys, Store: "{env.WAITROOM_TEST_UNSET_STORE}"}, "store"},
-		"missing template":     {Handler{Event: 1, Keys: keys, WaitingTemplate: filepath.Join(dir, "nope.html")}, "waiting_template"},
-		"template bad field":   {Handler{Event: 1, Keys: keys, WaitingTemplate: badField}, "waiting_template"},
-		"template bad syntax":  {Handler{Event: 1, Keys: keys, SoldOutTemplate: badSyntax}, "sold_out_template"},
+		// A header's name where its placeholder belongs: every visitor
+		// would be the one account "X-User-ID", one place shared by all.
+		"user_id without a placeholder": {Handler{Event: 1, Keys: keys, UserID: "X-User-ID"}, `user_id: "X-User-ID" has no placeholder`},
+		"bad cookie_secure":             {Handler{Event: 1, Keys: keys, CookieSecure: "never"}, `cookie_secure: must be "always" or "auto" (got "never")`},
+		"bad store":                     {Handler{Event: 1, Keys: keys, Store: "postgres://x"}, `store: want "memory" or a redis://, rediss:// or unix:// URL`},
+		"bad redis url":                 {Handler{Event: 1, Keys: keys, Store: "redis://host:notaport/0"}, "store"},
+		"bad cluster addr":              {Handler{Event: 1, Keys: keys, Store: "redis://127.0.0.1:7000?addr=7001"}, "store"},
+		"store from empty env":          {Handler{Event: 1, Keys: keys, Store: "{env.WAITROOM_TEST_UNSET_STORE}"}, "store"},
+		"missing template":              {Handler{Event: 1, Keys: keys, WaitingTemplate: filepath.Join(dir, "nope.html")}, "waiting_template"},
+		"template bad field":            {Handler{Event: 1, Keys: keys, WaitingTemplate: badField}, "waiting_template"},
+		"template bad syntax":           {Handler{Event: 1, Keys: keys, SoldOutTemplate: badSyntax}, "sold_out_template"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -119,6 +120,9 @@ func (h *Handler) Validate() error {
 	case h.SoldOutMaxAge < 0:
 		return fmt.Errorf("sold_out_max_age: must not be negative (got %s)", time.Duration(h.SoldOutMaxAge))
 	}
+	if h.UserID != "" && !hasPlaceholder(h.UserID) {
+		return userIDConstant(h.UserID)
+	}
 	switch h.WaitingStatus {
 	case 0, http.StatusOK, http.StatusAccepted, http.StatusTooManyRequests, http.StatusServiceUnavailable:
 	default:
@@ -198,4 +202,16 @@ func (h *Handler) Validate() error {
 		}
 	}
 	return nil
+}
+
+// hasPlaceholder reports whether s names a placeholder ({…}).
+func hasPlaceholder(s string) bool {
+	open := strings.IndexByte(s, '{')
+	return open >= 0 && strings.IndexByte(s[open:], '}') > 1
+}
+
+// userIDConstant is the error of a user_id without a placeholder: the same
+// id for every visitor, who would all share one account's one place.
+func userIDConstant(v string) error {
+	return fmt.Errorf("user_id: %q has no placeholder, so every visitor would be the same account; name where the id is, e.g. {http.request.header.X-User-ID}", v)
 }
