@@ -6,9 +6,10 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/url"
 	"strconv"
+	"strings"
 	"time"
+	"unicode"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -219,10 +220,14 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (co
 			"leave it unset to follow the timeout", c.rebuildSettle, c.holdWriteTimeout))
 	}
 	if c.events.URL != "" {
-		if u, err := url.Parse(c.events.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			errs = append(errs, fmt.Errorf("ORIGIN_EVENTS_URL is malformed: an http or https URL is required"))
+		if err := outbox.CheckURL(c.events.URL); err != nil {
+			errs = append(errs, fmt.Errorf("ORIGIN_EVENTS_URL is malformed: %w", err))
 		}
+		// The site verifies with the secret it was given: a secret file's
+		// trailing newline here would fail every signature.
 		switch secret := getenv("ORIGIN_EVENTS_SECRET"); {
+		case secret != strings.TrimSpace(secret) || strings.ContainsFunc(secret, unicode.IsControl):
+			errs = append(errs, fmt.Errorf("ORIGIN_EVENTS_SECRET is malformed: whitespace around it or a control character in it"))
 		case len(secret) >= minEventsSecretLen:
 			c.events.Secret = []byte(secret)
 		case secret == "":
