@@ -132,6 +132,12 @@ func TestCreateSeatedEvent(t *testing.T) {
 		"row without seats":             {"seating": map[string]any{"sections": []any{map[string]any{"id": "A", "price": 1, "rows": []any{map[string]any{"id": "1", "seats": 0}}}}}},
 		"unknown field in the seat map": {"seating": map[string]any{"sections": []any{}, "stands": 1}},
 		"no sections":                   {"seating": map[string]any{"sections": []any{}}},
+		"section without a price":       {"seating": map[string]any{"sections": []any{map[string]any{"id": "A", "rows": []any{map[string]any{"id": "1", "seats": 2}}}}}},
+		"rows and a capacity of 0":      {"seating": map[string]any{"sections": []any{map[string]any{"id": "A", "price": 1, "capacity": 0, "rows": []any{map[string]any{"id": "1", "seats": 2}}}}}},
+		"unknown field in a section":    {"seating": map[string]any{"sections": []any{map[string]any{"id": "A", "price": 1, "aisle": 1, "rows": []any{map[string]any{"id": "1", "seats": 2}}}}}},
+		"section named as a seat": {"seating": map[string]any{"sections": []any{
+			map[string]any{"id": "A", "price": 1, "rows": []any{map[string]any{"id": "1", "seats": 2}}},
+			map[string]any{"id": "A-1-2", "price": 1, "capacity": 5}}}},
 	} {
 		body := map[string]any{"name": "Final", "currency": "inr", "seating": seating(1, 1)}
 		for k, v := range fields {

@@ -6,6 +6,8 @@
 package seatmap
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -25,6 +27,35 @@ type Section struct {
 	Price    int64  `json:"price"`
 	Rows     []Row  `json:"rows,omitempty"`
 	Capacity int64  `json:"capacity,omitempty"`
+
+	// noPrice and zeroCapacity remember, of a section read from JSON, a
+	// price left out (which would sell its seats for nothing) and a
+	// capacity given as 0, for Validate to refuse.
+	noPrice, zeroCapacity bool
+}
+
+// UnmarshalJSON reads a section, refusing fields it does not have, as the
+// request it comes in does.
+func (s *Section) UnmarshalJSON(b []byte) error {
+	var in struct {
+		ID       string `json:"id"`
+		Price    *int64 `json:"price"`
+		Rows     []Row  `json:"rows"`
+		Capacity *int64 `json:"capacity"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&in); err != nil {
+		return err
+	}
+	*s = Section{ID: in.ID, Rows: in.Rows, noPrice: in.Price == nil}
+	if in.Price != nil {
+		s.Price = *in.Price
+	}
+	if in.Capacity != nil {
+		s.Capacity, s.zeroCapacity = *in.Capacity, *in.Capacity == 0
+	}
+	return nil
 }
 
 // GA reports whether the section is general admission.
@@ -64,10 +95,13 @@ func (m Map) Validate() error {
 			return fmt.Errorf("section %s is listed twice", s.ID)
 		}
 		sections[s.ID] = true
+		if s.noPrice {
+			return fmt.Errorf("section %s: price is required (per seat, in the currency's smallest unit)", s.ID)
+		}
 		if s.Price < 0 {
 			return fmt.Errorf("section %s: price must not be negative", s.ID)
 		}
-		if s.Capacity != 0 || (len(s.Rows) == 0 && strings.Contains(s.ID, "-")) {
+		if s.Capacity != 0 || s.zeroCapacity || (len(s.Rows) == 0 && strings.Contains(s.ID, "-")) {
 			if !gaPart.MatchString(s.ID) {
 				return fmt.Errorf("general-admission section id %q: 1 to 32 letters, digits, _ or -, not beginning with -", s.ID)
 			}
@@ -103,6 +137,13 @@ func (m Map) Validate() error {
 	}
 	if total > MaxSeats {
 		return fmt.Errorf("seating has %d seats and places; at most %d", total, MaxSeats)
+	}
+	for _, s := range m.Sections {
+		// A seat id as a general-admission section's would make the seat
+		// one no hold could name.
+		if seat, _, _, ok := m.Locate(s.ID); ok && s.GA() {
+			return fmt.Errorf("general-admission section %s has the id of a seat of section %s", s.ID, seat.ID)
+		}
 	}
 	return nil
 }

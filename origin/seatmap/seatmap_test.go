@@ -1,6 +1,7 @@
 package seatmap_test
 
 import (
+	"encoding/json"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -31,6 +32,44 @@ func TestValidate(t *testing.T) {
 	} {
 		assert.Error(t, m.Validate(), name)
 	}
+}
+
+func TestValidateJSON(t *testing.T) {
+	for body, bad := range map[string]bool{
+		`{"sections":[{"id":"A","price":0,"rows":[{"id":"1","seats":3}]}]}`:                                       false,
+		`{"sections":[{"id":"A","price":1,"rows":[{"id":"1","seats":3}]},{"id":"A-1","price":1,"capacity":5}]}`:   false,
+		`{"sections":[{"id":"GA-East","price":1,"capacity":5}]}`:                                                  false,
+		`{"sections":[{"id":"A","rows":[{"id":"1","seats":3}]}]}`:                                                 true,
+		`{"sections":[{"id":"GA-East","capacity":5}]}`:                                                            true,
+		`{"sections":[{"id":"A","price":1,"capacity":0,"rows":[{"id":"1","seats":3}]}]}`:                          true,
+		`{"sections":[{"id":"A","price":1,"capacity":0}]}`:                                                        true,
+		`{"sections":[{"id":"A","price":1,"rows":[{"id":"1","seats":3}]},{"id":"A-1-2","price":1,"capacity":5}]}`: true,
+	} {
+		var m seatmap.Map
+		require.NoError(t, json.Unmarshal([]byte(body), &m), body)
+		if err := m.Validate(); bad {
+			assert.Error(t, err, body)
+		} else {
+			assert.NoError(t, err, body)
+		}
+	}
+	for _, body := range []string{
+		`{"sections":[{"id":"A","price":1,"prize":2,"rows":[{"id":"1","seats":3}]}]}`,
+		`{"sections":[{"id":"A","price":1,"rows":[{"id":"1","seats":3,"aisle":true}]}]}`,
+	} {
+		var m seatmap.Map
+		assert.Error(t, json.Unmarshal([]byte(body), &m), "unknown field: %s", body)
+	}
+
+	// A valid map comes back from its JSON as it was.
+	ok := stadium()
+	ok.Sections = append(ok.Sections, seatmap.Section{ID: "GA-East", Price: 4500, Capacity: 10})
+	raw, err := json.Marshal(ok)
+	require.NoError(t, err)
+	var back seatmap.Map
+	require.NoError(t, json.Unmarshal(raw, &back))
+	assert.Equal(t, ok, back)
+	assert.NoError(t, back.Validate())
 }
 
 func TestSeatsAndLocate(t *testing.T) {
