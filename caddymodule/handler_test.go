@@ -610,13 +610,18 @@ func TestProvisionRefusesBadConfig(t *testing.T) {
 		h    Handler
 		want string
 	}{
-		"missing event":           {Handler{Keys: keys}, "event"},
-		"negative event":          {Handler{Event: -1, Keys: keys}, "event"},
-		"no key":                  {Handler{Event: 1}, "signing key"},
-		"key without id":          {Handler{Event: 1, Keys: []Key{{Secret: testSecret}}}, "no id"},
-		"key without secret":      {Handler{Event: 1, Keys: []Key{{ID: "k1"}}}, `key "k1" has no secret`},
-		"short secret":            {Handler{Event: 1, Keys: []Key{{ID: "k1", Secret: "short"}}}, "at least 32"},
-		"secret from empty env":   {Handler{Event: 1, Keys: []Key{{ID: "k1", Secret: "{env.WAITROOM_TEST_UNSET_SECRET}"}}}, `secret "{env.WAITROOM_TEST_UNSET_SECRET}" is empty`},
+		"missing event":         {Handler{Keys: keys}, "event"},
+		"negative event":        {Handler{Event: -1, Keys: keys}, "event"},
+		"no key":                {Handler{Event: 1}, "signing key"},
+		"key without id":        {Handler{Event: 1, Keys: []Key{{Secret: testSecret}}}, "no id"},
+		"key without secret":    {Handler{Event: 1, Keys: []Key{{ID: "k1"}}}, `key "k1" has no secret`},
+		"short secret":          {Handler{Event: 1, Keys: []Key{{ID: "k1", Secret: "short"}}}, "at least 32"},
+		"secret from empty env": {Handler{Event: 1, Keys: []Key{{ID: "k1", Secret: "{env.WAITROOM_TEST_UNSET_SECRET}"}}}, `secret "{env.WAITROOM_TEST_UNSET_SECRET}" is empty`},
+		// The origin and the edge Worker take the key set as
+		// kid:secret[,kid:secret…]: such a kid could not be given to them.
+		"kid with a colon":        {Handler{Event: 1, Keys: []Key{{ID: "2026:01", Secret: testSecret}}}, `keys: key id "2026:01" cannot be written in WAITROOM_KEYS`},
+		"kid with a comma":        {Handler{Event: 1, Keys: []Key{{ID: "a,b", Secret: testSecret}}}, `keys: key id "a,b" cannot be written in WAITROOM_KEYS`},
+		"kid with a space":        {Handler{Event: 1, Keys: []Key{{ID: " k1", Secret: testSecret}}}, `keys: key id " k1" cannot be written in WAITROOM_KEYS`},
 		"duplicate kid":           {Handler{Event: 1, Keys: append(keys, keys[0])}, "duplicate"},
 		"negative watermark":      {Handler{Event: 1, Keys: keys, Watermark: -1}, "watermark"},
 		"negative hard cap":       {Handler{Event: 1, Keys: keys, HardCap: -1}, "hard_cap"},

@@ -96,6 +96,12 @@ func (h *Handler) Validate() error {
 		if k.ID == "" {
 			return fmt.Errorf("keys: key %d has no id", i+1)
 		}
+		if strings.ContainsAny(k.ID, ":, \t\r\n") {
+			// The origin, the edge Worker and the backend recipes take the
+			// key set as kid:secret[,kid:secret…]; a kid with a colon is
+			// read there as another kid, and refuses every token.
+			return fmt.Errorf("keys: key id %q cannot be written in WAITROOM_KEYS (kid:secret,…) for the origin: use no colon, comma or space", k.ID)
+		}
 		if k.Secret == "" {
 			return fmt.Errorf("keys: key %q has no secret", k.ID)
 		}
