@@ -172,7 +172,8 @@ func (d *Deliverer) Start(ctx context.Context) {
 }
 
 // Stop stops the deliverer and waits for the pass under way. An event it
-// was sending stays leased to it, and is sent again once the lease ends.
+// was sending, its answer not yet in, stays leased to it, and is sent again
+// once the lease ends.
 func (d *Deliverer) Stop() {
 	d.mu.Lock()
 	cancel, done := d.cancel, d.done
@@ -267,13 +268,17 @@ func (d *Deliverer) send(ctx context.Context, ev ledger.OutboxEvent) (outcome, e
 		return left, nil
 	}
 	tryErr := d.post(ctx, ev)
-	if ctx.Err() != nil {
+	if tryErr != nil && ctx.Err() != nil {
 		// Stopping: the lease brings the event back.
 		return retried, nil
 	}
 	now := d.cfg.Clock()
 	if tryErr == nil {
-		if err := d.ledger.OutboxDelivered(ctx, ev.Seq); err != nil {
+		// Recorded even while stopping (a deploy): the next origin would
+		// send an acknowledged event again.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.Timeout)
+		defer cancel()
+		if err := d.ledger.OutboxDelivered(rctx, ev.Seq); err != nil {
 			// Delivered and not recorded: sent again after the lease, as at
 			// least once allows.
 			return delivered, err

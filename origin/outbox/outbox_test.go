@@ -323,3 +323,29 @@ func TestLongFailureReasonKeptAsText(t *testing.T) {
 	assert.True(t, utf8.ValidString(evs[0].LastError))
 	assert.LessOrEqual(t, len(evs[0].LastError), 500)
 }
+
+type answeringTransport struct{ before func() }
+
+func (a answeringTransport) RoundTrip(*http.Request) (*http.Response, error) {
+	a.before()
+	return &http.Response{StatusCode: http.StatusNoContent, Body: http.NoBody, Header: http.Header{}}, nil
+}
+
+// TestAcknowledgedWhileStoppingIsRecorded: an event the site acknowledged
+// just as the origin stops (a deploy) is recorded as delivered, not sent
+// again by the next origin.
+func TestAcknowledgedWhileStoppingIsRecorded(t *testing.T) {
+	s := newSale(t, testenv.Postgres(t))
+	clock := testenv.NewClock(saleStart)
+	s.confirm()
+	ctx, stop := context.WithCancel(context.Background())
+	d, _ := newDeliverer(t, s.l, "http://site.example/hooks", clock, func(c *outbox.Config) {
+		c.Client = &http.Client{Transport: answeringTransport{before: stop}}
+	})
+	p, err := d.RunOnce(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, outbox.Pass{Taken: 1, Delivered: 1}, p)
+	b, err := s.l.OutboxBacklog(context.Background())
+	require.NoError(t, err)
+	assert.Zero(t, b.Pending, "acknowledged, so not sent again")
+}
