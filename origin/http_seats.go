@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 
+	"golang.org/x/sync/singleflight"
+
 	"github.com/waitroom/waitroom/origin/seats"
 )
 
@@ -54,29 +56,63 @@ type renderedSeatMap struct {
 type seatMaps struct {
 	mu sync.Mutex
 	by map[int64]*renderedSeatMap
+	// flight shares a view's rendering among the reads that find it new:
+	// a map of 200,000 seats takes a few hundred milliseconds to render,
+	// and every read arriving meanwhile would render it again.
+	flight singleflight.Group
+}
+
+func (m *seatMaps) latest(event int64) *renderedSeatMap {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.by[event]
 }
 
 func (m *seatMaps) rendered(ev *seats.Event, v *seats.SeatView) (*renderedSeatMap, error) {
-	m.mu.Lock()
-	r := m.by[ev.ID]
-	m.mu.Unlock()
-	if r != nil && r.view == v {
+	if r := m.latest(ev.ID); r != nil && r.view == v {
 		return r, nil
 	}
+	r, err, _ := m.flight.Do(strconv.FormatInt(ev.ID, 10), func() (any, error) {
+		if r := m.latest(ev.ID); r != nil && !r.view.At.Before(v.At) {
+			return r, nil // this view, or a newer one, rendered meanwhile
+		}
+		r, err := renderSeatMap(ev, v)
+		if err != nil {
+			return nil, err
+		}
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if m.by == nil {
+			m.by = make(map[int64]*renderedSeatMap)
+		}
+		if cur := m.by[ev.ID]; cur == nil || cur.view.At.Before(v.At) {
+			m.by[ev.ID] = r
+		}
+		return r, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return r.(*renderedSeatMap), nil
+}
+
+// renderSeatMap renders view v of ev's seat map, plain and gzipped.
+func renderSeatMap(ev *seats.Event, v *seats.SeatView) (*renderedSeatMap, error) {
 	out := seatMapJSON{Sections: make([]seatSectionJSON, 0, len(ev.Seating.Sections))}
-	all := ev.Seating.Seats()
+	index := make(map[string]int, len(ev.Seating.Sections))
 	for _, s := range ev.Seating.Sections {
 		sec := seatSectionJSON{ID: s.ID, Price: s.Price, Seats: []seatJSONItem{}}
 		if s.GA() {
 			capacity, free := s.Capacity, min(max(v.Places(s.ID), 0), s.Capacity)
 			sec.Capacity, sec.Free = &capacity, &free
 		}
-		for _, seat := range all {
-			if seat.Section == s.ID {
-				sec.Seats = append(sec.Seats, seatJSONItem{ID: seat.ID, Status: string(v.State(seat.ID))})
-			}
-		}
+		index[s.ID] = len(out.Sections)
 		out.Sections = append(out.Sections, sec)
+	}
+	// One pass over the seats, in map order: each section's in its list.
+	for _, seat := range ev.Seating.Seats() {
+		sec := &out.Sections[index[seat.Section]]
+		sec.Seats = append(sec.Seats, seatJSONItem{ID: seat.ID, Status: string(v.State(seat.ID))})
 	}
 	plain, err := json.Marshal(out)
 	if err != nil {
@@ -89,17 +125,8 @@ func (m *seatMaps) rendered(ev *seats.Event, v *seats.SeatView) (*renderedSeatMa
 	if err := zw.Close(); err != nil {
 		return nil, err
 	}
-	r = &renderedSeatMap{view: v, plain: plain, gz: gz.Bytes(),
-		contentLen: strconv.Itoa(len(plain)), gzLen: strconv.Itoa(gz.Len())}
-	m.mu.Lock()
-	if m.by == nil {
-		m.by = make(map[int64]*renderedSeatMap)
-	}
-	if cur := m.by[ev.ID]; cur == nil || cur.view.At.Before(v.At) {
-		m.by[ev.ID] = r
-	}
-	m.mu.Unlock()
-	return r, nil
+	return &renderedSeatMap{view: v, plain: plain, gz: gz.Bytes(),
+		contentLen: strconv.Itoa(len(plain)), gzLen: strconv.Itoa(gz.Len())}, nil
 }
 
 // handleSeatMap serves GET /v1/events/{id}/seats: every seat of a
