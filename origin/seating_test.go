@@ -311,6 +311,9 @@ func TestBestAvailableStorm(t *testing.T) {
 	}
 	wg.Wait()
 	assert.Equal(t, map[int]int{http.StatusCreated: 7, http.StatusConflict: 13}, statuses)
+	res := h.holdBody(ev.ID, "late", map[string]any{"best_available": map[string]any{"section": "A", "quantity": 4}}, "k")
+	require.Equal(t, http.StatusConflict, res.status, "%s", res.body)
+	assert.Contains(t, string(res.body), "only 2 seats are left in section A", "the section's seats, not the event's")
 	seen := map[string]bool{}
 	together, rows := 0, 0
 	for _, hj := range holds {

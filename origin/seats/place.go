@@ -81,8 +81,8 @@ type Result struct {
 	Hold    ledger.Hold
 	// Stored is the answer kept under the Idempotency-Key (Replayed).
 	Stored *idem.StoredResponse
-	// Remaining is the seats left (SoldOut): the places left of Section
-	// when that is set, a general-admission section of the seat map.
+	// Remaining is the seats left (SoldOut): those of Section when that
+	// is set, a section of the seat map the request named.
 	Remaining int64
 	Section   string
 	// Taken are the seats asked for that another hold has

@@ -245,7 +245,7 @@ func (p *Protocol) PlaceBest(ctx context.Context, req PlaceRequest, section stri
 		}
 		ids, places, free := ev.choose(v, section, int(req.Quantity), short)
 		if ids == nil && places == "" {
-			return Result{Outcome: SoldOut, Remaining: int64(free), At: p.now(), Claim: out.Claim}
+			return Result{Outcome: SoldOut, Remaining: int64(free), Section: section, At: p.now(), Claim: out.Claim}
 		}
 		req.Seats, req.Section = ids, places
 		out = p.place(ctx, req, takeOver)
