@@ -293,6 +293,7 @@ type Handler struct {
 	limitedPage  *template.Template
 	edge         *edgePublisher
 	cfRoom       *waitingRoomSteerer
+	fleetKeys    *fleetKeys
 
 	// afterPurchase matches the buyer's pages after the purchase; nil
 	// without after_purchase.
@@ -431,6 +432,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if h.cfRoom != nil {
 		h.cfRoom.start(ctx, room.room)
 	}
+	h.fleetKeys = h.startFleetKeys(ctx, room.store.store)
 	return nil
 }
 
@@ -491,6 +493,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 func (h *Handler) Cleanup() error {
 	h.edge.stop()
 	h.cfRoom.stop()
+	h.fleetKeys.stop()
 	if h.room == nil {
 		return nil
 	}

@@ -19,6 +19,7 @@ var metrics = struct {
 	preQueue, challenges, challengesFailed, rateLimited *prometheus.CounterVec
 	revoked, completed, windowOver                      *prometheus.CounterVec
 	decisions                                           *prometheus.HistogramVec
+	keyDisagreements                                    *prometheus.GaugeVec
 }{
 	arrivals: newCounter("arrivals_total",
 		"New arrivals given a queue position."),
@@ -44,6 +45,13 @@ var metrics = struct {
 		"Completed answers to accounts whose admission the site revoked."),
 	windowOver: newCounter("admission_windows_over_total",
 		"Admitted tokens sent to the back of the queue because their admission window passed unextended."),
+	keyDisagreements: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: "caddy",
+		Subsystem: "waitroom",
+		Name:      "key_disagreements",
+		Help: "Key ids under which the event's gateways sharing a Redis store hold different secrets, as this " +
+			"gateway last found (every 30 s): each takes the others' tokens for forgeries. 0 when they agree.",
+	}, []string{"event"}),
 	decisions: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Namespace: "caddy",
 		Subsystem: "waitroom",
@@ -128,7 +136,7 @@ func registerMetrics(reg *prometheus.Registry) error {
 	for _, c := range []prometheus.Collector{
 		metrics.arrivals, metrics.admitted, metrics.waiting, metrics.soldOut, metrics.invalidTokens,
 		metrics.preQueue, metrics.challenges, metrics.challengesFailed, metrics.rateLimited, metrics.revoked, metrics.completed, metrics.windowOver,
-		metrics.decisions, queueCollector{},
+		metrics.decisions, metrics.keyDisagreements, queueCollector{},
 	} {
 		if err := reg.Register(c); err != nil {
 			var already prometheus.AlreadyRegisteredError
