@@ -37,6 +37,17 @@ type OutboxEvent struct {
 	NextAt    time.Time  `db:"next_at"`
 	LastError string     `db:"last_error"`
 	DeadAt    *time.Time `db:"dead_at"`
+	// ResentAt is when an operator last sent it again; nil if never.
+	ResentAt *time.Time `db:"resent_at"`
+}
+
+// Since is when the event's tries began: its change, or the last time an
+// operator sent it again.
+func (e OutboxEvent) Since() time.Time {
+	if e.ResentAt != nil && e.ResentAt.After(e.CreatedAt) {
+		return *e.ResentAt
+	}
+	return e.CreatedAt
 }
 
 // OutboxBacklog is what is left to send.

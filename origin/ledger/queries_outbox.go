@@ -3,7 +3,7 @@ package ledger
 // The booking events' outbox (outbox.go, migration 014).
 const (
 	outboxColumns = `id, event_id, booking_id::text AS booking_id, type, body, created_at, status, attempts,
-		next_at, last_error, dead_at`
+		next_at, last_error, dead_at, resent_at`
 	// The first pending event of each booking that is due, oldest first,
 	// leased until $2 (SKIP LOCKED: nodes split the work). An event waits
 	// while an earlier one of its booking is pending, leased or not: a
@@ -27,7 +27,9 @@ const (
 	sqlDeadOutbox = `SELECT ` + outboxColumns + ` FROM outbox
 		WHERE status = 'dead' AND (dead_at, id) > ($1, $2) ORDER BY dead_at, id LIMIT $3`
 	sqlOutboxStatus = `SELECT status FROM outbox WHERE event_id = $1 FOR UPDATE`
-	sqlRedeliverOne = `UPDATE outbox SET status = 'pending', attempts = 0, next_at = $2, dead_at = NULL
+	// Its tries start again: none made, no error yet, its age from now.
+	sqlRedeliverOne = `UPDATE outbox SET status = 'pending', attempts = 0, last_error = '', next_at = $2,
+			dead_at = NULL, resent_at = $2
 		WHERE event_id = $1 RETURNING ` + outboxColumns
 	sqlOutboxBacklog = `SELECT count(*) FILTER (WHERE status = 'pending'),
 			coalesce(min(created_at) FILTER (WHERE status = 'pending'), 'epoch'),

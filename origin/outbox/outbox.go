@@ -49,8 +49,8 @@ type Config struct {
 	// random part of it (jitter) is taken off; defaults 1 s and 10 min.
 	MinBackoff, MaxBackoff time.Duration
 	// MaxAttempts and MaxAge bound the tries: an event that failed that
-	// many times, or was written that long ago, is given up on (dead);
-	// defaults 20 and 72 h.
+	// many times, or was written (or sent again by an operator) that long
+	// ago, is given up on (dead); defaults 20 and 72 h.
 	MaxAttempts int
 	MaxAge      time.Duration
 	// Client sends the requests; default a client without redirects.
@@ -287,7 +287,7 @@ func (d *Deliverer) send(ctx context.Context, ev ledger.OutboxEvent) (outcome, e
 		return delivered, nil
 	}
 	attempts := ev.Attempts + 1
-	gaveUp := attempts >= d.cfg.MaxAttempts || now.Sub(ev.CreatedAt) >= d.cfg.MaxAge
+	gaveUp := attempts >= d.cfg.MaxAttempts || now.Sub(ev.Since()) >= d.cfg.MaxAge
 	next := now.Add(d.Backoff(attempts))
 	reason := tryErr.Error()
 	if len(reason) > 500 {

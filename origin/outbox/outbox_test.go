@@ -210,17 +210,36 @@ func TestGivenUpThenSentAgain(t *testing.T) {
 }
 
 // TestGivenUpWhenTooOld: an event older than MaxAge is given up on at its
-// next failure, whatever its count of tries.
+// next failure, whatever its count of tries. Sent again by an operator, its
+// tries start afresh, its age too: it fails on and is tried again until
+// MaxAge after it was sent again.
 func TestGivenUpWhenTooOld(t *testing.T) {
+	ctx := context.Background()
 	s := newSale(t, testenv.Postgres(t))
 	clock := testenv.NewClock(saleStart.Add(2 * time.Hour))
 	s.confirm()
 	rcv := newReceiver(t, clock.Now)
 	rcv.setAnswer(func(int, received) int { return http.StatusInternalServerError })
 	d, _ := newDeliverer(t, s.l, rcv.srv.URL, clock, func(c *outbox.Config) { c.MaxAge = time.Hour })
-	p, err := d.RunOnce(context.Background())
+	p, err := d.RunOnce(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, outbox.Pass{Taken: 1, Dead: 1}, p)
+
+	dead, err := s.l.DeadOutbox(ctx, time.Time{}, 0, 10)
+	require.NoError(t, err)
+	require.Len(t, dead, 1)
+	again, err := s.l.RedeliverOutbox(ctx, dead[0].ID, clock.Now())
+	require.NoError(t, err)
+	assert.Zero(t, again.Attempts)
+	assert.Empty(t, again.LastError, "no try of the new round failed yet")
+	p, err = d.RunOnce(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, outbox.Pass{Taken: 1, Retried: 1}, p, "sent again, it is not too old at once")
+
+	clock.Advance(time.Hour)
+	p, err = d.RunOnce(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, outbox.Pass{Taken: 1, Dead: 1}, p, "an hour after it was sent again")
 }
 
 // TestNodesShareTheWork: deliverers of several nodes passing at once never
