@@ -218,7 +218,7 @@ func (h *Handler) wait(w http.ResponseWriter, r *http.Request, repl *placeholder
 		estimate = &seconds
 	}
 	ahead := h.room.room.Ahead(t.Position)
-	retry := retryAfter(s, d, known, ahead, frontOf(h.room.room.Inventory()))
+	retry := min(retryAfter(s, d, known, ahead, frontOf(h.room.room.Inventory())), pollWithin(time.Duration(h.AbandonAfter)))
 	f := newFields(w.Header(), 4)
 	f.set(HeaderStatus, StatusWaiting)
 	f.set("Cache-Control", "no-store")
@@ -507,6 +507,15 @@ func retryAfter(s waitroom.State, d time.Duration, known bool, ahead, front int6
 		return 10
 	}
 	return min(max(int(d.Seconds()/4), minRetryAfter), maxRetryAfter)
+}
+
+// pollWithin bounds the Retry-After of a waiting answer by abandon_after:
+// at most a third of it, at least a second, so a holder who polls as told,
+// even one whose poll was lost on the way, is never counted as gone. Told
+// to come back later than abandon_after, every waiter would be: ahead would
+// read 0 and a fixed-rate autopilot would stop admitting.
+func pollWithin(abandonAfter time.Duration) int {
+	return max(int(abandonAfter/3/time.Second), 1)
 }
 
 // maxPreQueueRetry caps the Retry-After of the pre-queue answer, so a

@@ -4,7 +4,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddyserver/caddy/v2"
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom/waitroom"
 )
@@ -61,4 +63,24 @@ func TestFrontOf(t *testing.T) {
 	}
 	assert.Equal(t, minRetryAfter, retryAfter(waitroom.State{}, 10*time.Minute, true, 900, frontOf(waitroom.Inventory{Remaining: 490}, true)),
 		"900 ahead of 490 seats: near the front")
+}
+
+// TestRetryAfterWithinAbandonAfter: a waiting answer never tells its
+// holder to come back later than a third of abandon_after, or every waiter
+// polling as told would count as gone between polls.
+func TestRetryAfterWithinAbandonAfter(t *testing.T) {
+	for _, tt := range []struct {
+		abandon time.Duration
+		want    string
+	}{
+		{0, "10"}, // the default, 2m30s: the paused answer's 10 s
+		{6 * time.Second, "2"},
+		{time.Second, "1"},
+	} {
+		h := provision(t, &Handler{AbandonAfter: caddy.Duration(tt.abandon)})
+		update(t, h, waitroom.Change{Paused: ptr(true)})
+		res := serve(t, h, get(h, ""))
+		require.Equal(t, StatusWaiting, res.status())
+		assert.Equal(t, tt.want, res.rec.Header().Get("Retry-After"), "abandon_after %s", tt.abandon)
+	}
 }
