@@ -235,7 +235,10 @@ func stripeError(err error) (Payment, error) {
 		return Payment{}, fmt.Errorf("%w: %w", ErrIdempotencyConflict, se)
 	case se.Code == stripe.ErrorCodeChargeAlreadyRefunded:
 		return Payment{}, fmt.Errorf("%w: %w", ErrAlreadyRefunded, se)
-	case se.Code == stripe.ErrorCodeResourceMissing || se.HTTPStatusCode == http.StatusNotFound:
+	case se.HTTPStatusCode == http.StatusNotFound:
+		// Only the object a request is about is missing with 404; an id in
+		// a parameter that Stripe does not know (a payment-method token) is
+		// a 400 with the same code, a request that can never succeed.
 		return Payment{}, fmt.Errorf("%w: %w", ErrNotFound, se)
 	case se.HTTPStatusCode == http.StatusTooManyRequests || se.HTTPStatusCode >= 500 ||
 		se.Type == stripe.ErrorTypeAPI || se.Type == stripe.ErrorTypeRateLimit || se.HTTPStatusCode == 0:

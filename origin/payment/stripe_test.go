@@ -230,6 +230,10 @@ func TestStripeErrorsAreSorted(t *testing.T) {
 	apiError := func(typ, code string) string {
 		return `{"error":{"type":"` + typ + `","code":"` + code + `","message":"canned"}}`
 	}
+	paramMissing := func(param, what, id string) string {
+		return `{"error":{"type":"invalid_request_error","code":"resource_missing","param":"` + param +
+			`","message":"No such ` + what + `: '` + id + `'"}}`
+	}
 	tests := []struct {
 		name   string
 		status int
@@ -244,6 +248,12 @@ func TestStripeErrorsAreSorted(t *testing.T) {
 		{"rate limited", http.StatusTooManyRequests, apiError("invalid_request_error", "rate_limit"), "create", ErrAmbiguous},
 		{"bad parameter", http.StatusBadRequest, apiError("invalid_request_error", "parameter_invalid_integer"), "create", ErrInvalidRequest},
 		{"unknown payment", http.StatusNotFound, apiError("invalid_request_error", "resource_missing"), "get", ErrNotFound},
+		// Stripe answers an id it does not know in a parameter (a buyer's
+		// made-up payment-method token, a refund of a payment gone) with
+		// 400 and the same code, naming the parameter: the request is bad,
+		// not the thing asked about missing.
+		{"unknown payment method", http.StatusBadRequest, paramMissing("payment_method", "PaymentMethod", "pm_nope"), "create", ErrInvalidRequest},
+		{"refund of an unknown payment", http.StatusBadRequest, paramMissing("payment_intent", "payment_intent", "pi_nope"), "refund", ErrInvalidRequest},
 		{"already refunded", http.StatusBadRequest, apiError("invalid_request_error", "charge_already_refunded"), "refund", ErrAlreadyRefunded},
 		{"refund rate limited", http.StatusTooManyRequests, apiError("invalid_request_error", "rate_limit"), "refund", ErrAmbiguous},
 	}
