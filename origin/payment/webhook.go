@@ -190,6 +190,9 @@ func parseEvent(body []byte) (Event, error) {
 		if ch.PaymentIntent != nil {
 			ev.PaymentID = ch.PaymentIntent.ID
 		}
+		if ev.PaymentID == "" && ch.ID != "" {
+			return notOurs(ev), nil
+		}
 		ev.BookingID = ch.Metadata[MetadataBookingID]
 		ev.Amount, ev.Currency, ev.AmountRefunded = ch.Amount, string(ch.Currency), ch.AmountRefunded
 	case KindRefundUpdated:
@@ -206,6 +209,9 @@ func parseEvent(body []byte) (Event, error) {
 		case r.Charge != nil && r.Charge.PaymentIntent != nil:
 			ev.PaymentID = r.Charge.PaymentIntent.ID
 		}
+		if ev.PaymentID == "" {
+			return notOurs(ev), nil
+		}
 		ev.RefundID, ev.RefundStatus = r.ID, refundStatus(r.Status)
 		ev.BookingID = r.Metadata[MetadataBookingID]
 		ev.Amount, ev.Currency = r.Amount, string(r.Currency)
@@ -214,6 +220,15 @@ func parseEvent(body []byte) (Event, error) {
 		return ev, fmt.Errorf("parse webhook event %s: %w: no payment id in data.object", se.ID, ErrMalformedEvent)
 	}
 	return ev, nil
+}
+
+// notOurs is a charge or refund event of a charge made without a
+// PaymentIntent (the Charges API, another integration on the account):
+// Stripe sends it to every endpoint subscribed to its type, and it is no
+// booking's payment, so it is acknowledged like an event of another type
+// rather than refused, which Stripe would retry for days.
+func notOurs(ev Event) Event {
+	return Event{ID: ev.ID, Type: ev.Type, Kind: KindOther, Created: ev.Created}
 }
 
 // refundStatus reduces Stripe's refund status: canceled returns no money
