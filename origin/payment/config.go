@@ -3,6 +3,7 @@ package payment
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -64,6 +65,20 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		}
 		if e.err != nil {
 			return cfg, e.err
+		}
+		// Stripe's keys say what they are; another one in their place would
+		// only show at the first sale, as every call refused (401) or every
+		// webhook failing its signature.
+		if !strings.HasPrefix(s.APIKey, "sk_") && !strings.HasPrefix(s.APIKey, "rk_") {
+			return cfg, fmt.Errorf("STRIPE_API_KEY is not a secret key: want Stripe's secret (sk_…) or restricted (rk_…) key, not the publishable one (pk_…)")
+		}
+		if !strings.HasPrefix(s.WebhookSecret, "whsec_") {
+			return cfg, fmt.Errorf("STRIPE_WEBHOOK_SECRET is not a signing secret: want the webhook endpoint's signing secret (whsec_…)")
+		}
+		if s.BackendURL != "" {
+			if u, err := url.Parse(s.BackendURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				return cfg, fmt.Errorf("STRIPE_API_BASE=%q: want an http or https URL, e.g. http://localhost:12111", s.BackendURL)
+			}
 		}
 	default:
 		return cfg, fmt.Errorf("PAYMENT_PROVIDER %q: want %s or %s", cfg.Provider, NameFakepay, NameStripe)

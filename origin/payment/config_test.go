@@ -2,6 +2,7 @@ package payment
 
 import (
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -49,16 +50,25 @@ func TestConfigFromEnvNamesTheBadVariable(t *testing.T) {
 		"PAYMENT_PROVIDER":      {"PAYMENT_PROVIDER": "paypal"},
 		"STRIPE_API_KEY":        {"PAYMENT_PROVIDER": "stripe", "STRIPE_WEBHOOK_SECRET": "whsec_1"},
 		"STRIPE_WEBHOOK_SECRET": {"PAYMENT_PROVIDER": "stripe", "STRIPE_API_KEY": "sk_test_1"},
-		"FAKEPAY_LATENCY":       {"FAKEPAY_LATENCY": "fast"},
-		"FAKEPAY_MAX_DELAY":     {"FAKEPAY_MAX_DELAY": "-1s"},
-		"FAKEPAY_FAILURE_RATE":  {"FAKEPAY_FAILURE_RATE": "5%"},
-		"FAKEPAY_TIMEOUT_RATE":  {"FAKEPAY_TIMEOUT_RATE": "1.5"},
-		"FAKEPAY_MAX_COPIES":    {"FAKEPAY_MAX_COPIES": "many"},
+		// The publishable key (pk_…) pasted for the secret one, or the
+		// endpoint's id (we_…) for its signing secret: Stripe would refuse
+		// every call (401), or every webhook would fail its signature.
+		"STRIPE_API_KEY ":        {"PAYMENT_PROVIDER": "stripe", "STRIPE_API_KEY": "pk_live_1", "STRIPE_WEBHOOK_SECRET": "whsec_1"},
+		"STRIPE_WEBHOOK_SECRET ": {"PAYMENT_PROVIDER": "stripe", "STRIPE_API_KEY": "rk_live_1", "STRIPE_WEBHOOK_SECRET": "we_1"},
+		// Without a scheme every call would fail before it left, each
+		// taken for an outcome unknown.
+		"STRIPE_API_BASE": {"PAYMENT_PROVIDER": "stripe", "STRIPE_API_KEY": "sk_test_1", "STRIPE_WEBHOOK_SECRET": "whsec_1",
+			"STRIPE_API_BASE": "localhost:12111"},
+		"FAKEPAY_LATENCY":      {"FAKEPAY_LATENCY": "fast"},
+		"FAKEPAY_MAX_DELAY":    {"FAKEPAY_MAX_DELAY": "-1s"},
+		"FAKEPAY_FAILURE_RATE": {"FAKEPAY_FAILURE_RATE": "5%"},
+		"FAKEPAY_TIMEOUT_RATE": {"FAKEPAY_TIMEOUT_RATE": "1.5"},
+		"FAKEPAY_MAX_COPIES":   {"FAKEPAY_MAX_COPIES": "many"},
 	}
 	for name, e := range tests {
 		_, err := ConfigFromEnv(env(e))
 		require.Error(t, err, name)
-		assert.Contains(t, err.Error(), name)
+		assert.Contains(t, err.Error(), strings.TrimSpace(name))
 	}
 }
 
