@@ -4,8 +4,10 @@
 // without JavaScript (forms, POST-redirect-GET, meta refresh); the little
 // script there is makes the hold's countdown tick, writes times in the
 // buyer's own time zone, watches a declined payment that may still go
-// through, keeps a form from being sent twice, and loads the hold's page
-// again when Back restores it from the browser's cache.
+// through, looks at a booking waiting on its payment in place of reloading
+// it (the meta refresh is for browsers without the script), keeps a form
+// from being sent twice, and loads the hold's page again when Back
+// restores it from the browser's cache.
 //
 // It calls the seat protocol and the booking flow directly, as the JSON
 // API does, never the origin's own HTTP. Creating a hold needs the queue

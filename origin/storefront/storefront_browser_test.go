@@ -384,3 +384,43 @@ func TestBrowserStorefrontExpiryInLocalTime(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, said, "19:10:00 JST")
 }
+
+// A keyboard or screen reader user on a booking page that waits for its
+// payment (here a declined one that may still go through) keeps their
+// place: the page is not loaded again every few seconds, which put the
+// focus back at the top and started a screen reader over, but once what
+// it says has changed.
+func TestBrowserStorefrontWaitingBookingKeepsFocus(t *testing.T) {
+	s := newShop(t, shopOptions{})
+	ev := s.gaEvent("Club night")
+	tab := browser.New(t)
+	admitIn(t, s, tab, ev, "kemal")
+	require.NoError(t, chromedp.Do(tab, chromedp.Navigate(fmt.Sprintf("%s/events/%d", s.url, ev)), chromedp.WaitVisible(chromedp.ID("qty"))))
+	require.NoError(t, chromedp.Do(tab, chromedp.Click(chromedp.CSS(`form[action$="/holds"] button`)), chromedp.WaitVisible(chromedp.ID("pay"))))
+	require.NoError(t, chromedp.Do(tab, chromedp.Click(chromedp.ID("c-pm_fakepay_fail_then_succeed")), chromedp.Click(chromedp.ID("pay-button"))))
+	browser.Until(t, tab, `document.getElementById("declined-link") !== null`)
+	link, err := chromedp.Run(tab, chromedp.Evaluate[string](`document.getElementById("declined-link").href`))
+	require.NoError(t, err)
+	require.NoError(t, chromedp.Do(tab, chromedp.Navigate(link), chromedp.WaitVisible(chromedp.ID("rechecking"))))
+
+	refresh, err := chromedp.Run(tab, chromedp.Evaluate[int](`document.querySelectorAll('meta[http-equiv="refresh"]').length`))
+	require.NoError(t, err)
+	assert.Zero(t, refresh, "a reload of the page by itself, with the script there to watch it")
+	require.NoError(t, chromedp.Do(tab, chromedp.Focus(chromedp.CSS(`#main a[href^="/holds/"]`))))
+	_, err = chromedp.Run(tab, chromedp.Evaluate[any](`window.stayed = true`))
+	require.NoError(t, err)
+	// Longer than the page's own check: the focus is where the buyer put it.
+	deadline := time.Now().Add(7 * time.Second)
+	for time.Now().Before(deadline) {
+		kept, err := chromedp.Run(tab, chromedp.Evaluate[bool](`window.stayed === true && document.activeElement.matches('#main a[href^="/holds/"]')`))
+		require.NoError(t, err)
+		require.True(t, kept, "the page kept the focus")
+		time.Sleep(250 * time.Millisecond)
+	}
+
+	// The provider accepts the payment after all: the page says so.
+	s.clock.Advance(6 * time.Second)
+	s.fp.Tick()
+	s.settle()
+	browser.Until(t, tab, `document.querySelector('[data-status="confirmed"]') !== null`)
+}
