@@ -194,8 +194,9 @@ func (s *Store) fail(w http.ResponseWriter, r *http.Request, status int, msgID s
 	if err != nil {
 		msg = msgID
 	}
-	title, _ := t.T("shop_title")
-	s.render(w, r, status, "message", view{Text: t, Title: title, Error: msg})
+	// No title of its own: the layout names the page by its message (the
+	// site's name twice said nothing).
+	s.render(w, r, status, "message", view{Text: t, Error: msg})
 }
 
 // msg is a message of the request's language; an unknown id is itself.
