@@ -18,6 +18,7 @@ import (
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -423,4 +424,37 @@ func TestBrowserStorefrontWaitingBookingKeepsFocus(t *testing.T) {
 	s.fp.Tick()
 	s.settle()
 	browser.Until(t, tab, `document.querySelector('[data-status="confirmed"]') !== null`)
+}
+
+// A keyboard user sees the whole focus ring of the seat they are on: the
+// seats at the edges of a section's scrolling box had theirs cut off (the
+// last row's at the bottom, the first seat's under its row's label, the
+// last seat's once scrolled to it).
+func TestBrowserStorefrontSeatFocusRingShows(t *testing.T) {
+	s := newShop(t, shopOptions{})
+	ev := s.createEvent(map[string]any{"name": "Long rows", "seating": map[string]any{"sections": []any{
+		map[string]any{"id": "A", "price": 120000, "rows": []any{map[string]any{"id": "1", "seats": 30}, map[string]any{"id": "2", "seats": 30}}},
+	}}})
+	tab := browser.New(t)
+	require.NoError(t, chromedp.Do(tab, chromedp.EmulateViewport(360, 740)))
+	admitIn(t, s, tab, ev, "keiko")
+	require.NoError(t, chromedp.Do(tab, chromedp.Navigate(fmt.Sprintf("%s/events/%d", s.url, ev)), chromedp.WaitVisible(chromedp.ID("map"))))
+	for _, seat := range []string{"A-1-1", "A-2-1", "A-2-15", "A-1-30", "A-2-30"} {
+		// Reached by the keyboard, as the ring is drawn for.
+		require.NoError(t, chromedp.Do(tab, chromedp.Focus(chromedp.ID("s-"+seat)),
+			chromedp.KeyEvent(kb.Tab, chromedp.KeyModifiers(chromedp.ModifierShift)), chromedp.KeyEvent(kb.Tab)))
+		shown, err := chromedp.Run(tab, chromedp.Evaluate[string](fmt.Sprintf(`(() => {
+			const input = document.getElementById("s-%s"), label = input.labels[0], st = getComputedStyle(label);
+			if (!input.matches(":focus-visible") || st.outlineStyle === "none") { return "no focus ring"; }
+			const o = parseFloat(st.outlineWidth) + parseFloat(st.outlineOffset), r = label.getBoundingClientRect();
+			const sec = label.closest(".section"), b = sec.getBoundingClientRect();
+			const left = Math.max(b.left + sec.clientLeft, label.closest(".row").querySelector(".rl").getBoundingClientRect().right);
+			const top = b.top + sec.clientTop, right = b.left + sec.clientLeft + sec.clientWidth, bottom = top + sec.clientHeight;
+			const cut = [r.left - o < left && "left", r.top - o < top && "top", r.right + o > right && "right", r.bottom + o > bottom && "bottom"].filter(Boolean);
+			return cut.length ? "cut off at " + cut.join(", ") : "";
+		})()`, seat)))
+		require.NoError(t, err)
+		assert.Empty(t, shown, seat)
+		browser.Screenshot(t, tab, "storefront-seat-focus-"+seat)
+	}
 }
