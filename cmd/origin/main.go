@@ -23,6 +23,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/waitroom/waitroom/internal/redisurl"
@@ -132,6 +133,10 @@ func run(ctx context.Context, ln net.Listener, cfg config, log *slog.Logger) err
 	if err != nil {
 		return err
 	}
+	// Loading an event whose keys Redis lacks (a new or flushed Redis) waits
+	// for other nodes' hold writes first, seconds an event.
+	waiting.next("the events to be loaded into Redis from the ledger")
+	log.Info("loading the events into Redis from the ledger")
 	if err := srv.Start(bg); err != nil {
 		return err
 	}
@@ -202,7 +207,7 @@ func connect(ctx context.Context, cfg config, log *slog.Logger, waiting *waitLis
 		wg     sync.WaitGroup
 	)
 	wg.Go(func() {
-		lg, pgErr = awaitServer(ctx, log, "PostgreSQL", func(ctx context.Context) (*ledger.Ledger, error) {
+		lg, pgErr = awaitServer(ctx, log, "PostgreSQL", postgresAddr(cfg.databaseURL), func(ctx context.Context) (*ledger.Ledger, error) {
 			return ledger.Open(ctx, cfg.databaseURL, ledger.Options{Outbox: cfg.events.URL != ""})
 		})
 		if pgErr == nil {
@@ -210,7 +215,7 @@ func connect(ctx context.Context, cfg config, log *slog.Logger, waiting *waitLis
 		}
 	})
 	wg.Go(func() {
-		_, redErr = awaitServer(ctx, log, "Redis", func(ctx context.Context) (struct{}, error) {
+		_, redErr = awaitServer(ctx, log, "Redis", redisAddr(cfg.redisURL), func(ctx context.Context) (struct{}, error) {
 			return struct{}{}, rdb.Ping(ctx).Err()
 		})
 		if redErr == nil {
@@ -226,6 +231,25 @@ func connect(ctx context.Context, cfg config, log *slog.Logger, waiting *waitLis
 		return nil, nil, err
 	}
 	return lg, rdb, nil
+}
+
+// postgresAddr is where DATABASE_URL points, without its credentials.
+func postgresAddr(databaseURL string) string {
+	c, err := pgxpool.ParseConfig(databaseURL)
+	if err != nil {
+		return "?"
+	}
+	return net.JoinHostPort(c.ConnConfig.Host, strconv.Itoa(int(c.ConnConfig.Port)))
+}
+
+// redisAddr is where REDIS_URL points, without its credentials (the first
+// node of a cluster URL).
+func redisAddr(redisURL string) string {
+	u, err := url.Parse(redisURL)
+	if err != nil {
+		return "?"
+	}
+	return u.Host
 }
 
 // serveProfiler serves the Go profiler on addr, apart from the API: what

@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -16,8 +18,9 @@ import (
 )
 
 // attemptTimeout bounds one try to reach a server at start, so a server
-// that accepts but never answers is tried again rather than waited on.
-const attemptTimeout = 5 * time.Second
+// that accepts but never answers is tried again rather than waited on. A
+// variable for the tests.
+var attemptTimeout = 5 * time.Second
 
 // maxRetryInterval caps the wait between two tries: a server that comes up
 // is found within about this long.
@@ -26,7 +29,9 @@ const maxRetryInterval = 5 * time.Second
 // awaitServer calls try until it succeeds or ctx ends, backing off with
 // jitter between tries. It logs one line per kind of failure, not one per try, and one when the server answers, so an origin
 // started before its servers says what it waits for without flooding.
-func awaitServer[T any](ctx context.Context, log *slog.Logger, what string, try func(context.Context) (T, error)) (T, error) {
+// addr, the server's address without credentials, goes in those lines: the
+// drivers' own errors do not always name it.
+func awaitServer[T any](ctx context.Context, log *slog.Logger, what, addr string, try func(context.Context) (T, error)) (T, error) {
 	b := backoff.NewExponentialBackOff()
 	b.InitialInterval = 100 * time.Millisecond
 	b.MaxInterval = maxRetryInterval
@@ -40,11 +45,17 @@ func awaitServer[T any](ctx context.Context, log *slog.Logger, what string, try 
 		if err != nil && ctx.Err() != nil {
 			return v, backoff.Permanent(ctx.Err())
 		}
+		if err != nil && isTimeout(err) {
+			// A bare "context deadline exceeded" or "i/o timeout" says
+			// nothing of a server that took the connection and kept quiet.
+			err = fmt.Errorf("no answer in time: something listens at %s but does not answer as %s "+
+				"(the wrong port, TLS on one side only, or a server stopped or overloaded): %w", addr, what, err)
+		}
 		return v, err
 	}, backoff.WithBackOff(b), backoff.WithMaxElapsedTime(0), backoff.WithNotify(func(err error, next time.Duration) {
 		if kind := failureKind(err); !seen[kind] {
 			seen[kind] = true
-			log.Warn("waiting for "+what, "error", err, "retry_in", next.Round(time.Millisecond))
+			log.Warn("waiting for "+what, "addr", addr, "error", err, "retry_in", next.Round(time.Millisecond))
 		}
 	}))
 	if err != nil {
@@ -55,6 +66,12 @@ func awaitServer[T any](ctx context.Context, log *slog.Logger, what string, try 
 		log.Info(what+" is up", "tries", tries)
 	}
 	return v, nil
+}
+
+// isTimeout: the try ran out of time rather than being refused.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
 }
 
 // failureKind is an error's text without its numbers: two refused
@@ -82,6 +99,8 @@ func (s *switchHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 type waitList struct {
 	mu      sync.Mutex
 	pending []string
+	// then is what it does once nothing is pending.
+	then string
 }
 
 func newWaitList(names ...string) *waitList { return &waitList{pending: names} }
@@ -92,10 +111,20 @@ func (l *waitList) done(name string) {
 	l.pending = slices.DeleteFunc(l.pending, func(n string) bool { return n == name })
 }
 
+// next says what the origin waits for once its servers are up.
+func (l *waitList) next(what string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.then = what
+}
+
 func (l *waitList) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if len(l.pending) == 0 {
+		if l.then != "" {
+			return l.then
+		}
 		return "the service to start"
 	}
 	return strings.Join(l.pending, " and ")

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -150,4 +151,114 @@ func TestOriginWaitsForItsServers(t *testing.T) {
 		code, _ := get("/readyz")
 		return code == http.StatusOK
 	})
+}
+
+// TestAwaitServerNamesASilentServer: a server that takes the connection and
+// never answers (the wrong port, TLS on one side only) is logged with its
+// address and as no answer, not as a bare "context deadline exceeded".
+func TestAwaitServerNamesASilentServer(t *testing.T) {
+	defer func(d time.Duration) { attemptTimeout = d }(attemptTimeout)
+	attemptTimeout = 50 * time.Millisecond
+
+	logs := &syncBuffer{}
+	log := slog.New(slog.NewTextHandler(logs, nil))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := awaitServer(ctx, log, "PostgreSQL", "10.1.2.3:5432", func(ctx context.Context) (struct{}, error) {
+			<-ctx.Done() // as a driver waiting for an answer that never comes
+			return struct{}{}, fmt.Errorf("ping postgres: %w", ctx.Err())
+		})
+		done <- err
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(logs.String(), "waiting for PostgreSQL") {
+		require.False(t, time.Now().After(deadline), "no line logged")
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	require.Error(t, <-done)
+	out := logs.String()
+	assert.Contains(t, out, "addr=10.1.2.3:5432")
+	assert.Contains(t, out, "no answer in time: something listens at 10.1.2.3:5432 but does not answer as PostgreSQL")
+}
+
+// TestReadyzSaysTheEventsAreLoading: an origin whose Redis lost its events
+// loads them from the ledger before it is ready, seconds an event; its 503
+// says so rather than "waiting for the service to start".
+func TestReadyzSaysTheEventsAreLoading(t *testing.T) {
+	pgURL := testenv.Postgres(t)
+	rds := testenv.StartRedis(t)
+	cfg, err := loadConfig(nil, func(name string) string {
+		return map[string]string{
+			"DATABASE_URL":       pgURL,
+			"REDIS_URL":          rds.URL(),
+			"WAITROOM_KEYS":      "k1:" + strings.Repeat("a", 32),
+			"ORIGIN_ADMIN_TOKEN": "secret",
+		}[name]
+	}, io.Discard)
+	require.NoError(t, err)
+
+	start := func() (base string, stop func()) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		ctx, cancel := context.WithCancel(context.Background())
+		stopped := make(chan error, 1)
+		go func() { stopped <- run(ctx, ln, cfg, slog.New(slog.NewTextHandler(io.Discard, nil))) }()
+		return "http://" + ln.Addr().String(), func() {
+			cancel()
+			select {
+			case err := <-stopped:
+				assert.NoError(t, err)
+			case <-time.After(30 * time.Second):
+				t.Error("the origin did not stop")
+			}
+		}
+	}
+	readyz := func(base string) (int, string) {
+		resp, err := http.Get(base + "/readyz")
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		var body struct{ Message string }
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&body))
+		return resp.StatusCode, body.Message
+	}
+	until := func(what string, check func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for !check() {
+			require.False(t, time.Now().After(deadline), "timed out waiting until %s", what)
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+
+	base, stop := start()
+	until("the first origin is ready", func() bool { code, _ := readyz(base); return code == http.StatusOK })
+	req, err := http.NewRequest(http.MethodPost, base+"/v1/events",
+		strings.NewReader(`{"id":7,"name":"Seven","capacity":10,"price":100,"currency":"eur"}`))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer secret")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusCreated, resp.StatusCode)
+	stop()
+
+	rds.Stop()
+	rds.Start() // empty: the event must be loaded from the ledger again
+	base, stop = start()
+	defer stop()
+	var seen []string
+	until("the origin is ready", func() bool {
+		code, msg := readyz(base)
+		if code == http.StatusOK {
+			return true
+		}
+		if len(seen) == 0 || seen[len(seen)-1] != msg {
+			seen = append(seen, msg)
+		}
+		return false
+	})
+	assert.Contains(t, seen, "starting: waiting for the events to be loaded into Redis from the ledger")
 }
