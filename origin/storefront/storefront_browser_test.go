@@ -23,6 +23,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom/internal/browser"
+	"github.com/waitroom/waitroom/origin/payment"
 )
 
 func TestBrowserStorefrontBuysTwoAdjacentSeats(t *testing.T) {
@@ -457,4 +458,32 @@ func TestBrowserStorefrontSeatFocusRingShows(t *testing.T) {
 		assert.Empty(t, shown, seat)
 		browser.Screenshot(t, tab, "storefront-seat-focus-"+seat)
 	}
+}
+
+// A cancelled booking whose refund is under way says so, and says it is
+// paid back once it is: the script's watch of the page sees a refund's
+// change as the reload did.
+func TestBrowserStorefrontRefundUnderWay(t *testing.T) {
+	s := newShop(t, shopOptions{})
+	ev := s.gaEvent("Club night")
+	tab := browser.New(t)
+	admitIn(t, s, tab, ev, "rosa")
+	require.NoError(t, chromedp.Do(tab, chromedp.Navigate(fmt.Sprintf("%s/events/%d", s.url, ev)), chromedp.WaitVisible(chromedp.ID("qty"))))
+	require.NoError(t, chromedp.Do(tab, chromedp.Click(chromedp.CSS(`form[action$="/holds"] button`)), chromedp.WaitVisible(chromedp.ID("pay"))))
+	require.NoError(t, chromedp.Do(tab, chromedp.Click(chromedp.ID("pay-button"))))
+	browser.Until(t, tab, `document.getElementById("cancel") !== null`)
+	u, err := chromedp.Run(tab, chromedp.Evaluate[string](`location.pathname`))
+	require.NoError(t, err)
+	paid := s.fp.PaymentsForBooking(strings.TrimPrefix(u, "/bookings/"))
+	require.Len(t, paid, 1)
+	require.NoError(t, s.fp.SetRefundOutcome(paid[0].ID, payment.RefundPending))
+
+	require.NoError(t, chromedp.Do(tab, chromedp.Click(chromedp.ID("cancel"))))
+	browser.Until(t, tab, `document.querySelector('[data-refund="pending"]') !== null`)
+	refunds := s.fp.RefundsForPayment(paid[0].ID)
+	require.Len(t, refunds, 1)
+	require.NoError(t, s.fp.SettleRefund(refunds[0].ID, payment.RefundSucceeded))
+	s.settle()
+	browser.Until(t, tab, `document.querySelector('[data-refund="succeeded"]') !== null`)
+	browser.Screenshot(t, tab, "storefront-refund-paid-back")
 }
