@@ -476,3 +476,60 @@ func TestPendingBookingShownWhileRedisIsDown(t *testing.T) {
 	assert.Equal(t, "payment_pending", got.Status)
 	assert.Empty(t, got.PaymentID)
 }
+
+// savedAnswerProvider answers every create call after the first as Stripe
+// does a key whose first call it answered 500: the same 500, for 24 hours,
+// whatever the payment that call made.
+type savedAnswerProvider struct {
+	payment.Provider
+	creates *atomic.Int64
+}
+
+func (p savedAnswerProvider) CreatePayment(ctx context.Context, req payment.CreateRequest) (payment.Payment, error) {
+	if p.creates.Add(1) == 1 {
+		return p.Provider.CreatePayment(ctx, req)
+	}
+	return payment.Payment{}, fmt.Errorf("create payment for booking %s: %w: answered 500 (saved for its key)", req.BookingID, payment.ErrAmbiguous)
+}
+
+// TestOutcomeOfTheCreateCallSettlesWithoutAskingAgain: with the payment id
+// not in Redis, a webhook's payment is the booking's when the provider
+// names the booking's create call as its cause (its idempotency key); the
+// create is not repeated, which Stripe would answer with its saved 500
+// while the money is taken. An event naming no request, or another's, is
+// still checked by asking.
+func TestOutcomeOfTheCreateCallSettlesWithoutAskingAgain(t *testing.T) {
+	var creates atomic.Int64
+	h := newPayHarness(t, payOptions{config: func(cfg *origin.Config) {
+		cfg.Payments = savedAnswerProvider{Provider: cfg.Payments, creates: &creates}
+	}})
+	ev := h.createEvent(map[string]any{"capacity": 5})
+	ann := h.mustBook(ev.ID, "ann", h.holdOne(ev.ID, "ann", 1).HoldID, payment.MethodSilent)
+	require.NotEmpty(t, ann.PaymentID)
+	// Redis lost both records of the create call's answer.
+	n, err := h.rdb.Del(context.Background(), hashtag.Event(ev.ID)+":payment:"+ann.BookingID,
+		"payment:fakepay:"+ann.PaymentID).Result()
+	require.NoError(t, err)
+	require.Equal(t, int64(2), n, "the records' keys")
+
+	other := requestEvent("evt_other", ann.PaymentID, ann.BookingID, ann.Amount, payment.PaymentKey("another-booking"))
+	assert.Equal(t, http.StatusServiceUnavailable, h.webhook(other).status, "another request's event: the provider is asked, and cannot say")
+	assert.Equal(t, "payment_pending", h.booking(ev.ID, "ann", ann.BookingID).Status)
+
+	own := requestEvent("evt_ann", ann.PaymentID, ann.BookingID, ann.Amount, payment.PaymentKey(ann.BookingID))
+	res := h.webhook(own)
+	require.Equal(t, http.StatusOK, res.status, "%s", res.body)
+	assert.Contains(t, string(res.body), `"outcome":"processed"`)
+	got := h.booking(ev.ID, "ann", ann.BookingID)
+	assert.Equal(t, "confirmed", got.Status)
+	assert.Equal(t, ann.PaymentID, got.PaymentID)
+	assert.Equal(t, int64(2), creates.Load(), "the create was asked again only for the other request's event")
+	h.requireSeatsOnce(ev.ID)
+}
+
+// requestEvent is a payment_intent.succeeded caused by an API request made
+// with idempotency key key, as Stripe names it in the event's request.
+func requestEvent(id, paymentID, bookingID string, amount int64, key string) []byte {
+	return []byte(fmt.Sprintf(`{"id":%q,"object":"event","type":"payment_intent.succeeded","created":1777629600,"request":{"id":"req_1","idempotency_key":%q},"data":{"object":{"id":%q,"object":"payment_intent","amount":%d,"currency":"inr","status":"succeeded","metadata":{"booking_id":%q}}}}`,
+		id, key, paymentID, amount, bookingID))
+}

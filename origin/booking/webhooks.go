@@ -148,7 +148,14 @@ func (s *Settlement) bookingOfEvent(ctx context.Context, provider string, ev pay
 		// own payment may settle it: the one its create call kept in
 		// Redis, or, when Redis has none (the create call's answer is late
 		// or was lost, or Redis lost it), the one the provider says, as
-		// the payment reconciliation asks it.
+		// the payment reconciliation asks it. An outcome caused by the
+		// create call itself, which the provider names by the call's
+		// idempotency key, needs neither: asking again repeats that call,
+		// which Stripe answers for 24 hours as it answered it the first
+		// time, a 500 included, while the payment it made is real.
+		if ev.RequestKey != "" && ev.RequestKey == payment.PaymentKey(b.ID) {
+			return b, true, nil
+		}
 		own, err := s.paid.Of(ctx, b)
 		if err != nil {
 			s.log.Warn("payment id not read from Redis; asking the provider", "booking", b.ID, "error", err)

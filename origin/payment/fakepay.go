@@ -355,7 +355,7 @@ func (f *Fakepay) charge(req CreateRequest) *fakePayment {
 		p.chargeID = "ch_" + randomID()
 		f.fakeCounters.charges.Add(1)
 	}
-	p.outcome = f.newEvent(typ, p.ID, intentObject(p), now)
+	p.outcome = f.newRequestEvent(typ, p.ID, intentObject(p), now, req.IdempotencyKey)
 
 	f.mu.Lock()
 	f.payments[p.ID] = p

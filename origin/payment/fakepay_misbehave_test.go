@@ -39,6 +39,8 @@ func TestFakepayFailThenSucceed(t *testing.T) {
 	assert.Equal(t, "payment_intent.payment_failed", events[0].Type)
 	assert.Equal(t, "payment_intent.succeeded", events[1].Type)
 	assert.NotEqual(t, events[0].ID, events[1].ID)
+	assert.Equal(t, "k1", events[0].RequestKey, "the decline came of the create call")
+	assert.Empty(t, events[1].RequestKey, "the success of the provider's own doing names no request")
 
 	again, err := fp.CreatePayment(t.Context(), req)
 	require.NoError(t, err, "a replay reads the payment as it is now")

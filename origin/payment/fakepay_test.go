@@ -142,7 +142,7 @@ func TestFakepayChargesOnceUnderConcurrentRetries(t *testing.T) {
 	assert.Empty(t, bad)
 	require.Equal(t, 1, n, "one payment, one event, delivered once")
 	assert.Equal(t, Event{ID: events[0].ID, Type: "payment_intent.succeeded", Kind: KindPaymentSucceeded, PaymentID: p.ID,
-		BookingID: "b_1", Amount: 90000, Currency: "inr", Created: clock.Now()}, events[0])
+		BookingID: "b_1", Amount: 90000, Currency: "inr", Created: clock.Now(), RequestKey: PaymentKey("b_1")}, events[0])
 	assert.EqualValues(t, 1, fp.WebhooksSent())
 }
 
@@ -447,6 +447,13 @@ func TestFakepayEventFormat(t *testing.T) {
 	assert.Equal(t, "inr", obj["currency"])
 	assert.Equal(t, "succeeded", obj["status"])
 	assert.Equal(t, map[string]any{"booking_id": "b_1", "event_id": "42"}, obj["metadata"])
+	req := got["request"].(map[string]any)
+	assert.Regexp(t, `^req_`, req["id"])
+	assert.Equal(t, PaymentKey("b_1"), req["idempotency_key"], "the create call caused the outcome")
+
+	ev, err := fp.ParseWebhook(body, SignWebhook(body, fp.WebhookSecret(), clock.Now()))
+	require.NoError(t, err)
+	assert.Equal(t, PaymentKey("b_1"), ev.RequestKey)
 }
 
 func TestFakepayRetriesUntil2xx(t *testing.T) {

@@ -24,9 +24,17 @@ type (
 		Livemode        bool             `json:"livemode"`
 		PendingWebhooks int              `json:"pending_webhooks"`
 		Type            stripe.EventType `json:"type"`
+		Request         requestJSON      `json:"request"`
 		Data            struct {
 			Object any `json:"object"`
 		} `json:"data"`
+	}
+	// requestJSON is the API request that caused the event: the create
+	// call's for its payment's outcome, none (nulls) for what the provider
+	// did on its own.
+	requestJSON struct {
+		ID             *string `json:"id"`
+		IdempotencyKey *string `json:"idempotency_key"`
 	}
 	intentJSON struct {
 		ID               string                     `json:"id"`
@@ -105,8 +113,18 @@ func chargeObject(p *fakePayment) chargeJSON {
 }
 
 func (f *Fakepay) newEvent(typ stripe.EventType, paymentID string, object any, now time.Time) *fakeEvent {
+	return f.newRequestEvent(typ, paymentID, object, now, "")
+}
+
+// newRequestEvent is newEvent for an event caused by an API request made
+// with idempotency key key.
+func (f *Fakepay) newRequestEvent(typ stripe.EventType, paymentID string, object any, now time.Time, key string) *fakeEvent {
 	e := eventJSON{ID: "evt_" + randomID(), Object: "event", APIVersion: stripe.APIVersion,
 		Created: now.Unix(), PendingWebhooks: 1, Type: typ}
+	if key != "" {
+		id := "req_" + randomID()
+		e.Request = requestJSON{ID: &id, IdempotencyKey: &key}
+	}
 	e.Data.Object = object
 	body, err := json.Marshal(e)
 	if err != nil {

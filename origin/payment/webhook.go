@@ -65,6 +65,12 @@ type Event struct {
 	FailureCode    string
 	FailureMessage string
 	Created        time.Time
+	// RequestKey is the idempotency key of the API request that caused the
+	// event (Stripe's request.idempotency_key); empty for an event of the
+	// provider's own making (a payment that succeeded later, a dashboard
+	// action). A payment's outcome caused by the booking's create call
+	// carries the booking's PaymentKey.
+	RequestKey string
 }
 
 // Known reports whether the booking flow acts on the event; other types are
@@ -165,6 +171,9 @@ func parseEvent(body []byte) (Event, error) {
 		return Event{}, fmt.Errorf("parse webhook event %s: %w: object is %q, not an event", se.ID, ErrMalformedEvent, se.Object)
 	}
 	ev := Event{ID: se.ID, Type: string(se.Type), Kind: eventKinds[se.Type], Created: time.Unix(se.Created, 0).UTC()}
+	if se.Request != nil {
+		ev.RequestKey = se.Request.IdempotencyKey
+	}
 	if !ev.Known() {
 		return ev, nil
 	}
