@@ -15,8 +15,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/cdproto/fetch"
 	"github.com/chromedp/cdproto/network"
+	cdppage "github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 	"github.com/stretchr/testify/assert"
@@ -486,4 +489,47 @@ func TestBrowserStorefrontRefundUnderWay(t *testing.T) {
 	s.settle()
 	browser.Until(t, tab, `document.querySelector('[data-refund="succeeded"]') !== null`)
 	browser.Screenshot(t, tab, "storefront-refund-paid-back")
+}
+
+// On a slow connection a buyer who stops a payment that hangs (the
+// browser's stop, or Esc) can send it again: its button came back
+// disabled for good, and only loading the page again gave a pay form. The
+// form's key is the same, so a payment that did reach the shop is not
+// made twice.
+func TestBrowserStorefrontPayAgainAfterStop(t *testing.T) {
+	s := newShop(t, shopOptions{})
+	ev := s.gaEvent("Club night")
+	tab := browser.New(t)
+	admitIn(t, s, tab, ev, "sami")
+	require.NoError(t, chromedp.Do(tab, chromedp.Navigate(fmt.Sprintf("%s/events/%d", s.url, ev)), chromedp.WaitVisible(chromedp.ID("qty"))))
+	require.NoError(t, chromedp.Do(tab, chromedp.Click(chromedp.CSS(`form[action$="/holds"] button`)), chromedp.WaitVisible(chromedp.ID("pay"))))
+
+	paused := make(chan struct{}, 1)
+	require.NoError(t, chromedp.Listen(tab, func(e any) {
+		if _, ok := e.(*fetch.EventRequestPaused); ok {
+			select {
+			case paused <- struct{}{}:
+			default:
+			}
+		}
+	}))
+	_, err := chromedp.Call(tab, fetch.Enable, fetch.EnableParams{Patterns: []*fetch.RequestPattern{{URLPattern: "*/booking"}}})
+	require.NoError(t, err)
+	require.NoError(t, chromedp.Do(tab, chromedp.Click(chromedp.ID("pay-button"))))
+	select {
+	case <-paused:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the payment never left")
+	}
+	_, err = chromedp.Call(tab, cdppage.StopLoading, cdp.Empty{})
+	require.NoError(t, err)
+	_, err = chromedp.Call(tab, fetch.Disable, cdp.Empty{})
+	require.NoError(t, err)
+
+	browser.Until(t, tab, `!document.getElementById("pay-button").disabled`)
+	require.NoError(t, chromedp.Do(tab, chromedp.Click(chromedp.ID("pay-button"))))
+	browser.Until(t, tab, `document.querySelector('[data-status="confirmed"]') !== null`)
+	u, err := chromedp.Run(tab, chromedp.Evaluate[string](`location.pathname`))
+	require.NoError(t, err)
+	assert.Len(t, s.fp.PaymentsForBooking(strings.TrimPrefix(u, "/bookings/")), 1)
 }

@@ -1,13 +1,13 @@
 // Progressive enhancement only: the pages work without it.
 (function () {
   "use strict";
+  var byId = document.getElementById.bind(document);
   var page = function (url, then, failed) {
-    fetch(url, { cache: "no-store" }).then(function (r) { if (r.ok) { return r.text(); } throw r; }).then(then, failed);
+    fetch(url).then(function (r) { if (r.ok) { return r.text(); } throw r; }).then(then, failed);
   };
-  // The hold's countdown: the figure ticks every second; the live region
-  // (read out by screen readers) changes once a minute, every 15 s in the
-  // last one.
-  var left = document.getElementById("left"), live = document.getElementById("countdown");
+  // The hold's countdown ticks every second; its live region, read out by
+  // screen readers, once a minute, every 15 s in the last one.
+  var left = byId("left"), live = byId("countdown");
   if (left && live) {
     var end = Date.now() + 1000 * left.dataset.seconds, said = "";
     var tick = function () {
@@ -19,11 +19,11 @@
       if (say !== said) { live.textContent = say; said = say; }
       if (s === 0) {
         clearInterval(timer);
-        var pay = document.getElementById("pay-button");
+        var pay = byId("pay-button");
         if (pay) { pay.disabled = true; }
-        // In words where everyone looks, as the page loaded again says it.
-        document.getElementById("main").insertAdjacentHTML("afterbegin", '<p class="error" id="expired" role="alert"></p>');
-        document.getElementById("expired").textContent = live.dataset.expired;
+        // In words too, as the page loaded again says it.
+        byId("main").insertAdjacentHTML("afterbegin", '<p class="error" id="expired" role="alert"></p>');
+        byId("expired").textContent = live.dataset.expired;
         live.textContent = "";
       }
     };
@@ -34,12 +34,11 @@
   // unless another card was sent.
   var dec = document.querySelector("[data-recheck]");
   if (dec) {
-    var at = function (n) { return 1000 * dec.getAttribute("data-recheck-" + n); };
-    var url = dec.dataset.recheck, until = Date.now() + at("seconds");
+    var url = dec.dataset.recheck, until = Date.now() + 1000 * dec.dataset.recheckSeconds;
     var watching = dec.appendChild(document.createElement("span"));
     watching.id = "watching";
     watching.textContent = " " + dec.dataset.watching;
-    var again = function () { if (Date.now() < until) { setTimeout(look, at("every")); } else { watching.remove(); } };
+    var again = function () { if (Date.now() < until) { setTimeout(look, 1000 * dec.dataset.recheckEvery); } else { watching.remove(); } };
     var look = function () {
       page(url, function (html) {
         if (/data-status="(confirmed|payment_pending)"/.test(html) && !document.querySelector("[data-sent]")) { location.replace(url); } else { again(); }
@@ -48,8 +47,8 @@
     again();
   }
   // A booking waiting on its payment or refund is loaded again once it
-  // says something else: not every few seconds, as without the script,
-  // which takes the keyboard's focus and starts a screen reader over.
+  // changes, not every few seconds (taking the focus, restarting a screen
+  // reader) as without the script.
   var w = document.querySelector("[data-watch]");
   if (w) {
     setInterval(function () {
@@ -64,14 +63,18 @@
     el.title = el.textContent;
     el.textContent = new Date(el.getAttribute("datetime")).toLocaleTimeString(document.documentElement.lang, { timeZoneName: "short" });
   });
-  // A form sent once is not sent again by a second click.
+  // A form sent once is not sent again by a second click; its button comes
+  // back after a while for a send stopped on a slow line (the same key: the
+  // same request).
   document.addEventListener("submit", function (e) {
     var b = e.target.querySelector("button");
-    if (b) { setTimeout(function () { b.disabled = true; b.setAttribute("data-sent", ""); }, 0); }
+    if (b) {
+      setTimeout(function () { b.disabled = true; b.setAttribute("data-sent", ""); }, 0);
+      setTimeout(function () { b.disabled = false; }, 8e3);
+    }
   });
-  // A page Back restores from the browser's cache: its sent button works
-  // again, and a page whose state moves on without it (the hold) is loaded
-  // again.
+  // Back from the browser's cache: a sent button works again, a page whose
+  // state moves on without it (the hold) is loaded again.
   window.addEventListener("pageshow", function (e) {
     if (!e.persisted) { return; }
     if (document.querySelector("[data-reload-on-back]")) {
