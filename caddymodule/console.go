@@ -46,8 +46,11 @@ func buildConsole() ([]byte, string) {
 }
 
 // compactScript drops the script's indentation, blank lines and comment
-// lines, which the browser has no use for. The script has no multi-line
-// string, so no line's leading space or "//" is part of one.
+// lines, which the browser has no use for, and the line breaks after ";",
+// "{" and ",", where none changes what the script says. The script has no
+// multi-line string, so no line's leading space or "//" is part of one; a
+// line with "//" anywhere keeps its break, lest a comment at its end take
+// in the next line.
 func compactScript(js string) string {
 	var b strings.Builder
 	for line := range strings.Lines(js) {
@@ -56,7 +59,9 @@ func compactScript(js string) string {
 			continue
 		}
 		b.WriteString(line)
-		b.WriteByte('\n')
+		if !strings.ContainsAny(line[len(line)-1:], ";{,") || strings.Contains(line, "//") {
+			b.WriteByte('\n')
+		}
 	}
 	return b.String()
 }

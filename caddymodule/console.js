@@ -18,12 +18,16 @@
   function say(text, bad, hold) {
     if (!hold && Date.now() < heldUntil) return;
     if (hold) heldUntil = Date.now() + 5000;
-    status.textContent = text;
+    // A live region announces every write, the same text included.
+    if (status.textContent !== text) status.textContent = text;
     status.className = bad ? "bad" : "";
   }
 
   async function call(method, path, body) {
-    const opts = { method, cache: "no-store", credentials: "same-origin" };
+    // A stalled connection (a tunnel gone quiet) never answers: give up, so
+    // that the status line says so and the next poll tries again. Past the
+    // admin API's own 5 s, so that a change it answers is never given up on.
+    const opts = { method, cache: "no-store", credentials: "same-origin", signal: AbortSignal.timeout(10000) };
     if (body !== undefined) {
       opts.headers = { "Content-Type": "application/json" };
       opts.body = JSON.stringify(body);
@@ -48,7 +52,7 @@
   ];
 
   function card(id) {
-    const c = { id, state: null, loggedAt: 0, reportedAt: 0, stats: {} };
+    const c = { id, path: "/waitroom/events/" + id + "/", state: null, loggedAt: 0, reportedAt: 0, stats: {}, flip: {} };
     c.badge = el("span", { class: "badge" });
     const dl = el("dl");
     for (const [k, label] of STATS) {
@@ -63,18 +67,20 @@
     c.soldOut = button("sold_out", "Mark sold out");
     const form = el("form", { "aria-label": "Change event " + id },
       el("label", {}, "Raise by", c.by), c.raise, c.pause, c.soldOut, el("label", {}, "Reason", c.reason));
-    form.addEventListener("submit", (e) => { e.preventDefault(); act(c, "raise"); });
-    for (const b of [c.raise, c.pause, c.soldOut]) b.addEventListener("click", () => act(c, b.dataset.act));
+    for (const b of [c.raise, c.pause, c.soldOut]) b.addEventListener("click", () => act(c, b));
     c.log = el("tbody");
     const table = el("table", {}, el("caption", {}, "Change log, newest first"),
-      el("thead", {}, el("tr", {}, ...["Time", "Actor", "Field", "From", "To", "Reason"].map((h) => el("th", { scope: "col" }, h)))), c.log);
+      el("thead", {}, el("tr", {}, ...["Time", "Actor", "Field", "From", "To", "Reason"].map(h => el("th", { scope: "col" }, h)))), c.log);
     c.report = reportView(id);
     c.root = el("section", { id: "event-" + id, class: "event", "aria-labelledby": "title-" + id },
       el("h2", { id: "title-" + id }, "Event " + id, c.badge), dl, form, c.report.root, table);
     return c;
   }
 
-  function show(c, ev) {
+  function show(c, ev, mine) {
+    // When another change last flipped a toggle: a press just after may
+    // have been aimed at its old label.
+    for (const k of ["paused", "sold_out"]) if (!mine && c.state && c.state[k] !== ev[k]) c.flip[k] = Date.now();
     c.state = ev;
     const fmt = (v) => (v === null || v === undefined ? "—" : num.format(v));
     for (const [k] of STATS) {
@@ -88,7 +94,7 @@
     const stale = ev.inventory && !ev.inventory.fresh;
     for (const k of ["remaining", "held"]) {
       c.stats[k].classList.toggle("stale", !!stale);
-      c.stats[k].title = stale ? "the origin has not published since " + new Date(ev.inventory.at).toLocaleTimeString("en-GB") : "";
+      c.stats[k].title = stale ? "the origin has not published since " + clock(ev.inventory.at) : "";
       if (stale) c.stats[k].textContent += " (stale)";
     }
     const phase = ev.sold_out ? "sold_out" : ev.paused ? "paused" : "open";
@@ -99,8 +105,8 @@
   }
 
   function showLog(c, entries) {
-    const rows = entries.map((e) => el("tr", {},
-      el("td", {}, new Date(e.time).toLocaleTimeString("en-GB")), el("td", {}, e.actor), el("td", {}, e.field),
+    const rows = entries.map(e => el("tr", {},
+      el("td", {}, clock(e.time)), el("td", {}, e.actor), el("td", {}, e.field),
       el("td", {}, String(e.from)), el("td", {}, String(e.to)), el("td", {}, e.reason || "")));
     c.log.replaceChildren(...rows);
   }
@@ -108,7 +114,7 @@
   async function refreshLog(c) {
     c.loggedAt = Date.now();
     try {
-      showLog(c, await call("GET", "/waitroom/events/" + c.id + "/log?limit=10"));
+      showLog(c, await call("GET", c.path + "log?limit=10"));
     } catch (err) {
       c.log.replaceChildren(el("tr", {}, el("td", { colspan: "6" }, "change log: " + err.message)));
     }
@@ -231,10 +237,10 @@
   function showReport(c, r) {
     const v = c.report, tl = r.timeline;
     v.note.textContent = tl.length
-      ? (c.state && c.state.sold_out ? "The sale's record, " : "Live, ") + clock(Date.parse(tl[0].t)) + " to " + clock(Date.parse(tl[tl.length - 1].t)) + ", " + tl.length + " points."
+      ? (c.state && c.state.sold_out ? "The sale's record, " : "Live, ") + clock(tl[0].t) + " to " + clock(tl[tl.length - 1].t) + ", " + tl.length + " points."
       : "No sale yet: the report starts at the first arrival.";
     if (tl.length) {
-      const times = tl.map((p) => Date.parse(p.t));
+      const times = tl.map(p => Date.parse(p.t));
       const col = (k) => tl.map((p) => (p[k] === undefined ? null : p[k]));
       lines(v.queue, times, [
         { key: "waiting", label: "Waiting", values: col("waiting") },
@@ -264,31 +270,37 @@
   async function refreshReport(c) {
     c.reportedAt = Date.now();
     try {
-      showReport(c, await call("GET", "/waitroom/events/" + c.id + "/report"));
+      showReport(c, await call("GET", c.path + "report"));
     } catch (err) {
       c.report.note.textContent = "report: " + err.message;
     }
   }
 
-  async function act(c, what) {
-    const path = "/waitroom/events/" + c.id + "/";
+  async function act(c, b) {
+    const what = b.dataset.act;
     const reason = c.reason.value.trim() || "staff console";
     let req;
     if (what === "raise") {
       const by = Number(c.by.value);
-      if (!Number.isInteger(by) || by < 1) { say("Raise by a whole number of positions, 1 or more.", true, true); return; }
+      // Past 2^53 the number sent is not the number typed.
+      if (!Number.isSafeInteger(by) || by < 1) { say("Raise by a whole number of positions, 1 or more.", true, true); return; }
       req = ["watermark", { raise_by: by, reason }];
-    } else if (what === "pause") {
-      req = ["pause", { paused: !c.state.paused, reason }];
     } else {
-      const to = !c.state.sold_out;
-      if (to && !window.confirm("Mark event " + c.id + " sold out? Everyone waiting is told so.")) return;
-      req = ["sold_out", { sold_out: to, reason }];
+      const k = what === "pause" ? "paused" : what;
+      // Another desk's change just flipped the button under the pointer.
+      if (Date.now() - c.flip[k] < 2000) {
+        c.flip[k] = 0;
+        say("Event " + c.id + " was just changed; press " + b.textContent + " again if you mean it.", true, true);
+        return;
+      }
+      const to = !c.state[k];
+      if (k === "sold_out" && to && !confirm("Mark event " + c.id + " sold out? Everyone waiting is told so.")) return;
+      req = [what, { [k]: to, reason }];
     }
     try {
-      const state = await call("POST", path + req[0], req[1]);
-      show(c, Object.assign({}, c.state, state));
-      say("Event " + c.id + ": " + req[0].replace("_", " ") + " changed.", false, true);
+      const state = await call("POST", c.path + req[0], req[1]);
+      show(c, Object.assign({}, c.state, state), 1);
+      say("Event " + c.id + ": watermark " + num.format(state.watermark) + (state.paused ? ", paused" : ", not paused") + (state.sold_out ? ", sold out." : "."), false, true);
       refreshLog(c);
     } catch (err) {
       say("Event " + c.id + ": " + err.message, true, true);

@@ -198,3 +198,123 @@ http://localhost:%d {
 	}
 	assert.GreaterOrEqual(t, posts, 4, "the console's changes carry its own origin")
 }
+
+// TestBrowserConsoleStaff walks the console as staff on sale day do, where
+// it used to mislead them: a read that hangs (a stalled tunnel) is said
+// and recovered from, the status line is not rewritten (and announced)
+// every second, a toggle that another change just flipped under the
+// pointer is not pressed blind, an absurd raise is refused in the page,
+// each change says what the event is now, and a phone shows the page
+// without scrolling sideways.
+func TestBrowserConsoleStaff(t *testing.T) {
+	ev := testenv.EventID()
+	evs := strconv.FormatInt(ev, 10)
+	port := testenv.FreePort(t)
+	tc := caddytest.NewTester(t)
+	tc.InitServer(fmt.Sprintf(`{
+	skip_install_trust
+	admin localhost:%d {
+		origins localhost:%d ""
+		enforce_origin
+	}
+	http_port %d
+	https_port %d
+	grace_period 1ns
+}
+
+http://localhost:%d {
+	waitroom {
+		event %d
+		key k1 %s
+		watermark 2
+	}
+	respond "the site"
+}
+`, adminPort, adminPort, port, port+1, port, ev, testSecret), "caddyfile")
+	site := fmt.Sprintf("http://localhost:%d/", port)
+	for range 5 {
+		require.Equal(t, http.StatusOK, newVisitor(t).get(site).StatusCode)
+	}
+	admin := fmt.Sprintf("http://localhost:%d", adminPort)
+	ctx := browser.New(t)
+	card := "#event-" + evs
+	eval := func(t *testing.T, js string) any {
+		t.Helper()
+		v, err := chromedp.Run(ctx, chromedp.Evaluate[any](js))
+		require.NoError(t, err, js)
+		return v
+	}
+	status := func(t *testing.T) string { return eval(t, `document.getElementById("status").textContent`).(string) }
+	until := func(t *testing.T, js string) {
+		t.Helper()
+		_, err := chromedp.Run(ctx, chromedp.Poll[bool](js,
+			chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(15*time.Second)))
+		require.NoError(t, err, "until %s", js)
+	}
+	state := func(t *testing.T) map[string]any {
+		t.Helper()
+		code, s, raw := adminCall(t, adminPort, http.MethodGet, "/waitroom/events/"+evs, "")
+		require.Equal(t, http.StatusOK, code, raw)
+		return s
+	}
+	click := func(t *testing.T, act string) {
+		t.Helper()
+		require.NoError(t, chromedp.Do(ctx, chromedp.Click(card+` button[data-act="`+act+`"]`, chromedp.NodeVisible)))
+	}
+	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(admin+"/waitroom/console")))
+	until(t, `document.getElementById("status").textContent === "Live: 1 event."`)
+
+	t.Run("the status line is written only when it changes", func(t *testing.T) {
+		eval(t, `window.mutations = 0; new MutationObserver(() => mutations++).observe(document.getElementById("status"), {childList: true, characterData: true, subtree: true}); 1`)
+		time.Sleep(2500 * time.Millisecond)
+		assert.Equal(t, 0.0, eval(t, `mutations`), "the polls rewrote %q, which a screen reader announces again", status(t))
+	})
+
+	t.Run("an absurd raise is refused in the page", func(t *testing.T) {
+		// Past 2^53 the number sent is not the number typed.
+		eval(t, `document.querySelector("`+card+` input[name=raise_by]").value = "9007199254740993"; 1`)
+		click(t, "raise")
+		until(t, `document.getElementById("status").textContent.startsWith("Raise by")`)
+		assert.Equal(t, 2.0, state(t)["watermark"])
+		eval(t, `document.querySelector("`+card+` input[name=raise_by]").value = "3"; 1`)
+		click(t, "raise")
+		until(t, `document.querySelector("`+card+` [data-k=watermark]").textContent === "5"`)
+		assert.Equal(t, "Event "+evs+": watermark 5, not paused.", status(t), "a change says what the event is now")
+	})
+
+	t.Run("a toggle another change just flipped is not pressed blind", func(t *testing.T) {
+		code, _, raw := adminCall(t, adminPort, http.MethodPost, "/waitroom/events/"+evs+"/pause", `{"paused": true, "reason": "the other desk"}`)
+		require.Equal(t, http.StatusOK, code, raw)
+		// The button under the pointer turns from Pause to Resume as the
+		// click lands: the click does not resume the event.
+		until(t, `document.querySelector("`+card+` button[data-act=pause]").textContent === "Resume"`)
+		click(t, "pause")
+		until(t, `document.getElementById("status").textContent.includes("again")`)
+		assert.Equal(t, true, state(t)["paused"], "the other desk's pause stands")
+		assert.Equal(t, "Event "+evs+" was just changed; press Resume again if you mean it.", status(t))
+		click(t, "pause")
+		until(t, `document.querySelector("`+card+` .badge").textContent === "Open"`)
+		assert.Equal(t, false, state(t)["paused"], "pressed again, it resumes")
+	})
+
+	t.Run("a phone shows the page without scrolling sideways", func(t *testing.T) {
+		reason := strings.Repeat("x", 120)
+		code, _, raw := adminCall(t, adminPort, http.MethodPost, "/waitroom/events/"+evs+"/watermark", `{"raise_by": 1, "reason": "`+reason+`"}`)
+		require.Equal(t, http.StatusOK, code, raw)
+		require.NoError(t, chromedp.Do(ctx, chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2), chromedp.EmulateMobile)))
+		until(t, `document.querySelector("`+card+` tbody td:nth-child(6)")?.textContent === "`+reason+`"`)
+		until(t, `document.querySelector("`+card+` polyline[data-series=waiting]") !== null`)
+		browser.Screenshot(t, ctx, "console-phone")
+		assert.Equal(t, 390.0, eval(t, `document.documentElement.scrollWidth`), "the page is as wide as the phone")
+		require.NoError(t, chromedp.Do(ctx, chromedp.EmulateViewport(1280, 720)))
+		browser.Screenshot(t, ctx, "console-laptop")
+	})
+
+	t.Run("a read that hangs is said, and the console recovers", func(t *testing.T) {
+		// A stalled tunnel: requests neither answer nor fail.
+		eval(t, `window.realFetch = window.fetch; window.fetch = (url, opts) => new Promise((_, fail) => opts.signal && opts.signal.addEventListener("abort", () => fail(opts.signal.reason))); 1`)
+		until(t, `document.getElementById("status").textContent.startsWith("Cannot read the events")`)
+		eval(t, `window.fetch = window.realFetch; 1`)
+		until(t, `document.getElementById("status").textContent === "Live: 1 event."`)
+	})
+}

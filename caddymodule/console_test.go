@@ -298,3 +298,21 @@ http://localhost:%d {
 		})
 	}
 }
+
+// TestCompactScript: the served script loses what the browser has no use
+// for, the line breaks after ";", "{" and "," among it, and keeps every
+// break that can change what it says.
+func TestCompactScript(t *testing.T) {
+	for _, tc := range []struct{ name, in, want string }{
+		{"statements", "  a();\n  b();\n", "a();b();"},
+		{"a block and a list", "if (x) {\n  f(1,\n    2);\n}\n", "if (x) {f(1,2);}\n"},
+		{"comment lines and blanks", "// why\n\n  a();\n", "a();"},
+		{"a break that ends a statement", "return\nx;\n", "return\nx;"},
+		{"a line with a comment keeps its break", "a(); // why\nb();\n", "a(); // why\nb();"},
+		{"a string with //", "const u = \"http://h/\";\nb();\n", "const u = \"http://h/\";\nb();"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, compactScript(tc.in))
+		})
+	}
+}
