@@ -134,7 +134,7 @@ func TestStateChangesReachWorkersKV(t *testing.T) {
 	assert.Equal(t, cloudflare.State{Version: cloudflare.Version, Event: h.Event, Watermark: 10, HardCap: 500,
 		KeyIDs: []string{"k2", "k1"}, SoldOutMaxAge: 30, Languages: []string{"en", "de", "es", "ja"},
 		KeyChecks: map[string]string{
-			"k2": cloudflare.KeyCheck([]byte(testSecret + "-new")), "k1": cloudflare.KeyCheck([]byte(testSecret)),
+			"k2": waitroom.KeyCheck([]byte(testSecret + "-new")), "k1": waitroom.KeyCheck([]byte(testSecret)),
 		},
 		SoldOutPages: first.SoldOutPages}, first, "the state as the room first read it, with its keys' checks, never a secret")
 	for _, c := range first.KeyChecks {

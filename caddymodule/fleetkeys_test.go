@@ -22,7 +22,7 @@ func TestGatewaysWithDifferentSecretsAreTold(t *testing.T) {
 	right := []Key{{ID: "k1", Secret: testSecret}}
 	note := func(h *Handler) []waitroom.KeyDisagreement {
 		t.Helper()
-		noter, ok := h.room.store.store.(keyNoter)
+		noter, ok := h.room.store.store.(waitroom.KeyNoter)
 		require.True(t, ok, "the Redis store is shared by the fleet")
 		return h.noteFleetKeys(context.Background(), noter, nil)
 	}
@@ -51,7 +51,7 @@ func TestGatewaysWithDifferentSecretsAreTold(t *testing.T) {
 	assert.Zero(t, gauge(t, ev))
 
 	mem := provision(t, &Handler{Keys: right})
-	_, ok := mem.room.store.store.(keyNoter)
+	_, ok := mem.room.store.store.(waitroom.KeyNoter)
 	assert.False(t, ok, "one node's memory store notes nothing")
 	assert.Nil(t, mem.fleetKeys)
 }

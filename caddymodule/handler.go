@@ -14,7 +14,6 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
-	"github.com/waitroom/waitroom/edge/cloudflare"
 	"github.com/waitroom/waitroom/locale"
 	"github.com/waitroom/waitroom/waitroom"
 )
@@ -258,8 +257,8 @@ type Handler struct {
 	CloudflareWaitingRoom *CloudflareWaitingRoom `json:"cloudflare_waiting_room,omitempty"`
 
 	keys *waitroom.KeySet
-	// keyChecks is cloudflare.KeyCheck of each key's secret, by kid, for
-	// the edge.
+	// keyChecks is waitroom.KeyCheck of each key's secret, by kid, for
+	// the edge and the fleet (fleetkeys.go).
 	keyChecks  map[string]string
 	room       *roomEntry
 	roomKey    roomKey
@@ -337,7 +336,6 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 
 	repl := caddy.NewReplacer()
 	keys := make([]waitroom.Key, len(h.Keys))
-	h.keyChecks = make(map[string]string, len(h.Keys))
 	for i, k := range h.Keys {
 		secret := repl.ReplaceKnown(k.Secret, "")
 		if secret == "" {
@@ -346,13 +344,12 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 			return fmt.Errorf("keys: key %q: secret %q is empty once its placeholders are replaced", k.ID, k.Secret)
 		}
 		keys[i] = waitroom.Key{ID: k.ID, Secret: []byte(secret)}
-		h.keyChecks[k.ID] = cloudflare.KeyCheck(keys[i].Secret)
 	}
 	ks, err := waitroom.NewKeySet(h.now, keys...)
 	if err != nil {
 		return fmt.Errorf("keys: %w", err)
 	}
-	h.keys = ks
+	h.keys, h.keyChecks = ks, ks.Checks()
 
 	store := repl.ReplaceKnown(h.Store, "")
 	if h.Store != "" && store == "" {

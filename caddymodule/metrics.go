@@ -49,8 +49,8 @@ var metrics = struct {
 		Namespace: "caddy",
 		Subsystem: "waitroom",
 		Name:      "key_disagreements",
-		Help: "Key ids under which the event's gateways sharing a Redis store hold different secrets, as this " +
-			"gateway last found (every 30 s): each takes the others' tokens for forgeries. 0 when they agree.",
+		Help: "Key ids under which the event's key holders sharing a Redis store (its gateways, the origin) hold different " +
+			"secrets, as this gateway last found (every 30 s): each takes the others' tokens for forgeries. 0 when they agree.",
 	}, []string{"event"}),
 	decisions: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Namespace: "caddy",

@@ -120,3 +120,7 @@ const PublishMaxAge = publishMaxAge
 func PaceCounts(s *Server, every time.Duration) {
 	s.publisher.countAgain = func(time.Duration) time.Duration { return every }
 }
+
+// NoteKeysOnce notes s's key checks for every served event, as Run does
+// every waitroom.KeyNoteEvery.
+func NoteKeysOnce(ctx context.Context, s *Server) { s.publisher.noteKeys(ctx) }

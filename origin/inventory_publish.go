@@ -79,6 +79,9 @@ func (p *publisher) Start(ctx context.Context) {
 		defer close(p.done)
 		t := time.NewTicker(publishCheck)
 		defer t.Stop()
+		keys := time.NewTicker(waitroom.KeyNoteEvery)
+		defer keys.Stop()
+		p.noteKeys(ctx)
 		for {
 			if err := p.once(ctx); err != nil && ctx.Err() == nil {
 				p.s.log.Debug("inventory not published", "error", err)
@@ -87,6 +90,8 @@ func (p *publisher) Start(ctx context.Context) {
 			case <-ctx.Done():
 				return
 			case <-t.C:
+			case <-keys.C:
+				p.noteKeys(ctx)
 			}
 		}
 	}()

@@ -18,6 +18,7 @@ type metrics struct {
 	reaperSeats      prometheus.Counter
 	drift            *prometheus.GaugeVec
 	remaining        *prometheus.GaugeVec
+	keyDisagreements *prometheus.GaugeVec
 	rebuilds         *prometheus.CounterVec
 	driftCorrections prometheus.Counter
 
@@ -75,6 +76,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "waitroom_inventory_remaining",
 			Help: "Seats left to sell in Redis at the last invariant check.",
 		}, []string{"event"}),
+		keyDisagreements: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "waitroom_origin_key_disagreements",
+			Help: "Key ids under which the event's key holders sharing its Redis (the gateways, the origin nodes) hold different secrets, as this node last found (every 30 s); 0 when they agree.",
+		}, []string{"event"}),
 		rebuilds: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "waitroom_origin_rebuilds_total",
 			Help: "Rebuilds of an event's inventory from the ledger, by reason (admin, missing, created, drift).",
@@ -126,7 +131,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"result"}),
 	}
 	for _, c := range []prometheus.Collector{m.holds, m.holdLatency, m.compensations, m.reclaimedSeats,
-		m.reaperHolds, m.reaperSeats, m.drift, m.remaining, m.rebuilds, m.driftCorrections,
+		m.reaperHolds, m.reaperSeats, m.drift, m.remaining, m.keyDisagreements, m.rebuilds, m.driftCorrections,
 		m.bookingRequests, m.bookingLatency, m.bookings, m.webhooksReceived, m.webhooks, m.latePayments, m.paymentChecks,
 		m.refunds, m.refundsFailed, m.scans} {
 		if err := reg.Register(c); err != nil {

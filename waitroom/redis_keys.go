@@ -11,13 +11,29 @@ import (
 	"github.com/waitroom/waitroom/hashtag"
 )
 
-// The fleet's keys. Every gateway of an event must sign and verify with the
-// same secret under each key id: a node whose secret differs takes the
-// fleet's tokens for forgeries, so a visitor whose request lands on it
-// queues again at the back, and nothing on the node can tell that from a
-// forgery. Each node therefore notes, per key id, a check of its secret (a
-// value that tells secrets apart without telling them, which the caller
-// computes) in the store, and reads the checks the other nodes noted.
+// The fleet's keys. Every gateway of an event, and the origin, must hold
+// the same secret under each key id: a gateway whose secret differs takes
+// the fleet's tokens for forgeries, so a visitor whose request lands on it
+// queues again at the back; an origin whose secret differs refuses every
+// buyer; and neither can tell that from a forgery. Each holder therefore
+// notes, per key id, a check of its secret (KeyCheck) in the store, and
+// reads the checks the others noted.
+
+// KeyNoteEvery is how often a key holder notes its checks; KeyNoteWindow
+// how long a check counts after it was last noted, so a secret corrected,
+// or a holder gone, stops counting after it.
+const (
+	KeyNoteEvery  = 30 * time.Second
+	KeyNoteWindow = 3 * KeyNoteEvery
+)
+
+// KeyNoter is a store shared by a fleet, where the holders of the keys (the
+// gateways, the origin) compare their checks.
+type KeyNoter interface {
+	NoteKeys(ctx context.Context, event int64, checks map[string]string, window time.Duration) ([]KeyDisagreement, error)
+}
+
+var _ KeyNoter = (*RedisStore)(nil)
 
 // keysKey is the sorted set of the checks noted for event's key id: the
 // member is a check, its score when a node last noted it (Unix ms).

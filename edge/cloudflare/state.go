@@ -12,9 +12,6 @@
 package cloudflare
 
 import (
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"strconv"
 
 	"github.com/waitroom/waitroom/waitroom"
@@ -47,7 +44,7 @@ type State struct {
 	HardCap int64 `json:"hard_cap"`
 	// KeyIDs are the kids of the gateway's key set, signing key first.
 	KeyIDs []string `json:"key_ids"`
-	// KeyChecks is KeyCheck of each kid's secret: a Worker whose secret
+	// KeyChecks is waitroom.KeyCheck of each kid's secret: a Worker whose secret
 	// of a kid gives another check has a wrong one, and leaves that kid's
 	// tokens to the gateway rather than judge them forged.
 	KeyChecks map[string]string `json:"key_checks,omitempty"`
@@ -96,19 +93,6 @@ func StateOf(s waitroom.State, a waitroom.Availability, p Page) State {
 		Languages:     p.Languages,
 		SoldOutPages:  p.SoldOutPages,
 	}
-}
-
-// keyCheckMessage is what KeyCheck signs; the Worker signs the same
-// (worker/src/token.js).
-const keyCheckMessage = "waitroom edge key check"
-
-// KeyCheck tells a secret apart from another without telling it: the first
-// 16 bytes of HMAC-SHA256(secret, keyCheckMessage), in hex. It is no more
-// a clue to the secret than any token the secret signed.
-func KeyCheck(secret []byte) string {
-	m := hmac.New(sha256.New, secret)
-	m.Write([]byte(keyCheckMessage))
-	return hex.EncodeToString(m.Sum(nil)[:16])
 }
 
 // Key is the KV key of event's state.

@@ -39,7 +39,7 @@ function hmacKey(secret) {
   return key;
 }
 
-// What a key check signs (edge/cloudflare/state.go, KeyCheck).
+// What a key check signs (waitroom/keycheck.go, KeyCheck).
 const KEY_CHECK_MESSAGE = "waitroom edge key check";
 
 // Key checks, by secret, for the life of the isolate.
