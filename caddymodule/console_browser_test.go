@@ -23,15 +23,13 @@ import (
 	"github.com/waitroom/waitroom/waitroom"
 )
 
-// TestBrowserConsole opens the staff console in Chromium on an admin
-// endpoint set up as docs/operations.md says (origins enforced, the empty
-// origin allowed for the typed address), and drives it: the event is
-// listed, raise moves the watermark, pause and sold out work, every request
-// the page makes goes to its own origin, and another site's page cannot
-// change the event.
-func TestBrowserConsole(t *testing.T) {
+// consoleSale starts a Caddy whose admin endpoint is set up as
+// docs/operations.md says for the console (origins enforced, the empty
+// origin allowed for the typed address), guarding a new event with the
+// watermark at 2, and sends it five arrivals: two admitted, three waiting.
+func consoleSale(t *testing.T) (int64, string) {
+	t.Helper()
 	ev := testenv.EventID()
-	evs := strconv.FormatInt(ev, 10)
 	port := testenv.FreePort(t)
 	tc := caddytest.NewTester(t)
 	tc.InitServer(fmt.Sprintf(`{
@@ -58,6 +56,18 @@ http://localhost:%d {
 	for range 5 {
 		require.Equal(t, http.StatusOK, newVisitor(t).get(site).StatusCode)
 	}
+	return ev, site
+}
+
+// TestBrowserConsole opens the staff console in Chromium on an admin
+// endpoint set up as docs/operations.md says (origins enforced, the empty
+// origin allowed for the typed address), and drives it: the event is
+// listed, raise moves the watermark, pause and sold out work, every request
+// the page makes goes to its own origin, and another site's page cannot
+// change the event.
+func TestBrowserConsole(t *testing.T) {
+	ev, site := consoleSale(t)
+	evs := strconv.FormatInt(ev, 10)
 	entry := findRoom(ev)
 	require.NotNil(t, entry)
 	// The origin publishes its figures every second or so; figures older
@@ -207,34 +217,8 @@ http://localhost:%d {
 // each change says what the event is now, and a phone shows the page
 // without scrolling sideways.
 func TestBrowserConsoleStaff(t *testing.T) {
-	ev := testenv.EventID()
+	ev, _ := consoleSale(t)
 	evs := strconv.FormatInt(ev, 10)
-	port := testenv.FreePort(t)
-	tc := caddytest.NewTester(t)
-	tc.InitServer(fmt.Sprintf(`{
-	skip_install_trust
-	admin localhost:%d {
-		origins localhost:%d ""
-		enforce_origin
-	}
-	http_port %d
-	https_port %d
-	grace_period 1ns
-}
-
-http://localhost:%d {
-	waitroom {
-		event %d
-		key k1 %s
-		watermark 2
-	}
-	respond "the site"
-}
-`, adminPort, adminPort, port, port+1, port, ev, testSecret), "caddyfile")
-	site := fmt.Sprintf("http://localhost:%d/", port)
-	for range 5 {
-		require.Equal(t, http.StatusOK, newVisitor(t).get(site).StatusCode)
-	}
 	admin := fmt.Sprintf("http://localhost:%d", adminPort)
 	ctx := browser.New(t)
 	card := "#event-" + evs
