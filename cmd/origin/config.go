@@ -7,12 +7,11 @@ import (
 	"io"
 	"net"
 	"strconv"
-	"strings"
 	"time"
-	"unicode"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/waitroom/waitroom/internal/confcheck"
 	"github.com/waitroom/waitroom/internal/redisurl"
 	"github.com/waitroom/waitroom/origin/outbox"
 	"github.com/waitroom/waitroom/origin/payment"
@@ -220,14 +219,14 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (co
 			"leave it unset to follow the timeout", c.rebuildSettle, c.holdWriteTimeout))
 	}
 	if c.events.URL != "" {
-		if err := outbox.CheckURL(c.events.URL); err != nil {
+		if err := confcheck.HTTPURL(c.events.URL); err != nil {
 			errs = append(errs, fmt.Errorf("ORIGIN_EVENTS_URL is malformed: %w", err))
 		}
 		// The site verifies with the secret it was given: a secret file's
 		// trailing newline here would fail every signature.
 		switch secret := getenv("ORIGIN_EVENTS_SECRET"); {
-		case secret != strings.TrimSpace(secret) || strings.ContainsFunc(secret, unicode.IsControl):
-			errs = append(errs, fmt.Errorf("ORIGIN_EVENTS_SECRET is malformed: whitespace around it or a control character in it"))
+		case confcheck.Secret(secret) != nil:
+			errs = append(errs, fmt.Errorf("ORIGIN_EVENTS_SECRET is malformed: %w", confcheck.Secret(secret)))
 		case len(secret) >= minEventsSecretLen:
 			c.events.Secret = []byte(secret)
 		case secret == "":

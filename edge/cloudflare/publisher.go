@@ -8,13 +8,14 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"net/url"
 	"sync"
 	"time"
 
 	"github.com/cloudflare/cloudflare-go/v6/kv"
 	"github.com/cloudflare/cloudflare-go/v6/option"
 	"github.com/cloudflare/cloudflare-go/v6/shared"
+
+	"github.com/waitroom/waitroom/internal/confcheck"
 )
 
 // Defaults of Config.
@@ -72,8 +73,7 @@ func validateAPIURL(s string) error {
 	if s == "" {
 		return nil
 	}
-	u, err := url.Parse(s)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+	if confcheck.HTTPURL(s) != nil {
 		return fmt.Errorf("api_url: want an http or https URL, got %q", s)
 	}
 	return nil

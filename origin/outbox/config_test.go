@@ -5,12 +5,13 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
+	"github.com/waitroom/waitroom/internal/confcheck"
 	"github.com/waitroom/waitroom/origin/outbox"
 )
 
-// TestCheckURL: a URL that parses but could never take an event is refused
+// TestEventsURL: a URL that parses but could never take an event is refused
 // when the deliverer is made, not found out as every event given up on.
-func TestCheckURL(t *testing.T) {
+func TestEventsURL(t *testing.T) {
 	for _, tt := range []struct {
 		url string
 		ok  bool
@@ -27,7 +28,7 @@ func TestCheckURL(t *testing.T) {
 		{"https://site.example:99999/hooks", false},
 		{"https://site.example:0/hooks", false},
 	} {
-		err := outbox.CheckURL(tt.url)
+		err := confcheck.HTTPURL(tt.url)
 		assert.Equal(t, tt.ok, err == nil, "%q: %v", tt.url, err)
 		_, err = outbox.New(outbox.Config{URL: tt.url, Secret: secret}, nil)
 		assert.Equal(t, tt.ok, err == nil, "New with %q: %v", tt.url, err)

@@ -15,13 +15,11 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
-	"net/url"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
-	"unicode"
 
+	"github.com/waitroom/waitroom/internal/confcheck"
 	"github.com/waitroom/waitroom/origin/ledger"
 )
 
@@ -79,36 +77,12 @@ type Deliverer struct {
 // ErrConfig: the configuration is incomplete.
 var ErrConfig = errors.New("outbox config")
 
-// CheckURL reports whether raw is a URL events can be sent to: http or
-// https, a host, a port if any from 1 to 65535, nothing around it. A URL
-// that parses but can never answer (a trailing space sent as %20, a port
-// no one listens on) would only show as every event given up on.
-func CheckURL(raw string) error {
-	u, err := url.Parse(raw)
-	switch {
-	case err != nil:
-		return err
-	case u.Scheme != "http" && u.Scheme != "https":
-		return errors.New("an http or https URL is required")
-	case u.Hostname() == "":
-		return errors.New("a host is required")
-	case strings.ContainsFunc(raw, unicode.IsSpace):
-		return errors.New("whitespace in it or around it")
-	}
-	if p := u.Port(); p != "" {
-		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
-			return fmt.Errorf("port %q is not 1 to 65535", p)
-		}
-	}
-	return nil
-}
-
 // New returns a deliverer of l's outbox.
 func New(cfg Config, l *ledger.Ledger) (*Deliverer, error) {
 	if cfg.URL == "" || len(cfg.Secret) == 0 {
 		return nil, fmt.Errorf("%w: a URL and a secret are required", ErrConfig)
 	}
-	if err := CheckURL(cfg.URL); err != nil {
+	if err := confcheck.HTTPURL(cfg.URL); err != nil {
 		return nil, fmt.Errorf("%w: URL: %w", ErrConfig, err)
 	}
 	def := func(d *time.Duration, v time.Duration) {

@@ -3,11 +3,11 @@ package payment
 import (
 	"context"
 	"fmt"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
+
+	"github.com/waitroom/waitroom/internal/confcheck"
 )
 
 // Config chooses and configures a provider.
@@ -76,7 +76,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 			return cfg, fmt.Errorf("STRIPE_WEBHOOK_SECRET is not a signing secret: want the webhook endpoint's signing secret (whsec_…)")
 		}
 		if s.BackendURL != "" {
-			if u, err := url.Parse(s.BackendURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			if confcheck.HTTPURL(s.BackendURL) != nil {
 				return cfg, fmt.Errorf("STRIPE_API_BASE=%q: want an http or https URL, e.g. http://localhost:12111", s.BackendURL)
 			}
 		}
@@ -158,10 +158,8 @@ func (e *envReader) count(name string) int {
 // signature or API call fail, so it is refused, without showing the value.
 func (e *envReader) secret(name string) string {
 	v := e.getenv(name)
-	if v != strings.TrimSpace(v) || strings.ContainsFunc(v, unicode.IsControl) {
-		if e.err == nil {
-			e.err = fmt.Errorf("%s is malformed: whitespace around it or a control character in it", name)
-		}
+	if err := confcheck.Secret(v); err != nil && e.err == nil {
+		e.err = fmt.Errorf("%s is malformed: %w", name, err)
 	}
 	return v
 }
