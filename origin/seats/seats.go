@@ -14,12 +14,16 @@ package seats
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/errgroup"
 	"golang.org/x/sync/singleflight"
 
 	"github.com/waitroom/waitroom/inventory"
@@ -118,6 +122,9 @@ type Protocol struct {
 	// afterRedisStep, when set (tests), runs between the Redis step and the
 	// ledger step of a change to a hold.
 	afterRedisStep func()
+
+	// loadDone of loadTotal events the last Start has loaded (Loading).
+	loadDone, loadTotal atomic.Int64
 }
 
 // Registry is the events this node serves, each with its admission state
@@ -240,13 +247,40 @@ func (p *Protocol) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	p.loadDone.Store(0)
+	p.loadTotal.Store(int64(len(events)))
+	// Loading an event is mostly waiting (the rebuild's settle), so events
+	// load together; the limit bounds the ledger reads and Redis writes of
+	// the rebuilds at once. One event's failure does not stop the others:
+	// the error names each event that failed.
+	var (
+		g    errgroup.Group
+		mu   sync.Mutex
+		errs []error
+	)
+	g.SetLimit(startLoaders)
 	for _, ev := range events {
-		if err := p.recovery.ensureLoaded(ctx, ev); err != nil {
-			return err
-		}
+		g.Go(func() error {
+			if err := p.recovery.ensureLoaded(ctx, ev); err != nil {
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("load event %d: %w", ev.ID, err))
+				mu.Unlock()
+				return nil
+			}
+			p.loadDone.Add(1)
+			return nil
+		})
 	}
-	return nil
+	_ = g.Wait()
+	return errors.Join(errs...)
 }
+
+// startLoaders is how many events Start loads into Redis at once.
+const startLoaders = 16
+
+// Loading is how many of the ledger's events the last Start has loaded into
+// Redis, of how many.
+func (p *Protocol) Loading() (loaded, total int64) { return p.loadDone.Load(), p.loadTotal.Load() }
 
 // HoldMaxLifeOf is the whole-life cap of the holds of e: Config.HoldMaxLife,
 // or by default twice the event's hold lifetime.
