@@ -83,7 +83,8 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //	}
 //
 // event and at least one key are required; key may be repeated (the first
-// signs, all verify). autopilot with two arguments raises at a fixed rate;
+// signs, all verify), as may after_purchase; any other subdirective given
+// twice in one block is refused rather than the last one kept. autopilot with two arguments raises at a fixed rate;
 // with a block (possibly empty) it is the closed loop, steered by the
 // origin's inventory (docs/gateway.md). The defaults are those of the JSON fields of Handler;
 // challenge without a number means waitroom.DefaultChallengeBits.
@@ -92,8 +93,14 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	if d.NextArg() {
 		return d.Errf("waitroom takes its settings in a block, not as arguments (got %q)", d.Val())
 	}
+	given := onceEach{}
 	for d.NextBlock(0) {
 		sub := d.Val()
+		if sub != "key" && sub != "after_purchase" {
+			if err := given.check(d, sub); err != nil {
+				return err
+			}
+		}
 		switch sub {
 		case "event":
 			n, err := intArg(d, sub, 1)
@@ -322,8 +329,12 @@ func parseAutopilot(d *caddyfile.Dispenser) (*Autopilot, error) {
 	nesting := d.Nesting()
 	if len(args) == 0 {
 		a := &Autopilot{ClosedLoop: true}
+		given := onceEach{}
 		for d.NextBlock(nesting) {
 			sub := "autopilot " + d.Val()
+			if err := given.check(d, sub); err != nil {
+				return nil, err
+			}
 			var err error
 			switch d.Val() {
 			case "interval":
@@ -396,8 +407,12 @@ func parseCloudflareKV(d *caddyfile.Dispenser) (*CloudflareKV, error) {
 		return nil, d.Errf("cloudflare_kv takes its settings in a block, not as arguments (got %q)", d.Val())
 	}
 	kv := &CloudflareKV{}
+	given := onceEach{}
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
 		sub := d.Val()
+		if err := given.check(d, "cloudflare_kv: "+sub); err != nil {
+			return nil, err
+		}
 		var err error
 		switch sub {
 		case "account_id":
@@ -420,6 +435,21 @@ func parseCloudflareKV(d *caddyfile.Dispenser) (*CloudflareKV, error) {
 		}
 	}
 	return kv, nil
+}
+
+// onceEach holds the line each subdirective of a block was first given on:
+// the Caddyfile's unmarshalling would keep a repeated one's last value
+// silently, whichever the operator meant.
+type onceEach map[string]int
+
+// check refuses the current subdirective, named sub in the error, when the
+// block gave it before.
+func (o onceEach) check(d *caddyfile.Dispenser, sub string) error {
+	if first, ok := o[d.Val()]; ok {
+		return d.Errf("%s: given twice in one block (first on line %d); give it once", sub, first)
+	}
+	o[d.Val()] = d.Line()
+	return nil
 }
 
 // stringArg reads the one argument of subdirective sub.
