@@ -60,7 +60,7 @@ func TestStorefrontHoldPageAfterBooking(t *testing.T) {
 	assert.Equal(t, 1, strings.Count(b.get("/tickets").body, `href="/bookings/`), "one booking")
 
 	// Giving bought seats back is for the cancellation, not the hold.
-	res := b.post(holdPath+"/release", url.Values{})
+	res := b.post(holdPath+"/release", url.Values{"confirm": {"yes"}})
 	assert.Equal(t, http.StatusConflict, res.status)
 	assert.Contains(t, res.body, "cancel the booking instead")
 	assert.Contains(t, b.get(bookingPath).body, `data-status="confirmed"`)
@@ -117,7 +117,7 @@ func TestStorefrontLetInBookingIsNotCancellable(t *testing.T) {
 	assert.Contains(t, page.body, `<p id="let-in">`+said+`</p>`)
 	assert.Len(t, ticketImg.FindAllStringSubmatch(page.body, -1), 1, "the ticket shown still")
 
-	res := b.post(bookingPath+"/cancellation", url.Values{})
+	res := b.post(bookingPath+"/cancellation", url.Values{"confirm": {"yes"}})
 	require.Equal(t, http.StatusConflict, res.status, res.body)
 	assert.Contains(t, res.body, `role="alert" id="error">`+said+`</p>`)
 	assert.NotContains(t, res.body, `id="let-in"`, "said once")

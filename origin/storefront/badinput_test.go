@@ -108,7 +108,7 @@ func TestStorefrontBadInput(t *testing.T) {
 		thief := s.shopper().enter("thief", ev)
 		assert.Equal(t, http.StatusNotFound, thief.get(hold.holdOf(t)).status, "another buyer's hold")
 		assert.Equal(t, http.StatusNotFound, thief.pay(hold, "pm_card_visa").status)
-		assert.Equal(t, http.StatusNotFound, thief.post(hold.holdOf(t)+"/release", url.Values{}).status)
+		assert.Equal(t, http.StatusNotFound, thief.post(hold.holdOf(t)+"/release", url.Values{"confirm": {"yes"}}).status)
 		assert.Equal(t, http.StatusNotFound, thief.get("/holds/not-a-hold").status)
 	})
 

@@ -94,14 +94,14 @@ func TestStorefrontSeatsToTickets(t *testing.T) {
 	forger.header.Set("Cookie", storefront.BuyerCookie+"="+payload+"x."+mac)
 	assert.Equal(t, http.StatusNotFound, forger.get(bookingPath).status, "a cookie not signed by the key is no buyer")
 
-	cancelled := b.follow(b.post(bookingPath+"/cancellation", url.Values{}))
+	cancelled := b.follow(b.post(bookingPath+"/cancellation", url.Values{"confirm": {"yes"}}))
 	require.Equal(t, http.StatusOK, cancelled.status)
 	assert.Regexp(t, `data-status="(cancelled|refunded)"`, cancelled.body)
 	assert.Regexp(t, `data-refund="(pending|succeeded)"`, cancelled.body)
 	assert.Empty(t, ticketImg.FindAllStringSubmatch(cancelled.body, -1), "the tickets are void")
 	assert.Contains(t, cancelled.body, `<p id="ended">You cancelled this booking. Its tickets are no longer valid.</p>`)
 	assert.NotContains(t, cancelled.body, `id="pay-again"`, "the hold is sold and given back")
-	twice := b.post(bookingPath+"/cancellation", url.Values{})
+	twice := b.post(bookingPath+"/cancellation", url.Values{"confirm": {"yes"}})
 	assert.Equal(t, http.StatusSeeOther, twice.status, "cancelling again shows the same cancellation")
 }
 
@@ -117,7 +117,7 @@ func TestStorefrontQuantitiesAndSections(t *testing.T) {
 	assert.Contains(t, evPage.body, "900.00 INR")
 	hold := b.follow(b.post(fmt.Sprintf("/events/%d/holds", ga), url.Values{"key": {evPage.key(t)}, "mode": {"quantity"}, "quantity": {"3"}}))
 	assert.Contains(t, hold.body, "2,700.00 INR")
-	released := b.follow(b.post(hold.holdOf(t)+"/release", url.Values{}))
+	released := b.follow(b.post(hold.holdOf(t)+"/release", url.Values{"confirm": {"yes"}}))
 	require.Equal(t, http.StatusOK, released.status)
 	assert.Contains(t, released.body, "The seats were given back.")
 	assert.Contains(t, released.body, `Seats left: <strong id="left-count">100</strong>`)

@@ -215,9 +215,49 @@ func (s *Store) renderHold(w http.ResponseWriter, r *http.Request, status int, h
 	s.render(w, r, status, "hold", v)
 }
 
+// Giving seats back and cancelling a booking cannot be undone: in a busy
+// sale the seats are someone else's a moment later. Their buttons lead to
+// a page that asks first, and the forms act only with that page's answer,
+// so a tap that missed its button loses nothing.
+const (
+	confirmField = "confirm"
+	confirmYes   = "yes"
+)
+
+// confirmPage asks whether to do what cannot be undone.
+type confirmPage struct {
+	Note, Action, Button, Keep, Back string
+}
+
+func confirmed(r *http.Request) bool { return r.PostForm.Get(confirmField) == confirmYes }
+
+func (s *Store) handleReleaseAsk(w http.ResponseWriter, r *http.Request) {
+	if h, _, ok := s.ownHold(w, r); ok {
+		s.askRelease(w, r, h)
+	}
+}
+
+// askRelease asks whether to give the hold's seats back; a hold that is
+// no longer there to give back leads to its page, which says why.
+func (s *Store) askRelease(w http.ResponseWriter, r *http.Request, h ledger.Hold) {
+	back := "/holds/" + h.ID
+	if h.StatusAt(s.now()) != ledger.StatusPending {
+		seeOther(w, r, back)
+		return
+	}
+	t := s.text(w, r)
+	s.render(w, r, http.StatusOK, "confirm", view{Text: t, Title: msg(t, "shop_release_ask"), Data: confirmPage{
+		Note: msg(t, "shop_release_ask_note"), Action: back + "/release", Button: msg(t, "shop_release_yes"),
+		Keep: msg(t, "shop_release_keep"), Back: back}})
+}
+
 func (s *Store) handleRelease(w http.ResponseWriter, r *http.Request) {
 	h, ev, ok := s.ownHold(w, r)
 	if !ok {
+		return
+	}
+	if !confirmed(r) {
+		s.askRelease(w, r, h)
 		return
 	}
 	err := s.cfg.Seats.ReleaseHold(detached(r), h)
@@ -432,6 +472,35 @@ func (s *Store) renderBooking(w http.ResponseWriter, r *http.Request, status int
 	s.render(w, r, status, "booking", v)
 }
 
+func (s *Store) handleCancelAsk(w http.ResponseWriter, r *http.Request) {
+	if b, ok := s.ownBooking(w, r); ok {
+		s.askCancel(w, r, b)
+	}
+}
+
+// askCancel asks whether to cancel the booking; one that cannot be
+// cancelled leads to its page, which says why.
+func (s *Store) askCancel(w http.ResponseWriter, r *http.Request, b ledger.Booking) {
+	back := "/bookings/" + b.ID
+	if b.Status != ledger.BookingConfirmed || s.cfg.Bookings == nil {
+		seeOther(w, r, back)
+		return
+	}
+	letIn, err := s.cfg.Ledger.Bookings().LetIn(r.Context(), b.ID)
+	switch {
+	case err != nil:
+		s.fail(w, r, http.StatusServiceUnavailable, "shop_err_unavailable")
+		return
+	case letIn:
+		seeOther(w, r, back)
+		return
+	}
+	t := s.text(w, r)
+	s.render(w, r, http.StatusOK, "confirm", view{Text: t, Title: msg(t, "shop_cancel_ask"), Data: confirmPage{
+		Note: msg(t, "shop_cancel_ask_note"), Action: back + "/cancellation", Button: msg(t, "shop_cancel_yes"),
+		Keep: msg(t, "shop_cancel_keep"), Back: back}})
+}
+
 func (s *Store) handleCancel(w http.ResponseWriter, r *http.Request) {
 	b, ok := s.ownBooking(w, r)
 	if !ok {
@@ -440,6 +509,10 @@ func (s *Store) handleCancel(w http.ResponseWriter, r *http.Request) {
 	t := s.text(w, r)
 	if s.cfg.Bookings == nil {
 		s.renderBooking(w, r, http.StatusServiceUnavailable, b, view{Text: t, Error: msg(t, "shop_err_payments_off")})
+		return
+	}
+	if !confirmed(r) {
+		s.askCancel(w, r, b)
 		return
 	}
 	_, err := s.cfg.Bookings.Cancel(detached(r), b.ID)

@@ -481,7 +481,7 @@ func TestBrowserStorefrontRefundUnderWay(t *testing.T) {
 	require.Len(t, paid, 1)
 	require.NoError(t, s.fp.SetRefundOutcome(paid[0].ID, payment.RefundPending))
 
-	require.NoError(t, chromedp.Do(tab, chromedp.Click(chromedp.ID("cancel"))))
+	require.NoError(t, chromedp.Do(tab, chromedp.Click(chromedp.ID("cancel")), chromedp.WaitVisible(chromedp.ID("confirm")), chromedp.Click(chromedp.ID("confirm"))))
 	browser.Until(t, tab, `document.querySelector('[data-refund="pending"]') !== null`)
 	refunds := s.fp.RefundsForPayment(paid[0].ID)
 	require.Len(t, refunds, 1)

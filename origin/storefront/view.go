@@ -21,7 +21,7 @@ const langCookie = "waitroom_lang"
 type pageTemplate struct{ t *template.Template }
 
 // pageNames are the pages, each templates/<name>.html with the layout.
-var pageNames = []string{"events", "event", "hold", "booking", "tickets", "message"}
+var pageNames = []string{"events", "event", "hold", "booking", "tickets", "message", "confirm"}
 
 func parsePages() (map[string]*pageTemplate, error) {
 	base, err := template.New("layout.html").ParseFS(templateFS, "templates/layout.html")
