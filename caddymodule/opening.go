@@ -123,7 +123,7 @@ func (h *Handler) servePreQueueTicket(w http.ResponseWriter, r *http.Request, ne
 		// The draw's position is the one the token yields, also once the
 		// draw cannot say (a reload without the opening).
 		keep := t.ExpiresAt.Sub(h.now()) + revokeLeeway
-		if err = h.room.room.RecordDrawnPreQueue(ctx, t.Subject, pos, keep); err != nil {
+		if err = h.room.room.RecordDrawnPreQueue(ctx, t.Subject, account, pos, keep); err != nil {
 			return h.unavailable(w, r, repl, err)
 		}
 		drawn = true

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -353,4 +354,62 @@ func TestEntrantsEnterAgainAfterTheStoreLostThem(t *testing.T) {
 	again, err = r.EnterAgain(ctx, "e2", issued)
 	require.NoError(t, err)
 	assert.False(t, again, "the entries are closed")
+}
+
+// TestPreQueueYieldOutlivesTheStoreLosingIt: a pre-queue token yielded its
+// drawn position on one gateway; Redis then restarts empty, the draw and
+// the token's record with it. Once the gateways restored the state, the
+// token yields the same position on the other gateway, not a second one at
+// the back while the first still admits its bearer.
+func TestPreQueueYieldOutlivesTheStoreLosingIt(t *testing.T) {
+	srv := testenvRedis(t)
+	ctx := context.Background()
+	clk := &lockedClock{t: time.Now().UTC().Truncate(time.Second)}
+	const event = 89
+	opening := &Opening{At: clk.Now().Add(time.Minute), Seed: lottery.NewSeed()}
+	var rooms [2]*Room
+	var rdb redis.UniversalClient
+	for i := range rooms {
+		c, err := NewRedisClient(srv.URL())
+		require.NoError(t, err)
+		defer c.Close()
+		rdb = c
+		rooms[i] = NewRoom(NewRedisStore(c, RedisOptions{Now: clk.Now}), event, RoomOptions{Now: clk.Now, Opening: opening})
+		_, err = rooms[i].Refresh(ctx)
+		require.NoError(t, err)
+	}
+	a, b := rooms[0], rooms[1]
+	clk.Advance(DefaultRestoreWindow + time.Second)
+	for _, s := range []string{"e1", "e2", "e3"} {
+		require.NoError(t, a.Enter(ctx, s))
+	}
+	clk.Advance(time.Minute)
+	drawn, err := a.DrawnPosition(ctx, "e2")
+	require.NoError(t, err)
+	require.NoError(t, a.RecordDrawnPreQueue(ctx, "e2", false, drawn, time.Hour))
+	placed, _, err := a.PlacePreQueue(ctx, "late", false, time.Hour)
+	require.NoError(t, err)
+
+	require.NoError(t, rdb.FlushAll(ctx).Err())
+	for _, r := range rooms {
+		_, err = r.Refresh(ctx)
+		require.NoError(t, err)
+	}
+	clk.Advance(DefaultRestoreWindow + time.Second)
+	for _, r := range rooms {
+		_, err = r.Refresh(ctx)
+		require.NoError(t, err)
+	}
+
+	_, err = b.DrawnPosition(ctx, "e2")
+	require.ErrorIs(t, err, ErrNotEntrant, "the draw went with the state")
+	for subject, want := range map[string]int64{"e2": drawn, "late": placed} {
+		pos, _, ok, err := b.PreQueuePlaced(ctx, subject)
+		require.NoError(t, err)
+		require.True(t, ok, "%s: the position its token yielded is back", subject)
+		assert.Equal(t, want, pos, subject)
+		pos, _, err = b.PlacePreQueue(ctx, subject, false, time.Hour)
+		require.NoError(t, err)
+		assert.Equal(t, want, pos, "%s: never a second position", subject)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/waitroom/waitroom/hashtag"
@@ -69,22 +70,104 @@ func (r *Room) PlacePreQueue(ctx context.Context, subject string, account bool, 
 	}
 	// Another presentation's place, handed out earlier, when one was
 	// claimed first: its record tells when.
-	return ps.ClaimPreQueue(ctx, r.event, subject, pos, handedOut, ttl)
+	pos, handedOut, err = ps.ClaimPreQueue(ctx, r.event, subject, pos, handedOut, ttl)
+	if err == nil && !account {
+		r.yielded(subject, pos, handedOut, ttl)
+	}
+	return pos, handedOut, err
 }
 
 // RecordDrawnPreQueue records pos, the position the draw gave subject, as
 // the one its pre-queue token yielded, so the token yields it again once
 // the draw cannot say (the opening taken out of the config). The record
 // lives for ttl; a store that keeps no pre-queue records keeps nothing.
-func (r *Room) RecordDrawnPreQueue(ctx context.Context, subject string, pos int64, ttl time.Duration) error {
+// An account's is remembered by the account's own record (HoldAccount).
+func (r *Room) RecordDrawnPreQueue(ctx context.Context, subject string, account bool, pos int64, ttl time.Duration) error {
 	ps, ok := r.store.(PreQueueStore)
 	if !ok {
 		return nil
 	}
 	// A draw's position is handed out when the entries close, which the
 	// room's window tells.
-	_, _, err := ps.ClaimPreQueue(ctx, r.event, subject, pos, time.Time{}, ttl)
+	pos, handedOut, err := ps.ClaimPreQueue(ctx, r.event, subject, pos, time.Time{}, ttl)
+	if err == nil && !account {
+		r.yielded(subject, pos, handedOut, ttl)
+	}
 	return err
+}
+
+// maxYields bounds the pre-queue tokens' positions a room remembers for a
+// restore (some 30 MiB at most); past it, expired ones are dropped, then
+// new ones are not remembered.
+const maxYields = 1 << 18
+
+// yields is the position each anonymous pre-queue token was seen to yield,
+// by subject, while its record lives: the store's record goes with the
+// event's state (Redis restarted empty), and without it the token would
+// be placed again at the back while the position it yielded still admits
+// its bearer. A room writes them back when it restores the state, as it
+// does its revocations. An account's are not: the account's own record
+// answers for its pre-queue token.
+type yields struct {
+	mu sync.Mutex
+	m  map[string]accountEntry
+}
+
+// yielded remembers that subject's pre-queue token yielded pos, handed out
+// at handedOut, for ttl; only with a store that can lose the record.
+func (r *Room) yielded(subject string, pos int64, handedOut time.Time, ttl time.Duration) {
+	if _, ok := r.store.(preQueueRestorer); !ok {
+		return
+	}
+	now := r.opts.Now()
+	e := accountEntry{pos: pos, handedOut: handedOut, until: now.Add(ttl)}
+	y := &r.yields
+	y.mu.Lock()
+	defer y.mu.Unlock()
+	if y.m == nil {
+		y.m = make(map[string]accountEntry)
+	}
+	if _, ok := y.m[subject]; !ok && len(y.m) >= maxYields {
+		for k, old := range y.m {
+			if !now.Before(old.until) {
+				delete(y.m, k)
+			}
+		}
+		if len(y.m) >= maxYields {
+			return
+		}
+	}
+	y.m[subject] = e
+}
+
+// preQueueRestorer is a PreQueueStore that can lose its records with the
+// event's state (Redis), and takes back what a room remembers of them.
+type preQueueRestorer interface {
+	restorePreQueue(ctx context.Context, event int64, yields map[string]accountEntry) error
+}
+
+// restorePreQueue writes back the positions the room saw pre-queue tokens
+// yield, where the store has none (the first claim stays).
+func (r *Room) restorePreQueue(ctx context.Context) error {
+	rs, ok := r.store.(preQueueRestorer)
+	if !ok {
+		return nil
+	}
+	now := r.opts.Now()
+	r.yields.mu.Lock()
+	live := make(map[string]accountEntry, len(r.yields.m))
+	for k, e := range r.yields.m {
+		if now.Before(e.until) {
+			live[k] = e
+		} else {
+			delete(r.yields.m, k)
+		}
+	}
+	r.yields.mu.Unlock()
+	if len(live) == 0 {
+		return nil
+	}
+	return rs.restorePreQueue(ctx, r.event, live)
 }
 
 func preQueueKey(event int64, subject string) string {
@@ -120,7 +203,31 @@ func (m *MemoryStore) ClaimPreQueue(_ context.Context, event int64, subject stri
 	return m.preQueued.claim(nonceKey{event, subject}, pos, handedOut, m.now(), ttl, "pre-queue position")
 }
 
+// restorePreQueue implements preQueueRestorer with account_at.lua, in
+// pipelines.
+func (r *RedisStore) restorePreQueue(ctx context.Context, event int64, yields map[string]accountEntry) error {
+	now := r.now()
+	for len(yields) > 0 {
+		n := 0
+		p := r.rdb.Pipeline()
+		for subject, e := range yields {
+			delete(yields, subject)
+			// EVAL: a pipeline cannot load a missing script.
+			accountAtScript.Eval(ctx, p, []string{preQueueKey(event, subject)},
+				accountValue(e.pos, e.handedOut), max(e.until.Sub(now).Milliseconds(), 1))
+			if n++; n == revocationBatch {
+				break
+			}
+		}
+		if _, err := p.Exec(ctx); err != nil {
+			return unavailable("restore pre-queue positions", err)
+		}
+	}
+	return nil
+}
+
 var (
-	_ PreQueueStore = (*MemoryStore)(nil)
-	_ PreQueueStore = (*RedisStore)(nil)
+	_ preQueueRestorer = (*RedisStore)(nil)
+	_ PreQueueStore    = (*MemoryStore)(nil)
+	_ PreQueueStore    = (*RedisStore)(nil)
 )

@@ -95,6 +95,9 @@ type Room struct {
 	lot *roomLottery
 	// revoked is the event's revocations, as last read.
 	revoked revocations
+	// yields is the position each anonymous pre-queue token was seen to
+	// yield, written back when the store loses it (prequeue.go).
+	yields yields
 	// presence tells abandoned positions from waiting ones.
 	presence presence
 	// window tells when positions were admitted.
@@ -325,6 +328,11 @@ func (r *Room) ensure(ctx context.Context, lost bool) (State, error) {
 		// (at the same instant): what it wrote then went with it.
 		if err := r.restoreRevocations(ctx); err != nil {
 			r.opts.Logger.Warn("restoring revocations", "event", r.event, "error", err)
+		}
+		// So do the positions pre-queue tokens yielded: a token yields
+		// the one it yielded before, never a second.
+		if err := r.restorePreQueue(ctx); err != nil {
+			r.opts.Logger.Warn("restoring pre-queue positions", "event", r.event, "error", err)
 		}
 	}
 	r.observe(s)
