@@ -10,6 +10,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/url"
 	"time"
 
@@ -49,9 +51,52 @@ func New(u string, d Defaults) (redis.UniversalClient, error) {
 		return nil, err
 	}
 	if cluster != nil {
-		return redis.NewClusterClient(cluster), nil
+		c := redis.NewClusterClient(cluster)
+		c.AddHook(reloadOnLostNode{c})
+		return c, nil
 	}
 	return redis.NewClient(single), nil
+}
+
+// reloadOnLostNode reloads a cluster client's slot map when a command could
+// not reach its node. go-redis reloads the map on MOVED and otherwise once a
+// minute, and a master that died answers no MOVED: after its replica took
+// over, every command of its slots would keep dialling the dead address for
+// up to a minute, each hold of those events failing. The reload runs in the
+// background, one at a time.
+type reloadOnLostNode struct{ c *redis.ClusterClient }
+
+func (h reloadOnLostNode) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h reloadOnLostNode) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if nodeLost(err) {
+			h.c.ReloadState(ctx)
+		}
+		return err
+	}
+}
+
+func (h reloadOnLostNode) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		if nodeLost(err) {
+			h.c.ReloadState(ctx)
+		}
+		return err
+	}
+}
+
+// nodeLost reports whether err says the node was unreachable or dropped the
+// connection (refused, reset, timed out, closed mid-reply), not that it
+// answered with an error.
+func nodeLost(err error) bool {
+	if err == nil {
+		return false
+	}
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
 }
 
 // parse returns the options of one server or, for the cluster form, of the
