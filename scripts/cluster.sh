@@ -4,14 +4,20 @@
 #   scripts/cluster.sh <command> [args…]
 #
 # Unless REDIS_CLUSTER_URL is already set, it starts three redis-server
-# processes with cluster mode on (temporary directory, free loopback ports,
-# no replicas), joins them with `redis-cli --cluster create`, waits until
-# every node reports cluster_state:ok, exports
+# processes with cluster mode on (temporary directory, free loopback ports),
+# joins them with `redis-cli --cluster create`, waits until every node
+# reports cluster_state:ok, exports
 #
 #   REDIS_CLUSTER_URL=redis://127.0.0.1:<p1>?addr=127.0.0.1:<p2>&addr=127.0.0.1:<p3>
 #
-# (go-redis's cluster URL form, docs/api.md §11), runs the command, and stops
+# (go-redis's cluster URL form, docs/api.md §14), runs the command, and stops
 # the nodes when it ends. A cluster named by the variable is used as it is.
+#
+# CLUSTER_REPLICAS=1 gives each master a replica (six nodes), so a master
+# can be killed and its replica take over, the way a fleet fails over. The
+# URL still names the three masters as seeds. REDIS_CLUSTER_DIR names the
+# nodes' directory: node<i>/port and node<i>/pid for each node (masters
+# first, as created), node<i>/redis.log beside them.
 set -euo pipefail
 
 if [ $# -eq 0 ]; then
@@ -86,8 +92,15 @@ until_ok() {
 	"$@" >/dev/null 2>&1
 }
 
+replicas=${CLUSTER_REPLICAS:-0}
+case "$replicas" in
+0 | 1) ;;
+*) log "CLUSTER_REPLICAS is $replicas; it is 0 (the default) or 1"; exit 2 ;;
+esac
+nodes=$((3 * (replicas + 1)))
+
 ports=()
-for i in 1 2 3; do
+for i in $(seq 1 "$nodes"); do
 	dir="$workdir/node$i"
 	mkdir -p "$dir"
 	for attempt in 1 2 3; do
@@ -104,10 +117,14 @@ for i in 1 2 3; do
 		[ "$attempt" = 3 ] && { log "node $i did not start"; cat "$dir/redis.log" >&2; exit 1; }
 	done
 	ports+=("$port")
+	echo "$port" >"$dir/port"
+	echo "$pid" >"$dir/pid"
 done
 
-redis-cli --cluster create "127.0.0.1:${ports[0]}" "127.0.0.1:${ports[1]}" "127.0.0.1:${ports[2]}" \
-	--cluster-replicas 0 --cluster-yes >"$workdir/create.log" 2>&1 ||
+addrs=()
+for p in "${ports[@]}"; do addrs+=("127.0.0.1:$p"); done
+redis-cli --cluster create "${addrs[@]}" \
+	--cluster-replicas "$replicas" --cluster-yes >"$workdir/create.log" 2>&1 ||
 	{ log "redis-cli --cluster create failed"; cat "$workdir/create.log" >&2; exit 1; }
 
 cluster_ok() {
@@ -118,6 +135,24 @@ cluster_ok() {
 }
 until_ok 30 cluster_ok || { log "the cluster did not reach cluster_state:ok"; redis-cli -p "${ports[0]}" cluster info >&2; exit 1; }
 
+# A replica that has not synced yet cannot take over.
+replicas_synced() {
+	local p
+	for p in "${ports[@]}"; do
+		if redis-cli -p "$p" info replication | grep -q '^role:slave'; then
+			redis-cli -p "$p" info replication | grep -q '^master_link_status:up' || return 1
+		fi
+	done
+}
+if [ "$replicas" != 0 ]; then
+	until_ok 30 replicas_synced || { log "the replicas did not sync with their masters"; exit 1; }
+fi
+
 export REDIS_CLUSTER_URL="redis://127.0.0.1:${ports[0]}?addr=127.0.0.1:${ports[1]}&addr=127.0.0.1:${ports[2]}"
-log "3 masters at $REDIS_CLUSTER_URL"
+export REDIS_CLUSTER_DIR="$workdir"
+if [ "$replicas" = 0 ]; then
+	log "3 masters at $REDIS_CLUSTER_URL"
+else
+	log "3 masters and 3 replicas at $REDIS_CLUSTER_URL (nodes in $REDIS_CLUSTER_DIR)"
+fi
 "$@"
