@@ -308,6 +308,10 @@ func (s *Server) Start(ctx context.Context) error {
 	return nil
 }
 
+// Loading is how many of the ledger's events Start has loaded into Redis,
+// of how many.
+func (s *Server) Loading() (loaded, total int64) { return s.seats.Loading() }
+
 // Run runs the maintenance services (the reaper, the drift corrector, the
 // resolution of uncertain writes, the publishing of the inventory for the
 // gateways, with payments the payment reconciliation, and with events

@@ -23,6 +23,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
@@ -135,9 +136,19 @@ func run(ctx context.Context, ln net.Listener, cfg config, log *slog.Logger) err
 	}
 	// Loading an event whose keys Redis lacks (a new or flushed Redis) waits
 	// for other nodes' hold writes first, seconds an event.
-	waiting.next("the events to be loaded into Redis from the ledger")
+	waiting.next(func() string {
+		const what = "the events to be loaded into Redis from the ledger"
+		if loaded, total := srv.Loading(); total > 0 {
+			return fmt.Sprintf("%s (%d of %d)", what, loaded, total)
+		}
+		return what
+	})
 	log.Info("loading the events into Redis from the ledger")
-	if err := srv.Start(bg); err != nil {
+	if err := loadEvents(ctx, bg, srv, log); err != nil {
+		if ctx.Err() != nil {
+			log.Info("stopped while waiting for " + waiting.String())
+			return nil
+		}
 		return err
 	}
 	done := make(chan struct{})
@@ -231,6 +242,35 @@ func connect(ctx context.Context, cfg config, log *slog.Logger, waiting *waitLis
 		return nil, nil, err
 	}
 	return lg, rdb, nil
+}
+
+// startServer starts srv's service of the ledger's events; a variable for
+// the tests.
+var startServer = (*origin.Server).Start
+
+// loadEvents loads the ledger's events into Redis (srv.Start on bg, which
+// it keeps), trying again with backoff while the loading fails, as the
+// origin waits for its servers before it: a Redis or PostgreSQL that goes
+// away during the loading would otherwise stop the origin, only for an
+// orchestrator to restart it into the same loading. It returns once the
+// events are loaded or ctx ends.
+func loadEvents(ctx, bg context.Context, srv *origin.Server, log *slog.Logger) error {
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval = 100 * time.Millisecond
+	b.MaxInterval = maxRetryInterval
+	for {
+		err := startServer(srv, bg)
+		if err == nil {
+			return nil
+		}
+		next := b.NextBackOff()
+		log.Warn("loading the events into Redis failed", "error", err, "retry_in", next.Round(time.Millisecond))
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(next):
+		}
+	}
 }
 
 // postgresAddr is where DATABASE_URL points, without its credentials.

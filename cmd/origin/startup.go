@@ -99,8 +99,8 @@ func (s *switchHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 type waitList struct {
 	mu      sync.Mutex
 	pending []string
-	// then is what it does once nothing is pending.
-	then string
+	// then says what it does once nothing is pending.
+	then func() string
 }
 
 func newWaitList(names ...string) *waitList { return &waitList{pending: names} }
@@ -112,7 +112,7 @@ func (l *waitList) done(name string) {
 }
 
 // next says what the origin waits for once its servers are up.
-func (l *waitList) next(what string) {
+func (l *waitList) next(what func() string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.then = what
@@ -122,8 +122,8 @@ func (l *waitList) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if len(l.pending) == 0 {
-		if l.then != "" {
-			return l.then
+		if l.then != nil {
+			return l.then()
 		}
 		return "the service to start"
 	}

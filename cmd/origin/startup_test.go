@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -19,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom/internal/testenv"
+	"github.com/waitroom/waitroom/origin"
 )
 
 // syncBuffer is a log sink the origin's goroutines write to while the test
@@ -260,5 +262,58 @@ func TestReadyzSaysTheEventsAreLoading(t *testing.T) {
 		}
 		return false
 	})
-	assert.Contains(t, seen, "starting: waiting for the events to be loaded into Redis from the ledger")
+	assert.Contains(t, seen, "starting: waiting for the events to be loaded into Redis from the ledger (0 of 1)")
+}
+
+// TestOriginRetriesLoadingTheEvents: a failure while the events are loaded
+// into Redis (a server gone for a moment just after it answered) is tried
+// again, as the wait for the servers is, rather than stopping the origin.
+func TestOriginRetriesLoadingTheEvents(t *testing.T) {
+	cfg, err := loadConfig(nil, func(name string) string {
+		return map[string]string{
+			"DATABASE_URL":       testenv.Postgres(t),
+			"REDIS_URL":          testenv.StartRedis(t).URL(),
+			"WAITROOM_KEYS":      "k1:" + strings.Repeat("a", 32),
+			"ORIGIN_ADMIN_TOKEN": "secret",
+		}[name]
+	}, io.Discard)
+	require.NoError(t, err)
+	tries := 0
+	startServer = func(srv *origin.Server, ctx context.Context) error {
+		if tries++; tries == 1 {
+			return errors.New("load event 7: redis: connection refused")
+		}
+		return srv.Start(ctx)
+	}
+	t.Cleanup(func() { startServer = (*origin.Server).Start })
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	logs := &syncBuffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan error, 1)
+	go func() { stopped <- run(ctx, ln, cfg, slog.New(slog.NewTextHandler(logs, nil))) }()
+	defer func() {
+		cancel()
+		assert.NoError(t, <-stopped)
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		select {
+		case err := <-stopped:
+			stopped <- err
+			t.Fatalf("the origin stopped: %v", err)
+		default:
+		}
+		resp, err := http.Get("http://" + ln.Addr().String() + "/readyz")
+		require.NoError(t, err)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			break
+		}
+		require.False(t, time.Now().After(deadline), "timed out waiting until the origin is ready; logs:\n%s", logs.String())
+		time.Sleep(10 * time.Millisecond)
+	}
+	assert.Equal(t, 2, tries)
+	assert.Contains(t, logs.String(), "loading the events into Redis failed")
 }
