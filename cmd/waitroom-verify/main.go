@@ -122,6 +122,10 @@ func verify(in io.Reader, out io.Writer, id, commitment string) error {
 		return errors.New("not a draw: it has no commitment")
 	case p.Seed == "":
 		return errNotDrawn
+	case p.Entrants == nil:
+		// The route publishes [] for a draw of nobody: a file without
+		// the list would otherwise pass as one.
+		return errors.New("not a draw: it has no list of entrants")
 	case p.Base < 0:
 		return fmt.Errorf("base %d is negative: positions start at 1", p.Base)
 	}

@@ -22,10 +22,14 @@ func published(t *testing.T, base int64, entrants ...string) string {
 	for i := range seed {
 		seed[i] = byte(i)
 	}
+	list := lottery.Sorted(entrants)
+	if list == nil {
+		list = []string{} // as the route publishes a draw of nobody
+	}
 	b, err := json.Marshal(map[string]any{
 		"event": 42, "opens_at": "2030-01-31T10:00:00Z", "drawn": true,
 		"commitment": lottery.Commitment(seed), "seed": hex.EncodeToString(seed),
-		"entrants": lottery.Sorted(entrants), "algorithm": lottery.Algorithm, "base": base,
+		"entrants": list, "algorithm": lottery.Algorithm, "base": base,
 	})
 	require.NoError(t, err)
 	return string(b)
@@ -67,6 +71,11 @@ func TestVerify(t *testing.T) {
 			inErr: "not a draw but an error answer: not_found: event 43 has no scheduled opening (opens_at)"},
 		{name: "caddy's error", stdin: `{"error":"unknown route"}`, code: 1, inErr: "not a draw but an error answer: unknown route"},
 		{name: "no commitment", stdin: `{}`, code: 1, inErr: "not a draw: it has no commitment"},
+		// A list cut out of the file is not an empty draw: the route
+		// publishes [] for one.
+		{name: "no entrants list", stdin: strings.Replace(doc, `"entrants":["alice","bob","carol","dave","erin","frank"],`, "", 1), code: 1, inErr: "not a draw: it has no list of entrants"},
+		{name: "entrants null", stdin: strings.Replace(doc, `["alice","bob","carol","dave","erin","frank"]`, "null", 1), code: 1, inErr: "not a draw: it has no list of entrants"},
+		{name: "a draw of nobody", stdin: published(t, 0), out: ""},
 		{name: "negative base", stdin: strings.Replace(doc, `"base":10`, `"base":-3`, 1), code: 1, inErr: "base -3 is negative"},
 		{name: "two documents", stdin: doc + doc, code: 1, inErr: "reading the lottery: data after the draw"},
 		{name: "missing file", args: []string{filepath.Join(t.TempDir(), "none.json")}, code: 2, inErr: "no such file"},
