@@ -252,10 +252,16 @@ func (s scansAPI) scan(ctx context.Context, sc ledger.NewScan, now time.Time) (s
 		a.msg = fmt.Sprintf("the ticket is for event %d; this gate admits to event %d", o.Ticket.EventID, sc.Event)
 		return a, nil
 	}
-	if o.Displaced != nil {
+	switch {
+	case o.Replayed:
+	case o.Displaced != nil:
 		s.metrics.scans.WithLabelValues("double_admission").Inc()
 		s.log.Warn("a ticket was let in twice: an offline scan uploaded late was earlier than its admission",
 			"first_gate", o.First.Gate, "first_scanned_at", o.First.ScannedAt, "later_gate", o.Displaced.Gate, "later_scanned_at", o.Displaced.ScannedAt)
+	case o.LetInAgain:
+		s.metrics.scans.WithLabelValues("double_admission").Inc()
+		s.log.Warn("a ticket was let in twice: an offline scan uploaded late was later than its admission",
+			"first_gate", o.First.Gate, "first_scanned_at", o.First.ScannedAt, "later_gate", o.Scan.Gate, "later_scanned_at", o.Scan.ScannedAt)
 	}
 	return scanAnswerOf(o), nil
 }

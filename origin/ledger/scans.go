@@ -69,6 +69,12 @@ type ScanOutcome struct {
 	// Replayed: an offline scan uploaded again; nothing was written, and
 	// the outcome is the ledger's as it stands.
 	Replayed bool
+	// LetInAgain: an offline scan no earlier than the ticket's admission
+	// at another gate. The device let its holder in without knowing of the
+	// admission, so it is recorded as an admission (not first) and
+	// answered as already used: a double admission, as it is when the two
+	// scans are uploaded the other way round (Displaced).
+	LetInAgain bool
 }
 
 // scannedTicket is a ticket as a scan reads it, its row locked.
@@ -86,7 +92,9 @@ type scannedTicket struct {
 // online scans follow the order they were decided in. An offline scan
 // uploaded late admits when it is earlier than the recorded admission, and
 // takes its place (ScanOutcome.Displaced): the ticket admits to its
-// earliest scan. A ticket of another event than s.Event is refused
+// earliest scan. One later than an admission at another gate is recorded
+// as a second admission (ScanOutcome.LetInAgain): the device let its
+// holder in. A ticket of another event than s.Event is refused
 // (ScanWrongEvent), whatever its state, and recorded. ErrNotFound: the
 // code is no ticket's; ErrScanBeforeIssue: an offline scan dated before
 // the ticket was issued, not recorded.
@@ -144,8 +152,13 @@ func (l *Ledger) RecordScan(ctx context.Context, s NewScan, clock func() time.Ti
 		case first == nil:
 			this.Result, this.First = ScanAdmitted, true
 			out.First = &this
-		case !s.Offline || !s.ScannedAt.Before(first.ScannedAt):
+		case !s.Offline || (!s.ScannedAt.Before(first.ScannedAt) && s.Gate == first.Gate):
+			// Online, the gate is told; offline at the gate that let the
+			// ticket in, the device knew it and refused it itself.
 			this.Result = ScanAlreadyUsed
+		case !s.ScannedAt.Before(first.ScannedAt):
+			this.Result = ScanAdmitted
+			out.LetInAgain = true
 		default:
 			if _, err := tx.Exec(ctx, sqlUnmarkFirstScan, s.Code); err != nil {
 				return fmt.Errorf("unmark first scan: %w", err)
@@ -163,6 +176,9 @@ func (l *Ledger) RecordScan(ctx context.Context, s NewScan, clock func() time.Ti
 			return fmt.Errorf("insert scan: %w", err)
 		}
 		out.Result, out.Scan = this.Result, this
+		if out.LetInAgain {
+			out.Result = ScanAlreadyUsed
+		}
 		return nil
 	})
 	if err != nil {

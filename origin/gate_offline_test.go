@@ -1,0 +1,83 @@
+package origin_test
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/waitroom/waitroom/origin/payment"
+)
+
+// Two devices offline each let in the same ticket (a screenshot shown at
+// both): whichever uploads first, the ledger holds the same two admissions,
+// the earlier first, and counts one double admission. So does a device
+// whose offline admission is later than an online one at another gate: it
+// could not know.
+func TestDoubleAdmissionWhateverTheUploadOrder(t *testing.T) {
+	h := newGateHarness(t)
+	ev := h.createEvent(map[string]any{"capacity": 10})
+	_, tks := h.tickets(ev.ID, "ann", 3, payment.MethodVisa)
+	east := bearerOf(h.addDevice(ev.ID, "east-1", "").Token)
+	west := bearerOf(h.addDevice(ev.ID, "west-1", "").Token)
+	t0 := h.clock.Now()
+	h.clock.Advance(10 * time.Minute)
+	upload := func(device map[string]string, code string, at time.Time) scanJSON {
+		t.Helper()
+		res := h.do(http.MethodPost, "/v1/scans", map[string]any{"scans": []any{offline(code, at)}}, device)
+		require.Equal(t, http.StatusOK, res.status, "%s", res.body)
+		var u uploadJSON
+		res.json(t, &u)
+		require.Len(t, u.Results, 1)
+		return u.Results[0]
+	}
+	early, late := t0.Add(time.Minute), t0.Add(2*time.Minute)
+
+	// tks[0]: the earlier scan uploaded first.
+	assert.Equal(t, http.StatusOK, upload(east, tks[0].Code, early).Status)
+	r := upload(west, tks[0].Code, late)
+	assert.Equal(t, http.StatusConflict, r.Status, "%+v", r)
+	assert.Equal(t, "already_used", r.Result)
+	assert.Equal(t, "east-1", r.Gate, "where it was first let in")
+	// tks[1]: the later scan uploaded first.
+	assert.Equal(t, http.StatusOK, upload(west, tks[1].Code, late).Status)
+	r = upload(east, tks[1].Code, early)
+	assert.Equal(t, http.StatusOK, r.Status, "%+v", r)
+	require.NotNil(t, r.Displaced)
+
+	for _, tk := range tks[:2] {
+		scans, err := h.ledger.ScansOf(context.Background(), tk.Code)
+		require.NoError(t, err)
+		require.Len(t, scans, 2)
+		assert.Equal(t, []string{"east-1", "west-1"}, []string{scans[0].Gate, scans[1].Gate})
+		assert.Equal(t, []string{"admitted", "admitted"}, []string{scans[0].Result, scans[1].Result}, "both devices let someone in")
+		assert.Equal(t, []bool{true, false}, []bool{scans[0].First, scans[1].First})
+	}
+
+	// tks[2]: admitted online, then let in offline by a device that
+	// could not know.
+	h.clock.Advance(time.Minute)
+	online := h.clock.Now()
+	require.Equal(t, http.StatusOK, h.scan(ev.ID, tks[2].Code, "north-3").status)
+	h.clock.Advance(time.Minute)
+	r = upload(west, tks[2].Code, online.Add(30*time.Second))
+	assert.Equal(t, http.StatusConflict, r.Status, "%+v", r)
+	assert.Equal(t, "north-3", r.Gate)
+
+	h.requireScanTotals(ev.ID, scanTotals{Admitted: 3, DoubleAdmissions: 3})
+	assert.Equal(t, float64(3), h.scans("double_admission"))
+
+	// At the gate that let it in, the device knew and refused it itself.
+	r = upload(east, tks[0].Code, late.Add(time.Second))
+	assert.Equal(t, http.StatusConflict, r.Status, "%+v", r)
+	h.requireScanTotals(ev.ID, scanTotals{Admitted: 3, AlreadyUsed: 1, DoubleAdmissions: 3})
+
+	// Sent again, nothing changes.
+	r = upload(west, tks[0].Code, late)
+	assert.Equal(t, http.StatusConflict, r.Status, "%+v", r)
+	h.requireScanTotals(ev.ID, scanTotals{Admitted: 3, AlreadyUsed: 1, DoubleAdmissions: 3})
+	assert.Equal(t, float64(3), h.scans("double_admission"))
+}
