@@ -122,7 +122,7 @@ func (s *Service) Create(ctx context.Context, req Request) Result {
 		return Result{Outcome: Unavailable}
 	}
 	s.metrics.Bookings.WithLabelValues("created").Inc()
-	return s.pay(ctx, created)
+	return s.pay(ctx, created, false)
 }
 
 // live reports whether a booking can still become or is a sale.
@@ -143,7 +143,7 @@ func (s *Service) resumeBooking(ctx context.Context, ev *seats.Event, b ledger.B
 		return Result{Outcome: Replayed, Booking: b, Body: b.Response}
 	}
 	if b.Status == ledger.BookingPaymentPending && b.PaymentID == "" {
-		return s.pay(ctx, b)
+		return s.pay(ctx, b, true)
 	}
 	if b.PaymentID != "" && b.Amount > 0 {
 		// A charge the provider took answers the booking waiting for that
@@ -179,8 +179,9 @@ func asCharged(b ledger.Booking) ledger.Booking {
 // to the ledger before it settles: a retry that finds Redis without its
 // idempotency record charges again with the same payment key, which the
 // provider answers with the same payment. Any other answer is kept in the
-// booking's row.
-func (s *Service) pay(ctx context.Context, b ledger.Booking) Result {
+// booking's row. repeat says an earlier attempt may have called the
+// provider with the same payment key.
+func (s *Service) pay(ctx context.Context, b ledger.Booking, repeat bool) Result {
 	var kept bool
 	if b.Amount == 0 {
 		// Nothing to charge (a free event): confirmed at once.
@@ -206,7 +207,10 @@ func (s *Service) pay(ctx context.Context, b ledger.Booking) Result {
 			reason, pid := declineReason(err, p)
 			b.PaymentID = pid
 			b, kept = s.failPayment(ctx, b, pid, reason)
-		case errors.Is(err, payment.ErrInvalidRequest), errors.Is(err, payment.ErrIdempotencyConflict):
+		case refusedUnseen(err, repeat):
+			s.log.Error("payment outcome unknown: the provider refused the create call without saying what "+
+				"an earlier call under its key did; left to the reconciliation", "booking", b.ID, "error", err)
+		case errors.Is(err, payment.ErrInvalidRequest):
 			s.log.Error("payment request refused by the provider", "booking", b.ID, "error", err)
 			b, kept = s.failPayment(ctx, b, p.ID, ReasonPaymentRejected)
 		default:
@@ -230,6 +234,16 @@ func (s *Service) pay(ctx context.Context, b ledger.Booking) Result {
 		return Result{Outcome: Declined, Booking: b, Body: body}
 	}
 	return Result{Outcome: Created, Booking: b, Body: body}
+}
+
+// refusedUnseen reports whether err refuses a create call without saying
+// what an earlier call under the same payment key did, which may have
+// charged: a key reused with other parameters (the booking's payment key
+// is its own, so an earlier call under it reached the provider) or, for a
+// repeat, credentials refused before the provider looked at the key (a key
+// rolled or revoked since). Such a booking waits, it is not failed.
+func refusedUnseen(err error, repeat bool) bool {
+	return errors.Is(err, payment.ErrIdempotencyConflict) || repeat && errors.Is(err, payment.ErrUnauthorized)
 }
 
 // failPayment marks a waiting booking failed and returns it as it is now,

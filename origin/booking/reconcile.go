@@ -62,7 +62,11 @@ func (s *Settlement) resolvePayment(ctx context.Context, b ledger.Booking) error
 			s.metrics.PaymentChecks.WithLabelValues("failed").Inc()
 			reason, pid := declineReason(err, p)
 			return s.settleFailed(ctx, b, pid, reason)
-		case errors.Is(err, payment.ErrInvalidRequest), errors.Is(err, payment.ErrIdempotencyConflict):
+		case refusedUnseen(err, true):
+			s.log.Error("payment outcome unknown: the provider refused the repeated create call without saying "+
+				"what the first did; the booking waits", "booking", b.ID, "error", err)
+			return fmt.Errorf("resolve payment of booking %s: %w", b.ID, err)
+		case errors.Is(err, payment.ErrInvalidRequest):
 			s.metrics.PaymentChecks.WithLabelValues("failed").Inc()
 			return s.settleFailed(ctx, b, p.ID, ReasonPaymentRejected)
 		case err == nil && p.ID != "":

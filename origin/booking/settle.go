@@ -78,10 +78,15 @@ func (s *Settlement) settlePaymentOnce(ctx context.Context, b ledger.Booking, pa
 			cancel()
 			switch {
 			case errors.Is(err, payment.ErrNotFound):
-				// Nothing to weigh the event against: the signed event is
-				// the provider's word that the payment succeeded.
-				s.log.Warn("the provider does not know the payment its event names", "booking", b.ID, "payment", paymentID)
-				got.Status = payment.StatusSucceeded
+				// The payment is the booking's own (its create call's, or
+				// the one the provider named for it), so the provider not
+				// showing it is a fault (an API key of another account or
+				// mode, a provider that lost its state), not evidence of
+				// money taken or not: nothing is settled, and the event
+				// comes again.
+				s.log.Error("the provider does not show the booking's payment: not settled; check the API key",
+					"booking", b.ID, "payment", paymentID)
+				return fmt.Errorf("settle payment of booking %s: %w", b.ID, err)
 			case err != nil:
 				return fmt.Errorf("settle payment of booking %s: %w", b.ID, err)
 			}

@@ -36,7 +36,11 @@ type fixture struct {
 	skew atomic.Int64
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t *testing.T) *fixture { return newFixturePaying(t, nil) }
+
+// newFixturePaying is newFixture charging through the provider pay
+// returns (fakepay when nil).
+func newFixturePaying(t *testing.T, pay func(*payment.Fakepay) payment.Provider) *fixture {
 	t.Helper()
 	ctx := context.Background()
 	rdb, err := redisurl.New(testenv.RedisURL(t), redisurl.Defaults{PoolSize: 20})
@@ -59,7 +63,11 @@ func newFixture(t *testing.T) *fixture {
 	counter := func() *prometheus.CounterVec {
 		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: "c"}, []string{"l"})
 	}
-	f.svc, err = booking.New(booking.Config{Ledger: l, Seats: f.seats, Redis: rdb, Payments: f.fp, Tickets: signer, Clock: clock,
+	var provider payment.Provider = f.fp
+	if pay != nil {
+		provider = pay(f.fp)
+	}
+	f.svc, err = booking.New(booking.Config{Ledger: l, Seats: f.seats, Redis: rdb, Payments: provider, Tickets: signer, Clock: clock,
 		Render: func(ledger.Booking, []ledger.Ticket) []byte { return []byte("{}") },
 		Metrics: &booking.Metrics{Bookings: counter(), LatePayments: counter(), PaymentChecks: counter(),
 			Refunds: counter(), RefundsFailed: prometheus.NewGauge(prometheus.GaugeOpts{Name: "g"})}})

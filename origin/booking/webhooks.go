@@ -207,7 +207,13 @@ func (s *Settlement) ownPayment(ctx context.Context, b ledger.Booking) (string, 
 	switch {
 	case p.ID != "":
 		return p.ID, nil
-	case errors.Is(err, payment.ErrDeclined), errors.Is(err, payment.ErrInvalidRequest), errors.Is(err, payment.ErrIdempotencyConflict):
+	case refusedUnseen(err, true):
+		// Which payment is the booking's is not known: the event comes
+		// again rather than being ignored.
+		s.log.Error("the provider refused the repeated create call without saying which payment is the booking's",
+			"booking", b.ID, "error", err)
+		return "", fmt.Errorf("the payment of booking %s: %w", b.ID, err)
+	case errors.Is(err, payment.ErrDeclined), errors.Is(err, payment.ErrInvalidRequest):
 		return "", nil
 	case err != nil:
 		return "", fmt.Errorf("the payment of booking %s: %w", b.ID, err)

@@ -243,6 +243,12 @@ var (
 	ErrAlreadyRefunded = errors.New("payment already refunded")
 	// ErrInvalidRequest: the request can never succeed as given.
 	ErrInvalidRequest = errors.New("invalid payment request")
+	// ErrUnauthorized: the provider refused the credentials (a revoked or
+	// rolled key, a key of another account or mode, a restricted key
+	// without the permission). It is also an ErrInvalidRequest, but it is
+	// checked before any idempotency key: it says nothing of what an
+	// earlier request under the same key did.
+	ErrUnauthorized = errors.New("payment provider refused the credentials")
 	// ErrClosed: the provider was closed.
 	ErrClosed = errors.New("payment provider closed")
 )

@@ -235,6 +235,8 @@ func stripeError(err error) (Payment, error) {
 		return Payment{}, fmt.Errorf("%w: %w", ErrIdempotencyConflict, se)
 	case se.Code == stripe.ErrorCodeChargeAlreadyRefunded:
 		return Payment{}, fmt.Errorf("%w: %w", ErrAlreadyRefunded, se)
+	case se.HTTPStatusCode == http.StatusUnauthorized || se.HTTPStatusCode == http.StatusForbidden:
+		return Payment{}, fmt.Errorf("%w: %w: %w", ErrInvalidRequest, ErrUnauthorized, se)
 	case se.HTTPStatusCode == http.StatusNotFound:
 		// Only the object a request is about is missing with 404; an id in
 		// a parameter that Stripe does not know (a payment-method token) is

@@ -248,6 +248,12 @@ func TestStripeErrorsAreSorted(t *testing.T) {
 		{"rate limited", http.StatusTooManyRequests, apiError("invalid_request_error", "rate_limit"), "create", ErrAmbiguous},
 		{"bad parameter", http.StatusBadRequest, apiError("invalid_request_error", "parameter_invalid_integer"), "create", ErrInvalidRequest},
 		{"unknown payment", http.StatusNotFound, apiError("invalid_request_error", "resource_missing"), "get", ErrNotFound},
+		// A revoked or rolled key is refused before Stripe looks at the
+		// idempotency key: unlike another invalid request, it says nothing
+		// of an earlier call under that key.
+		{"revoked key", http.StatusUnauthorized, apiError("invalid_request_error", ""), "create", ErrUnauthorized},
+		{"restricted key without the permission", http.StatusForbidden, apiError("invalid_request_error", ""), "get", ErrUnauthorized},
+		{"revoked key is an invalid request", http.StatusUnauthorized, apiError("invalid_request_error", ""), "refund", ErrInvalidRequest},
 		// Stripe answers an id it does not know in a parameter (a buyer's
 		// made-up payment-method token, a refund of a payment gone) with
 		// 400 and the same code, naming the parameter: the request is bad,

@@ -1,0 +1,189 @@
+package booking_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/waitroom/waitroom/origin/booking"
+	"github.com/waitroom/waitroom/origin/ledger"
+	"github.com/waitroom/waitroom/origin/payment"
+)
+
+// stripeAnswer is one canned answer of the fake Stripe API.
+type stripeAnswer struct {
+	status int
+	body   string
+}
+
+// fakeStripe answers the PaymentIntent calls as the test scripts them:
+// the creates in turn (the last one again and again), every read alike.
+type fakeStripe struct {
+	mu      sync.Mutex
+	creates []stripeAnswer
+	read    stripeAnswer
+}
+
+func (s *fakeStripe) script(read stripeAnswer, creates ...stripeAnswer) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.read, s.creates = read, creates
+}
+
+func (s *fakeStripe) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	var a stripeAnswer
+	switch {
+	case r.Method == http.MethodPost && r.URL.Path == "/v1/payment_intents" && len(s.creates) > 0:
+		a = s.creates[0]
+		if len(s.creates) > 1 {
+			s.creates = s.creates[1:]
+		}
+	case r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/v1/payment_intents/"):
+		a = s.read
+	default:
+		a = stripeAnswer{http.StatusNotFound, stripeErr("invalid_request_error", "resource_missing")}
+	}
+	s.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(a.status)
+	_, _ = io.WriteString(w, a.body)
+}
+
+// newStripeFixture is the booking flow charging through the Stripe adapter
+// against the fake Stripe API.
+func newStripeFixture(t *testing.T) (*fixture, *fakeStripe) {
+	t.Helper()
+	fs := &fakeStripe{}
+	srv := httptest.NewServer(fs)
+	t.Cleanup(srv.Close)
+	noRetry := int64(0)
+	f := newFixturePaying(t, func(*payment.Fakepay) payment.Provider {
+		s, err := payment.NewStripe(payment.StripeConfig{APIKey: "sk_test_123", WebhookSecret: "whsec_test",
+			BackendURL: srv.URL, MaxNetworkRetries: &noRetry, Quiet: true})
+		require.NoError(t, err)
+		return s
+	})
+	return f, fs
+}
+
+func stripeErr(typ, code string) string {
+	return `{"error":{"type":"` + typ + `","code":"` + code + `","message":"canned"}}`
+}
+
+func intent(id, status string) stripeAnswer {
+	return stripeAnswer{http.StatusOK, `{"id":"` + id + `","object":"payment_intent","amount":100,"currency":"inr",` +
+		`"created":1777629600,"status":"` + status + `"}`}
+}
+
+var stripe500 = stripeAnswer{http.StatusInternalServerError, stripeErr("api_error", "")}
+
+// stripeEvent hands the settlement a signed payment_intent.succeeded for
+// paymentID naming b in its metadata, of no API request (as a payment that
+// succeeds later).
+func stripeEvent(t *testing.T, f *fixture, b ledger.Booking, paymentID string) (string, error) {
+	t.Helper()
+	return f.svc.Settlement().HandlePaymentEvent(context.Background(), payment.Event{ID: "evt_" + uuid.NewString(),
+		Type: "payment_intent.succeeded", Kind: payment.KindPaymentSucceeded, PaymentID: paymentID, BookingID: b.ID,
+		Amount: b.Amount, Currency: b.Currency})
+}
+
+// TestStripeRefusalOfARepeatedCreate: the create whose answer was lost
+// (a 500) may have charged. A repeat of it that Stripe refuses without
+// saying what the first did (the key reused with other parameters, the
+// API key refused) is no evidence that nothing was charged: the booking is
+// not failed, and the success event of its payment is not ignored, but
+// answered as not handled (Stripe sends it again). Once Stripe answers,
+// the booking settles.
+func TestStripeRefusalOfARepeatedCreate(t *testing.T) {
+	tests := []struct {
+		name   string
+		repeat stripeAnswer
+	}{
+		{"key reused with other parameters", stripeAnswer{http.StatusBadRequest, stripeErr("idempotency_error", "")}},
+		{"idempotency conflict", stripeAnswer{http.StatusConflict, stripeErr("idempotency_error", "")}},
+		{"api key revoked", stripeAnswer{http.StatusUnauthorized, stripeErr("invalid_request_error", "")}},
+		{"restricted key without the permission", stripeAnswer{http.StatusForbidden, stripeErr("invalid_request_error", "")}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f, fs := newStripeFixture(t)
+			ctx := context.Background()
+			fs.script(intent("pi_1", "succeeded"), stripe500, tc.repeat)
+			b := f.book(f.hold("ann"), "pm_card_visa")
+			require.Equal(t, ledger.BookingPaymentPending, b.Status)
+
+			out, err := stripeEvent(t, f, b, "pi_1")
+			assert.Error(t, err, "the event is not handled now (%s)", out)
+			assert.NotEqual(t, "ignored", out)
+			assert.Equal(t, ledger.BookingPaymentPending, f.booking(b.ID).Status)
+
+			assert.Error(t, f.svc.Settlement().SettleUnsettled(ctx, f.booking(b.ID)))
+			got := f.booking(b.ID)
+			assert.Equal(t, ledger.BookingPaymentPending, got.Status, "not failed: %+v", got)
+
+			// Stripe answers again (the key fixed): the payment settles it.
+			fs.script(intent("pi_1", "succeeded"), intent("pi_1", "succeeded"))
+			require.NoError(t, f.svc.Settlement().SettleUnsettled(ctx, f.booking(b.ID)))
+			got = f.booking(b.ID)
+			assert.Equal(t, ledger.BookingConfirmed, got.Status, "%+v", got)
+			assert.Equal(t, "pi_1", got.PaymentID)
+		})
+	}
+
+	t.Run("first call", func(t *testing.T) {
+		// The booking's payment key is its own: a conflict on it means an
+		// earlier call under it reached Stripe.
+		f, fs := newStripeFixture(t)
+		fs.script(intent("pi_1", "succeeded"), stripeAnswer{http.StatusBadRequest, stripeErr("idempotency_error", "")})
+		b := f.book(f.hold("ann"), "pm_card_visa")
+		assert.Equal(t, ledger.BookingPaymentPending, b.Status, "%+v", b)
+		assert.Equal(t, ledger.BookingPaymentPending, f.booking(b.ID).Status)
+	})
+
+	t.Run("first call with a revoked key", func(t *testing.T) {
+		// Nothing was charged: the booking fails at once, as documented.
+		f, fs := newStripeFixture(t)
+		fs.script(intent("pi_1", "succeeded"), stripeAnswer{http.StatusUnauthorized, stripeErr("invalid_request_error", "")})
+		res := f.svc.Create(context.Background(), bookingRequest(f, f.hold("ann")))
+		assert.Equal(t, ledger.BookingFailed, res.Booking.Status, "%+v", res)
+	})
+}
+
+// TestStripeSuccessOfAPaymentStripeDoesNotShow: a signed success event
+// names the booking's own payment, which Stripe answers 404 for (an API
+// key of another account or mode): nothing confirms the booking, nor
+// fails it; the event is answered as not handled, and settles it once
+// Stripe shows the payment.
+func TestStripeSuccessOfAPaymentStripeDoesNotShow(t *testing.T) {
+	f, fs := newStripeFixture(t)
+	fs.script(stripeAnswer{http.StatusNotFound, stripeErr("invalid_request_error", "resource_missing")}, intent("pi_1", "processing"))
+	b := f.book(f.hold("ann"), "pm_card_visa")
+	require.Equal(t, ledger.BookingPaymentPending, b.Status)
+
+	out, err := stripeEvent(t, f, b, "pi_1")
+	assert.Error(t, err, "(%s)", out)
+	got := f.booking(b.ID)
+	assert.Equal(t, ledger.BookingPaymentPending, got.Status, "%+v", got)
+	tickets, err := f.ledger.TicketsOf(context.Background(), b.ID)
+	require.NoError(t, err)
+	assert.Empty(t, tickets)
+
+	fs.script(intent("pi_1", "succeeded"), intent("pi_1", "processing"))
+	out, err = stripeEvent(t, f, b, "pi_1")
+	require.NoError(t, err)
+	assert.Equal(t, "processed", out)
+	assert.Equal(t, ledger.BookingConfirmed, f.booking(b.ID).Status)
+}
+
+func bookingRequest(f *fixture, h ledger.Hold) booking.Request {
+	return booking.Request{Event: f.ev, Hold: h, User: h.UserID, Key: uuid.NewString(), Digest: "d", Method: "pm_card_visa"}
+}
