@@ -59,6 +59,27 @@ func (h *Handler) enterAgain(w http.ResponseWriter, r *http.Request, t waitroom.
 	return nt
 }
 
+// outlastOpening gives the bearer of a pre-queue token its token anew when
+// the token ends before a token's life after the opening: the opening was
+// moved later (opens_at changed) since it was issued, and the token would
+// otherwise end before the draw gives it its place, or soon after.
+func (h *Handler) outlastOpening(w http.ResponseWriter, r *http.Request, t waitroom.Ticket, account bool) waitroom.Ticket {
+	until := h.opensAt.Add(h.ttl)
+	if !t.ExpiresAt.Before(until.Truncate(time.Second)) {
+		return t
+	}
+	issue := h.keys.IssuePreQueue
+	if account {
+		issue = h.keys.IssuePreQueueAccount
+	}
+	nt, err := issue(t.Subject, h.Event, until)
+	if err != nil {
+		return t
+	}
+	h.giveToken(w, r, nt)
+	return nt
+}
+
 // servePreQueueTicket answers the bearer of a pre-queue token: the pre-queue
 // answer until the opening, then by the one position the token yields
 // (docs/api.md §3), on a token issued anew: the position the draw gave it,
@@ -74,7 +95,7 @@ func (h *Handler) servePreQueueTicket(w http.ResponseWriter, r *http.Request, ne
 		return h.completed(w, r, repl, 0)
 	}
 	if h.room.room.PreQueue() {
-		return h.preQueue(w, r, repl, h.enterAgain(w, r, t, account))
+		return h.preQueue(w, r, repl, h.outlastOpening(w, r, h.enterAgain(w, r, t, account), account))
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), joinTimeout)
 	defer cancel()

@@ -481,3 +481,47 @@ func TestPreQueueEntrantsEnterAgainAfterTheStoreLostThem(t *testing.T) {
 	require.NoError(t, err, "the entrant is in the draw")
 	assert.Equal(t, int64(1), pos)
 }
+
+// TestPreQueueTokenOutlastsAMovedOpening: the operator moved the opening
+// half an hour later after entrants had their pre-queue tokens, which end a
+// token's life after the old opening: at the new one. An entrant's poll gives it its token
+// anew, the same entrant, ending a token's life after the new opening, so
+// it comes back to its drawn place; later polls keep that token.
+func TestPreQueueTokenOutlastsAMovedOpening(t *testing.T) {
+	h, clk := opening(t, &Handler{LotterySeed: testSeed, UserID: "{http.request.header.X-User-ID}"})
+	ctx := context.Background()
+	oldEnd := clk.Now().Add(30*time.Minute + h.ttl)
+	anon, err := h.keys.IssuePreQueue("v_0123456789abcdef", h.Event, oldEnd)
+	require.NoError(t, err)
+	acct, err := h.keys.IssuePreQueueAccount("alice", h.Event, oldEnd)
+	require.NoError(t, err)
+	for _, c := range []struct {
+		name    string
+		tok     waitroom.Ticket
+		r       func(string) *http.Request
+		account bool
+	}{
+		{"anonymous", anon, func(tok string) *http.Request { return withToken(h, tok) }, false},
+		{"an account", acct, func(tok string) *http.Request { return asUser(withToken(h, tok), "alice") }, true},
+	} {
+		require.NoError(t, h.room.room.Enter(ctx, c.tok.Subject))
+		res := serve(t, h, c.r(c.tok.Raw))
+		require.Equal(t, StatusPreQueue, res.status(), c.name)
+		cookie := res.cookie(t, h.cookieName)
+		require.NotNil(t, cookie, "%s: the token is given anew", c.name)
+		renewed, err := h.keys.VerifyPreQueue(cookie.Value, h.Event)
+		require.NoError(t, err)
+		assert.Equal(t, c.tok.Subject, renewed.Subject, c.name)
+		assert.Equal(t, c.account, renewed.IsAccount(), c.name)
+		assert.False(t, renewed.ExpiresAt.Before(h.opensAt.Add(h.ttl)), "%s: it ends a token's life after the opening", c.name)
+		again := serve(t, h, c.r(cookie.Value))
+		assert.Equal(t, StatusPreQueue, again.status())
+		assert.Nil(t, again.cookie(t, h.cookieName), "%s: its later polls keep it", c.name)
+	}
+
+	clk.Advance(time.Hour + h.ttl)
+	for _, sub := range []string{"v_0123456789abcdef", "alice"} {
+		_, err := h.room.room.DrawnPosition(ctx, sub)
+		require.NoError(t, err, "%s: in the draw", sub)
+	}
+}
