@@ -69,7 +69,15 @@ func (s *Settlement) resolvePayment(ctx context.Context, b ledger.Booking) error
 		case errors.Is(err, payment.ErrInvalidRequest):
 			s.metrics.PaymentChecks.WithLabelValues("failed").Inc()
 			return s.settleFailed(ctx, b, p.ID, ReasonPaymentRejected)
-		case err == nil && p.ID != "":
+		case err != nil && (errors.Is(err, payment.ErrAmbiguous) || refusedUnseen(err, true)):
+			// Stripe answers a create it answered 500 with the same 500
+			// for 24 hours, whatever payment it made: looked for by its
+			// metadata instead.
+			if found, ok := s.findPayment(pctx, b); ok {
+				p, err = found, nil
+			}
+		}
+		if err == nil && p.ID != "" {
 			if aerr := s.ledger.Bookings().Answered(ctx, b.ID, p.ID, b.Response, s.now()); aerr != nil {
 				return aerr
 			}
@@ -92,6 +100,40 @@ func (s *Settlement) resolvePayment(ctx context.Context, b ledger.Booking) error
 	}
 	s.metrics.PaymentChecks.WithLabelValues("pending").Inc()
 	return nil
+}
+
+// paymentFinder is a provider that can look payments up by the booking
+// their metadata names (Stripe's Search API).
+type paymentFinder interface {
+	FindPayments(ctx context.Context, bookingID string) ([]payment.Payment, error)
+}
+
+// findPayment looks up the payment made for b by its metadata, where the
+// provider can. Finding none says nothing (the search lags, or is not
+// offered); finding several (metadata anyone with the key can write)
+// says no more, and is left to an operator.
+func (s *Settlement) findPayment(ctx context.Context, b ledger.Booking) (payment.Payment, bool) {
+	f, ok := s.payments.(paymentFinder)
+	if !ok {
+		return payment.Payment{}, false
+	}
+	found, err := f.FindPayments(ctx, b.ID)
+	if err != nil {
+		s.log.Warn("payments of the booking not searched", "booking", b.ID, "error", err)
+		return payment.Payment{}, false
+	}
+	switch len(found) {
+	case 0:
+		return payment.Payment{}, false
+	case 1:
+		return found[0], true
+	}
+	ids := make([]string, len(found))
+	for i, p := range found {
+		ids[i] = p.ID
+	}
+	s.log.Error("several payments name the booking: none is taken for its own", "booking", b.ID, "payments", ids)
+	return payment.Payment{}, false
 }
 
 // recheckFailed asks the provider again about the payment of a failed

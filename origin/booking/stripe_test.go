@@ -30,6 +30,9 @@ type fakeStripe struct {
 	mu      sync.Mutex
 	creates []stripeAnswer
 	read    stripeAnswer
+	// found is what the search by metadata finds: intents' JSON.
+	found []string
+	query string
 }
 
 func (s *fakeStripe) script(read stripeAnswer, creates ...stripeAnswer) {
@@ -47,6 +50,10 @@ func (s *fakeStripe) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if len(s.creates) > 1 {
 			s.creates = s.creates[1:]
 		}
+	case r.Method == http.MethodGet && r.URL.Path == "/v1/payment_intents/search":
+		s.query = r.URL.Query().Get("query")
+		a = stripeAnswer{http.StatusOK, `{"object":"search_result","url":"/v1/payment_intents/search","has_more":false,"data":[` +
+			strings.Join(s.found, ",") + `]}`}
 	case r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/v1/payment_intents/"):
 		a = s.read
 	default:
@@ -186,4 +193,35 @@ func TestStripeSuccessOfAPaymentStripeDoesNotShow(t *testing.T) {
 
 func bookingRequest(f *fixture, h ledger.Hold) booking.Request {
 	return booking.Request{Event: f.ev, Hold: h, User: h.UserID, Key: uuid.NewString(), Digest: "d", Method: "pm_card_visa"}
+}
+
+// TestStripePaymentFoundBySearch: a create Stripe answered 500 is answered
+// 500 again for 24 hours, while the payment it made may have succeeded and
+// its webhook never come: the reconciliation finds it by the booking id in
+// its metadata and settles the booking with it; without a find, or with
+// several, the booking waits.
+func TestStripePaymentFoundBySearch(t *testing.T) {
+	f, fs := newStripeFixture(t)
+	ctx := context.Background()
+	fs.script(intent("pi_1", "succeeded"), stripe500)
+	b := f.book(f.hold("ann"), "pm_card_visa")
+	require.Equal(t, ledger.BookingPaymentPending, b.Status)
+
+	assert.Error(t, f.svc.Settlement().SettleUnsettled(ctx, f.booking(b.ID)), "nothing found yet")
+	assert.Equal(t, ledger.BookingPaymentPending, f.booking(b.ID).Status)
+
+	fs.mu.Lock()
+	fs.found = []string{intent("pi_1", "succeeded").body, intent("pi_2", "succeeded").body}
+	fs.mu.Unlock()
+	assert.Error(t, f.svc.Settlement().SettleUnsettled(ctx, f.booking(b.ID)), "several found")
+	assert.Equal(t, ledger.BookingPaymentPending, f.booking(b.ID).Status)
+
+	fs.mu.Lock()
+	fs.found = []string{intent("pi_1", "succeeded").body}
+	fs.mu.Unlock()
+	require.NoError(t, f.svc.Settlement().SettleUnsettled(ctx, f.booking(b.ID)))
+	got := f.booking(b.ID)
+	assert.Equal(t, ledger.BookingConfirmed, got.Status, "%+v", got)
+	assert.Equal(t, "pi_1", got.PaymentID)
+	assert.Equal(t, "metadata['booking_id']:'"+b.ID+"'", fs.query)
 }
