@@ -533,3 +533,26 @@ func TestBrowserStorefrontPayAgainAfterStop(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, s.fp.PaymentsForBooking(strings.TrimPrefix(u, "/bookings/")), 1)
 }
+
+// A keyboard user need not Tab through every seat of the map to reach
+// what follows it: the first stop of the map is a link past it, shown
+// when reached, to the best available.
+func TestBrowserStorefrontSkipTheSeatMap(t *testing.T) {
+	s := newShop(t, shopOptions{})
+	ev := s.seatedEvent("Stadium night")
+	tab := browser.New(t)
+	require.NoError(t, chromedp.Do(tab, chromedp.EmulateViewport(360, 740)))
+	admitIn(t, s, tab, ev, "lena")
+	require.NoError(t, chromedp.Do(tab, chromedp.Navigate(fmt.Sprintf("%s/events/%d?lang=de", s.url, ev)), chromedp.WaitVisible(chromedp.ID("map"))))
+	_, err := chromedp.Run(tab, chromedp.Evaluate[any](`document.getElementById("main").focus()`))
+	require.NoError(t, err)
+	require.NoError(t, chromedp.Do(tab, chromedp.KeyEvent(kb.Tab)))
+	skip, err := chromedp.Run(tab, chromedp.Evaluate[[]string](`(a => [a.id, a.textContent, String(a.getBoundingClientRect().width > 20 && a.getBoundingClientRect().height > 10)])(document.activeElement)`))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"skip-map", "Sitzplan überspringen", "true"}, skip, "the first stop, shown")
+	browser.Screenshot(t, tab, "storefront-skip-seat-map")
+	require.NoError(t, chromedp.Do(tab, chromedp.KeyEvent(kb.Enter)))
+	browser.Until(t, tab, fmt.Sprintf(`document.activeElement.id === "best" && location.pathname === "/events/%d"`, ev))
+	require.NoError(t, chromedp.Do(tab, chromedp.KeyEvent(kb.Tab)))
+	browser.Until(t, tab, `document.activeElement.id === "best-section"`)
+}
