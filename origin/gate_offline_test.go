@@ -81,3 +81,25 @@ func TestDoubleAdmissionWhateverTheUploadOrder(t *testing.T) {
 	h.requireScanTotals(ev.ID, scanTotals{Admitted: 3, AlreadyUsed: 1, DoubleAdmissions: 3})
 	assert.Equal(t, float64(3), h.scans("double_admission"))
 }
+
+// An uploaded scan without its code is a malformed upload, refused whole as
+// one without its time is, rather than answered as a forged ticket.
+func TestUploadedScanWithoutCode(t *testing.T) {
+	h := newGateHarness(t)
+	ev := h.createEvent(map[string]any{"capacity": 10})
+	_, tks := h.tickets(ev.ID, "ann", 1, payment.MethodVisa)
+	device := bearerOf(h.addDevice(ev.ID, "east-1", "").Token)
+	h.clock.Advance(time.Minute)
+	at := h.clock.Now().Add(-time.Second).Format(time.RFC3339Nano)
+	for name, scan := range map[string]map[string]any{
+		"no code":   {"scanned_at": at},
+		"null code": {"code": nil, "scanned_at": at},
+	} {
+		res := h.do(http.MethodPost, "/v1/scans", map[string]any{"scans": []any{offline(tks[0].Code, h.clock.Now()), scan}}, device)
+		require.Equal(t, http.StatusBadRequest, res.status, "%s: %s", name, res.body)
+		assert.Equal(t, "invalid_request", res.errorCode(t), name)
+	}
+	scans, err := h.ledger.ScansOf(context.Background(), tks[0].Code)
+	require.NoError(t, err)
+	assert.Empty(t, scans, "nothing of a refused upload recorded")
+}

@@ -52,8 +52,8 @@ type scanRequest struct {
 }
 
 type uploadedScan struct {
-	Code      string `json:"code"`
-	ScannedAt string `json:"scanned_at"`
+	Code      *string `json:"code"`
+	ScannedAt string  `json:"scanned_at"`
 }
 
 // parse reads the request of caller into the scans to record, at now;
@@ -120,11 +120,14 @@ func (req *scanRequest) parse(caller gateCaller, now time.Time) (scans []ledger.
 			return invalid("an upload carries at most 256 scans")
 		}
 		for _, u := range req.Scans {
+			if u.Code == nil {
+				return invalid("scans: every scan has its code")
+			}
 			t, msg := scanTime(u.ScannedAt)
 			if msg != "" {
 				return invalid("scans: " + msg)
 			}
-			scans = append(scans, ledger.NewScan{Code: u.Code, Gate: req.Gate, Event: *req.Event, ScannedAt: t, Offline: true, Device: caller.device})
+			scans = append(scans, ledger.NewScan{Code: *u.Code, Gate: req.Gate, Event: *req.Event, ScannedAt: t, Offline: true, Device: caller.device})
 		}
 		return scans, true, nil
 	}
