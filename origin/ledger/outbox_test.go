@@ -167,3 +167,48 @@ func TestOutboxDeadAndRedelivery(t *testing.T) {
 	assert.EqualValues(t, 2, bl.Pending)
 	assert.Zero(t, bl.Dead)
 }
+
+// TestOutboxBacklogReadsOnlyWhatIsLeft: every node reads the backlog for
+// its gauges after every pass, every second. Delivered events are deleted,
+// but a table that carried a million of them keeps their pages, and reading
+// the whole table took over a second a pass. The backlog is read through
+// the indexes of the pending and the dead events, which stay as small as
+// what is left.
+func TestOutboxBacklogReadsOnlyWhatIsLeft(t *testing.T) {
+	ctx := context.Background()
+	l := outboxLedger(t, testenv.Postgres(t), true)
+	_, err := l.Pool().Exec(ctx, `ALTER TABLE outbox SET (autovacuum_enabled = false);
+		INSERT INTO outbox (event_id, booking_id, type, body, created_at, next_at)
+			SELECT 'evt_' || g, gen_random_uuid(), 'booking.confirmed', repeat('x', 400),
+				timestamptz '2026-06-01 18:00:00Z' + g * interval '1 second', now()
+			FROM generate_series(1, 20000) g;
+		DELETE FROM outbox WHERE id <= 19980;
+		UPDATE outbox SET status = 'dead', dead_at = now() WHERE id > 19990`)
+	require.NoError(t, err)
+	_, err = l.Pool().Exec(ctx, `VACUUM ANALYZE outbox`)
+	require.NoError(t, err)
+
+	var raw []byte
+	require.NoError(t, l.Pool().QueryRow(ctx, "EXPLAIN (FORMAT JSON) "+sqlOutboxBacklog).Scan(&raw))
+	var plans []struct{ Plan planNode }
+	require.NoError(t, json.Unmarshal(raw, &plans))
+	var scans []string
+	var walk func(n planNode)
+	walk = func(n planNode) {
+		if n.Relation == "outbox" {
+			scans = append(scans, n.NodeType+" "+n.Index)
+		}
+		for _, c := range n.Plans {
+			walk(c)
+		}
+	}
+	walk(plans[0].Plan)
+	t.Log("scans of the outbox:", scans)
+	assert.NotContains(t, scans, "Seq Scan ", "the backlog reads the whole outbox")
+
+	b, err := l.OutboxBacklog(ctx)
+	require.NoError(t, err)
+	assert.EqualValues(t, 10, b.Pending)
+	assert.EqualValues(t, 10, b.Dead)
+	assert.Equal(t, time.Date(2026, 6, 1, 18, 0, 0, 0, time.UTC).Add(19981*time.Second), b.Oldest.UTC())
+}
