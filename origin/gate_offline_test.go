@@ -103,3 +103,17 @@ func TestUploadedScanWithoutCode(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, scans, "nothing of a refused upload recorded")
 }
+
+// An event that is no event's id is a malformed body, with a device's token
+// as with the shared one: not "another event" than the device's.
+func TestDeviceScanOfNoEvent(t *testing.T) {
+	h := newGateHarness(t)
+	ev := h.createEvent(map[string]any{"capacity": 10})
+	_, tks := h.tickets(ev.ID, "ann", 1, payment.MethodVisa)
+	device := bearerOf(h.addDevice(ev.ID, "east-1", "").Token)
+	for _, event := range []int64{0, -1} {
+		res := h.do(http.MethodPost, "/v1/scans", map[string]any{"code": tks[0].Code, "event": event}, device)
+		require.Equal(t, http.StatusBadRequest, res.status, "event %d: %s", event, res.body)
+		assert.Equal(t, "invalid_request", res.errorCode(t))
+	}
+}

@@ -66,6 +66,9 @@ func (req *scanRequest) parse(caller gateCaller, now time.Time) (scans []ledger.
 		r := errorResponse(http.StatusBadRequest, "invalid_request", msg)
 		return nil, false, &r
 	}
+	if req.Event != nil && *req.Event <= 0 {
+		return invalid("event must be the id of the event the gate admits to (a positive integer)")
+	}
 	if caller.device != "" {
 		switch req.Gate {
 		case "":
