@@ -9,26 +9,15 @@ import (
 // one row when any row has them (the best row first, then the block nearest
 // the row's middle); else the closest group: n in one row spanning the
 // fewest seats, or, when no row has n free, free seats of the fewest
-// consecutive rows. taken says whether a seat is not free. free is the
-// section's count of free seats; ids is nil when it is below n (or the
+// consecutive rows. taken says whether a seat is not free; it is asked only
+// of the rows read, which for a party seated together end at the first row
+// that has them. free counts the free seats of the rows read: the whole
+// section's when ids is nil, as it is when they are below n (or the
 // section is unknown).
 func (m Map) Best(section string, n int, taken func(id string) bool) (ids []string, free int) {
 	s, ok := m.Section(section)
 	if !ok || n < 1 {
 		return nil, 0
-	}
-	// The free seat numbers of each row, in order.
-	rows := make([][]int, len(s.Rows))
-	for i, r := range s.Rows {
-		for k := 1; k <= r.Seats; k++ {
-			if !taken(SeatID(s.ID, r.ID, k)) {
-				rows[i] = append(rows[i], k)
-			}
-		}
-		free += len(rows[i])
-	}
-	if free < n {
-		return nil, free
 	}
 	pick := func(row int, nums []int) []string {
 		out := make([]string, len(nums))
@@ -38,11 +27,24 @@ func (m Map) Best(section string, n int, taken func(id string) bool) (ids []stri
 		return out
 	}
 
-	// Together in one row: a window of n free numbers spanning n seats.
-	for i, nums := range rows {
-		if w, span := narrowest(nums, n, s.Rows[i].Seats); w >= 0 && span == n {
-			return pick(i, nums[w:w+n]), free
+	// The free seat numbers of each row, in order, read row by row as the
+	// search for n together goes: a section of 200,000 seats is read whole
+	// only when no row has them.
+	rows := make([][]int, len(s.Rows))
+	for i, r := range s.Rows {
+		for k := 1; k <= r.Seats; k++ {
+			if !taken(SeatID(s.ID, r.ID, k)) {
+				rows[i] = append(rows[i], k)
+			}
 		}
+		free += len(rows[i])
+		// Together in one row: a window of n free numbers spanning n seats.
+		if w, span := narrowest(rows[i], n, r.Seats); w >= 0 && span == n {
+			return pick(i, rows[i][w:w+n]), free
+		}
+	}
+	if free < n {
+		return nil, free
 	}
 	// The closest group in one row.
 	bestRow, bestW, bestSpan := -1, 0, 0
