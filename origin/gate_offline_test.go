@@ -15,14 +15,15 @@ import (
 // Two devices offline each let in the same ticket (a screenshot shown at
 // both): whichever uploads first, the ledger holds the same two admissions,
 // the earlier first, and counts one double admission. So does a device
-// whose offline admission is later than an online one at another gate: it
-// could not know.
+// whose offline admission is later than an online one by another device
+// or gate: it could not know.
 func TestDoubleAdmissionWhateverTheUploadOrder(t *testing.T) {
 	h := newGateHarness(t)
 	ev := h.createEvent(map[string]any{"capacity": 10})
 	_, tks := h.tickets(ev.ID, "ann", 3, payment.MethodVisa)
 	east := bearerOf(h.addDevice(ev.ID, "east-1", "").Token)
 	west := bearerOf(h.addDevice(ev.ID, "west-1", "").Token)
+	east2 := bearerOf(h.addDevice(ev.ID, "east-1", "scanner 2").Token)
 	t0 := h.clock.Now()
 	h.clock.Advance(10 * time.Minute)
 	upload := func(device map[string]string, code string, at time.Time) scanJSON {
@@ -70,16 +71,26 @@ func TestDoubleAdmissionWhateverTheUploadOrder(t *testing.T) {
 	h.requireScanTotals(ev.ID, scanTotals{Admitted: 3, DoubleAdmissions: 3})
 	assert.Equal(t, float64(3), h.scans("double_admission"))
 
-	// At the gate that let it in, the device knew and refused it itself.
+	// The device that let it in knew, and refused it itself.
 	r = upload(east, tks[0].Code, late.Add(time.Second))
 	assert.Equal(t, http.StatusConflict, r.Status, "%+v", r)
 	h.requireScanTotals(ev.ID, scanTotals{Admitted: 3, AlreadyUsed: 1, DoubleAdmissions: 3})
+
+	// A second scanner at east-1 could not know either.
+	r = upload(east2, tks[0].Code, late.Add(2*time.Second))
+	assert.Equal(t, http.StatusConflict, r.Status, "%+v", r)
+	h.requireScanTotals(ev.ID, scanTotals{Admitted: 3, AlreadyUsed: 1, DoubleAdmissions: 3})
+	scans, err := h.ledger.ScansOf(context.Background(), tks[0].Code)
+	require.NoError(t, err)
+	require.Len(t, scans, 4)
+	assert.Equal(t, "admitted", scans[3].Result, "another device at the same gate let someone in: %+v", scans[3])
+	assert.Equal(t, float64(4), h.scans("double_admission"))
 
 	// Sent again, nothing changes.
 	r = upload(west, tks[0].Code, late)
 	assert.Equal(t, http.StatusConflict, r.Status, "%+v", r)
 	h.requireScanTotals(ev.ID, scanTotals{Admitted: 3, AlreadyUsed: 1, DoubleAdmissions: 3})
-	assert.Equal(t, float64(3), h.scans("double_admission"))
+	assert.Equal(t, float64(4), h.scans("double_admission"))
 }
 
 // An uploaded scan without its code is a malformed upload, refused whole as

@@ -70,10 +70,10 @@ type ScanOutcome struct {
 	// the outcome is the ledger's as it stands.
 	Replayed bool
 	// LetInAgain: an offline scan no earlier than the ticket's admission
-	// at another gate. The device let its holder in without knowing of the
-	// admission, so it is recorded as an admission (not first) and
-	// answered as already used: a double admission, as it is when the two
-	// scans are uploaded the other way round (Displaced).
+	// by another device or gate. The device let its holder in without
+	// knowing of the admission, so it is recorded as an admission (not
+	// first) and answered as already used: a double admission, as it is
+	// when the two scans are uploaded the other way round (Displaced).
 	LetInAgain bool
 }
 
@@ -92,9 +92,9 @@ type scannedTicket struct {
 // online scans follow the order they were decided in. An offline scan
 // uploaded late admits when it is earlier than the recorded admission, and
 // takes its place (ScanOutcome.Displaced): the ticket admits to its
-// earliest scan. One later than an admission at another gate is recorded
-// as a second admission (ScanOutcome.LetInAgain): the device let its
-// holder in. A ticket of another event than s.Event is refused
+// earliest scan. One later than an admission by another device or gate is
+// recorded as a second admission (ScanOutcome.LetInAgain): the device let
+// its holder in. A ticket of another event than s.Event is refused
 // (ScanWrongEvent), whatever its state, and recorded. ErrNotFound: the
 // code is no ticket's; ErrScanBeforeIssue: an offline scan dated before
 // the ticket was issued, not recorded.
@@ -152,9 +152,10 @@ func (l *Ledger) RecordScan(ctx context.Context, s NewScan, clock func() time.Ti
 		case first == nil:
 			this.Result, this.First = ScanAdmitted, true
 			out.First = &this
-		case !s.Offline || (!s.ScannedAt.Before(first.ScannedAt) && s.Gate == first.Gate):
-			// Online, the gate is told; offline at the gate that let the
-			// ticket in, the device knew it and refused it itself.
+		case !s.Offline || (!s.ScannedAt.Before(first.ScannedAt) && s.Gate == first.Gate && s.Device == first.Device):
+			// Online, the gate is told; offline by the scanner that let
+			// the ticket in (its device, or the shared token at its gate),
+			// the device knew it and refused it itself.
 			this.Result = ScanAlreadyUsed
 		case !s.ScannedAt.Before(first.ScannedAt):
 			this.Result = ScanAdmitted
