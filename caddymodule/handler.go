@@ -398,6 +398,9 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	} else if h.Autopilot != nil {
 		h.roomKey.PilotStep, h.roomKey.PilotInterval = h.Autopilot.Step, time.Duration(h.Autopilot.Interval)
 	}
+	if err := claimEvent(ctx, eventSettings{room: h.roomKey, soldOutAtZero: h.SoldOutAtZero}); err != nil {
+		return err
+	}
 	if h.CloudflareKV != nil {
 		if h.edge, err = h.newEdgePublisher(); err != nil {
 			return err

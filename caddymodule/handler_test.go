@@ -671,6 +671,49 @@ func TestProvisionRefusesBadConfig(t *testing.T) {
 	}
 }
 
+// TestOneEventTwiceInAConfig: the handlers of one config that guard one
+// event share its queue, so they must agree on what the queue is.
+func TestOneEventTwiceInAConfig(t *testing.T) {
+	event := testenv.EventID()
+	keys := []Key{{ID: "k1", Secret: testSecret}}
+	config := func() caddy.Context {
+		ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+		t.Cleanup(cancel)
+		return ctx
+	}
+	provisionIn := func(ctx caddy.Context, h *Handler) error {
+		if h.Event == 0 {
+			h.Event = event
+		}
+		h.Keys = keys
+		err := h.Provision(ctx)
+		t.Cleanup(func() { assert.NoError(t, h.Cleanup()) })
+		return err
+	}
+
+	first := config()
+	require.NoError(t, provisionIn(first, &Handler{Watermark: 10}))
+	require.NoError(t, provisionIn(first, &Handler{Watermark: 10, WaitingStatus: 503, TokenTTL: caddy.Duration(time.Hour)}),
+		"two sites may guard one event with the queue's settings the same, each answering its own way")
+	require.NoError(t, provisionIn(first, &Handler{Event: event + 1, Watermark: 500}), "another event")
+
+	err := provisionIn(first, &Handler{Watermark: 500, HardCap: 7, SoldOutAtZero: true})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "event "+strconv.FormatInt(event, 10)+" is guarded twice in this config")
+	assert.Contains(t, err.Error(), "watermark 10 and 500, hard_cap 0 and 7, sold_out_at_zero false and true")
+
+	err = provisionIn(first, &Handler{Watermark: 10, LotterySeed: strings.Repeat("ab", 32), OpensAt: "2030-01-31T10:00:00Z"})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "opens_at none and 2030-01-31T10:00:00Z, lottery_seed)")
+	assert.NotContains(t, err.Error(), "abab", "the seed is secret until the draw")
+
+	require.NoError(t, provisionIn(first, &Handler{Watermark: 10, Store: "redis://127.0.0.1:1/0", Lease: 50}),
+		"another store: another gateway of the fleet")
+
+	// A reload's config is provisioned while the old one still runs.
+	require.NoError(t, provisionIn(config(), &Handler{Watermark: 500}), "another config")
+}
+
 func TestPoolsAreReleased(t *testing.T) {
 	event := testenv.EventID()
 	key := roomKey{Store: memoryStore, Event: event, AbandonAfter: DefaultAbandonAfter, AdmissionWindow: DefaultAdmissionWindow}

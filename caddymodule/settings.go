@@ -1,11 +1,13 @@
 package caddymodule
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -220,4 +222,94 @@ func hasPlaceholder(s string) bool {
 // id for every visitor, who would all share one account's one place.
 func userIDConstant(v string) error {
 	return fmt.Errorf("user_id: %q has no placeholder, so every visitor would be the same account; name where the id is, e.g. {http.request.header.X-User-ID}", v)
+}
+
+// The handlers of one config that guard one event share its room (pool.go),
+// built from the settings of whichever is provisioned first: a second
+// handler with other settings would be ignored, or, under another room key,
+// run a second room writing its own defaults and autopilot to the same
+// store. Several sites may guard one event, with the same settings.
+var (
+	eventGuardsMu sync.Mutex
+	// eventGuards holds, per config being loaded or running (told apart by
+	// its context's Done channel), the settings of each event's first
+	// handler.
+	eventGuards = map[<-chan struct{}]map[int64]eventSettings{}
+)
+
+// eventSettings are the settings of a handler that its event's room holds.
+// The store is not among them: handlers of one event on one Redis under
+// another lease or client name are two gateways of a fleet in one process,
+// each with its own room, whose defaults and autopilot still meet in the
+// store.
+type eventSettings struct {
+	room          roomKey
+	soldOutAtZero bool
+}
+
+// claimEvent records the settings s of a handler of ctx's config, refusing
+// them when another handler of the config guards the same event with other
+// ones.
+func claimEvent(ctx caddy.Context, s eventSettings) error {
+	done := ctx.Done()
+	if done == nil {
+		return nil
+	}
+	eventGuardsMu.Lock()
+	defer eventGuardsMu.Unlock()
+	byEvent, ok := eventGuards[done]
+	if !ok {
+		byEvent = map[int64]eventSettings{}
+		eventGuards[done] = byEvent
+		context.AfterFunc(ctx, func() {
+			eventGuardsMu.Lock()
+			delete(eventGuards, done)
+			eventGuardsMu.Unlock()
+		})
+	}
+	first, ok := byEvent[s.room.Event]
+	if !ok {
+		byEvent[s.room.Event] = s
+		return nil
+	}
+	if diff := first.differences(s); len(diff) > 0 {
+		return fmt.Errorf("event %d is guarded twice in this config with different settings (%s): "+
+			"the handlers of one event share its queue, so give them the same settings, or guard it once",
+			s.room.Event, strings.Join(diff, ", "))
+	}
+	return nil
+}
+
+// differences names each setting that a and b give different values, with
+// both values where they are no secret.
+func (a eventSettings) differences(b eventSettings) []string {
+	var out []string
+	both := func(name string, x, y any) {
+		if x != y {
+			out = append(out, fmt.Sprintf("%s %v and %v", name, x, y))
+		}
+	}
+	both("watermark", a.room.Watermark, b.room.Watermark)
+	both("hard_cap", a.room.HardCap, b.room.HardCap)
+	both("hard_cap_per_remaining", a.room.HardCapPerRemaining, b.room.HardCapPerRemaining)
+	if a.room.PilotStep != b.room.PilotStep || a.room.PilotInterval != b.room.PilotInterval || a.room.ClosedLoop != b.room.ClosedLoop {
+		out = append(out, "autopilot")
+	}
+	both("opens_at", openingTime(a.room.OpensAt), openingTime(b.room.OpensAt))
+	if a.room.Seed != b.room.Seed {
+		// Secret until the draw.
+		out = append(out, "lottery_seed")
+	}
+	both("abandon_after", a.room.AbandonAfter, b.room.AbandonAfter)
+	both("admission_window", a.room.AdmissionWindow, b.room.AdmissionWindow)
+	both("sold_out_at_zero", a.soldOutAtZero, b.soldOutAtZero)
+	return out
+}
+
+// openingTime is a room key's opens_at as the config gives it.
+func openingTime(ns int64) string {
+	if ns == 0 {
+		return "none"
+	}
+	return time.Unix(0, ns).UTC().Format(time.RFC3339)
 }
