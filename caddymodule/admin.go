@@ -38,7 +38,9 @@ const adminTimeout = 5 * time.Second
 //
 //	GET  /waitroom/events                   every event's state
 //	GET  /waitroom/events/{id}              one event's state
-//	POST /waitroom/events/{id}/watermark    {"set": 6000} or {"raise_by": 1000}
+//	POST /waitroom/events/{id}/watermark    {"set": 6000} or {"raise_by": 1000},
+//	                                        each with "if_watermark": 5000
+//	                                        to change it only from that one
 //	POST /waitroom/events/{id}/sold_out     {"sold_out": true}
 //	POST /waitroom/events/{id}/pause        {"paused": true}
 //	POST /waitroom/events/{id}/hard_cap     {"hard_cap": 800} (0: none), or
@@ -56,9 +58,10 @@ const adminTimeout = 5 * time.Second
 // {"error": "<code>", "message": "<text>"}: 400 invalid_request for a body
 // that is empty, not JSON, has an unknown field or a negative value, 404
 // not_found for an unknown route or event, 405 method_not_allowed, 413
-// request_too_large, 422 watermark_overflow for a raise_by that would take
-// the watermark past the largest int64, 503 queue_unavailable when the
-// store cannot be reached.
+// request_too_large, 409 watermark_changed (with the event's "state") for
+// an if_watermark that is not the watermark any more, 422
+// watermark_overflow for a raise_by that would take the watermark past the
+// largest int64, 503 queue_unavailable when the store cannot be reached.
 //
 // The lottery route answers, before the draw, {"event", "opens_at",
 // "commitment", "drawn": false}; after it {"event", "opens_at",
@@ -242,7 +245,11 @@ func (a *Admin) setWatermark(w http.ResponseWriter, r *http.Request, entry *room
 	var body struct {
 		Set     *int64 `json:"set"`
 		RaiseBy *int64 `json:"raise_by"`
-		Reason  string `json:"reason"`
+		// IfWatermark is the watermark the caller saw: of two desks
+		// raising it from one view, the second is told rather than both
+		// raising it.
+		IfWatermark *int64 `json:"if_watermark"`
+		Reason      string `json:"reason"`
 	}
 	if err := decodeBody(w, r, &body); err != nil {
 		return err
@@ -258,6 +265,8 @@ func (a *Admin) setWatermark(w http.ResponseWriter, r *http.Request, entry *room
 		return apiError(http.StatusBadRequest, `"set" must not be negative (got %d)`, *body.Set)
 	case body.RaiseBy != nil && *body.RaiseBy < 0:
 		return apiError(http.StatusBadRequest, `"raise_by" must not be negative (got %d)`, *body.RaiseBy)
+	case body.IfWatermark != nil && *body.IfWatermark < 0:
+		return apiError(http.StatusBadRequest, `"if_watermark" must not be negative (got %d)`, *body.IfWatermark)
 	case body.Set != nil:
 		change.SetWatermark = body.Set
 		given = zap.Int64("set", *body.Set)
@@ -266,6 +275,7 @@ func (a *Admin) setWatermark(w http.ResponseWriter, r *http.Request, entry *room
 		given = zap.Int64("raise_by", *body.RaiseBy)
 	}
 	change.Reason = body.Reason
+	change.IfWatermark = body.IfWatermark
 	return a.change(w, r, entry, "watermark", change, given)
 }
 
@@ -381,6 +391,8 @@ func (a *Admin) change(w http.ResponseWriter, r *http.Request, entry *roomEntry,
 	defer cancel()
 	state, err := entry.room.Update(ctx, change)
 	switch {
+	case errors.Is(err, waitroom.ErrWatermarkMoved):
+		return a.watermarkChanged(ctx, w, entry, *change.IfWatermark)
 	case errors.Is(err, waitroom.ErrNegative):
 		return apiError(http.StatusBadRequest, "%v", err)
 	case errors.Is(err, waitroom.ErrOverflow):
@@ -403,6 +415,20 @@ func (a *Admin) change(w http.ResponseWriter, r *http.Request, entry *roomEntry,
 		zap.Bool("sold_out", state.SoldOut),
 		zap.Bool("paused", state.Paused))
 	return writeJSON(w, http.StatusOK, state)
+}
+
+// watermarkChanged answers a change refused for its if_watermark: 409 with
+// the state as it is now, for the caller to decide again from.
+func (a *Admin) watermarkChanged(ctx context.Context, w http.ResponseWriter, entry *roomEntry, saw int64) error {
+	state, err := entry.room.Refresh(ctx)
+	if err != nil {
+		return apiError(http.StatusServiceUnavailable, "the queue store is unavailable: %v", err)
+	}
+	return writeJSON(w, http.StatusConflict, struct {
+		Error   string         `json:"error"`
+		Message string         `json:"message"`
+		State   waitroom.State `json:"state"`
+	}{"watermark_changed", fmt.Sprintf("the watermark is %d, not %d (if_watermark): nothing changed", state.Watermark, saw), state})
 }
 
 // lotteryBody is the lottery route's answer: the published draw, with

@@ -20,6 +20,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -919,6 +920,9 @@ func adminAPIErrors(t *testing.T, store string) {
 		{http.MethodPost, events + "/watermark", `{"set": 10}` + strings.Repeat(" ", 70<<10), 413, "request_too_large"},
 		{http.MethodPost, events + "/watermark", "{\"set\": 5, \"reason\": \"\xff\xfe\"}", 400, "invalid_request"},
 		{http.MethodPost, events + "/watermark", `{"set": 6, "reason": "a\u0000b"}`, 400, "invalid_request"},
+		{http.MethodPost, events + "/watermark", `{"Raise_By": 5}`, 400, "invalid_request"},
+		{http.MethodPost, events + "/watermark", `{"raise_by": 1, "raise_by": 2}`, 400, "invalid_request"},
+		{http.MethodPost, events + "/watermark", `{"raise_by": 9223372036854775808}`, 400, "invalid_request"},
 	} {
 		t.Run(c.method+" "+c.path+" "+truncate(c.body), func(t *testing.T) {
 			code, body, raw := adminCall(t, adminPort, c.method, c.path, c.body)
@@ -927,6 +931,16 @@ func adminAPIErrors(t *testing.T, store string) {
 			assert.NotEmpty(t, body["message"], raw)
 			assert.NotContains(t, body["message"], "update state", "the store's own words: %s", raw)
 		})
+	}
+
+	// What is wrong is said in the body's own names.
+	for body, want := range map[string]string{
+		`{"Raise_By": 5}`:                   `"Raise_By": names are case-sensitive ("raise_by")`,
+		`{"raise_by": 1, "raise_by": 2}`:    `"raise_by" is given twice`,
+		`{"raise_by": 9223372036854775808}`: `"raise_by" must be a whole number from -9223372036854775808 to 9223372036854775807`,
+	} {
+		_, refused, raw := adminCall(t, adminPort, http.MethodPost, events+"/watermark", body)
+		assert.Contains(t, refused["message"], want, raw)
 	}
 
 	// None of the refused calls changed anything.
@@ -947,6 +961,65 @@ func adminAPIErrors(t *testing.T, store string) {
 	assert.Equal(t, true, s["sold_out"])
 	_, s, _ = adminCall(t, adminPort, http.MethodPost, events+"/sold_out", `{"sold_out": false}`)
 	assert.Equal(t, false, s["sold_out"])
+}
+
+func TestAdminConditionalRaiseMemory(t *testing.T) { adminConditionalRaise(t, "memory") }
+
+func TestAdminConditionalRaiseRedis(t *testing.T) { adminConditionalRaise(t, testenv.RedisURL(t)) }
+
+// adminConditionalRaise: two desks raising the watermark from the one
+// they both saw raise it once; the other is shown where it is now.
+func adminConditionalRaise(t *testing.T, store string) {
+	ev := testenv.EventID()
+	load(t, testenv.FreePort(t), fmt.Sprintf(`
+	waitroom {
+		event %d
+		key k1 %s
+		store %s
+		watermark 5000
+	}
+	respond "the site"`, ev, testSecret, store))
+	path := "/waitroom/events/" + strconv.FormatInt(ev, 10) + "/watermark"
+
+	type answer struct {
+		code int
+		body map[string]any
+		raw  string
+	}
+	answers := make(chan answer, 2)
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			code, body, raw := adminCall(t, adminPort, http.MethodPost, path, `{"raise_by": 1000, "if_watermark": 5000}`)
+			answers <- answer{code, body, raw}
+		})
+	}
+	wg.Wait()
+	close(answers)
+	codes := map[int]int{}
+	for a := range answers {
+		codes[a.code]++
+		switch a.code {
+		case http.StatusOK:
+			assert.Equal(t, 6000.0, a.body["watermark"], a.raw)
+		case http.StatusConflict:
+			assert.Equal(t, "watermark_changed", a.body["error"], a.raw)
+			assert.Contains(t, a.body["message"], "the watermark is 6000, not 5000", a.raw)
+			require.IsType(t, map[string]any{}, a.body["state"], a.raw)
+			assert.Equal(t, 6000.0, a.body["state"].(map[string]any)["watermark"], a.raw)
+		}
+	}
+	assert.Equal(t, map[int]int{http.StatusOK: 1, http.StatusConflict: 1}, codes)
+
+	code, s, raw := adminCall(t, adminPort, http.MethodPost, path, `{"set": 7000, "if_watermark": 6000}`)
+	require.Equal(t, http.StatusOK, code, raw)
+	assert.Equal(t, 7000.0, s["watermark"])
+	code, s, raw = adminCall(t, adminPort, http.MethodPost, path, `{"if_watermark": -1, "raise_by": 1}`)
+	assert.Equal(t, http.StatusBadRequest, code, raw)
+	assert.Equal(t, "invalid_request", s["error"], raw)
+	code, s, raw = adminCall(t, adminPort, http.MethodPost, path, `{"raise_by": 1}`)
+	require.Equal(t, http.StatusOK, code, raw)
+	assert.Equal(t, 7001.0, s["watermark"], "without if_watermark a raise is made whatever the watermark")
 }
 
 func truncate(s string) string {

@@ -2,6 +2,7 @@ package waitroom
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 )
@@ -119,6 +120,10 @@ func (m *MemoryStore) Update(_ context.Context, event int64, c Change) (State, e
 	}
 	m.mu.Lock()
 	e := m.event(event)
+	if c.IfWatermark != nil && *c.IfWatermark != e.state.Watermark {
+		m.mu.Unlock()
+		return State{}, fmt.Errorf("%w: it is %d, not %d", ErrWatermarkMoved, e.state.Watermark, *c.IfWatermark)
+	}
 	before := e.state
 	watermark := e.state.Watermark
 	if c.SetWatermark != nil {

@@ -303,7 +303,7 @@ func (r *RedisStore) Update(ctx context.Context, event int64, c Change) (State, 
 	key := stateKey(event)
 	var incr *redis.IntCmd
 	var beforeFields *redis.SliceCmd
-	s, err := r.apply(ctx, event, "update state", func(p redis.Pipeliner) {
+	s, err := r.applyIf(ctx, event, c.IfWatermark, func(p redis.Pipeliner) {
 		// The fields the writes start from, in the same MULTI, for the
 		// log. HMGET never answers redis.Nil, which would hide a write's
 		// error in MULTI's answer.
@@ -335,6 +335,9 @@ func (r *RedisStore) Update(ctx context.Context, event int64, c Change) (State, 
 			p.HSet(ctx, key, fieldHardCapK, strconv.FormatFloat(*c.HardCapPerRemaining, 'g', -1, 64), fieldHardCapLive, 1)
 		}
 	})
+	if errors.Is(err, ErrWatermarkMoved) {
+		return State{}, err
+	}
 	// HINCRBY refuses to overflow and leaves the watermark alone; it is
 	// the only write of a change that can fail on its value. Asked of the
 	// command itself: MULTI's answer may be an earlier read's redis.Nil.
@@ -392,10 +395,61 @@ func isOverflow(err error) bool {
 // apply runs writes, the state read and the change notice in one MULTI, so
 // the state returned is exactly the one the writes produced.
 func (r *RedisStore) apply(ctx context.Context, event int64, op string, writes func(redis.Pipeliner)) (State, error) {
+	return r.applyIn(ctx, r.ctl, event, op, writes)
+}
+
+// txPipeliner runs commands in MULTI: the client itself, or a transaction
+// under WATCH.
+type txPipeliner interface {
+	TxPipelined(ctx context.Context, fn func(redis.Pipeliner) error) ([]redis.Cmder, error)
+}
+
+// maxWatchTries bounds how often applyIf starts again after the state
+// changed between its read and its writes.
+const maxWatchTries = 10
+
+// applyIf is apply of an update, while the watermark is want when want is
+// given (Change.IfWatermark): the state is WATCHed from the read of the
+// watermark to the writes, so a change made in between fails the writes,
+// which start again from a new read.
+func (r *RedisStore) applyIf(ctx context.Context, event int64, want *int64, writes func(redis.Pipeliner)) (State, error) {
+	const op = "update state"
+	if want == nil {
+		return r.apply(ctx, event, op, writes)
+	}
+	key := stateKey(event)
+	for range maxWatchTries {
+		var s State
+		err := r.ctl.Watch(ctx, func(tx *redis.Tx) error {
+			w, err := tx.HGet(ctx, key, fieldWatermark).Int64()
+			if errors.Is(err, redis.Nil) {
+				w, err = 0, nil
+			}
+			if err != nil {
+				return unavailable(op, err)
+			}
+			if w != *want {
+				return fmt.Errorf("%s: %w: it is %d, not %d", op, ErrWatermarkMoved, w, *want)
+			}
+			s, err = r.applyIn(ctx, tx, event, op, writes)
+			return err
+		}, key)
+		if !errors.Is(err, redis.TxFailedErr) {
+			if err != nil && !errors.Is(err, ErrUnavailable) && !errors.Is(err, ErrWatermarkMoved) {
+				err = unavailable(op, err)
+			}
+			return s, err
+		}
+	}
+	return State{}, unavailable(op, fmt.Errorf("the state kept changing under %d tries", maxWatchTries))
+}
+
+// applyIn is apply, its MULTI run by tx.
+func (r *RedisStore) applyIn(ctx context.Context, tx txPipeliner, event int64, op string, writes func(redis.Pipeliner)) (State, error) {
 	var fields *redis.SliceCmd
 	var last *redis.StringCmd
 	high := r.high(event)
-	_, err := r.ctl.TxPipelined(ctx, func(p redis.Pipeliner) error {
+	_, err := tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		writes(p)
 		fields, last = readState(ctx, p, event)
 		p.Publish(ctx, changedChannel(event), r.node)

@@ -79,6 +79,11 @@ type Change struct {
 	// change moves.
 	Actor  string
 	Reason string
+	// IfWatermark, when set, applies the change only while the watermark
+	// is this one, in the same step: two people raising it from what they
+	// each saw do not both raise it. Otherwise nothing changes and Update
+	// returns ErrWatermarkMoved.
+	IfWatermark *int64
 }
 
 // ErrNotLogged is returned by Room.ChangeLog when the store keeps no change
@@ -87,6 +92,10 @@ var ErrNotLogged = errors.New("the store keeps no change log")
 
 // ErrNegative is returned for a change that would make a count negative.
 var ErrNegative = errors.New("value must not be negative")
+
+// ErrWatermarkMoved is returned for a change whose IfWatermark is not the
+// watermark any more; nothing is changed.
+var ErrWatermarkMoved = errors.New("the watermark is not the one the change was made from")
 
 // ErrOverflow is returned for a change that would raise the watermark past
 // the largest position there can be; nothing is changed.

@@ -180,6 +180,57 @@ func TestStoreRefusesWatermarkOverflow(t *testing.T) {
 	})
 }
 
+// TestStoreConditionalRaisesRaiseOnce: desks that each raise the watermark
+// from the one they saw raise it once between them; the others are told.
+func TestStoreConditionalRaisesRaiseOnce(t *testing.T) {
+	stores(t, func(t *testing.T, s waitroom.Store) {
+		ctx := context.Background()
+		evt := testenv.EventID()
+		_, err := s.Update(ctx, evt, waitroom.Change{SetWatermark: ptr[int64](5000)})
+		require.NoError(t, err)
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		applied, moved := 0, 0
+		for range 20 {
+			wg.Go(func() {
+				_, err := s.Update(ctx, evt, waitroom.Change{RaiseBy: 1000, IfWatermark: ptr[int64](5000)})
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case err == nil:
+					applied++
+				case errors.Is(err, waitroom.ErrWatermarkMoved):
+					assert.NotErrorIs(t, err, waitroom.ErrUnavailable)
+					moved++
+				default:
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+		assert.Equal(t, 1, applied)
+		assert.Equal(t, 19, moved)
+		st, err := s.State(ctx, evt)
+		require.NoError(t, err)
+		assert.Equal(t, int64(6000), st.Watermark)
+
+		st, err = s.Update(ctx, evt, waitroom.Change{SetWatermark: ptr[int64](7000), IfWatermark: ptr[int64](6000)})
+		require.NoError(t, err, "a set too")
+		assert.Equal(t, int64(7000), st.Watermark)
+		_, err = s.Update(ctx, evt, waitroom.Change{Paused: ptr(true), SetWatermark: ptr[int64](9), IfWatermark: ptr[int64](6000)})
+		require.ErrorIs(t, err, waitroom.ErrWatermarkMoved)
+		st, err = s.State(ctx, evt)
+		require.NoError(t, err)
+		assert.Equal(t, int64(7000), st.Watermark)
+		assert.False(t, st.Paused, "nothing of a refused change is made")
+
+		other := testenv.EventID()
+		st, err = s.Update(ctx, other, waitroom.Change{RaiseBy: 10, IfWatermark: ptr[int64](0)})
+		require.NoError(t, err, "an event with no watermark yet has 0")
+		assert.Equal(t, int64(10), st.Watermark)
+	})
+}
+
 func TestStoreConcurrentRaisesAllCount(t *testing.T) {
 	stores(t, func(t *testing.T, s waitroom.Store) {
 		ctx := context.Background()
