@@ -21,7 +21,7 @@ func TestStorefrontAsksBeforeGivingBack(t *testing.T) {
 	other := s.shopper().enter("vic", ev)
 	hold := b.holdSeats(ev, "A-1-2")
 	holdPath := hold.holdOf(t)
-	assert.Contains(t, hold.body, `<form action="`+holdPath+`/release">`, "the release button leads to a question")
+	assert.Contains(t, hold.body, `<form action="`+holdPath+`/release" class="live">`, "the release button leads to a question")
 
 	for _, ask := range []page{b.get(holdPath + "/release"), b.post(holdPath+"/release", url.Values{})} {
 		require.Equal(t, http.StatusOK, ask.status, ask.body)

@@ -207,11 +207,11 @@ func TestStorefrontExpiryIsATime(t *testing.T) {
 	key := b.get(fmt.Sprintf("/events/%d", ev)).key(t)
 	hold := b.follow(b.post(fmt.Sprintf("/events/%d/holds", ev), url.Values{"key": {key}, "mode": {"quantity"}, "quantity": {"1"}}))
 	// The clock stands at 10:00:00 UTC; a hold lasts 600 s.
-	assert.Contains(t, hold.body, `<p id="expires">They are yours until <time datetime="2026-05-01T10:10:00Z">10:10:00 UTC</time>: pay before then.</p>`)
+	assert.Contains(t, hold.body, `<p id="expires" class="live">They are yours until <time datetime="2026-05-01T10:10:00Z">10:10:00 UTC</time>: pay before then.</p>`)
 	for lang, words := range map[string]string{
-		"de": `<p id="expires">Sie gehören Ihnen bis <time datetime="2026-05-01T10:10:00Z">10:10:00 UTC</time>: Zahlen Sie vorher.</p>`,
-		"es": `<p id="expires">Son tuyos hasta las <time datetime="2026-05-01T10:10:00Z">10:10:00 UTC</time>: paga antes.</p>`,
-		"ja": `<p id="expires"><time datetime="2026-05-01T10:10:00Z">10:10:00 UTC</time>まで確保されています。それまでにお支払いください。</p>`,
+		"de": `<p id="expires" class="live">Sie gehören Ihnen bis <time datetime="2026-05-01T10:10:00Z">10:10:00 UTC</time>: Zahlen Sie vorher.</p>`,
+		"es": `<p id="expires" class="live">Son tuyos hasta las <time datetime="2026-05-01T10:10:00Z">10:10:00 UTC</time>: paga antes.</p>`,
+		"ja": `<p id="expires" class="live"><time datetime="2026-05-01T10:10:00Z">10:10:00 UTC</time>まで確保されています。それまでにお支払いください。</p>`,
 	} {
 		assert.Contains(t, b.get(b.lastPath+"?lang="+lang).body, words, lang)
 	}

@@ -192,6 +192,14 @@ func (s *Store) renderHold(w http.ResponseWriter, r *http.Request, status int, h
 		}
 	}
 	title := "shop_hold_title"
+	if p.Status != ledger.StatusPending {
+		title = "shop_hold_ended_title"
+	}
+	if p.Status == ledger.StatusPending && !p.Paying {
+		// Without the script, the page loads again once the hold ends,
+		// to say so; with it, the countdown does.
+		v.Refresh, v.RefreshTo = int(p.ExpiresIn)+1, "/holds/"+h.ID
+	}
 	switch {
 	case p.Booked:
 		title = "shop_hold_booked_title"

@@ -151,12 +151,25 @@ func TestBrowserStorefrontHoldRunsOut(t *testing.T) {
 	s.clock.Advance(598 * time.Second)
 	require.NoError(t, chromedp.Do(tab, chromedp.Reload(), chromedp.WaitVisible(chromedp.ID("pay"))))
 	browser.Until(t, tab, `document.getElementById("left").textContent === "0:00"`)
-	browser.Until(t, tab, `document.getElementById("pay-button").disabled`)
 	browser.Until(t, tab, `document.querySelector('[role="alert"]:not(.sr)') !== null && document.querySelector('[role="alert"]:not(.sr)').offsetHeight > 0`)
 	alert, err := chromedp.Run(tab, chromedp.Text(chromedp.CSS(`[role="alert"]:not(.sr)`)))
 	require.NoError(t, err)
 	assert.Contains(t, alert, "Your hold has expired")
 	browser.Screenshot(t, tab, "storefront-hold-ran-out")
+
+	// The heading and the title say it too, and what is left to do is
+	// choose again: no pay form or release for a hold that is gone.
+	h1, err := chromedp.Run(tab, chromedp.Text(chromedp.CSS("h1")))
+	require.NoError(t, err)
+	assert.Equal(t, "Your hold has ended", h1)
+	title, err := chromedp.Run(tab, chromedp.Evaluate[string](`document.title`))
+	require.NoError(t, err)
+	assert.True(t, strings.HasPrefix(title, "Your hold has expired"), title)
+	shown, err := chromedp.Run(tab, chromedp.Evaluate[[]bool](`["pay", "expires", "choose-again"].map(id => document.getElementById(id).offsetHeight > 0)
+		.concat(document.querySelector('form[action$="/release"]').offsetHeight > 0)`))
+	require.NoError(t, err)
+	assert.Equal(t, []bool{false, false, true, false}, shown, "pay form, expiry, choose again, release")
+	require.NoError(t, chromedp.Do(tab, chromedp.Click(chromedp.ID("choose-again")), chromedp.WaitVisible(chromedp.ID("map"))))
 }
 
 // On a phone's width, the hold page fits: the test cards' long names wrap

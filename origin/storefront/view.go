@@ -44,8 +44,10 @@ func parsePages() (map[string]*pageTemplate, error) {
 type view struct {
 	locale.Text
 	Title string
-	// Refresh, in seconds, reloads the page (0: never).
-	Refresh int
+	// Refresh, in seconds, reloads the page (0: never), or loads
+	// RefreshTo when set (a form's answer is not the page to reload).
+	Refresh   int
+	RefreshTo string
 	// Error is a refusal to show at the top of the page, Notice news.
 	Error, Notice string
 	Langs         []langLink

@@ -14,17 +14,14 @@
       var s = Math.max(0, Math.round((end - Date.now()) / 1000));
       var text = Math.floor(s / 60) + ":" + String(s % 60).padStart(2, "0");
       left.textContent = text;
-      var say = s === 0 ? live.dataset.expired :
+      var say = s === 0 ? "" :
         (s > 60 ? s % 60 === 0 : s % 15 === 0) ? live.dataset.label + ": " + text : said;
       if (say !== said) { live.textContent = say; said = say; }
       if (s === 0) {
         clearInterval(timer);
-        var pay = byId("pay-button");
-        if (pay) { pay.disabled = true; }
-        // In words too, as the page loaded again says it.
-        byId("main").insertAdjacentHTML("afterbegin", '<p class="error" id="expired" role="alert"></p>');
-        byId("expired").textContent = live.dataset.expired;
-        live.textContent = "";
+        // As the page loaded again says it: the hold ended, and what now.
+        byId("main").className = "ended";
+        document.title = byId("expired").textContent + " · " + document.title;
       }
     };
     var timer = setInterval(tick, 1000);
