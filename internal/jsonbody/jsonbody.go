@@ -8,15 +8,18 @@ package jsonbody
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math"
 	"net/http"
 	"reflect"
+	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // ErrTooLarge is a body over the limit, by its declared length or by the
@@ -65,33 +68,45 @@ func Decode(body []byte, v any) error {
 	if escapesNUL(trimmed) {
 		return invalid("the request body holds a \\u0000 escape: NUL is not allowed in a string")
 	}
-	dec := json.NewDecoder(bytes.NewReader(trimmed))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		var typeErr *json.UnmarshalTypeError
-		if errors.As(err, &typeErr) && typeErr.Field != "" {
-			return invalid(wrongType(typeErr))
-		}
-		return invalid("invalid JSON: " + err.Error())
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return invalid("invalid JSON: data after the object")
-	}
-	// encoding/json matches names regardless of case and lets the last of
-	// a repeated name win: a "Raise_By" or a second "raise_by" would be
-	// taken silently, whichever the sender meant.
-	keys := json.NewDecoder(bytes.NewReader(trimmed))
-	keys.UseNumber()
-	if reason := checkNames(keys, reflect.TypeOf(v), ""); reason != "" {
-		return invalid(reason)
+	// encoding/json/v2's rules: names match exactly (v1 matched them in any
+	// case), a name given twice is refused (v1 kept the last, whichever the
+	// sender meant), and nothing may follow the value.
+	if err := json.Unmarshal(trimmed, v, json.RejectUnknownMembers(true)); err != nil {
+		return invalid(reason(err, v))
 	}
 	return nil
 }
 
-// wrongType says which field held a value of the wrong type or range, and
-// what it takes.
-func wrongType(e *json.UnmarshalTypeError) string {
-	t := e.Type
+// reason says, for the client, what is wrong with a body json.Unmarshal
+// refused, naming the field by its path (seats[1].id).
+func reason(err error, v any) string {
+	var syn *jsontext.SyntacticError
+	if errors.As(err, &syn) {
+		if errors.Is(syn.Err, jsontext.ErrDuplicateName) {
+			return fmt.Sprintf("%q is given twice", path(syn.JSONPointer))
+		}
+		return fmt.Sprintf("invalid JSON at byte %d: %v", syn.ByteOffset, syn.Err)
+	}
+	var sem *json.SemanticError
+	if !errors.As(err, &sem) {
+		return "invalid JSON: " + err.Error()
+	}
+	name := path(sem.JSONPointer)
+	if errors.Is(sem.Err, json.ErrUnknownName) {
+		if own := ownName(sem.GoType, sem.JSONPointer.LastToken()); own != "" {
+			own = path(sem.JSONPointer.Parent().AppendToken(own))
+			return fmt.Sprintf("unknown field %q: names are case-sensitive (%q)", name, own)
+		}
+		return fmt.Sprintf("unknown field %q", name)
+	}
+	if sem.GoType == nil || name == "" {
+		return "invalid JSON: " + err.Error()
+	}
+	got := sem.JSONKind.String()
+	if sem.JSONKind == '0' && len(sem.JSONValue) > 0 {
+		got += " " + string(sem.JSONValue)
+	}
+	t := sem.GoType
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
@@ -113,110 +128,55 @@ func wrongType(e *json.UnmarshalTypeError) string {
 	case reflect.Struct, reflect.Map:
 		want = "an object"
 	default:
-		return "invalid JSON: " + e.Error()
+		return fmt.Sprintf("%q: %v", name, sem.Err)
 	}
-	return fmt.Sprintf("%q must be %s (got %s)", e.Field, want, e.Value)
+	return fmt.Sprintf("%q must be %s (got %s)", name, want, got)
 }
 
-var unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
+// path writes a JSON pointer (/seats/1/id) as the field's path in the
+// body (seats[1].id).
+func path(p jsontext.Pointer) string {
+	var b strings.Builder
+	for tok := range p.Tokens() {
+		if _, err := strconv.ParseUint(tok, 10, 0); err == nil && b.Len() > 0 {
+			fmt.Fprintf(&b, "[%s]", tok)
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteByte('.')
+		}
+		b.WriteString(tok)
+	}
+	return b.String()
+}
 
-// checkNames reads the next value from dec, a valid JSON text, and says
-// what is wrong with its names: one repeated in an object, or one that
-// matches a field of t only in another case. t is the Go type the value
-// was decoded into, nil where it is not known (a map's values are checked
-// for repeats alone).
-func checkNames(dec *json.Decoder, t reflect.Type, path string) string {
+// ownName is the name of t's field that name spells in another case, ""
+// for none; t is the struct the unknown name was met in.
+func ownName(t reflect.Type, name string) string {
 	for t != nil && t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	if t != nil && (t.Kind() == reflect.Interface || reflect.PointerTo(t).Implements(unmarshalerType)) {
-		t = nil
-	}
-	tok, err := dec.Token()
-	if err != nil {
+	if t == nil || t.Kind() != reflect.Struct {
 		return ""
 	}
-	switch tok {
-	case json.Delim('{'):
-		var fields map[string]reflect.Type
-		var elem reflect.Type
-		if t != nil && t.Kind() == reflect.Struct {
-			fields = jsonFields(t)
-		} else if t != nil && t.Kind() == reflect.Map {
-			elem = t.Elem()
-		}
-		seen := map[string]bool{}
-		for dec.More() {
-			kt, _ := dec.Token()
-			k, _ := kt.(string)
-			name := path + k
-			if seen[k] {
-				return fmt.Sprintf("%q is given twice", name)
+	for f := range t.Fields() {
+		tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		switch {
+		case tag == "-", !f.IsExported() && !f.Anonymous:
+			continue
+		case f.Anonymous && tag == "":
+			if own := ownName(f.Type, name); own != "" {
+				return own
 			}
-			seen[k] = true
-			ft := elem
-			if fields != nil {
-				var ok bool
-				if ft, ok = fields[k]; !ok {
-					for f := range fields {
-						if strings.EqualFold(f, k) {
-							return fmt.Sprintf("unknown field %q: names are case-sensitive (%q)", name, path+f)
-						}
-					}
-				}
-			}
-			if reason := checkNames(dec, ft, name+"."); reason != "" {
-				return reason
-			}
+			continue
+		case tag == "":
+			tag = f.Name
 		}
-		_, _ = dec.Token()
-	case json.Delim('['):
-		var elem reflect.Type
-		if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
-			elem = t.Elem()
+		if strings.EqualFold(tag, name) {
+			return tag
 		}
-		for i := 0; dec.More(); i++ {
-			if reason := checkNames(dec, elem, fmt.Sprintf("%s[%d].", strings.TrimSuffix(path, "."), i)); reason != "" {
-				return reason
-			}
-		}
-		_, _ = dec.Token()
 	}
 	return ""
-}
-
-// jsonFields are the names encoding/json gives t's fields, with their types.
-func jsonFields(t reflect.Type) map[string]reflect.Type {
-	out := map[string]reflect.Type{}
-	for f := range t.Fields() {
-		tag := f.Tag.Get("json")
-		if tag == "-" {
-			continue
-		}
-		name, _, _ := strings.Cut(tag, ",")
-		ft := f.Type
-		if f.Anonymous && name == "" {
-			for ft.Kind() == reflect.Pointer {
-				ft = ft.Elem()
-			}
-			if ft.Kind() == reflect.Struct {
-				for k, v := range jsonFields(ft) {
-					if _, ok := out[k]; !ok {
-						out[k] = v
-					}
-				}
-				continue
-			}
-		}
-		if !f.IsExported() {
-			continue
-		}
-		if name == "" {
-			name = f.Name
-		}
-		out[name] = ft
-	}
-	return out
 }
 
 // escapesNUL reports whether a JSON text holds the escape \u0000. In JSON

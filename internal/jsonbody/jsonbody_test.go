@@ -103,7 +103,7 @@ func TestDecodeNames(t *testing.T) {
 		"past int64":                   {`{"set":9223372036854775808}`, `"set" must be a whole number from -9223372036854775808 to 9223372036854775807 (got number 9223372036854775808)`},
 		"a fraction":                   {`{"set":1.5}`, `"set" must be a whole number from -9223372036854775808 to 9223372036854775807 (got number 1.5)`},
 		"a string for a number":        {`{"set":"1"}`, `"set" must be a whole number from -9223372036854775808 to 9223372036854775807 (got string)`},
-		"a number for a string":        {`{"seats":[{"id":1}]}`, `"seats.id" must be a string (got number)`},
+		"a number for a string":        {`{"seats":[{"id":1}]}`, `"seats[0].id" must be a string (got number)`},
 	} {
 		t.Run(name, func(t *testing.T) {
 			// Into body where the route's own fields are judged: encoding/json
