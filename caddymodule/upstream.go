@@ -129,8 +129,8 @@ func (cw *commandWriter) carryOut(revoke bool) bool {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(cw.r.Context()), joinTimeout)
 	defer cancel()
 	if err := cw.h.room.room.Revoke(ctx, cw.t.Subject, cw.t.Position, cw.h.ttl+revokeLeeway); err != nil {
-		// This node stopped admitting the token already; the others
-		// will not know until the store answers again.
+		// This node stopped admitting the token already; the room sends
+		// the revocation again at each refresh until the store takes it.
 		cw.h.logger.Warn("revoking a token in the store", zap.Int64("event", cw.h.Event), zap.Error(err))
 	}
 	cw.h.m.revoked.Inc()

@@ -2,6 +2,7 @@ package waitroom
 
 import (
 	"context"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -103,7 +104,66 @@ func (r *Room) Revoke(ctx context.Context, subject string, position int64, ttl t
 	if !ok {
 		return nil
 	}
-	return rs.Revoke(ctx, r.event, rv)
+	if err := rs.Revoke(ctx, r.event, rv); err != nil {
+		r.unsent.add(r.opts.Now(), rv)
+		return err
+	}
+	return nil
+}
+
+// maxUnsent bounds the revocations a room keeps to send again; past it,
+// ended ones are dropped, then the oldest.
+const maxUnsent = 1 << 16
+
+// unsentRevocations are the revocations a room made that the store did not
+// take (unreachable, failing over): this node stops admitting their tokens
+// at once, but the other nodes learn them only from the store, so Refresh
+// sends them again until it takes them. A revocation sent twice is the same
+// revocation.
+type unsentRevocations struct {
+	mu  sync.Mutex
+	rvs []Revocation
+}
+
+func (u *unsentRevocations) add(now time.Time, rvs ...Revocation) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.rvs = append(u.rvs, rvs...)
+	if len(u.rvs) > maxUnsent {
+		u.rvs = slices.DeleteFunc(u.rvs, func(rv Revocation) bool { return !now.Before(rv.Until) })
+		if over := len(u.rvs) - maxUnsent; over > 0 {
+			u.rvs = slices.Delete(u.rvs, 0, over)
+		}
+	}
+}
+
+// take empties the list and returns what of it has not ended.
+func (u *unsentRevocations) take(now time.Time) []Revocation {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if len(u.rvs) == 0 {
+		return nil
+	}
+	rvs := slices.DeleteFunc(u.rvs, func(rv Revocation) bool { return !now.Before(rv.Until) })
+	u.rvs = nil
+	return rvs
+}
+
+// resendRevocations sends the store the revocations it did not take, in
+// order, keeping from the first it refuses again.
+func (r *Room) resendRevocations(ctx context.Context) error {
+	rs, ok := r.store.(RevocationStore)
+	if !ok {
+		return nil
+	}
+	rvs := r.unsent.take(r.opts.Now())
+	for i, rv := range rvs {
+		if err := rs.Revoke(ctx, r.event, rv); err != nil {
+			r.unsent.add(r.opts.Now(), rvs[i:]...)
+			return err
+		}
+	}
+	return nil
 }
 
 // TakeOver ends the admission of an anonymous visitor's token of subject

@@ -95,6 +95,8 @@ type Room struct {
 	lot *roomLottery
 	// revoked is the event's revocations, as last read.
 	revoked revocations
+	// unsent is this node's revocations the store did not take.
+	unsent unsentRevocations
 	// yields is the position each anonymous pre-queue token was seen to
 	// yield, written back when the store loses it (prequeue.go).
 	yields yields
@@ -223,6 +225,9 @@ func (r *Room) Refresh(ctx context.Context) (State, error) {
 	r.syncMu.Lock()
 	s, err := r.refresh(ctx)
 	r.syncMu.Unlock()
+	if rerr := r.resendRevocations(ctx); err == nil {
+		err = rerr
+	}
 	if rerr := r.syncRevocations(ctx); err == nil {
 		err = rerr
 	}

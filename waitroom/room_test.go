@@ -2,6 +2,7 @@ package waitroom
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -849,4 +850,57 @@ func TestRestoreKeepsALoweredWatermark(t *testing.T) {
 	st, err = s.Ensure(ctx, evt+1, Defaults{Watermark: 7, WatermarkConfigured: true, Restore: true})
 	require.NoError(t, err)
 	assert.Equal(t, int64(1000), st.Watermark)
+}
+
+// refusingRevocations is a Redis store whose Revoke fails while refuse is
+// set, as when Redis is unreachable or failing over.
+type refusingRevocations struct {
+	*RedisStore
+	refuse atomic.Bool
+}
+
+func (s *refusingRevocations) Revoke(ctx context.Context, event int64, rv Revocation) error {
+	if s.refuse.Load() {
+		return errors.New("connection refused")
+	}
+	return s.RedisStore.Revoke(ctx, event, rv)
+}
+
+// TestRevocationTheStoreMissedIsSentAgain: a gateway revoked a token while
+// the store was unreachable. It stops admitting the token at once; the
+// other gateways learn it once the store answers again, from the gateway's
+// next refresh, not never.
+func TestRevocationTheStoreMissedIsSentAgain(t *testing.T) {
+	srv := testenvRedis(t)
+	rdb, err := NewRedisClient(srv.URL())
+	require.NoError(t, err)
+	defer rdb.Close()
+	ctx := context.Background()
+	clock := newLockedClock()
+	const event = 91
+	store := &refusingRevocations{RedisStore: NewRedisStore(rdb, RedisOptions{Node: "a", Now: clock.Now})}
+	a := NewRoom(store, event, RoomOptions{Now: clock.Now})
+	b := gatewayRooms(t, rdb, clock, event, 1, 1)[0]
+	for _, r := range []*Room{a, b} {
+		_, err = r.Refresh(ctx)
+		require.NoError(t, err)
+	}
+
+	store.refuse.Store(true)
+	require.Error(t, a.Revoke(ctx, "done", 7, time.Hour))
+	require.Error(t, a.Revoke(ctx, "ended", 8, time.Minute))
+	assert.True(t, a.Revoked("done", 7), "this node stops admitting it at once")
+	_, err = a.Refresh(ctx)
+	require.Error(t, err, "still refused: kept for the next refresh")
+
+	store.refuse.Store(false)
+	clock.Advance(2 * time.Minute)
+	_, err = a.Refresh(ctx)
+	require.NoError(t, err)
+	_, err = b.Refresh(ctx)
+	require.NoError(t, err)
+	assert.True(t, b.Revoked("done", 7), "the other gateway learned it once the store answered")
+	n, err := rdb.XLen(ctx, revokedKey(event)).Result()
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), n, "sent once, and not the revocation that ended meanwhile")
 }
