@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/waitroom/waitroom/internal/redisurl"
 	"github.com/waitroom/waitroom/inventory"
 	"github.com/waitroom/waitroom/origin/booking"
 	"github.com/waitroom/waitroom/origin/idem"
@@ -364,7 +365,7 @@ func (s *Server) ReconcilePaymentsOnce(ctx context.Context) (int, error) {
 // Ready reports whether Redis and Postgres both answer.
 func (s *Server) Ready(ctx context.Context) error {
 	var errs []error
-	if err := s.rdb.Ping(ctx).Err(); err != nil {
+	if err := redisurl.Ping(ctx, s.rdb); err != nil {
 		errs = append(errs, fmt.Errorf("redis: %w", err))
 	}
 	if err := s.ledger.Ping(ctx); err != nil {

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/waitroom/waitroom/internal/freeport"
@@ -24,6 +26,7 @@ type fakeNode struct {
 	ln     net.Listener
 	mu     sync.Mutex
 	master string // host:port owning all the slots
+	state  string // CLUSTER INFO's cluster_state; "" is ok
 }
 
 func newFakeNode(t *testing.T) *fakeNode {
@@ -72,6 +75,15 @@ func (n *fakeNode) serve(conn net.Conn) {
 		case "COMMAND":
 			reply = "*0\r\n"
 		case "CLUSTER":
+			if len(args) > 1 && strings.EqualFold(args[1], "INFO") {
+				state := n.state
+				if state == "" {
+					state = "ok"
+				}
+				info := "cluster_state:" + state + "\r\ncluster_slots_assigned:16384\r\n"
+				reply = fmt.Sprintf("$%d\r\n%s\r\n", len(info), info)
+				break
+			}
 			host, port, _ := net.SplitHostPort(master)
 			reply = fmt.Sprintf("*1\r\n*3\r\n:0\r\n:16383\r\n*3\r\n$%d\r\n%s\r\n:%s\r\n$40\r\n%040d\r\n",
 				len(host), host, port, 1)
@@ -138,4 +150,35 @@ func TestClusterClientFollowsFailover(t *testing.T) {
 	require.Eventually(t, func() bool {
 		return c.Set(ctx, "{evt:1}remaining", 1, 0).Err() == nil
 	}, 5*time.Second, 50*time.Millisecond, "commands still go to the dead master after the failover")
+}
+
+// TestPingSeesTheClusterDown: a master died and no replica took its slots
+// over. On a real cluster the client's own PING goes to any live node and
+// passes, though every command of the dead master's slots fails; Ping does
+// not pass until every master answers and the cluster serves every slot.
+func TestPingSeesTheClusterDown(t *testing.T) {
+	live := newFakeNode(t)
+	port, err := freeport.Take()
+	require.NoError(t, err)
+	dead := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	live.setMaster(dead)
+
+	c, err := New("redis://"+live.addr()+"?addr="+live.addr(), Defaults{DialTimeout: time.Second, MaxRetries: 1})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+
+	err = Ping(ctx, c)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), dead, "names the master that does not answer")
+
+	live.setMaster(live.addr())
+	c.(*redis.ClusterClient).ReloadState(ctx)
+	require.Eventually(t, func() bool { return Ping(ctx, c) == nil }, time.Second, 20*time.Millisecond)
+
+	live.mu.Lock()
+	live.state = "fail"
+	live.mu.Unlock()
+	require.ErrorContains(t, Ping(ctx, c), "cluster state fail")
 }

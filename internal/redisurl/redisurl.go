@@ -13,6 +13,7 @@ import (
 	"io"
 	"net"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -150,6 +151,36 @@ func set[T comparable](q url.Values, name string, field *T, def T) {
 	if def != zero && !q.Has(name) {
 		*field = def
 	}
+}
+
+// Ping checks that c can serve every key: its one server answers, or every
+// master of a cluster answers and the cluster reports all its slots served.
+// A cluster client's own PING reaches one live node, so it passes while a
+// master is down and every command of its slots fails.
+func Ping(ctx context.Context, c redis.UniversalClient) error {
+	cc, ok := c.(*redis.ClusterClient)
+	if !ok {
+		return c.Ping(ctx).Err()
+	}
+	err := cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+		if err := m.Ping(ctx).Err(); err != nil {
+			return fmt.Errorf("master %s: %w", m.Options().Addr, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	info, err := cc.ClusterInfo(ctx).Result()
+	if err != nil {
+		return err
+	}
+	for line := range strings.Lines(info) {
+		if state, ok := strings.CutPrefix(strings.TrimSpace(line), "cluster_state:"); ok && state != "ok" {
+			return fmt.Errorf("cluster state %s: some slots are not served", state)
+		}
+	}
+	return nil
 }
 
 // EachServer calls fn with a client of every server behind c: the one
