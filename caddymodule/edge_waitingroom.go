@@ -138,8 +138,12 @@ func parseCloudflareWaitingRoom(d *caddyfile.Dispenser) (*CloudflareWaitingRoom,
 		return nil, d.Errf("%s takes its settings in a block, not as arguments (got %q)", name, d.Val())
 	}
 	c := &CloudflareWaitingRoom{}
+	given := onceEach{}
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
 		sub := d.Val()
+		if err := given.check(d, name+": "+sub); err != nil {
+			return nil, err
+		}
 		var err error
 		var dur time.Duration
 		switch sub {

@@ -51,6 +51,7 @@ func TestUnmarshalCloudflareWaitingRoom(t *testing.T) {
 		{name: "no room", input: "waitroom {\n cloudflare_waiting_room {\n zone_id z\n api_token t\n }\n}", err: "zone_id, waiting_room_id and api_token are required"},
 		{name: "no token", input: "waitroom {\n cloudflare_waiting_room {\n zone_id z\n waiting_room_id r\n }\n}", err: "zone_id, waiting_room_id and api_token are required"},
 		{name: "unknown setting", input: "waitroom {\n cloudflare_waiting_room {\n account_id x\n }\n}", err: `unrecognized cloudflare_waiting_room subdirective "account_id"`},
+		{name: "a setting twice", input: "waitroom {\n cloudflare_waiting_room {\n zone_id z\n waiting_room_id r\n zone_id y\n api_token t\n }\n}", err: "cloudflare_waiting_room: zone_id: given twice in one block (first on line 3)"},
 		{name: "two tokens", input: "waitroom {\n cloudflare_waiting_room {\n api_token a b\n }\n}", err: "cloudflare_waiting_room: api_token: want exactly one argument"},
 		{name: "bad debounce", input: "waitroom {\n cloudflare_waiting_room {\n debounce soon\n }\n}", err: `cloudflare_waiting_room: debounce: "soon" is not a duration`},
 		{name: "bad prequeue", input: "waitroom {\n cloudflare_waiting_room {\n prequeue early\n }\n}", err: `cloudflare_waiting_room: prequeue: "early" is not a duration`},

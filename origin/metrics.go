@@ -127,7 +127,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}),
 		scans: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "waitroom_origin_scans_total",
-			Help: "Scans at the gates by result: admitted, already_used, ticket_void, wrong_event, expired, invalid_ticket, before_issue; double_admission counts the admissions a late upload of an earlier offline scan showed to be a second use.",
+			Help: "Scans at the gates by result: admitted, already_used, ticket_void, wrong_event, expired, invalid_ticket, before_issue; double_admission counts the second uses uploads showed: an offline scan earlier than the admission, or later by another device.",
 		}, []string{"result"}),
 	}
 	for _, c := range []prometheus.Collector{m.holds, m.holdLatency, m.compensations, m.reclaimedSeats,
