@@ -253,10 +253,17 @@ func (s *Store) askRelease(w http.ResponseWriter, r *http.Request, h ledger.Hold
 		seeOther(w, r, back)
 		return
 	}
+	s.ask(w, r, "shop_release", back, back+"/release")
+}
+
+// ask renders the page that asks before an action that cannot be undone:
+// its text is the catalog's <what>_ask, _ask_note, _yes and _keep; yes
+// posts to action, keep goes back.
+func (s *Store) ask(w http.ResponseWriter, r *http.Request, what, back, action string) {
 	t := s.text(w, r)
-	s.render(w, r, http.StatusOK, "confirm", view{Text: t, Title: msg(t, "shop_release_ask"), Data: confirmPage{
-		Note: msg(t, "shop_release_ask_note"), Action: back + "/release", Button: msg(t, "shop_release_yes"),
-		Keep: msg(t, "shop_release_keep"), Back: back}})
+	s.render(w, r, http.StatusOK, "confirm", view{Text: t, Title: msg(t, what+"_ask"), Data: confirmPage{
+		Note: msg(t, what+"_ask_note"), Action: action, Button: msg(t, what+"_yes"),
+		Keep: msg(t, what+"_keep"), Back: back}})
 }
 
 func (s *Store) handleRelease(w http.ResponseWriter, r *http.Request) {
@@ -503,10 +510,7 @@ func (s *Store) askCancel(w http.ResponseWriter, r *http.Request, b ledger.Booki
 		seeOther(w, r, back)
 		return
 	}
-	t := s.text(w, r)
-	s.render(w, r, http.StatusOK, "confirm", view{Text: t, Title: msg(t, "shop_cancel_ask"), Data: confirmPage{
-		Note: msg(t, "shop_cancel_ask_note"), Action: back + "/cancellation", Button: msg(t, "shop_cancel_yes"),
-		Keep: msg(t, "shop_cancel_keep"), Back: back}})
+	s.ask(w, r, "shop_cancel", back, back+"/cancellation")
 }
 
 func (s *Store) handleCancel(w http.ResponseWriter, r *http.Request) {
