@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/waitroom/waitroom/inventory"
+	"github.com/waitroom/waitroom/origin/seatmap"
 )
 
 // Reserved seating. Redis says which hold has each seat (the hold script
@@ -37,6 +38,36 @@ type SeatView struct {
 	At     time.Time
 	states map[string]inventory.SeatState
 	places map[string]int64
+
+	// taken is states a section, as bitmaps the best-available choice
+	// passes a sold row on without reading its seats; built at the first
+	// choice made on the view.
+	takenOnce sync.Once
+	taken     map[string]*seatmap.Taken
+}
+
+// sectionsTaken is the view's taken seats by section (nil: none taken).
+func (v *SeatView) sectionsTaken(x *seatmap.Index, m seatmap.Map) map[string]*seatmap.Taken {
+	v.takenOnce.Do(func() {
+		v.taken = make(map[string]*seatmap.Taken)
+		for id, st := range v.states {
+			if st == inventory.SeatFree {
+				continue
+			}
+			sec, row, k, ok := x.Locate(id)
+			if !ok {
+				continue
+			}
+			t := v.taken[sec]
+			if t == nil {
+				s, _ := m.Section(sec)
+				t = seatmap.NewTaken(s)
+				v.taken[sec] = t
+			}
+			t.Take(row, k)
+		}
+	})
+	return v.taken
 }
 
 // Places is the places general-admission section had left in the view.
@@ -58,11 +89,60 @@ type seatIndex struct {
 	// since maps a seat to the wall time this node saw it taken (or, with
 	// false, given back) after the view was read.
 	since map[string]seatChange
+	// changed counts since's seats by section and row: a choice looks a
+	// seat up in since only in a row that has one.
+	changed map[string][]int32
+
+	// locate finds the seats by id; the map does not change once served.
+	locateOnce sync.Once
+	locate     *seatmap.Index
 }
 
 type seatChange struct {
 	at    time.Time
 	taken bool
+}
+
+// seatLocator is the index of the event's seats.
+func (ev *Event) seatLocator() *seatmap.Index {
+	ev.seats.locateOnce.Do(func() { ev.seats.locate = ev.Seating.Index() })
+	return ev.seats.locate
+}
+
+// markSeat records c of seat id in since; ev.seats.mu is held.
+func (ev *Event) markSeat(id string, c seatChange) {
+	if ev.seats.since == nil {
+		ev.seats.since = make(map[string]seatChange)
+	}
+	if _, ok := ev.seats.since[id]; !ok {
+		ev.countChange(id, 1)
+	}
+	ev.seats.since[id] = c
+}
+
+// forgetSeat removes seat id from since; ev.seats.mu is held.
+func (ev *Event) forgetSeat(id string) {
+	if _, ok := ev.seats.since[id]; ok {
+		delete(ev.seats.since, id)
+		ev.countChange(id, -1)
+	}
+}
+
+func (ev *Event) countChange(id string, d int32) {
+	sec, row, _, ok := ev.seatLocator().Locate(id)
+	if !ok {
+		return
+	}
+	if ev.seats.changed == nil {
+		ev.seats.changed = make(map[string][]int32)
+	}
+	c := ev.seats.changed[sec]
+	if c == nil {
+		s, _ := ev.Seating.Section(sec)
+		c = make([]int32, len(s.Rows))
+		ev.seats.changed[sec] = c
+	}
+	c[row] += d
 }
 
 // seatsTaken records that this node saw seats taken (or freed).
@@ -73,11 +153,8 @@ func (ev *Event) seatsTaken(ids []string, taken bool) {
 	now := time.Now()
 	ev.seats.mu.Lock()
 	defer ev.seats.mu.Unlock()
-	if ev.seats.since == nil {
-		ev.seats.since = make(map[string]seatChange)
-	}
 	for _, id := range ids {
-		ev.seats.since[id] = seatChange{at: now, taken: taken}
+		ev.markSeat(id, seatChange{at: now, taken: taken})
 	}
 }
 
@@ -134,7 +211,7 @@ func (p *Protocol) SeatView(ctx context.Context, ev *Event) (*SeatView, error) {
 				ev.seats.mu.Lock()
 				for id, c := range ev.seats.since {
 					if !c.at.After(at) {
-						delete(ev.seats.since, id)
+						ev.forgetSeat(id)
 					}
 				}
 				ev.seats.mu.Unlock()
@@ -169,14 +246,9 @@ func (p *Protocol) seatMapMaxAge() time.Duration {
 // places left in the view (and not in short) is chosen instead: places
 // is its id. ids is nil when no section has n free (free counts them).
 func (ev *Event) choose(v *SeatView, section string, n int, short map[string]bool) (ids []string, places string, free int) {
+	view := v.sectionsTaken(ev.seatLocator(), *ev.Seating)
 	ev.seats.mu.Lock()
 	defer ev.seats.mu.Unlock()
-	taken := func(id string) bool {
-		if c, ok := ev.seats.since[id]; ok {
-			return c.taken
-		}
-		return v.State(id) != inventory.SeatFree
-	}
 	for _, s := range ev.Seating.Sections {
 		if section != "" && s.ID != section {
 			continue
@@ -192,7 +264,7 @@ func (ev *Event) choose(v *SeatView, section string, n int, short map[string]boo
 			}
 			continue
 		}
-		got, f := ev.Seating.Best(s.ID, n, taken)
+		got, f := ev.Seating.BestOf(s.ID, n, liveSeats{s: s, view: view[s.ID], since: ev.seats.since, changed: ev.seats.changed[s.ID]})
 		free += f
 		if got != nil {
 			ids = got
@@ -202,14 +274,33 @@ func (ev *Event) choose(v *SeatView, section string, n int, short map[string]boo
 	if ids == nil {
 		return nil, "", free
 	}
-	if ev.seats.since == nil {
-		ev.seats.since = make(map[string]seatChange)
-	}
 	now := time.Now()
 	for _, id := range ids {
-		ev.seats.since[id] = seatChange{at: now, taken: true}
+		ev.markSeat(id, seatChange{at: now, taken: true})
 	}
 	return ids, "", free
+}
+
+// liveSeats is a section's seats as a choice sees them: the view's, but
+// for the changes this node saw since.
+type liveSeats struct {
+	s       seatmap.Section
+	view    *seatmap.Taken // nil: none taken in the view
+	since   map[string]seatChange
+	changed []int32
+}
+
+func (l liveSeats) Full(row int) bool {
+	return l.view != nil && l.view.Full(row) && (l.changed == nil || l.changed[row] == 0)
+}
+
+func (l liveSeats) Taken(row, k int) bool {
+	if l.changed != nil && l.changed[row] > 0 {
+		if c, ok := l.since[seatmap.SeatID(l.s.ID, l.s.Rows[row].ID, k)]; ok {
+			return c.taken
+		}
+	}
+	return l.view != nil && l.view.Taken(row, k)
 }
 
 // unchoose forgets the marks choose made on ids: the hold did not take them.
@@ -217,7 +308,7 @@ func (ev *Event) unchoose(ids []string) {
 	ev.seats.mu.Lock()
 	defer ev.seats.mu.Unlock()
 	for _, id := range ids {
-		delete(ev.seats.since, id)
+		ev.forgetSeat(id)
 	}
 }
 
