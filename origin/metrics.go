@@ -31,6 +31,9 @@ type metrics struct {
 	paymentChecks    *prometheus.CounterVec
 	refunds          *prometheus.CounterVec
 	refundsFailed    prometheus.Gauge
+	// paymentsUnresolved: bookings whose payment's outcome stays unknown
+	// past the provider's idempotency window.
+	paymentsUnresolved prometheus.Gauge
 
 	scans *prometheus.CounterVec
 }
@@ -115,7 +118,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"outcome"}),
 		paymentChecks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "waitroom_origin_payment_checks_total",
-			Help: "Bookings the payment reconciliation asked the provider about, by what it said: succeeded, failed, pending, not_found, error.",
+			Help: "Bookings the payment reconciliation asked the provider about, by what it said: succeeded, failed, pending, not_found, unresolved (outcome unknown past the idempotency window), error.",
 		}, []string{"outcome"}),
 		refunds: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "waitroom_origin_refunds_total",
@@ -125,6 +128,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "waitroom_origin_refunds_failed",
 			Help: "Bookings whose refund the provider reported failed and that no refund has made good yet (the payment reconciliation retries them).",
 		}),
+		paymentsUnresolved: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "waitroom_origin_payments_unresolved",
+			Help: "Bookings waiting for a payment whose outcome is unknown 23 hours after they were made: the create call is not repeated (past the provider's idempotency window it would be a new payment), only searched for; an operator settles them.",
+		}),
 		scans: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "waitroom_origin_scans_total",
 			Help: "Scans at the gates by result: admitted, already_used, ticket_void, wrong_event, expired, invalid_ticket, before_issue; double_admission counts the second uses uploads showed: an offline scan earlier than the admission, or later by another device.",
@@ -133,7 +140,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for _, c := range []prometheus.Collector{m.holds, m.holdLatency, m.compensations, m.reclaimedSeats,
 		m.reaperHolds, m.reaperSeats, m.drift, m.remaining, m.keyDisagreements, m.rebuilds, m.driftCorrections,
 		m.bookingRequests, m.bookingLatency, m.bookings, m.webhooksReceived, m.webhooks, m.latePayments, m.paymentChecks,
-		m.refunds, m.refundsFailed, m.scans} {
+		m.refunds, m.refundsFailed, m.paymentsUnresolved, m.scans} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register origin metrics: %w", err)
 		}

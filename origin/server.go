@@ -253,7 +253,7 @@ func New(cfg Config, l *ledger.Ledger, rdb redis.UniversalClient) (*Server, erro
 			Render: func(b ledger.Booking, ts []ledger.Ticket) []byte { return renderBooking(b, ticketsJSON(ts)) },
 			Clock:  cfg.Clock, Logger: cfg.Logger,
 			Metrics: &booking.Metrics{Bookings: m.bookings, LatePayments: m.latePayments, PaymentChecks: m.paymentChecks,
-				Refunds: m.refunds, RefundsFailed: m.refundsFailed},
+				Refunds: m.refunds, RefundsFailed: m.refundsFailed, PaymentsUnresolved: m.paymentsUnresolved},
 		})
 		if err != nil {
 			return nil, err

@@ -121,6 +121,9 @@ type Metrics struct {
 	PaymentChecks *prometheus.CounterVec // by outcome
 	Refunds       *prometheus.CounterVec // by status
 	RefundsFailed prometheus.Gauge
+	// PaymentsUnresolved counts the bookings whose payment's outcome is
+	// unknown past the window a create call may be repeated in.
+	PaymentsUnresolved prometheus.Gauge
 }
 
 // env is what the booking flow and the settlement of payments share.

@@ -142,7 +142,9 @@ func (s *Service) resumeBooking(ctx context.Context, ev *seats.Event, b ledger.B
 	if b.Response != nil {
 		return Result{Outcome: Replayed, Booking: b, Body: b.Response}
 	}
-	if b.Status == ledger.BookingPaymentPending && b.PaymentID == "" {
+	// Past the provider's idempotency window the same create would be a new
+	// payment: the booking is answered as it is, left to the reconciliation.
+	if b.Status == ledger.BookingPaymentPending && b.PaymentID == "" && s.mayRepeatCreate(b) {
 		return s.pay(ctx, b, true)
 	}
 	if b.PaymentID != "" && b.Amount > 0 {

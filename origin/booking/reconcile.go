@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/waitroom/waitroom/origin/ledger"
 	"github.com/waitroom/waitroom/origin/payment"
@@ -33,8 +34,18 @@ func (s *Settlement) SettleUnsettled(ctx context.Context, b ledger.Booking) erro
 	return err
 }
 
-// AfterPass sets the gauge of failed refunds once a pass is over.
-func (s *Settlement) AfterPass(ctx context.Context) { s.countFailedRefunds(ctx) }
+// AfterPass sets the gauges of failed refunds and of unresolved payments
+// once a pass is over, from the ledger, so every node reports the whole
+// figure.
+func (s *Settlement) AfterPass(ctx context.Context) {
+	s.countFailedRefunds(ctx)
+	n, err := s.ledger.Bookings().CountUnresolvedPayments(ctx, s.now().Add(-createRepeatWindow))
+	if err != nil {
+		s.log.Warn("unresolved payments not counted", "error", err)
+		return
+	}
+	s.metrics.PaymentsUnresolved.Set(float64(n))
+}
 
 // resolvePayment asks the provider about a booking still waiting for its
 // payment. Without a payment id (the create call's answer was lost) it
@@ -48,10 +59,22 @@ func (s *Settlement) resolvePayment(ctx context.Context, b ledger.Booking) error
 	defer cancel()
 	var p payment.Payment
 	var err error
+	if b.PaymentID == "" && !s.mayRepeatCreate(b) {
+		found, ok := s.pastCreateWindow(pctx, b)
+		if !ok {
+			return nil
+		}
+		b.PaymentID = found
+	}
 	if b.PaymentID != "" {
 		p, err = s.payments.GetPayment(pctx, b.PaymentID)
 		if errors.Is(err, payment.ErrNotFound) {
 			s.metrics.PaymentChecks.WithLabelValues("not_found").Inc()
+			if !s.payments.NotFoundIsFinal() {
+				s.log.Error("the provider answers 404 for the booking's payment, which it gave: the API key is of "+
+					"another account or mode than the payment; the booking waits", "booking", b.ID, "payment", b.PaymentID)
+				return fmt.Errorf("resolve payment of booking %s: %w", b.ID, err)
+			}
 			s.log.Warn("the provider does not know the booking's payment: failed", "booking", b.ID, "payment", b.PaymentID)
 			return s.settleFailed(ctx, b, "", ReasonPaymentNotFound)
 		}
@@ -100,6 +123,46 @@ func (s *Settlement) resolvePayment(ctx context.Context, b ledger.Booking) error
 	}
 	s.metrics.PaymentChecks.WithLabelValues("pending").Inc()
 	return nil
+}
+
+// createRepeatWindow is how long after a booking was made its payment's
+// create call may be repeated: Stripe keeps an idempotency key 24 hours,
+// and a create repeated after that is a new payment (a second charge).
+const createRepeatWindow = 23 * time.Hour
+
+// mayRepeatCreate reports whether b's create call may still be repeated
+// under its payment key.
+func (s *env) mayRepeatCreate(b ledger.Booking) bool {
+	return s.now().Sub(b.CreatedAt) < createRepeatWindow
+}
+
+// pastCreateWindow is the payment of b, waiting past createRepeatWindow
+// without a payment id in the ledger: the one its create call kept in
+// Redis, or the one a search by its metadata finds. Without either its
+// outcome stays unknown, and nothing but the search asks the provider
+// again: the booking waits, counted by the gauge of unresolved payments,
+// for an operator.
+func (s *Settlement) pastCreateWindow(ctx context.Context, b ledger.Booking) (string, bool) {
+	id, err := s.paid.Of(ctx, b)
+	if err != nil {
+		s.log.Warn("payment id not read from Redis; searching the provider", "booking", b.ID, "error", err)
+	}
+	if id == "" {
+		if p, ok := s.findPayment(ctx, b); ok {
+			id = p.ID
+		}
+	}
+	if id == "" {
+		s.metrics.PaymentChecks.WithLabelValues("unresolved").Inc()
+		s.log.Error("payment outcome unknown past the provider's idempotency window: the create call is not "+
+			"repeated (it would be a new payment); look the booking id up in the provider's dashboard "+
+			"(metadata booking_id), then settle or refund", "booking", b.ID, "created_at", b.CreatedAt)
+		return "", false
+	}
+	if err := s.ledger.Bookings().Answered(ctx, b.ID, id, b.Response, s.now()); err != nil {
+		s.log.Warn("payment id of the booking not recorded", "booking", b.ID, "payment", id, "error", err)
+	}
+	return id, true
 }
 
 // paymentFinder is a provider that can look payments up by the booking

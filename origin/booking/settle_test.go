@@ -34,6 +34,9 @@ type fixture struct {
 	ev     *seats.Event
 	// skew moves the clock; background loops read it.
 	skew atomic.Int64
+	// unresolved is the gauge of payments unresolved past the window a
+	// create may be repeated in.
+	unresolved prometheus.Gauge
 }
 
 func newFixture(t *testing.T) *fixture { return newFixturePaying(t, nil) }
@@ -49,7 +52,8 @@ func newFixturePaying(t *testing.T, pay func(*payment.Fakepay) payment.Provider)
 	l, err := ledger.Open(ctx, testenv.Postgres(t), ledger.Options{})
 	require.NoError(t, err)
 	t.Cleanup(l.Close)
-	f := &fixture{t: t, ledger: l, now: time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)}
+	f := &fixture{t: t, ledger: l, now: time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC),
+		unresolved: prometheus.NewGauge(prometheus.GaugeOpts{Name: "u"})}
 	clock := func() time.Time { return f.now.Add(time.Duration(f.skew.Load())) }
 	f.seats, err = seats.New(seats.Config{Ledger: l, Redis: rdb, Idempotency: idem.New(rdb), Clock: clock,
 		HoldWriteTimeout: 20 * time.Second})
@@ -70,7 +74,8 @@ func newFixturePaying(t *testing.T, pay func(*payment.Fakepay) payment.Provider)
 	f.svc, err = booking.New(booking.Config{Ledger: l, Seats: f.seats, Redis: rdb, Payments: provider, Tickets: signer, Clock: clock,
 		Render: func(ledger.Booking, []ledger.Ticket) []byte { return []byte("{}") },
 		Metrics: &booking.Metrics{Bookings: counter(), LatePayments: counter(), PaymentChecks: counter(),
-			Refunds: counter(), RefundsFailed: prometheus.NewGauge(prometheus.GaugeOpts{Name: "g"})}})
+			Refunds: counter(), RefundsFailed: prometheus.NewGauge(prometheus.GaugeOpts{Name: "g"}),
+			PaymentsUnresolved: f.unresolved}})
 	require.NoError(t, err)
 
 	e, err := l.CreateEvent(ctx, ledger.Event{ID: testenv.EventID(), Name: "settle", Capacity: 10, Sellable: 10,

@@ -8,8 +8,11 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -33,6 +36,8 @@ type fakeStripe struct {
 	// found is what the search by metadata finds: intents' JSON.
 	found []string
 	query string
+	// created counts the create calls.
+	created int
 }
 
 func (s *fakeStripe) script(read stripeAnswer, creates ...stripeAnswer) {
@@ -46,6 +51,7 @@ func (s *fakeStripe) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var a stripeAnswer
 	switch {
 	case r.Method == http.MethodPost && r.URL.Path == "/v1/payment_intents" && len(s.creates) > 0:
+		s.created++
 		a = s.creates[0]
 		if len(s.creates) > 1 {
 			s.creates = s.creates[1:]
@@ -224,4 +230,88 @@ func TestStripePaymentFoundBySearch(t *testing.T) {
 	assert.Equal(t, ledger.BookingConfirmed, got.Status, "%+v", got)
 	assert.Equal(t, "pi_1", got.PaymentID)
 	assert.Equal(t, "metadata['booking_id']:'"+b.ID+"'", fs.query)
+}
+
+func (s *fakeStripe) createCalls() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.created
+}
+
+// TestStripeNoCreateRepeatedPastTheWindow: Stripe keeps an idempotency key
+// 24 hours; a create repeated after that is a new payment. A booking whose
+// create's outcome is still unknown 23 hours after it was made is neither
+// failed nor charged again, by the reconciliation, a webhook or the
+// buyer's retry: it waits, counted, and only a search by its metadata is
+// made, which settles it once it finds the payment.
+func TestStripeNoCreateRepeatedPastTheWindow(t *testing.T) {
+	f, fs := newStripeFixture(t)
+	ctx := context.Background()
+	fs.script(intent("pi_1", "succeeded"), stripe500, stripe500,
+		stripeAnswer{http.StatusBadRequest, stripeErr("invalid_request_error", "")})
+	req := bookingRequest(f, f.hold("ann"))
+	res := f.svc.Create(ctx, req)
+	require.Equal(t, booking.Created, res.Outcome, "%+v", res)
+	b := res.Booking
+	require.Equal(t, ledger.BookingPaymentPending, b.Status)
+
+	f.skew.Store(int64(22 * time.Hour))
+	assert.Error(t, f.svc.Settlement().SettleUnsettled(ctx, f.booking(b.ID)), "a 500 again")
+	require.Equal(t, 2, fs.createCalls(), "repeated within the window")
+	f.svc.Settlement().AfterPass(ctx)
+	assert.Zero(t, gauge(t, f.unresolved))
+
+	f.skew.Store(int64(23*time.Hour + time.Minute))
+	assert.NoError(t, f.svc.Settlement().SettleUnsettled(ctx, f.booking(b.ID)))
+	assert.Equal(t, ledger.BookingPaymentPending, f.booking(b.ID).Status, "not failed")
+	assert.Equal(t, "metadata['booking_id']:'"+b.ID+"'", fs.query, "searched")
+	f.svc.Settlement().AfterPass(ctx)
+	assert.Equal(t, 1.0, gauge(t, f.unresolved))
+
+	_, err := stripeEvent(t, f, b, "pi_1")
+	assert.Error(t, err, "which payment is the booking's is not known")
+	res = f.svc.Create(ctx, req)
+	assert.Equal(t, booking.Replayed, res.Outcome, "%+v", res)
+	assert.Equal(t, ledger.BookingPaymentPending, f.booking(b.ID).Status)
+	assert.Equal(t, 2, fs.createCalls(), "no create repeated past the window")
+
+	fs.mu.Lock()
+	fs.found = []string{intent("pi_1", "succeeded").body}
+	fs.mu.Unlock()
+	require.NoError(t, f.svc.Settlement().SettleUnsettled(ctx, f.booking(b.ID)))
+	got := f.booking(b.ID)
+	assert.Equal(t, "pi_1", got.PaymentID)
+	assert.Equal(t, booking.ReasonLateSoldOut, got.StatusReason, "the hold's expiry passed long ago: %+v", got)
+	assert.Equal(t, 2, fs.createCalls())
+	f.svc.Settlement().AfterPass(ctx)
+	assert.Zero(t, gauge(t, f.unresolved))
+}
+
+// TestStripeNotFoundOfARecordedPayment: Stripe answering 404 for a payment
+// id it gave means the API key is of another account or mode, not that
+// nothing was charged: the reconciliation leaves the booking waiting (and
+// errs) instead of failing it payment_not_found, and settles it once
+// Stripe shows the payment.
+func TestStripeNotFoundOfARecordedPayment(t *testing.T) {
+	f, fs := newStripeFixture(t)
+	ctx := context.Background()
+	fs.script(stripeAnswer{http.StatusNotFound, stripeErr("invalid_request_error", "resource_missing")}, intent("pi_1", "processing"))
+	b := f.book(f.hold("ann"), "pm_card_visa")
+	require.NoError(t, f.svc.Settlement().SettleUnsettled(ctx, f.booking(b.ID)), "still processing")
+	require.Equal(t, "pi_1", f.booking(b.ID).PaymentID, "recorded")
+
+	assert.Error(t, f.svc.Settlement().SettleUnsettled(ctx, f.booking(b.ID)))
+	got := f.booking(b.ID)
+	assert.Equal(t, ledger.BookingPaymentPending, got.Status, "not failed: %+v", got)
+
+	fs.script(intent("pi_1", "succeeded"), intent("pi_1", "processing"))
+	require.NoError(t, f.svc.Settlement().SettleUnsettled(ctx, f.booking(b.ID)))
+	assert.Equal(t, ledger.BookingConfirmed, f.booking(b.ID).Status)
+}
+
+func gauge(t *testing.T, g prometheus.Gauge) float64 {
+	t.Helper()
+	var m dto.Metric
+	require.NoError(t, g.Write(&m))
+	return m.GetGauge().GetValue()
 }

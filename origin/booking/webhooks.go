@@ -203,6 +203,16 @@ func (s *Settlement) madeFor(ctx context.Context, paymentID string) (ledger.Book
 func (s *Settlement) ownPayment(ctx context.Context, b ledger.Booking) (string, error) {
 	pctx, cancel := s.paymentContext(ctx)
 	defer cancel()
+	if !s.mayRepeatCreate(b) {
+		// Repeated now, the create call would make a new payment: only a
+		// search by the booking's metadata may say which is its own.
+		if p, ok := s.findPayment(pctx, b); ok {
+			return p.ID, nil
+		}
+		s.log.Error("which payment is the booking's is not known past the provider's idempotency window",
+			"booking", b.ID, "created_at", b.CreatedAt)
+		return "", fmt.Errorf("the payment of booking %s: not found by search past the idempotency window", b.ID)
+	}
 	p, err := s.payments.CreatePayment(pctx, s.paymentRequest(b))
 	switch {
 	case p.ID != "":

@@ -326,6 +326,16 @@ func (b Bookings) CountFailedRefunds(ctx context.Context) (int64, error) {
 	return n, nil
 }
 
+// CountUnresolvedPayments counts the bookings made before before, still
+// waiting for a payment whose id the ledger has not recorded.
+func (b Bookings) CountUnresolvedPayments(ctx context.Context, before time.Time) (int64, error) {
+	var n int64
+	if err := b.q.QueryRow(ctx, sqlCountUnresolvedPayments, before).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count unresolved payments: %w", err)
+	}
+	return n, nil
+}
+
 // EventSeen reports whether a provider's webhook event was acted on: a row
 // of payment_events, or the event a confirmation recorded on its booking.
 func (b Bookings) EventSeen(ctx context.Context, provider, eventID string) (bool, error) {

@@ -512,6 +512,11 @@ const (
 
 	sqlCountFailedRefunds = `SELECT count(*) FROM bookings WHERE refund_status = 'failed'`
 
+	// Bookings still waiting for a payment made before $1 whose id the
+	// ledger never learned (bookings_unsettled covers them).
+	sqlCountUnresolvedPayments = `SELECT count(*) FROM bookings
+		WHERE status = 'payment_pending' AND amount > 0 AND payment_id IS NULL AND created_at < $1`
+
 	// Every booking that took money (amount > 0) in one bucket: confirmed
 	// with a valid ticket per seat, refunded, refund pending or failed, or
 	// kept (money taken, and none of those). Bookings waiting for their

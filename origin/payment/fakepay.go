@@ -367,6 +367,10 @@ func (f *Fakepay) charge(req CreateRequest) *fakePayment {
 	return p
 }
 
+// NotFoundIsFinal is true: fakepay's payments live in its memory, and a
+// payment it does not know was lost with it (a restart) or never made.
+func (f *Fakepay) NotFoundIsFinal() bool { return true }
+
 // GetPayment reads a payment.
 func (f *Fakepay) GetPayment(ctx context.Context, paymentID string) (Payment, error) {
 	if err := f.enter(ctx, "get payment "+paymentID); err != nil {

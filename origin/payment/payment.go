@@ -23,6 +23,12 @@ type Provider interface {
 	// GetPayment reads a payment's current state, for the reconciliation of
 	// bookings whose webhook never came. Unknown ids give ErrNotFound.
 	GetPayment(ctx context.Context, paymentID string) (Payment, error)
+	// NotFoundIsFinal reports whether GetPayment's ErrNotFound, for an id
+	// the provider itself gave, proves that the payment does not exist and
+	// took nothing: true for a provider that forgets its payments
+	// (fakepay, on restart), false where it rather means the credentials
+	// are of another account or mode than the payment (Stripe).
+	NotFoundIsFinal() bool
 	// Refund returns money of a succeeded payment. The refund it makes may
 	// not be over yet (RefundPending) or may have failed at once
 	// (RefundFailed): its Status says, and a refund that fails later is

@@ -132,6 +132,11 @@ func (s *Stripe) GetPayment(ctx context.Context, paymentID string) (Payment, err
 	return p, nil
 }
 
+// NotFoundIsFinal is false: Stripe keeps every payment it made, so a 404
+// for an id it gave means the API key is of another account or mode (a
+// test key for a live payment), not that nothing was charged.
+func (s *Stripe) NotFoundIsFinal() bool { return false }
+
 // FindPayments lists the PaymentIntents whose metadata names the booking,
 // through Stripe's Search API, for a booking whose create call's answer
 // Stripe keeps hidden (a saved 500). Search lags about a minute behind and
