@@ -192,11 +192,15 @@ type scanAnswer struct {
 	// first is the ticket's first admission; displaced the later admission
 	// it took the place of.
 	first, displaced *ledger.Scan
+	// letInBeforeVoid: a void ticket's offline scan made before the
+	// voiding, whose holder the device let in.
+	letInBeforeVoid bool
 }
 
 func scanAnswerOf(o ledger.ScanOutcome) scanAnswer {
 	t := ticketsJSON([]ledger.Ticket{o.Ticket})[0]
-	a := scanAnswer{result: o.Result, ticket: &t, scannedAt: o.Scan.ScannedAt, first: o.First, displaced: o.Displaced}
+	a := scanAnswer{result: o.Result, ticket: &t, scannedAt: o.Scan.ScannedAt, first: o.First, displaced: o.Displaced,
+		letInBeforeVoid: o.Result == ledger.ScanVoid && o.Scan.LetInBeforeVoid}
 	if o.Result == ledger.ScanWrongEvent {
 		a.event = o.Ticket.EventID
 	}
@@ -227,6 +231,9 @@ type scanJSON struct {
 	// Displaced is the admission a late upload of an earlier scan took the
 	// place of: whoever it let in came in on a used ticket.
 	Displaced *gateScanJSON `json:"displaced,omitempty"`
+	// LetInBeforeVoid is a ticket_void's: the device scanned the ticket
+	// before it was voided, and let its holder in.
+	LetInBeforeVoid bool `json:"let_in_before_void,omitempty"`
 }
 
 type gateScanJSON struct {
@@ -240,7 +247,7 @@ func scanTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 
 func (a scanAnswer) body() scanJSON {
 	ans := scanAnswers[a.result]
-	j := scanJSON{Status: ans.status, Result: a.result, Ticket: a.ticket, Event: a.event}
+	j := scanJSON{Status: ans.status, Result: a.result, Ticket: a.ticket, Event: a.event, LetInBeforeVoid: a.letInBeforeVoid}
 	if a.result != ledger.ScanAdmitted {
 		j.Error, j.Message = a.result, ans.msg
 		if a.msg != "" {

@@ -1,14 +1,18 @@
 package origin_test
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/waitroom/waitroom/origin"
 	"github.com/waitroom/waitroom/origin/payment"
 )
 
@@ -127,4 +131,117 @@ func TestDeviceScanOfNoEvent(t *testing.T) {
 		require.Equal(t, http.StatusBadRequest, res.status, "event %d: %s", event, res.body)
 		assert.Equal(t, "invalid_request", res.errorCode(t))
 	}
+}
+
+// warnings keeps the origin's warnings for a test to read.
+type warnings struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (w *warnings) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.Write(p)
+}
+
+func (w *warnings) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String()
+}
+
+// A device offline lets a ticket in at 10:01, its booking is cancelled and
+// refunded at 10:02, and the device uploads at 10:05. The scan stays a
+// void ticket's (the booking has no admitted ticket), but it is marked as
+// let in before the void, answered so, counted, and the booking named in a
+// warning: someone is inside on a refunded booking. Uploaded before the
+// cancellation, the scan admits and the cancellation is refused; a scan
+// made after the void is a refusal and nothing else.
+func TestLetInOfflineThenVoided(t *testing.T) {
+	warned := &warnings{}
+	h := newPayHarness(t, payOptions{config: func(c *origin.Config) {
+		c.GateToken = gateToken
+		c.Logger = slog.New(slog.NewTextHandler(warned, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}})
+	ev := h.createEvent(map[string]any{"capacity": 10})
+	ann, annTks := h.tickets(ev.ID, "ann", 1, payment.MethodVisa)
+	bob, bobTks := h.tickets(ev.ID, "bob", 1, payment.MethodVisa)
+	cat, catTks := h.tickets(ev.ID, "cat", 1, payment.MethodVisa)
+	device := bearerOf(h.addDevice(ev.ID, "field-1", "").Token)
+	other := bearerOf(h.addDevice(ev.ID, "field-1", "scanner 2").Token)
+	upload := func(code string, at time.Time) scanJSON {
+		t.Helper()
+		res := h.do(http.MethodPost, "/v1/scans", map[string]any{"scans": []any{offline(code, at)}}, device)
+		require.Equal(t, http.StatusOK, res.status, "%s", res.body)
+		var u uploadJSON
+		res.json(t, &u)
+		require.Len(t, u.Results, 1)
+		return u.Results[0]
+	}
+
+	h.clock.Advance(time.Minute)
+	letIn := h.clock.Now() // 10:01: ann's and cat's tickets let in offline
+	h.clock.Advance(time.Minute)
+	// 10:02: cat's scan is uploaded first, so her cancellation is refused.
+	require.Equal(t, http.StatusOK, upload(catTks[0].Code, letIn).Status)
+	res := h.do(http.MethodPost, "/v1/bookings/"+cat.BookingID+"/cancellation", nil, h.auth("cat", ev.ID))
+	require.Equal(t, http.StatusConflict, res.status, "%s", res.body)
+	assert.Equal(t, "booking_not_cancellable", res.errorCode(t))
+	assert.Equal(t, "refunded", h.cancel(ev.ID, "ann", ann.BookingID).Status)
+	assert.Equal(t, "refunded", h.cancel(ev.ID, "bob", bob.BookingID).Status)
+	h.clock.Advance(time.Minute)
+	afterVoid := h.clock.Now() // 10:03: bob's ticket scanned, and refused
+	h.clock.Advance(2 * time.Minute)
+
+	// 10:05: the uploads.
+	r := upload(annTks[0].Code, letIn)
+	assert.Equal(t, http.StatusGone, r.Status, "%+v", r)
+	assert.Equal(t, "ticket_void", r.Result)
+	assert.True(t, r.LetInBeforeVoid, "let in at 10:01, voided at 10:02: %+v", r)
+	r = upload(bobTks[0].Code, afterVoid)
+	assert.Equal(t, http.StatusGone, r.Status, "%+v", r)
+	assert.False(t, r.LetInBeforeVoid, "scanned after the void: refused by the device")
+
+	scans, err := h.ledger.ScansOf(context.Background(), annTks[0].Code)
+	require.NoError(t, err)
+	require.Len(t, scans, 1)
+	assert.Equal(t, "ticket_void", scans[0].Result, "a refunded booking has no admitted ticket")
+	assert.False(t, scans[0].First)
+	assert.True(t, scans[0].LetInBeforeVoid)
+	scans, err = h.ledger.ScansOf(context.Background(), bobTks[0].Code)
+	require.NoError(t, err)
+	require.Len(t, scans, 1)
+	assert.False(t, scans[0].LetInBeforeVoid)
+
+	h.requireScanTotals(ev.ID, scanTotals{Admitted: 1, Void: 2, LetInThenVoided: 1})
+	assert.Equal(t, float64(1), h.scans("let_in_before_void"))
+	assert.Equal(t, float64(2), h.scans("ticket_void"))
+	assert.Contains(t, warned.String(), ann.BookingID, "the operator is told whose refund to chase")
+	assert.NotContains(t, warned.String(), bob.BookingID)
+
+	// Sent again, it is answered the same and counted once.
+	r = upload(annTks[0].Code, letIn)
+	assert.True(t, r.LetInBeforeVoid, "%+v", r)
+	assert.Equal(t, float64(1), h.scans("let_in_before_void"))
+	h.requireScanTotals(ev.ID, scanTotals{Admitted: 1, Void: 2, LetInThenVoided: 1})
+
+	// The device that let the ticket in refused it itself after.
+	r = upload(annTks[0].Code, letIn.Add(time.Second))
+	assert.Equal(t, http.StatusGone, r.Status, "%+v", r)
+	assert.False(t, r.LetInBeforeVoid, "the device knew it had let the ticket in: %+v", r)
+	// Another device could not know: a second person inside, on the same
+	// ticket. Alone, as one offline scan, its 410 says so too.
+	one := h.do(http.MethodPost, "/v1/scans", map[string]any{"code": annTks[0].Code,
+		"scanned_at": letIn.Add(2 * time.Second).Format(time.RFC3339Nano)}, other)
+	require.Equal(t, http.StatusGone, one.status, "%s", one.body)
+	var single scanJSON
+	one.json(t, &single)
+	assert.True(t, single.LetInBeforeVoid, "%s", one.body)
+	assert.Equal(t, float64(2), h.scans("let_in_before_void"))
+	h.requireScanTotals(ev.ID, scanTotals{Admitted: 1, Void: 4, LetInThenVoided: 1})
+	// Online, the ticket is void now: nobody was let in by it.
+	one = h.scan(ev.ID, annTks[0].Code, "north-3")
+	require.Equal(t, http.StatusGone, one.status, "%s", one.body)
+	assert.NotContains(t, string(one.body), "let_in_before_void")
 }

@@ -260,6 +260,10 @@ func (s scansAPI) scan(ctx context.Context, sc ledger.NewScan, now time.Time) (s
 	}
 	switch {
 	case o.Replayed:
+	case o.Scan.LetInBeforeVoid:
+		s.metrics.scans.WithLabelValues("let_in_before_void").Inc()
+		s.log.Warn("a ticket was let in offline before its booking was cancelled or refunded: its holder is inside",
+			"booking", o.Booking, "gate", o.Scan.Gate, "device", o.Scan.Device, "scanned_at", o.Scan.ScannedAt)
 	case o.Displaced != nil:
 		s.metrics.scans.WithLabelValues("double_admission").Inc()
 		s.log.Warn("a ticket was let in twice: an offline scan uploaded late was earlier than its admission",
@@ -302,6 +306,7 @@ type scanTotalsJSON struct {
 	Void             int64 `json:"ticket_void"`
 	WrongEvent       int64 `json:"wrong_event"`
 	DoubleAdmissions int64 `json:"double_admissions"`
+	LetInThenVoided  int64 `json:"let_in_then_voided"`
 }
 
 // handleScanTotals serves GET /v1/admin/events/{id}/scans: the scans at
@@ -324,7 +329,7 @@ func (s scansAPI) handleScanTotals(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, scanTotalsJSON{Event: id, Admitted: t.Admitted, AlreadyUsed: t.AlreadyUsed,
-		Void: t.Void, WrongEvent: t.WrongEvent, DoubleAdmissions: t.DoubleAdmissions})
+		Void: t.Void, WrongEvent: t.WrongEvent, DoubleAdmissions: t.DoubleAdmissions, LetInThenVoided: t.LetInThenVoided})
 }
 
 // maxVoidPage is the most tickets one read of the void feed returns, and

@@ -25,15 +25,16 @@ const gateToken = "gate-token-0123456789"
 func gateAuth() map[string]string { return map[string]string{"Authorization": "Bearer " + gateToken} }
 
 type scanJSON struct {
-	Code           string      `json:"code"`
-	Status         int         `json:"status"`
-	Error          string      `json:"error"`
-	Result         string      `json:"result"`
-	Ticket         *ticketJSON `json:"ticket"`
-	Gate           string      `json:"gate"`
-	ScannedAt      string      `json:"scanned_at"`
-	FirstScannedAt string      `json:"first_scanned_at"`
-	Displaced      *struct {
+	Code            string      `json:"code"`
+	Status          int         `json:"status"`
+	Error           string      `json:"error"`
+	Result          string      `json:"result"`
+	Ticket          *ticketJSON `json:"ticket"`
+	Gate            string      `json:"gate"`
+	ScannedAt       string      `json:"scanned_at"`
+	FirstScannedAt  string      `json:"first_scanned_at"`
+	LetInBeforeVoid bool        `json:"let_in_before_void"`
+	Displaced       *struct {
 		Gate      string `json:"gate"`
 		ScannedAt string `json:"scanned_at"`
 	} `json:"displaced"`
@@ -132,6 +133,7 @@ type scanTotals struct {
 	Void             int64 `json:"ticket_void"`
 	WrongEvent       int64 `json:"wrong_event"`
 	DoubleAdmissions int64 `json:"double_admissions"`
+	LetInThenVoided  int64 `json:"let_in_then_voided"`
 }
 
 func (h *payHarness) requireScanTotals(event int64, want scanTotals) {

@@ -588,7 +588,7 @@ func giveSeatsBack(ctx context.Context, tx ledger.Tx, b ledger.Booking, now time
 			return false, fmt.Errorf("hold %s is not confirmed", b.HoldID)
 		}
 	}
-	if err := tx.VoidTickets(ctx, b.ID, b.EventID); err != nil {
+	if err := tx.VoidTicketsAt(ctx, b.ID, b.EventID, now); err != nil {
 		return false, err
 	}
 	// Asked once the tickets are void: a scan under way (it locks its

@@ -5,14 +5,20 @@ package ledger
 // Scans at the gates (scans.go). A scan locks its ticket's row first, so the
 // scans of one ticket, and its voiding, are decided one at a time.
 const (
-	scanColumns          = `gate, scanned_at, recorded_at, offline, result, first, coalesce(device_id::text, '') AS device_id`
-	sqlLockScannedTicket = `SELECT ` + ticketColumns + `, valid, issued_at FROM tickets WHERE code = $1 FOR UPDATE`
-	sqlFirstScan         = `SELECT ` + scanColumns + ` FROM scans WHERE code = $1 AND first`
-	sqlUploadedScan      = `SELECT ` + scanColumns + ` FROM scans
+	scanColumns = `gate, scanned_at, recorded_at, offline, result, first, coalesce(device_id::text, '') AS device_id,
+		admitted_before_void`
+	sqlLockScannedTicket = `SELECT ` + ticketColumns + `, valid, issued_at, booking_id::text AS booking_id,
+			(SELECT v.voided_at FROM ticket_voids v WHERE v.code = tickets.code) AS voided_at
+		FROM tickets WHERE code = $1 FOR UPDATE`
+	sqlFirstScan    = `SELECT ` + scanColumns + ` FROM scans WHERE code = $1 AND first`
+	sqlUploadedScan = `SELECT ` + scanColumns + ` FROM scans
 		WHERE code = $1 AND gate = $2 AND gate_event_id = $3 AND scanned_at = $4 AND offline`
+	sqlLetInBeforeVoidBy = `SELECT EXISTS (SELECT 1 FROM scans WHERE code = $1 AND gate = $2
+		AND coalesce(device_id::text, '') = $3 AND scanned_at <= $4 AND admitted_before_void)`
 	sqlUnmarkFirstScan = `UPDATE scans SET first = false WHERE code = $1 AND first`
-	sqlInsertScan      = `INSERT INTO scans (code, event_id, gate, scanned_at, recorded_at, offline, result, first, device_id, gate_event_id)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`
+	sqlInsertScan      = `INSERT INTO scans (code, event_id, gate, scanned_at, recorded_at, offline, result, first, device_id, gate_event_id,
+			admitted_before_void)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`
 	sqlValidTicketCodes = `SELECT code FROM tickets WHERE event_id = $1 AND valid ORDER BY code`
 	sqlScansOf          = `SELECT ` + scanColumns + ` FROM scans WHERE code = $1 ORDER BY scanned_at, id`
 	// An event's scans are the scans at its gates: another event's
@@ -22,6 +28,7 @@ const (
 			count(*) FILTER (WHERE result = 'already_used') AS already_used,
 			count(*) FILTER (WHERE result = 'ticket_void') AS void,
 			count(*) FILTER (WHERE result = 'wrong_event') AS wrong_event,
+			count(DISTINCT code) FILTER (WHERE admitted_before_void) AS let_in_then_voided,
 			(SELECT count(*) FROM (SELECT 1 FROM scans WHERE gate_event_id = $1 AND result = 'admitted'
 				GROUP BY code HAVING count(*) > 1) AS twice) AS double_admissions
 		FROM scans WHERE gate_event_id = $1`
@@ -43,6 +50,12 @@ const (
 		WHERE id = $1 AND revoked_at IS NULL`
 	sqlAnyActiveDevice = `SELECT EXISTS (SELECT 1 FROM gate_devices WHERE revoked_at IS NULL)`
 )
+
+// The voiding of a booking's tickets in this transaction, stamped with the
+// origin's clock: the trigger that wrote the rows (migration 009) has only
+// the database's.
+const sqlStampVoids = `UPDATE ticket_voids v SET voided_at = $2
+	FROM tickets t WHERE t.booking_id = $1 AND v.code = t.code AND v.xid = pg_current_xact_id()`
 
 // The feed of voided tickets (gate.go), read between two snapshots: the
 // voidings not visible to the snapshot of the read before ($2, NULL for

@@ -51,6 +51,11 @@ type Scan struct {
 	First      bool      `db:"first"`
 	// Device is the gate device that sent the scan, "" for none.
 	Device string `db:"device_id"`
+	// LetInBeforeVoid: an offline scan of a void ticket, made before the
+	// ticket was voided. The device let its holder in, but the booking was
+	// cancelled or refunded since, so it is recorded ScanVoid, never an
+	// admission, and marked for the operator to settle.
+	LetInBeforeVoid bool `db:"admitted_before_void"`
 }
 
 // ScanOutcome is what a scan comes to.
@@ -75,6 +80,8 @@ type ScanOutcome struct {
 	// first) and answered as already used: a double admission, as it is
 	// when the two scans are uploaded the other way round (Displaced).
 	LetInAgain bool
+	// Booking is the ticket's booking.
+	Booking string
 }
 
 // scannedTicket is a ticket as a scan reads it, its row locked.
@@ -82,6 +89,10 @@ type scannedTicket struct {
 	Ticket
 	Valid    bool      `db:"valid"`
 	IssuedAt time.Time `db:"issued_at"`
+	Booking  string    `db:"booking_id"`
+	// VoidedAt is when the ticket was voided: nil while it is valid, and
+	// for a ticket voided before the ledger kept the time (migration 018).
+	VoidedAt *time.Time `db:"voided_at"`
 }
 
 // RecordScan records a scan and says whether it admits. The ticket's row is
@@ -94,7 +105,10 @@ type scannedTicket struct {
 // takes its place (ScanOutcome.Displaced): the ticket admits to its
 // earliest scan. One later than an admission by another device or gate is
 // recorded as a second admission (ScanOutcome.LetInAgain): the device let
-// its holder in. A ticket of another event than s.Event is refused
+// its holder in. An offline scan of a void ticket made before it was
+// voided is refused as void, and recorded so (Scan.LetInBeforeVoid): the
+// device let its holder in, on a booking since cancelled or refunded,
+// which keeps no admitted ticket. A ticket of another event than s.Event is refused
 // (ScanWrongEvent), whatever its state, and recorded. ErrNotFound: the
 // code is no ticket's; ErrScanBeforeIssue: an offline scan dated before
 // the ticket was issued, not recorded.
@@ -115,7 +129,7 @@ func (l *Ledger) RecordScan(ctx context.Context, s NewScan, clock func() time.Ti
 		if s.Offline && s.ScannedAt.Before(t.IssuedAt) {
 			return ErrScanBeforeIssue
 		}
-		out.Ticket = t.Ticket
+		out.Ticket, out.Booking = t.Ticket, t.Booking
 		first, err := optionalScan(tx.Query(ctx, sqlFirstScan, s.Code))
 		if err != nil {
 			return fmt.Errorf("read first scan: %w", err)
@@ -149,6 +163,15 @@ func (l *Ledger) RecordScan(ctx context.Context, s NewScan, clock func() time.Ti
 			this.Result = ScanWrongEvent
 		case !t.Valid:
 			this.Result = ScanVoid
+			if s.Offline && t.VoidedAt != nil && s.ScannedAt.Before(*t.VoidedAt) {
+				// Not by the scanner that let the ticket in before: it
+				// knew, and refused it itself, as for an admission.
+				var knew bool
+				if err := tx.QueryRow(ctx, sqlLetInBeforeVoidBy, s.Code, s.Gate, s.Device, s.ScannedAt).Scan(&knew); err != nil {
+					return fmt.Errorf("read scans let in before the void: %w", err)
+				}
+				this.LetInBeforeVoid = !knew
+			}
 		case first == nil:
 			this.Result, this.First = ScanAdmitted, true
 			out.First = &this
@@ -173,7 +196,7 @@ func (l *Ledger) RecordScan(ctx context.Context, s NewScan, clock func() time.Ti
 		if s.Device != "" {
 			device = &s.Device
 		}
-		if _, err := tx.Exec(ctx, sqlInsertScan, s.Code, t.EventID, s.Gate, s.ScannedAt, now, s.Offline, this.Result, this.First, device, s.Event); err != nil {
+		if _, err := tx.Exec(ctx, sqlInsertScan, s.Code, t.EventID, s.Gate, s.ScannedAt, now, s.Offline, this.Result, this.First, device, s.Event, this.LetInBeforeVoid); err != nil {
 			return fmt.Errorf("insert scan: %w", err)
 		}
 		out.Result, out.Scan = this.Result, this
@@ -217,6 +240,10 @@ type ScanTotals struct {
 	Void        int64 `db:"void"`
 	// WrongEvent counts the tickets of other events refused at its gates.
 	WrongEvent int64 `db:"wrong_event"`
+	// LetInThenVoided counts the void tickets an offline scan let in
+	// before they were voided (Scan.LetInBeforeVoid): bookings cancelled
+	// or refunded whose holders came in.
+	LetInThenVoided int64 `db:"let_in_then_voided"`
 	// DoubleAdmissions counts the tickets more than one scan let in: only
 	// offline scans, which verify without the ledger, can make one.
 	DoubleAdmissions int64 `db:"double_admissions"`
