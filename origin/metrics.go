@@ -134,7 +134,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}),
 		scans: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "waitroom_origin_scans_total",
-			Help: "Scans at the gates by result: admitted, already_used, ticket_void, wrong_event, expired, invalid_ticket, before_issue; double_admission counts the second uses uploads showed: an offline scan earlier than the admission, or later by another device.",
+			Help: "Scans at the gates by result: admitted, already_used, ticket_void, wrong_event, expired, invalid_ticket, before_issue; double_admission counts the second uses uploads showed: an offline scan earlier than the admission, or later by another device; let_in_before_void the ticket_void scans a device let in offline before the ticket was voided.",
 		}, []string{"result"}),
 	}
 	for _, c := range []prometheus.Collector{m.holds, m.holdLatency, m.compensations, m.reclaimedSeats,
