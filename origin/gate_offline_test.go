@@ -119,6 +119,35 @@ func TestUploadedScanWithoutCode(t *testing.T) {
 	assert.Empty(t, scans, "nothing of a refused upload recorded")
 }
 
+// A scan time that is null is no time: refused as a malformed request, an
+// uploaded scan's as one left out, rather than taken for a scan made now
+// (a device's offline scan would be placed at the time it was sent, and
+// judged used or void by then).
+func TestScanTimeNull(t *testing.T) {
+	h := newGateHarness(t)
+	ev := h.createEvent(map[string]any{"capacity": 10})
+	_, tks := h.tickets(ev.ID, "ann", 1, payment.MethodVisa)
+	device := bearerOf(h.addDevice(ev.ID, "east-1", "").Token)
+	h.clock.Advance(time.Minute)
+	for name, body := range map[string]map[string]any{
+		"one scan, null":         {"code": tks[0].Code, "scanned_at": nil},
+		"one scan, not a string": {"code": tks[0].Code, "scanned_at": 12},
+		"upload, null":           {"scans": []any{map[string]any{"code": tks[0].Code, "scanned_at": nil}}},
+		"upload, left out":       {"scans": []any{map[string]any{"code": tks[0].Code}}},
+		"upload, top-level null": {"scans": []any{offline(tks[0].Code, h.clock.Now())}, "scanned_at": nil},
+	} {
+		res := h.do(http.MethodPost, "/v1/scans", body, device)
+		require.Equal(t, http.StatusBadRequest, res.status, "%s: %s", name, res.body)
+		assert.Equal(t, "invalid_request", res.errorCode(t), name)
+		assert.Contains(t, string(res.body), "scanned_at", name)
+	}
+	scans, err := h.ledger.ScansOf(context.Background(), tks[0].Code)
+	require.NoError(t, err)
+	assert.Empty(t, scans, "nothing recorded")
+	res := h.do(http.MethodPost, "/v1/scans", map[string]any{"code": tks[0].Code}, device)
+	assert.Equal(t, http.StatusOK, res.status, "left out, the scan is made now: %s", res.body)
+}
+
 // An event that is no event's id is a malformed body, with a device's token
 // as with the shared one: not "another event" than the device's.
 func TestDeviceScanOfNoEvent(t *testing.T) {

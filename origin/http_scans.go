@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -46,14 +47,17 @@ type scanRequest struct {
 	Gate string  `json:"gate"`
 	// Event is the event the gate admits to: required with the shared
 	// token, the device's own when left out.
-	Event     *int64         `json:"event"`
-	ScannedAt *string        `json:"scanned_at"`
-	Scans     []uploadedScan `json:"scans"`
+	Event *int64 `json:"event"`
+	// ScannedAt is raw so that null is told from left out: left out, the
+	// scan is made now; null is no time, refused as a malformed one rather
+	// than taken for an online scan.
+	ScannedAt json.RawMessage `json:"scanned_at"`
+	Scans     []uploadedScan  `json:"scans"`
 }
 
 type uploadedScan struct {
 	Code      *string `json:"code"`
-	ScannedAt string  `json:"scanned_at"`
+	ScannedAt *string `json:"scanned_at"`
 }
 
 // parse reads the request of caller into the scans to record, at now;
@@ -111,7 +115,11 @@ func (req *scanRequest) parse(caller gateCaller, now time.Time) (scans []ledger.
 	case req.Code != nil && req.Scans == nil:
 		sc := ledger.NewScan{Code: *req.Code, Gate: req.Gate, Event: *req.Event, Device: caller.device}
 		if req.ScannedAt != nil {
-			t, msg := scanTime(*req.ScannedAt)
+			var at string
+			if err := json.Unmarshal(req.ScannedAt, &at); err != nil || string(req.ScannedAt) == "null" {
+				return invalid("scanned_at must be an RFC 3339 time, or left out for a scan made now")
+			}
+			t, msg := scanTime(at)
 			if msg != "" {
 				return invalid(msg)
 			}
@@ -126,7 +134,12 @@ func (req *scanRequest) parse(caller gateCaller, now time.Time) (scans []ledger.
 			if u.Code == nil {
 				return invalid("scans: every scan has its code")
 			}
-			t, msg := scanTime(u.ScannedAt)
+			if u.ScannedAt == nil {
+				// An uploaded scan was made offline: without its time it
+				// is no scan the ledger can place.
+				return invalid("scans: every scan has its scanned_at")
+			}
+			t, msg := scanTime(*u.ScannedAt)
 			if msg != "" {
 				return invalid("scans: " + msg)
 			}
