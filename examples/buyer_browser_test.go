@@ -326,9 +326,13 @@ func (d *day) walk(t *testing.T, b buyer) {
 	browser.Until(t, tab, fmt.Sprintf(`location.href === %q && document.getElementById("cancel") !== null`, bookingURL))
 
 	if b.cancels {
-		// 8. Cancel from the page: the refund goes under way, then is paid
-		// back, and the page says so; the gate refuses the tickets.
+		// 8. Cancel from the page, and say yes when asked: the refund goes
+		// under way, then is paid back, and the page says so; the gate
+		// refuses the tickets.
 		clickFresh(t, tab, "#cancel")
+		browser.Until(t, tab, `document.getElementById("confirm") !== null`)
+		assert.Equal(t, "completed", roomSaid(bookingURL+"/cancellation"), "the question is passed on after the purchase")
+		clickFresh(t, tab, "#confirm")
 		browser.Until(t, tab, `document.querySelector('[data-refund="succeeded"]') !== null`)
 		assert.Equal(t, "completed", roomSaid(bookingURL))
 		shot("8-refunded")
