@@ -227,11 +227,8 @@ func (l *Ledger) VoidedTickets(ctx context.Context, event int64, c VoidCursor, l
 // uploaded afterwards is judged against it (RecordScan), by the same clock
 // as the devices' times are bounded by.
 func (t Tx) VoidTicketsAt(ctx context.Context, bookingID string, event int64, now time.Time) error {
-	if err := t.VoidTickets(ctx, bookingID, event); err != nil {
-		return err
-	}
-	if _, err := t.tx.Exec(ctx, sqlStampVoids, bookingID, now.UTC().Truncate(time.Microsecond)); err != nil {
+	if _, err := t.tx.Exec(ctx, sqlVoidTime, now.UTC().Truncate(time.Microsecond)); err != nil {
 		return fmt.Errorf("record when the tickets of booking %s were voided: %w", bookingID, err)
 	}
-	return nil
+	return t.VoidTickets(ctx, bookingID, event)
 }

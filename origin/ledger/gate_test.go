@@ -65,3 +65,40 @@ func TestMigration012RevokesDevicesWithoutEvent(t *testing.T) {
 	_, err = upgraded.pool.Exec(ctx, `UPDATE gate_devices SET revoked_at = NULL WHERE id = $1`, active)
 	assert.Error(t, err, "a device scanning for no event cannot be made again")
 }
+
+// A voiding through VoidTicketsAt writes each void row once, stamped with
+// the time it is given; a voiding after it, in another transaction, is
+// stamped by the database's clock, not by the time given before.
+func TestVoidTicketsAtWritesEachVoidOnce(t *testing.T) {
+	ctx := context.Background()
+	l := testLedger(t, testenv.Postgres(t))
+	ev := confirmEvent(t, l, 10)
+	w := NewConfirmWriter(l)
+	given, later := payable(t, l, ev), payable(t, l, ev)
+	require.NoError(t, w.Confirm(ctx, given))
+	require.NoError(t, w.Confirm(ctx, later))
+
+	at := writerNow.Add(3*time.Minute + 123456*time.Microsecond)
+	var updated int64
+	require.NoError(t, l.InTx(ctx, time.Time{}, func(tx Tx) error {
+		if err := tx.VoidTicketsAt(ctx, given.BookingID, ev.ID, at); err != nil {
+			return err
+		}
+		return tx.tx.QueryRow(ctx, `SELECT n_tup_upd FROM pg_stat_xact_user_tables WHERE relname = 'ticket_voids'`).Scan(&updated)
+	}))
+	assert.Zero(t, updated, "a void row written twice")
+	voidedAt := func(booking string) time.Time {
+		t.Helper()
+		var got time.Time
+		require.NoError(t, l.pool.QueryRow(ctx, `SELECT v.voided_at FROM ticket_voids v JOIN tickets t ON t.code = v.code
+			WHERE t.booking_id = $1`, booking).Scan(&got))
+		return got
+	}
+	assert.True(t, voidedAt(given.BookingID).Equal(at), "stamped %v, given %v", voidedAt(given.BookingID), at)
+
+	before := time.Now()
+	require.NoError(t, l.InTx(ctx, time.Time{}, func(tx Tx) error {
+		return tx.VoidTickets(ctx, later.BookingID, ev.ID)
+	}))
+	assert.WithinDuration(t, before, voidedAt(later.BookingID), time.Minute, "the database's clock")
+}

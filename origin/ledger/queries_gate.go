@@ -51,11 +51,10 @@ const (
 	sqlAnyActiveDevice = `SELECT EXISTS (SELECT 1 FROM gate_devices WHERE revoked_at IS NULL)`
 )
 
-// The voiding of a booking's tickets in this transaction, stamped with the
-// origin's clock: the trigger that wrote the rows (migration 009) has only
-// the database's.
-const sqlStampVoids = `UPDATE ticket_voids v SET voided_at = $2
-	FROM tickets t WHERE t.booking_id = $1 AND v.code = t.code AND v.xid = pg_current_xact_id()`
+// The time the voidings of this transaction are stamped with, the origin's
+// clock, for the trigger that writes their rows (migration 019): set for
+// the transaction only.
+const sqlVoidTime = `SELECT set_config('waitroom.voided_at', $1::timestamptz::text, true)`
 
 // The feed of voided tickets (gate.go), read between two snapshots: the
 // voidings not visible to the snapshot of the read before ($2, NULL for
