@@ -309,7 +309,9 @@ func (b Bookings) RefundedUnsettled(ctx context.Context, id, reason, paymentID s
 
 // ClaimUnsettled leases up to limit bookings waiting for their payment or
 // owing a refund, not looked at since before, until the next look (SKIP
-// LOCKED: nodes split the work). A refund refused as an invalid request
+// LOCKED: nodes split the work). A payment still pending waits longer
+// as its booking ages: a tenth of its age, at most an hour, at least
+// now - before. A refund refused as an invalid request
 // waits for its retry time; a failed booking's payment, which may still
 // succeed, is asked about a few times, each wait twice the one before.
 func (b Bookings) ClaimUnsettled(ctx context.Context, now, before time.Time, limit int) ([]Booking, error) {

@@ -240,3 +240,44 @@ func TestNewHoldRowWaitsForTheBuyersLatePayment(t *testing.T) {
 		})
 	}
 }
+
+// TestPendingPaymentAskedLessOftenAsItAges: a booking waiting for its
+// payment is taken by the reconciliation every PendingAfter while young,
+// then after a tenth of its age, and at most an hour after the look
+// before however old.
+func TestPendingPaymentAskedLessOftenAsItAges(t *testing.T) {
+	ctx := context.Background()
+	l := testLedger(t, testenv.Postgres(t))
+	ev := confirmEvent(t, l, 10)
+	c := payable(t, l, ev) // made at writerNow
+	const pendingAfter = time.Minute
+	claimed := func(at time.Time) bool {
+		t.Helper()
+		got, err := l.Bookings().ClaimUnsettled(ctx, at, at.Add(-pendingAfter), 100)
+		require.NoError(t, err)
+		for _, b := range got {
+			if b.ID == c.BookingID {
+				return true
+			}
+		}
+		return false
+	}
+	looks := []struct {
+		after time.Duration // since the booking was made
+		taken bool
+	}{
+		{50 * time.Second, false},
+		{61 * time.Second, true},
+		{2*time.Minute + 2*time.Second, true}, // young: PendingAfter apart
+		{2*time.Minute + 50*time.Second, false},
+		{time.Hour, true},
+		{time.Hour + 5*time.Minute, false}, // a tenth of its age then: 6.5 minutes
+		{time.Hour + 7*time.Minute, true},  // 6.7 minutes
+		{30 * time.Hour, true},
+		{30*time.Hour + 59*time.Minute, false}, // at most an hour, not three
+		{31*time.Hour + time.Second, true},
+	}
+	for _, look := range looks {
+		assert.Equal(t, look.taken, claimed(writerNow.Add(look.after)), "%v after the booking was made", look.after)
+	}
+}
