@@ -38,6 +38,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/admin/users/{id}/trail", ops.handleTrail)
 	mux.HandleFunc("GET /v1/admin/outbox", ops.handleOutbox)
 	mux.HandleFunc("POST /v1/admin/outbox/{id}/redelivery", ops.handleRedelivery)
+	mux.HandleFunc("POST /v1/admin/bookings/{id}/resolution", bookings.handleResolution)
 	mux.HandleFunc("GET /v1/admin/events/{id}/scans", scans.handleScanTotals)
 	mux.HandleFunc("GET /healthz", ops.handleHealthz)
 	mux.HandleFunc("GET /readyz", ops.handleReadyz)

@@ -115,11 +115,7 @@ func (s *Settlement) resolvePayment(ctx context.Context, b ledger.Booking) error
 		return s.settlePayment(ctx, b, p.ID, &p, nil)
 	case payment.StatusFailed, payment.StatusCanceled:
 		s.metrics.PaymentChecks.WithLabelValues("failed").Inc()
-		reason := p.FailureCode
-		if reason == "" {
-			reason = "payment_" + string(p.Status)
-		}
-		return s.settleFailed(ctx, b, p.ID, reason)
+		return s.settleFailed(ctx, b, p.ID, failureReason(p))
 	}
 	s.metrics.PaymentChecks.WithLabelValues("pending").Inc()
 	return nil
@@ -220,4 +216,13 @@ func (s *Settlement) recheckFailed(ctx context.Context, b ledger.Booking) error 
 	}
 	s.metrics.PaymentChecks.WithLabelValues("succeeded_after_failure").Inc()
 	return s.settlePayment(ctx, b, p.ID, &p, nil)
+}
+
+// failureReason is the status_reason of a booking whose payment p failed
+// or was cancelled: the provider's code, or what became of the payment.
+func failureReason(p payment.Payment) string {
+	if p.FailureCode != "" {
+		return p.FailureCode
+	}
+	return "payment_" + string(p.Status)
 }
