@@ -49,6 +49,9 @@ type gatewayTarget struct {
 	want, wantType, wantEncoding string
 	// profile names the CPU profile taken of it ("" for none).
 	profile string
+	// store: its answers ask the Redis store, whose calls and CPU time per
+	// request are measured too.
+	store bool
 }
 
 // gatewayRatio is one goal: site a's rate over site b's, the median round.
@@ -185,8 +188,8 @@ func runGateway(ctx context.Context, args []string, out, errOut io.Writer) error
 		{name: "respond, a browser's request", site: sites.respond, header: browser},
 		{name: "waiting answer, JSON (queued token)", site: sites.roomWaiting, want: api.StatusWaiting, wantType: "application/json", profile: "waiting-json", header: poll},
 		{name: "waiting answer, HTML (queued cookie)", site: sites.roomWaiting, want: api.StatusWaiting, wantType: "text/html", wantEncoding: "gzip", profile: "waiting-html", header: browser},
-		{name: "new arrival (Redis store)", site: sites.roomArrivals, want: api.StatusWaiting, profile: "arrival", header: jsonAccept},
-		{name: fmt.Sprintf("new arrival (Redis store, lease %d)", arrivalLease), site: sites.roomArrivalsLeased, want: api.StatusWaiting, profile: "arrival-lease", header: jsonAccept},
+		{name: "new arrival (Redis store)", site: sites.roomArrivals, want: api.StatusWaiting, profile: "arrival", header: jsonAccept, store: true},
+		{name: fmt.Sprintf("new arrival (Redis store, lease %d)", arrivalLease), site: sites.roomArrivalsLeased, want: api.StatusWaiting, profile: "arrival-lease", header: jsonAccept, store: true},
 		// Each floor gets the request of the answer it stands for.
 		{name: "floor: the JSON answer's bytes", site: sites.floorJSON, want: api.StatusWaiting, wantType: "application/json", header: poll},
 		{name: "floor: the page's bytes", site: sites.floorHTML, want: api.StatusWaiting, wantType: "text/html", wantEncoding: "gzip", header: browser},
@@ -206,7 +209,19 @@ func runGateway(ctx context.Context, args []string, out, errOut io.Writer) error
 		}
 	}
 	caddyPID := caddy.PID()
+	// Redis's own CPU time reads 0 for a server of another machine.
+	redisPID := 0
+	if pids, err := stack.RedisPIDs(ctx, srv.redisURL); err == nil && len(pids) == 1 {
+		redisPID = pids[0]
+	}
 	load := func(t gatewayTarget, d time.Duration) (gatewayRun, error) {
+		var store0 storeCounters
+		if t.store {
+			var err error
+			if store0, err = readStoreCounters(ctx, rdb, redisPID); err != nil {
+				return gatewayRun{}, err
+			}
+		}
 		cpu0, err := stack.CPUTime(caddyPID)
 		if err != nil {
 			return gatewayRun{}, err
@@ -222,7 +237,15 @@ func runGateway(ctx context.Context, args []string, out, errOut io.Writer) error
 		if r.Failed() > 0 {
 			return gatewayRun{}, fmt.Errorf("%s: %d of %d requests failed (non-2xx %d, socket errors %d)", t.name, r.Failed(), r.Requests, r.Non2xx, r.SocketErrors)
 		}
-		return gatewayRun{Result: r, CaddyCPU: cpu1 - cpu0}, nil
+		run := gatewayRun{Result: r, CaddyCPU: cpu1 - cpu0}
+		if t.store {
+			store1, err := readStoreCounters(ctx, rdb, redisPID)
+			if err != nil {
+				return gatewayRun{}, err
+			}
+			run.RedisCalls, run.RedisCPU = store1.calls-store0.calls, store1.cpu-store0.cpu
+		}
+		return run, nil
 	}
 	// Warm every site's connections and code paths before measuring.
 	for _, t := range targets {
@@ -263,6 +286,21 @@ func runGateway(ctx context.Context, args []string, out, errOut io.Writer) error
 			report.Millis(last.P50), report.Millis(last.P99))
 	}
 	t.Write(out)
+	fmt.Fprintln(out)
+	// What the store's answers cost Redis: its calls are shared by the
+	// arrivals that meet behind one take, or a leased block.
+	st := report.Table{Header: []string{"site", "Redis script calls per request", "Redis CPU µs/request"}}
+	for i, tg := range targets {
+		if !tg.store {
+			continue
+		}
+		cpu := "–"
+		if redisPID != 0 {
+			cpu = fmt.Sprintf("%.1f", median(func(r []gatewayRun) float64 { return r[i].redisCPUPerRequest() }))
+		}
+		st.Add(tg.name, fmt.Sprintf("%.3f", median(func(r []gatewayRun) float64 { return r[i].redisCallsPerRequest() })), cpu)
+	}
+	st.Write(out)
 	fmt.Fprintln(out)
 	// The goals are on the rates. Beside them, the same ratio by Caddy's
 	// CPU time per request (b's over a's), which work elsewhere on the
@@ -320,6 +358,56 @@ func runGateway(ctx context.Context, args []string, out, errOut io.Writer) error
 type gatewayRun struct {
 	wrk.Result
 	CaddyCPU time.Duration `json:"caddy_cpu_ns"`
+	// RedisCalls and RedisCPU are the store's script calls (a take of
+	// positions is one) and its CPU time over the run, for a site that
+	// asks it.
+	RedisCalls int64         `json:"redis_calls,omitempty"`
+	RedisCPU   time.Duration `json:"redis_cpu_ns,omitempty"`
+}
+
+// redisCallsPerRequest is the store's script calls per request answered.
+func (r gatewayRun) redisCallsPerRequest() float64 {
+	if r.Requests == 0 {
+		return 0
+	}
+	return float64(r.RedisCalls) / float64(r.Requests)
+}
+
+// redisCPUPerRequest is Redis's CPU time per request answered, in µs.
+func (r gatewayRun) redisCPUPerRequest() float64 {
+	if r.Requests == 0 {
+		return 0
+	}
+	return float64(r.RedisCPU.Microseconds()) / float64(r.Requests)
+}
+
+// storeCounters are Redis's counters a site's cost in the store is read
+// from: its script calls, and the server's CPU time (0 when pid is 0: a
+// server of another machine).
+type storeCounters struct {
+	calls int64
+	cpu   time.Duration
+}
+
+func readStoreCounters(ctx context.Context, rdb *redis.Client, pid int) (storeCounters, error) {
+	var c storeCounters
+	info, err := rdb.Info(ctx, "commandstats").Result()
+	if err != nil {
+		return c, fmt.Errorf("redis INFO commandstats: %w", err)
+	}
+	stats, err := parseCommandStats(info)
+	if err != nil {
+		return c, err
+	}
+	// Every call the waiting room makes is a script's (a take of
+	// positions is next.lua's); the commands a script runs count apart.
+	c.calls = stats["evalsha"].Calls + stats["eval"].Calls
+	if pid != 0 {
+		if c.cpu, err = stack.CPUTime(pid); err != nil {
+			return c, err
+		}
+	}
+	return c, nil
 }
 
 // cpuPerRequest is Caddy's CPU time per request answered, in µs: the
