@@ -39,7 +39,7 @@ func (s *Settlement) SettleUnsettled(ctx context.Context, b ledger.Booking) erro
 // figure.
 func (s *Settlement) AfterPass(ctx context.Context) {
 	s.countFailedRefunds(ctx)
-	n, err := s.ledger.Bookings().CountUnresolvedPayments(ctx, s.now().Add(-createRepeatWindow))
+	n, err := s.ledger.Bookings().CountUnresolvedPayments(ctx, s.now().Add(-CreateRepeatWindow))
 	if err != nil {
 		s.log.Warn("unresolved payments not counted", "error", err)
 		return
@@ -121,18 +121,18 @@ func (s *Settlement) resolvePayment(ctx context.Context, b ledger.Booking) error
 	return nil
 }
 
-// createRepeatWindow is how long after a booking was made its payment's
+// CreateRepeatWindow is how long after a booking was made its payment's
 // create call may be repeated: Stripe keeps an idempotency key 24 hours,
 // and a create repeated after that is a new payment (a second charge).
-const createRepeatWindow = 23 * time.Hour
+const CreateRepeatWindow = 23 * time.Hour
 
 // mayRepeatCreate reports whether b's create call may still be repeated
 // under its payment key.
 func (s *env) mayRepeatCreate(b ledger.Booking) bool {
-	return s.now().Sub(b.CreatedAt) < createRepeatWindow
+	return s.now().Sub(b.CreatedAt) < CreateRepeatWindow
 }
 
-// pastCreateWindow is the payment of b, waiting past createRepeatWindow
+// pastCreateWindow is the payment of b, waiting past CreateRepeatWindow
 // without a payment id in the ledger: the one its create call kept in
 // Redis, or the one a search by its metadata finds. Without either its
 // outcome stays unknown, and nothing but the search asks the provider

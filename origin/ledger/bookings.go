@@ -309,13 +309,13 @@ func (b Bookings) RefundedUnsettled(ctx context.Context, id, reason, paymentID s
 
 // ClaimUnsettled leases up to limit bookings waiting for their payment or
 // owing a refund, not looked at since before, until the next look (SKIP
-// LOCKED: nodes split the work). A payment still pending waits longer
-// as its booking ages: a tenth of its age, at most an hour, at least
-// now - before. A refund refused as an invalid request
-// waits for its retry time; a failed booking's payment, which may still
-// succeed, is asked about a few times, each wait twice the one before.
-func (b Bookings) ClaimUnsettled(ctx context.Context, now, before time.Time, limit int) ([]Booking, error) {
-	rows, err := b.q.Query(ctx, sqlClaimUnsettled, now, before, limit)
+// LOCKED: nodes split the work). A payment still pending of a booking made
+// before unresolvedBefore is taken at most hourly. A refund refused as an
+// invalid request waits for its retry time; a failed booking's payment,
+// which may still succeed, is asked about a few times, each wait twice the
+// one before.
+func (b Bookings) ClaimUnsettled(ctx context.Context, now, before, unresolvedBefore time.Time, limit int) ([]Booking, error) {
+	rows, err := b.q.Query(ctx, sqlClaimUnsettled, now, before, limit, unresolvedBefore)
 	return collectAll[Booking](rows, err, "lease unsettled bookings")
 }
 

@@ -241,19 +241,24 @@ func TestNewHoldRowWaitsForTheBuyersLatePayment(t *testing.T) {
 	}
 }
 
-// TestPendingPaymentAskedLessOftenAsItAges: a booking waiting for its
-// payment is taken by the reconciliation every PendingAfter while young,
-// then after a tenth of its age, and at most an hour after the look
-// before however old.
-func TestPendingPaymentAskedLessOftenAsItAges(t *testing.T) {
+// TestUnresolvedPaymentAskedHourly: a booking waiting for its payment is
+// taken by the reconciliation every PendingAfter, and at most hourly once
+// it was made before the time given (past the window in which its create
+// call is repeated); without one, as often as before.
+func TestUnresolvedPaymentAskedHourly(t *testing.T) {
 	ctx := context.Background()
 	l := testLedger(t, testenv.Postgres(t))
 	ev := confirmEvent(t, l, 10)
 	c := payable(t, l, ev) // made at writerNow
-	const pendingAfter = time.Minute
-	claimed := func(at time.Time) bool {
+	const pendingAfter, window = time.Minute, 23 * time.Hour
+	claimed := func(after time.Duration, unresolved bool) bool {
 		t.Helper()
-		got, err := l.Bookings().ClaimUnsettled(ctx, at, at.Add(-pendingAfter), 100)
+		at := writerNow.Add(after)
+		var before time.Time
+		if unresolved {
+			before = at.Add(-window)
+		}
+		got, err := l.Bookings().ClaimUnsettled(ctx, at, at.Add(-pendingAfter), before, 100)
 		require.NoError(t, err)
 		for _, b := range got {
 			if b.ID == c.BookingID {
@@ -263,21 +268,22 @@ func TestPendingPaymentAskedLessOftenAsItAges(t *testing.T) {
 		return false
 	}
 	looks := []struct {
-		after time.Duration // since the booking was made
-		taken bool
+		after            time.Duration // since the booking was made
+		unresolved, took bool
 	}{
-		{50 * time.Second, false},
-		{61 * time.Second, true},
-		{2*time.Minute + 2*time.Second, true}, // young: PendingAfter apart
-		{2*time.Minute + 50*time.Second, false},
-		{time.Hour, true},
-		{time.Hour + 5*time.Minute, false}, // a tenth of its age then: 6.5 minutes
-		{time.Hour + 7*time.Minute, true},  // 6.7 minutes
-		{30 * time.Hour, true},
-		{30*time.Hour + 59*time.Minute, false}, // at most an hour, not three
-		{31*time.Hour + time.Second, true},
+		{50 * time.Second, true, false},
+		{61 * time.Second, true, true},
+		{2*time.Minute + 2*time.Second, true, true}, // PendingAfter apart
+		{22 * time.Hour, true, true},
+		{22*time.Hour + 61*time.Second, true, true},
+		{23*time.Hour + time.Minute, true, false}, // past the window: an hour after the look before
+		{23*time.Hour + 2*time.Minute, true, true},
+		{23*time.Hour + 5*time.Minute, true, false},
+		{24*time.Hour + time.Minute, true, false},
+		{24*time.Hour + 3*time.Minute, true, true},
+		{24*time.Hour + 5*time.Minute, false, true}, // no window given
 	}
 	for _, look := range looks {
-		assert.Equal(t, look.taken, claimed(writerNow.Add(look.after)), "%v after the booking was made", look.after)
+		assert.Equal(t, look.took, claimed(look.after, look.unresolved), "%v after the booking was made", look.after)
 	}
 }

@@ -322,22 +322,18 @@ const (
 		RETURNING ` + bookingColumns
 
 	// The payment reconciliation takes the unsettled bookings not looked at
-	// since $2, and leases them until the next look.
-	// A payment still pending is asked about again after a tenth of the
-	// booking's age, at least $1 - $2 and at most an hour after the look
-	// before: a backlog left by a provider's outage, or bookings whose
-	// outcome only an operator can find, would otherwise ask the provider
-	// about each of them every $1 - $2 for as long as they wait, into its
-	// rate limit, which the new sales' payments share. A failed booking's
-	// payment is asked about up to 5 times, the k-th ($1 - $2) * 2^k after
-	// the one before; a refund refused as invalid waits for its
-	// refund_retry_at.
+	// since $2, and leases them until the next look. A payment still
+	// pending of a booking made before $4 (past the window in which its
+	// create call is repeated: only a search by its metadata asks about it
+	// then) is asked about at most hourly, not every $1 - $2 for as long
+	// as it waits. A failed booking's payment is asked about up to 5
+	// times, the k-th ($1 - $2) * 2^k after the one before; a refund
+	// refused as invalid waits for its refund_retry_at.
 	sqlClaimUnsettled = `UPDATE bookings SET checked_at = $1,
 			failure_checks = failure_checks + CASE WHEN status = 'failed' AND refund_status = '' THEN 1 ELSE 0 END
 		WHERE id IN (
 			SELECT id FROM bookings
-			WHERE ((status = 'payment_pending'
-						AND checked_at < $1::timestamptz - greatest($1::timestamptz - $2::timestamptz, least(($1::timestamptz - created_at) / 10, interval '1 hour')))
+			WHERE ((status = 'payment_pending' AND (created_at >= $4 OR checked_at < $1::timestamptz - interval '1 hour'))
 					OR refund_status = 'pending'
 					OR (refund_status = 'failed' AND (refund_retry_at IS NULL OR refund_retry_at <= $1))
 					OR (status = 'failed' AND failure_checks < 5 AND payment_id IS NOT NULL AND refund_status = ''

@@ -14,9 +14,14 @@ type PaymentReconcilerConfig struct {
 	// Interval is how often the reconciliation runs; default 15 s.
 	Interval time.Duration
 	// PendingAfter is how long a booking may wait for its payment's
-	// outcome before it is asked about, and the least wait before it is
-	// asked again (a tenth of its age, at most an hour); default 1 min.
+	// outcome before it is asked about (and how often it is asked again);
+	// default 1 min.
 	PendingAfter time.Duration
+	// UnresolvedAfter is the age of a booking past which nothing but a
+	// search asks the provider about its pending payment (the window in
+	// which its create call is repeated is over): it is asked about hourly
+	// from then on. 0: as often as any.
+	UnresolvedAfter time.Duration
 	// Batch is how many bookings one statement leases; default 100.
 	Batch int
 	// Clock; default time.Now.
@@ -38,8 +43,8 @@ type Settler interface {
 // payment that succeeded silently), a refund call may fail, and a refund
 // may stay pending or fail at the provider, and a payment reported failed
 // may succeed after all. Each pass takes the bookings still waiting for
-// their payment PendingAfter after they were made (then a tenth of their
-// age, at most an hour, after they were last looked at), owing a refund (one the provider refused as invalid only once its wait
+// their payment PendingAfter after they were made (or last looked at;
+// hourly once they are UnresolvedAfter old), owing a refund (one the provider refused as invalid only once its wait
 // is over), or failed with a payment asked about fewer than 5 times (each
 // wait twice the one before), leases them (SKIP LOCKED, so nodes split the
 // work), and hands each to the Settler.
@@ -81,7 +86,11 @@ func (r *PaymentReconciler) RunOnce(ctx context.Context) (int, error) {
 	var errs []error
 	total := 0
 	for {
-		due, err := r.ledger.Bookings().ClaimUnsettled(ctx, now, now.Add(-r.cfg.PendingAfter), r.cfg.Batch)
+		unresolved := time.Time{} // none
+		if r.cfg.UnresolvedAfter > 0 {
+			unresolved = now.Add(-r.cfg.UnresolvedAfter)
+		}
+		due, err := r.ledger.Bookings().ClaimUnsettled(ctx, now, now.Add(-r.cfg.PendingAfter), unresolved, r.cfg.Batch)
 		if err != nil {
 			return total, errors.Join(append(errs, err)...)
 		}
