@@ -1,6 +1,7 @@
 package origin
 
 import (
+	"fmt"
 	"net/http"
 
 	"github.com/google/uuid"
@@ -48,8 +49,8 @@ func (s bookingsAPI) handleResolution(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid_request", `give either "payment_id" (the booking's payment) or "charged":false (none at the provider), not both`)
 		return
 	case req.PaymentID != nil:
-		if !paymentIDText(*req.PaymentID) {
-			writeError(w, http.StatusBadRequest, "invalid_request", `"payment_id" must be the provider's id of a payment (1–255 printable characters, e.g. pi_3Q…)`)
+		if pid := *req.PaymentID; pid == "" || len(pid) > maxPaymentIDLen || !tokenChars(pid) {
+			writeError(w, http.StatusBadRequest, "invalid_request", fmt.Sprintf(`"payment_id" must be the provider's id of a payment (1–%d printable ASCII characters without spaces, e.g. pi_3Q…)`, maxPaymentIDLen))
 			return
 		}
 		b, outcome, err = settle.ResolvePayment(r.Context(), id.String(), *req.PaymentID)
@@ -76,8 +77,9 @@ func (s bookingsAPI) handleResolution(w http.ResponseWriter, r *http.Request) {
 			"the booking's payment is known ("+b.PaymentID+"): the reconciliation asks the provider about it; to settle it now, give it as payment_id")
 		return
 	case booking.ResolveStillAsking:
-		writeError(w, http.StatusConflict, "payment_resolvable",
-			"the reconciliation still repeats the booking's create call, which finds its payment, until 23 hours after it was made")
+		writeError(w, http.StatusConflict, "payment_resolvable", fmt.Sprintf(
+			"the reconciliation still repeats the booking's create call, which finds its payment, until %.0f hours after it was made",
+			booking.CreateRepeatWindow.Hours()))
 		return
 	case booking.ResolveNotItsPayment:
 		writeError(w, http.StatusUnprocessableEntity, "payment_not_of_booking",
@@ -95,16 +97,6 @@ func (s bookingsAPI) handleResolution(w http.ResponseWriter, r *http.Request) {
 	writeResponse(w, response{status: http.StatusOK, body: out})
 }
 
-// paymentIDText reports whether id may be a provider's payment id: no
-// provider's id is empty, long, or holds spaces or control characters.
-func paymentIDText(id string) bool {
-	if id == "" || len(id) > 255 {
-		return false
-	}
-	for _, c := range id {
-		if c <= ' ' || c == 0x7f || c == '\uFFFD' {
-			return false
-		}
-	}
-	return true
-}
+// maxPaymentIDLen bounds a payment id an operator gives: no provider's is
+// longer.
+const maxPaymentIDLen = 255
