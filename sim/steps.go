@@ -178,8 +178,9 @@ const (
 	ProviderPartial = iota
 	ProviderFull
 	ProviderRefuse
-	// ProviderAmend: the amount of a payment the origin has not settled
-	// yet is changed at the provider.
+	// ProviderAmend: the amount of a payment the origin has not read
+	// succeeded yet is changed at the provider (fakepay refuses once it
+	// has, as Stripe fixes a succeeded payment's amount).
 	ProviderAmend
 	providerModes
 )

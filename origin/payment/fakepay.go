@@ -172,6 +172,10 @@ type fakePayment struct {
 	// succeeds; zero when it never will (or did).
 	flipAt    time.Time
 	refundIDs []string
+	// shown: a read the origin settles on (GetPayment, a repeated create)
+	// has returned the payment succeeded. Its amount is fixed from then on,
+	// as Stripe fixes a payment's once it succeeds (AmendAtProvider).
+	shown bool
 }
 
 type fakeRefund struct {
@@ -293,6 +297,7 @@ func (f *Fakepay) CreatePayment(ctx context.Context, req CreateRequest) (Payment
 	fp := paymentFingerprint(req)
 	rec := f.record(f.paymentKeys, req.IdempotencyKey)
 	rec.mu.Lock()
+	replay := rec.done
 	if !rec.done {
 		pay := f.charge(req)
 		rec.done, rec.fingerprint, rec.paymentID = true, fp, pay.ID
@@ -303,7 +308,9 @@ func (f *Fakepay) CreatePayment(ctx context.Context, req CreateRequest) (Payment
 		rec.mu.Unlock()
 		return Payment{}, fmt.Errorf("fakepay: create payment for booking %s: %w (key %q)", req.BookingID, ErrIdempotencyConflict, req.IdempotencyKey)
 	}
-	p, declined := f.snapshot(rec.paymentID), rec.err
+	// The first answer is only the create's; a replay is how the
+	// reconciliation reads a payment whose id it never got.
+	p, declined := f.snapshot(rec.paymentID, replay), rec.err
 	rec.mu.Unlock()
 	if p.Status == StatusSucceeded {
 		// A declined payment that succeeded since: the replay reads it as
@@ -382,7 +389,7 @@ func (f *Fakepay) GetPayment(ctx context.Context, paymentID string) (Payment, er
 	if !ok {
 		return Payment{}, fmt.Errorf("fakepay: get payment %s: %w", paymentID, ErrNotFound)
 	}
-	return f.snapshot(paymentID), nil
+	return f.snapshot(paymentID, true), nil
 }
 
 // PaymentsForBooking lists the payments made for a booking, oldest first:
@@ -394,7 +401,7 @@ func (f *Fakepay) PaymentsForBooking(bookingID string) []Payment {
 	f.mu.Unlock()
 	out := make([]Payment, 0, len(ids))
 	for _, id := range ids {
-		out = append(out, f.snapshot(id))
+		out = append(out, f.snapshot(id, false))
 	}
 	return out
 }
@@ -474,12 +481,18 @@ func (f *Fakepay) record(m map[string]*idemRecord, key string) *idemRecord {
 	return rec
 }
 
-func (f *Fakepay) snapshot(paymentID string) Payment {
+// snapshot is the payment as it is now; show marks it shown to the origin
+// if it succeeded, under the same lock, so no change of its amount lands
+// between the read and the mark.
+func (f *Fakepay) snapshot(paymentID string, show bool) Payment {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	p, ok := f.payments[paymentID]
 	if !ok {
 		return Payment{}
+	}
+	if show && p.Status == StatusSucceeded {
+		p.shown = true
 	}
 	out := p.Payment
 	for _, id := range p.refundIDs {

@@ -99,13 +99,19 @@ func (f *Fakepay) RefundAtProvider(paymentID string, amount int64) (Refund, erro
 // AmendAtProvider changes a payment's amount and currency at the
 // provider, as another integration holding the account's key can (Stripe
 // lets a payment's amount change until it is confirmed, and captures less
-// than it), with no event: the origin learns of it only by asking.
+// than it), with no event: the origin learns of it only by asking. A
+// payment the origin has already read as succeeded is refused
+// (ErrInvalidRequest): Stripe fixes the amount once a payment succeeds, so
+// what the origin was shown then is what was paid.
 func (f *Fakepay) AmendAtProvider(paymentID string, amount int64, currency string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	p, ok := f.payments[paymentID]
 	if !ok {
 		return fmt.Errorf("fakepay: amend %s at the provider: %w", paymentID, ErrNotFound)
+	}
+	if p.shown {
+		return fmt.Errorf("fakepay: amend %s at the provider: %w: the origin has read it succeeded", paymentID, ErrInvalidRequest)
 	}
 	if amount <= 0 || amount < p.AmountRefunded || len(currency) != 3 {
 		return fmt.Errorf("fakepay: amend %s at the provider: %w: %d %q", paymentID, ErrInvalidRequest, amount, currency)

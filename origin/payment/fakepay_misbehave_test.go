@@ -117,3 +117,40 @@ func TestFakepayRefundAtProviderOfASilentPayment(t *testing.T) {
 	assert.Equal(t, "charge.refunded", events[0].Type)
 	assert.EqualValues(t, 900, events[0].AmountRefunded)
 }
+
+// A payment's amount changes at the provider only until the origin reads it
+// succeeded (GetPayment, or a create repeated with its key): Stripe fixes it
+// once the payment succeeds, and a change landing between the origin's read
+// and its confirmation would be a sale on a price it was never shown.
+func TestFakepayAmendOnlyBeforeTheOriginReadsIt(t *testing.T) {
+	clock := newClock()
+	fp := newFakepay(t, FakepayConfig{Now: clock.Now})
+	req := CreateRequest{BookingID: "b_a", Amount: 900, Currency: "inr", PaymentMethod: MethodSilent, IdempotencyKey: "ka"}
+	p, err := fp.CreatePayment(t.Context(), req)
+	require.NoError(t, err)
+	require.NoError(t, fp.AmendAtProvider(p.ID, 450, "inr"), "the create's own answer is not a read")
+	assert.Equal(t, int64(450), fp.PaymentsForBooking("b_a")[0].Amount, "a test's look is not the origin's")
+	require.NoError(t, fp.AmendAtProvider(p.ID, 400, "inr"))
+
+	got, err := fp.GetPayment(t.Context(), p.ID)
+	require.NoError(t, err)
+	assert.Equal(t, int64(400), got.Amount)
+	err = fp.AmendAtProvider(p.ID, 200, "inr")
+	require.ErrorIs(t, err, ErrInvalidRequest, "read succeeded")
+	got, err = fp.GetPayment(t.Context(), p.ID)
+	require.NoError(t, err)
+	assert.Equal(t, int64(400), got.Amount)
+
+	other := CreateRequest{BookingID: "b_r", Amount: 900, Currency: "inr", PaymentMethod: MethodSilent, IdempotencyKey: "kr"}
+	first, err := fp.CreatePayment(t.Context(), other)
+	require.NoError(t, err)
+	_, err = fp.CreatePayment(t.Context(), other)
+	require.NoError(t, err)
+	require.ErrorIs(t, fp.AmendAtProvider(first.ID, 450, "inr"), ErrInvalidRequest, "a repeated create reads it")
+
+	declined, err := fp.CreatePayment(t.Context(), CreateRequest{BookingID: "b_d", Amount: 900, Currency: "inr", PaymentMethod: MethodDeclined, IdempotencyKey: "kd"})
+	require.Error(t, err)
+	_, err = fp.GetPayment(t.Context(), declined.ID)
+	require.NoError(t, err)
+	require.NoError(t, fp.AmendAtProvider(declined.ID, 450, "inr"), "a failed payment was not read succeeded")
+}
