@@ -34,7 +34,12 @@
     }
     const res = await fetch(path, opts);
     const data = await res.json().catch(() => null);
-    if (!res.ok) throw new Error((data && (data.message || data.error)) || res.status + " " + res.statusText);
+    if (!res.ok) {
+      const err = new Error((data && (data.message || data.error)) || res.status + " " + res.statusText);
+      err.code = data && data.error;
+      err.data = data;
+      throw err;
+    }
     return data;
   }
 
@@ -60,14 +65,17 @@
       dl.append(el("div", {}, el("dt", {}, label), c.stats[k]));
     }
     c.by = el("input", { name: "raise_by", type: "number", min: "1", step: "1", value: "100" });
+    c.to = el("input", { name: "set", type: "number", min: "0", step: "1" });
     c.reason = el("input", { name: "reason", type: "text", maxlength: "500", placeholder: "why (for the log)" });
     const button = (act, text) => el("button", { type: "button", "data-act": act }, text);
     c.raise = button("raise", "Raise watermark");
+    c.set = button("set", "Set watermark");
     c.pause = button("pause", "Pause");
     c.soldOut = button("sold_out", "Mark sold out");
     const form = el("form", { "aria-label": "Change event " + id },
-      el("label", {}, "Raise by", c.by), c.raise, c.pause, c.soldOut, el("label", {}, "Reason", c.reason));
-    for (const b of [c.raise, c.pause, c.soldOut]) b.addEventListener("click", () => act(c, b));
+      el("label", {}, "Raise by", c.by), c.raise, el("label", {}, "Set to", c.to), c.set,
+      c.pause, c.soldOut, el("label", {}, "Reason", c.reason));
+    for (const b of [c.raise, c.set, c.pause, c.soldOut]) b.addEventListener("click", () => act(c, b));
     c.log = el("tbody");
     const table = el("table", {}, el("caption", {}, "Change log, newest first"),
       el("thead", {}, el("tr", {}, ...["Time", "Actor", "Field", "From", "To", "Reason"].map(h => el("th", { scope: "col" }, h)))), c.log);
@@ -285,6 +293,16 @@
       // Past 2^53 the number sent is not the number typed.
       if (!Number.isSafeInteger(by) || by < 1) { say("Raise by a whole number of positions, 1 or more.", true, true); return; }
       req = ["watermark", { raise_by: by, reason }];
+    } else if (what === "set") {
+      const to = c.to.value.trim() === "" ? NaN : Number(c.to.value);
+      if (!Number.isSafeInteger(to) || to < 0) { say("Set the watermark to a whole number of positions, 0 or more.", true, true); return; }
+      const from = c.state.watermark;
+      // Lowering takes admission back from people who had it (api.md §4).
+      if (to < from && !confirm("Lower event " + c.id + "'s watermark from " + num.format(from) + " to " + num.format(to) +
+        "? Visitors admitted above " + num.format(to) + " wait again, and the origin refuses their holds and payments until it is raised back.")) return;
+      // Set from the watermark this page showed: one set by someone else
+      // since is said, not overwritten.
+      req = ["watermark", { set: to, if_watermark: from, reason }];
     } else {
       const k = what === "pause" ? "paused" : what;
       // Another desk's change just flipped the button under the pointer.
@@ -303,6 +321,13 @@
       say("Event " + c.id + ": watermark " + num.format(state.watermark) + (state.paused ? ", paused" : ", not paused") + (state.sold_out ? ", sold out." : "."), false, true);
       refreshLog(c);
     } catch (err) {
+      if (err.code === "watermark_changed" && err.data.state) {
+        show(c, Object.assign({}, c.state, err.data.state));
+        say("Event " + c.id + ": the watermark was changed to " + num.format(err.data.state.watermark) +
+          " meanwhile; nothing was set. Check it and press Set watermark again if you mean it.", true, true);
+        refreshLog(c);
+        return;
+      }
       say("Event " + c.id + ": " + err.message, true, true);
     }
   }

@@ -214,7 +214,8 @@ func TestBrowserConsole(t *testing.T) {
 // and recovered from, the status line is not rewritten (and announced)
 // every second, a toggle that another change just flipped under the
 // pointer is not pressed blind, an absurd raise is refused in the page,
-// each change says what the event is now, and a phone shows the page
+// each change says what the event is now, the watermark is set either way
+// without overwriting another desk's, and a phone shows the page
 // without scrolling sideways.
 func TestBrowserConsoleStaff(t *testing.T) {
 	ev, _ := consoleSale(t)
@@ -279,6 +280,51 @@ func TestBrowserConsoleStaff(t *testing.T) {
 		click(t, "pause")
 		until(t, `document.querySelector("`+card+` .badge").textContent === "Open"`)
 		assert.Equal(t, false, state(t)["paused"], "pressed again, it resumes")
+	})
+
+	t.Run("set moves the watermark either way, asks before lowering it, and is told of another desk's", func(t *testing.T) {
+		input := `document.querySelector("` + card + ` input[name=set]")`
+		shown := func(want string) string {
+			return `document.querySelector("` + card + ` [data-k=watermark]").textContent === "` + want + `"`
+		}
+		eval(t, input+`.value = "9"; 1`)
+		click(t, "set")
+		until(t, shown("9"))
+		assert.Equal(t, 9.0, state(t)["watermark"])
+
+		eval(t, `window.asked = ""; window.confirm = (q) => { asked = q; return false; }; `+input+`.value = "4"; 1`)
+		click(t, "set")
+		until(t, `asked !== ""`)
+		assert.Contains(t, eval(t, `asked`), "from 9 to 4? Visitors admitted above 4 wait again")
+		assert.Equal(t, 9.0, state(t)["watermark"], "declined, nothing changed")
+		eval(t, `window.confirm = () => true; 1`)
+		click(t, "set")
+		until(t, shown("4"))
+		assert.Equal(t, 4.0, state(t)["watermark"])
+
+		eval(t, input+`.value = "-1"; 1`)
+		click(t, "set")
+		until(t, `document.getElementById("status").textContent.startsWith("Set the watermark to a whole number")`)
+		assert.Equal(t, 4.0, state(t)["watermark"])
+
+		// The page's reads stop (a slow tunnel) while another desk sets the
+		// watermark: the page's set, made from the view it still shows, is
+		// refused and says what the watermark is now.
+		eval(t, `window.liveAsked = 0; window.realFetch = window.fetch; window.fetch = (url, opts) => {
+			if (!String(url).endsWith("/waitroom/live")) return realFetch(url, opts);
+			liveAsked++;
+			return new Promise((_, fail) => opts.signal.addEventListener("abort", () => fail(opts.signal.reason)));
+		}; 1`)
+		until(t, `liveAsked >= 1`)
+		code, _, raw := adminCall(t, adminPort, http.MethodPost, "/waitroom/events/"+evs+"/watermark", `{"set": 7, "reason": "the other desk"}`)
+		require.Equal(t, http.StatusOK, code, raw)
+		eval(t, input+`.value = "6"; 1`)
+		click(t, "set")
+		until(t, `document.getElementById("status").textContent.includes("meanwhile")`)
+		assert.Equal(t, "Event "+evs+": the watermark was changed to 7 meanwhile; nothing was set. Check it and press Set watermark again if you mean it.", status(t))
+		assert.Equal(t, 7.0, state(t)["watermark"], "the other desk's set stands")
+		until(t, shown("7"))
+		eval(t, `window.fetch = window.realFetch; 1`)
 	})
 
 	t.Run("a phone shows the page without scrolling sideways", func(t *testing.T) {
