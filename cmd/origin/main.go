@@ -248,19 +248,35 @@ func connect(ctx context.Context, cfg config, log *slog.Logger, waiting *waitLis
 // the tests.
 var startServer = (*origin.Server).Start
 
+// loadPatience is how long a failure to load some of the events holds the
+// origin back while its servers answer: longer than a server's blip, and
+// short enough that one event that never loads (a row the rebuild cannot
+// take, a Redis refusing that event's keys) does not keep every other
+// event, its webhooks and its gates down. A variable for the tests.
+var loadPatience = time.Minute
+
 // loadEvents loads the ledger's events into Redis (srv.Start on bg, which
 // it keeps), trying again with backoff while the loading fails, as the
 // origin waits for its servers before it: a Redis or PostgreSQL that goes
 // away during the loading would otherwise stop the origin, only for an
 // orchestrator to restart it into the same loading. It returns once the
-// events are loaded or ctx ends.
+// events are loaded, once both servers answer after loadPatience of
+// failures (the events that did not load are counted from the ledger until
+// the drift corrector loads them, as after a Redis lost in service), or
+// when ctx ends.
 func loadEvents(ctx, bg context.Context, srv *origin.Server, log *slog.Logger) error {
 	b := backoff.NewExponentialBackOff()
 	b.InitialInterval = 100 * time.Millisecond
 	b.MaxInterval = maxRetryInterval
+	began := time.Now()
 	for {
 		err := startServer(srv, bg)
 		if err == nil {
+			return nil
+		}
+		if time.Since(began) >= loadPatience && serversAnswer(ctx, srv) {
+			log.Error("serving without the events that did not load: their seats are counted from the ledger, "+
+				"and the drift corrector keeps loading them", "error", err, "tried_for", time.Since(began).Round(time.Millisecond))
 			return nil
 		}
 		next := b.NextBackOff()
@@ -271,6 +287,14 @@ func loadEvents(ctx, bg context.Context, srv *origin.Server, log *slog.Logger) e
 		case <-time.After(next):
 		}
 	}
+}
+
+// serversAnswer reports whether Redis and PostgreSQL both answer, as
+// /readyz asks them.
+func serversAnswer(ctx context.Context, srv *origin.Server) bool {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	return srv.Ready(ctx) == nil
 }
 
 // postgresAddr is where DATABASE_URL points, without its credentials.

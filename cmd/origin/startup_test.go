@@ -317,3 +317,70 @@ func TestOriginRetriesLoadingTheEvents(t *testing.T) {
 	assert.Equal(t, 2, tries)
 	assert.Contains(t, logs.String(), "loading the events into Redis failed")
 }
+
+// TestOriginServesPastAnEventThatNeverLoads: one event whose loading keeps
+// failing while both servers answer holds the origin back only for
+// loadPatience; then the origin serves (its other events, webhooks and
+// gates), and says which event it left to the drift corrector.
+func TestOriginServesPastAnEventThatNeverLoads(t *testing.T) {
+	cfg, err := loadConfig(nil, func(name string) string {
+		return map[string]string{
+			"DATABASE_URL":       testenv.Postgres(t),
+			"REDIS_URL":          testenv.StartRedis(t).URL(),
+			"WAITROOM_KEYS":      "k1:" + strings.Repeat("a", 32),
+			"ORIGIN_ADMIN_TOKEN": "secret",
+		}[name]
+	}, io.Discard)
+	require.NoError(t, err)
+	tries := 0
+	startServer = func(srv *origin.Server, ctx context.Context) error {
+		tries++
+		if err := srv.Start(ctx); err != nil {
+			return err
+		}
+		return errors.New("load event 7: the rebuild cannot take its seat map")
+	}
+	loadPatience = 0
+	t.Cleanup(func() { startServer, loadPatience = (*origin.Server).Start, time.Minute })
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	logs := &syncBuffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan error, 1)
+	go func() { stopped <- run(ctx, ln, cfg, slog.New(slog.NewTextHandler(logs, nil))) }()
+	defer func() {
+		cancel()
+		assert.NoError(t, <-stopped)
+	}()
+	base := "http://" + ln.Addr().String()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		select {
+		case err := <-stopped:
+			stopped <- err
+			t.Fatalf("the origin stopped: %v", err)
+		default:
+		}
+		resp, err := http.Get(base + "/readyz")
+		require.NoError(t, err)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			break
+		}
+		require.False(t, time.Now().After(deadline), "timed out waiting until the origin is ready; logs:\n%s", logs.String())
+		time.Sleep(10 * time.Millisecond)
+	}
+	assert.Equal(t, 1, tries, "with the servers answering, not tried again past its patience")
+	assert.Contains(t, logs.String(), "serving without the events that did not load")
+	assert.Contains(t, logs.String(), "load event 7: the rebuild cannot take its seat map")
+
+	req, err := http.NewRequest(http.MethodPost, base+"/v1/events",
+		strings.NewReader(`{"id":8,"name":"Eight","capacity":10,"price":100,"currency":"eur"}`))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer secret")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusCreated, resp.StatusCode, "the origin serves")
+}
