@@ -82,6 +82,13 @@ func (s *env) refundBooking(ctx context.Context, b ledger.Booking) error {
 			return nil
 		}
 		r = payment.Refund{Status: payment.RefundSucceeded}
+	case errors.Is(err, payment.ErrUnauthorized):
+		// The API key refused (rolled, revoked, of another mode) says
+		// nothing of the refund: it stays pending, asked again under the
+		// same key on the next pass, not failed and put off for an hour.
+		s.metrics.Refunds.WithLabelValues("error").Inc()
+		s.log.Error("the provider refused the API key: the refund waits for it", "booking", b.ID, "error", err)
+		return fmt.Errorf("refund booking %s: %w", b.ID, err)
 	case errors.Is(err, payment.ErrInvalidRequest) && b.RefundID == "":
 		return s.refundRefused(ctx, b, err)
 	case err != nil:

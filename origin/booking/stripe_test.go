@@ -38,6 +38,10 @@ type fakeStripe struct {
 	query string
 	// created counts the create calls.
 	created int
+	// refund answers the refund creates (404 when unset); refunds counts
+	// them.
+	refund  stripeAnswer
+	refunds int
 }
 
 func (s *fakeStripe) script(read stripeAnswer, creates ...stripeAnswer) {
@@ -56,6 +60,9 @@ func (s *fakeStripe) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if len(s.creates) > 1 {
 			s.creates = s.creates[1:]
 		}
+	case r.Method == http.MethodPost && r.URL.Path == "/v1/refunds" && s.refund.status != 0:
+		s.refunds++
+		a = s.refund
 	case r.Method == http.MethodGet && r.URL.Path == "/v1/payment_intents/search":
 		s.query = r.URL.Query().Get("query")
 		a = stripeAnswer{http.StatusOK, `{"object":"search_result","url":"/v1/payment_intents/search","has_more":false,"data":[` +
@@ -314,4 +321,42 @@ func gauge(t *testing.T, g prometheus.Gauge) float64 {
 	var m dto.Metric
 	require.NoError(t, g.Write(&m))
 	return m.GetGauge().GetValue()
+}
+
+// TestStripeRefundWithTheKeyRefused: a refund whose call Stripe answers 401
+// or 403 (the API key rolled or revoked, a restricted key without the
+// permission) is not a refund the provider refuses: it stays pending, with
+// no wait put on it, and is made under the same key once the key is
+// right.
+func TestStripeRefundWithTheKeyRefused(t *testing.T) {
+	for _, status := range []int{http.StatusUnauthorized, http.StatusForbidden} {
+		t.Run(http.StatusText(status), func(t *testing.T) {
+			f, fs := newStripeFixture(t)
+			ctx := context.Background()
+			fs.script(intent("pi_1", "succeeded"), intent("pi_1", "succeeded"))
+			b := f.book(f.hold("ann"), "pm_card_visa")
+			out, err := stripeEvent(t, f, b, "pi_1")
+			require.NoError(t, err, out)
+			require.Equal(t, ledger.BookingConfirmed, f.booking(b.ID).Status)
+
+			fs.mu.Lock()
+			fs.refund = stripeAnswer{status, stripeErr("invalid_request_error", "")}
+			fs.mu.Unlock()
+			_, err = f.svc.Cancel(ctx, b.ID)
+			require.NoError(t, err)
+			got := f.booking(b.ID)
+			assert.Equal(t, ledger.BookingCancelled, got.Status)
+			assert.Equal(t, ledger.RefundPending, got.RefundStatus, "not failed: %+v", got)
+			assert.Nil(t, got.RefundRetryAt, "no wait put on it")
+			assert.Zero(t, got.RefundAttempts, "the same key again")
+
+			fs.mu.Lock()
+			fs.refund = stripeAnswer{http.StatusOK, `{"id":"re_1","object":"refund","amount":100,"currency":"inr","payment_intent":"pi_1","status":"succeeded"}`}
+			fs.mu.Unlock()
+			require.NoError(t, f.svc.Settlement().SettleUnsettled(ctx, f.booking(b.ID)))
+			got = f.booking(b.ID)
+			assert.Equal(t, ledger.BookingRefunded, got.Status, "%+v", got)
+			assert.Equal(t, 2, fs.refunds)
+		})
+	}
 }
