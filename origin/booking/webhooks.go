@@ -71,9 +71,13 @@ func (s *Settlement) HandlePaymentEvent(ctx context.Context, ev payment.Event) (
 	}
 	// Copies of one event arrive together (at-least-once delivery): on this
 	// node they share one settlement, which is idempotent, instead of each
-	// taking a connection to wait on the same row locks. The work is detached
-	// from the request that started it, since the others wait for it too.
-	v, err, _ := s.flight.Do("settle:"+b.ID+":"+string(ev.Kind)+":"+ev.PaymentID, func() (any, error) {
+	// taking a connection to wait on the same row locks. Only copies: two
+	// events of one kind (a refund of 30, then of the other 70) each ask the
+	// provider, since one that joined the other's settlement would be
+	// recorded as handled on an answer read before it happened. The work is
+	// detached from the request that started it, since the others wait for
+	// it too.
+	v, err, _ := s.flight.Do("settle:"+ev.ID, func() (any, error) {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 		defer cancel()
 		switch ev.Kind {
