@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/text/currency"
+
 	"github.com/waitroom/waitroom/locale"
 )
 
@@ -60,11 +62,25 @@ type langLink struct {
 	Current         bool
 }
 
-// Money writes an amount in the currency's minor units.
-func (v view) Money(amount int64, currency string) string {
+// Money writes an amount in the currency's smallest unit with the
+// currency's own number of decimals (ISO 4217): 5000 JPY is 5,000 JPY,
+// 5000 INR 50.00 INR, 12500 KWD 12.500 KWD, as the provider charges them.
+func (v view) Money(amount int64, code string) string {
 	sign := ""
 	if amount < 0 {
 		sign, amount = "-", -amount
+	}
+	code = strings.ToUpper(code)
+	scale := 2
+	if cur, err := currency.ParseISO(code); err == nil {
+		scale, _ = currency.Standard.Rounding(cur)
+	}
+	if scale == 0 {
+		return fmt.Sprintf("%s%s %s", sign, v.Number(amount), code)
+	}
+	unit := int64(1)
+	for range scale {
+		unit *= 10
 	}
 	// The decimal mark is the one the grouping does not use: 2,400.00 in
 	// English, 2.400,00 in German.
@@ -72,7 +88,7 @@ func (v view) Money(amount int64, currency string) string {
 	if strings.Contains(v.Number(1_000_000), ".") {
 		mark = ","
 	}
-	return fmt.Sprintf("%s%s%s%02d %s", sign, v.Number(amount/100), mark, amount%100, strings.ToUpper(currency))
+	return fmt.Sprintf("%s%s%s%0*d %s", sign, v.Number(amount/unit), mark, scale, amount%unit, code)
 }
 
 // Clock writes a time of day in UTC, as the hold's expiry.
