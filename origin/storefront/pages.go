@@ -1,6 +1,7 @@
 package storefront
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"net/url"
@@ -26,6 +27,9 @@ type eventItem struct {
 	Price, Left     int64
 	Currency        string
 	Seated, SoldOut bool
+	// Held: no seat is left, but these are held by buyers who have not
+	// paid, and come back if they don't: not sold out.
+	Held int64
 }
 
 func (s *Store) handleEvents(w http.ResponseWriter, r *http.Request) {
@@ -43,10 +47,26 @@ func (s *Store) handleEvents(w http.ResponseWriter, r *http.Request) {
 			s.fail(w, r, http.StatusServiceUnavailable, "shop_err_unavailable")
 			return
 		}
+		held, err := s.heldWhenNoneLeft(r.Context(), ev.ID, left)
+		if err != nil {
+			s.fail(w, r, http.StatusServiceUnavailable, "shop_err_unavailable")
+			return
+		}
 		p.Events = append(p.Events, eventItem{ID: ev.ID, Name: ev.Name, Price: lowestPrice(ev.Event), Left: left,
-			Currency: ev.Currency, Seated: ev.Seated(), SoldOut: left <= 0})
+			Currency: ev.Currency, Seated: ev.Seated(), SoldOut: left <= 0 && held == 0, Held: held})
 	}
 	s.render(w, r, http.StatusOK, "events", view{Text: t, Title: msg(t, "shop_events"), Data: p})
+}
+
+// heldWhenNoneLeft is how many seats live holds keep when none is left
+// (0 otherwise, without asking the ledger): all held is not sold out, as
+// the waiting room says too (api.md §12).
+func (s *Store) heldWhenNoneLeft(ctx context.Context, event, left int64) (int64, error) {
+	if left > 0 {
+		return 0, nil
+	}
+	c, err := s.cfg.Ledger.SeatCounts(ctx, event, s.now())
+	return c.Pending, err
 }
 
 // lowestPrice is what the cheapest ticket of the event costs.
@@ -68,6 +88,7 @@ func lowestPrice(e ledger.Event) int64 {
 type eventPage struct {
 	Event    ledger.Event
 	Left     int64
+	Held     int64 // see eventItem.Held
 	Key      string
 	Quantity int64
 	MaxQty   []int64
@@ -148,7 +169,12 @@ func (s *Store) renderEvent(w http.ResponseWriter, r *http.Request, status int, 
 		s.fail(w, r, http.StatusServiceUnavailable, "shop_err_unavailable")
 		return
 	}
-	p := eventPage{Event: ev.Event, Left: left, Key: uuid.NewString(), Quantity: max(qty, 1)}
+	held, err := s.heldWhenNoneLeft(ctx, ev.ID, left)
+	if err != nil {
+		s.fail(w, r, http.StatusServiceUnavailable, "shop_err_unavailable")
+		return
+	}
+	p := eventPage{Event: ev.Event, Left: left, Held: held, Key: uuid.NewString(), Quantity: max(qty, 1)}
 	for q := int64(1); q <= min(ev.MaxPerUser, 20); q++ {
 		p.MaxQty = append(p.MaxQty, q)
 	}

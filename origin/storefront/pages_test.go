@@ -272,3 +272,31 @@ func TestStorefrontAssetsAndWeight(t *testing.T) {
 	assert.Equal(t, "no-store", plain.header.Get("Cache-Control"))
 	assert.Contains(t, plain.header.Get("Content-Security-Policy"), "script-src 'self'")
 }
+
+// Every seat held is not sold out: the list and the event page say the
+// seats are held and may come back, until they are paid for.
+func TestStorefrontAllHeldIsNotSoldOut(t *testing.T) {
+	s := newShop(t, shopOptions{})
+	ev := s.createEvent(map[string]any{"name": "Small room", "capacity": 2, "price": 90000, "overflow_pct": 0, "max_per_user": 2})
+	b := s.shopper().enter("alice", ev)
+	other := s.shopper().enter("bob", ev)
+
+	evPage := b.get(fmt.Sprintf("/events/%d", ev))
+	res := b.post(fmt.Sprintf("/events/%d/holds", ev), url.Values{"key": {evPage.key(t)}, "mode": {"quantity"}, "quantity": {"2"}})
+	hold := b.follow(res)
+	require.Equal(t, http.StatusOK, hold.status, hold.body)
+
+	list := other.get("/")
+	item := regexp.MustCompile(fmt.Sprintf(`(?s)id="event-%d".*?</li>`, ev)).FindString(list.body)
+	assert.Contains(t, item, "<strong>All held</strong>")
+	assert.NotContains(t, item, "Sold out")
+	seen := other.get(fmt.Sprintf("/events/%d", ev))
+	assert.Contains(t, seen.body, `<p id="all-held">Every seat is held right now by a buyer who has not paid yet (2 held).`)
+
+	b.follow(b.pay(hold, "pm_card_visa"))
+	s.settle()
+	list = other.get("/")
+	item = regexp.MustCompile(fmt.Sprintf(`(?s)id="event-%d".*?</li>`, ev)).FindString(list.body)
+	assert.Contains(t, item, "<strong>Sold out</strong>", "paid for: nothing can come back")
+	assert.NotContains(t, other.get(fmt.Sprintf("/events/%d", ev)).body, `id="all-held"`)
+}
