@@ -79,6 +79,8 @@ func TestPreQueueAndTheDraw(t *testing.T) {
 		c := res.cookie(t, h.cookieName)
 		require.NotNil(t, c)
 		assert.Equal(t, tok, c.Value)
+		assert.Equal(t, int((time.Hour+h.ttl)/time.Second), c.MaxAge,
+			"the cookie lasts as long as the token: an entrant who closes the page comes back to its place after the opening")
 		tk, err := h.keys.VerifyPreQueue(tok, h.Event)
 		require.NoError(t, err)
 		assert.Zero(t, tk.Position)
@@ -100,6 +102,7 @@ func TestPreQueueAndTheDraw(t *testing.T) {
 		res := serve(t, h, withToken(h, tok))
 		c := res.cookie(t, h.cookieName)
 		require.NotNil(t, c, "the entrant's token is issued anew with its position")
+		assert.Equal(t, int(h.ttl/time.Second), c.MaxAge, "a token's life from now on")
 		tk, err := h.keys.Verify(c.Value, h.Event)
 		require.NoError(t, err)
 		pre, _ := h.keys.VerifyPreQueue(tok, h.Event)

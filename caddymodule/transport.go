@@ -138,7 +138,14 @@ func (h *Handler) giveToken(w http.ResponseWriter, r *http.Request, t waitroom.T
 	if h.secure(r) {
 		secure = 1
 	}
-	vals := []string{h.cookieName + "=" + t.Raw + h.cookieSuffix[secure], t.Raw}
+	suffix := h.cookieSuffix[secure]
+	if life := t.ExpiresAt.Sub(h.now()); life > h.ttl+time.Second {
+		// A pre-queue token lasts until a token's life after the opening:
+		// its cookie as long, or an entrant who comes back after the
+		// opening comes without it, a new arrival behind the draw.
+		suffix = cookieSuffix(life, secure == 1)
+	}
+	vals := []string{h.cookieName + "=" + t.Raw + suffix, t.Raw}
 	if prev := hdr["Set-Cookie"]; len(prev) > 0 {
 		hdr["Set-Cookie"] = append(prev, vals[0])
 	} else {
