@@ -447,7 +447,8 @@ func (w *world) money(final bool) *violation {
 			if p.Status != payment.StatusSucceeded || w.foreignPays[p.ID] {
 				continue
 			}
-			refunded := p.AmountRefunded >= p.Amount
+			// Back for good: a refund still pending may yet fail.
+			refunded := p.Returned() >= p.Amount
 			switch {
 			case w.amended[p.ID] && b.Status == ledger.BookingConfirmed && b.PaymentID == p.ID:
 				return violated("money", "booking %s confirmed on payment %s, changed at the provider to %d %s before: the booking's price is %d %s",

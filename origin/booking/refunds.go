@@ -285,14 +285,17 @@ func (s *Settlement) recordPartlyRefunded(ctx context.Context, b ledger.Booking,
 // booking's current refund attempt, by asking the provider how it stands.
 func (s *Settlement) refundUpdated(ctx context.Context, b ledger.Booking, ev payment.Event) error {
 	switch {
-	case b.RefundStatus == "" && b.Status == ledger.BookingConfirmed && b.AmountRefunded > 0:
-		// A refund made at the provider that failed after a part of the
-		// payment was recorded as returned: a failure sends no
-		// charge.refunded, so the provider is asked what is returned now.
+	case b.RefundStatus == "" && b.Status == ledger.BookingConfirmed:
+		// A refund made at the provider (its dashboard) of a sale that
+		// stands. charge.refunded comes once, when the refund is made: one
+		// pending then, which succeeds or fails later, is told of only by
+		// the refund events, so the provider is asked what is returned now.
 		return s.partlyRefunded(ctx, b, ev)
 	case b.RefundStatus == "":
-		// Not a refund the origin made: charge.refunded says what it did.
 		return nil
+	case b.Status == ledger.BookingRefunded && b.RefundID == "":
+		// Ended by a refund made at the provider, which may fail since.
+		return s.providerRefundFailed(ctx, b)
 	case b.RefundID != "" && ev.RefundID != b.RefundID:
 		// An attempt given up on, or a refund the origin did not make.
 		return nil
@@ -300,6 +303,33 @@ func (s *Settlement) refundUpdated(ctx context.Context, b ledger.Booking, ev pay
 		return nil
 	}
 	return s.refundBooking(ctx, b)
+}
+
+// providerRefundFailed checks a booking ended by a refund made at the
+// provider: when that refund failed, the money is back with the merchant
+// and the seats gone, so the origin makes the refund itself.
+func (s *Settlement) providerRefundFailed(ctx context.Context, b ledger.Booking) error {
+	pctx, cancel := s.paymentContext(ctx)
+	p, err := s.payments.GetPayment(pctx, b.PaymentID)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("refund event, booking %s: %w", b.ID, err)
+	}
+	owed := b.Amount
+	if p.Amount > 0 {
+		owed = p.Amount
+	}
+	if p.Returned() >= owed || p.RefundPending > 0 {
+		// All of it back, or a refund still on its way.
+		return nil
+	}
+	got, changed, err := s.ledger.Bookings().ProviderRefundFailed(ctx, b.ID, s.now())
+	if err != nil || !changed {
+		return err
+	}
+	s.log.Warn("a refund made at the provider failed after it ended the booking: the origin refunds the payment itself",
+		"booking", b.ID, "payment", b.PaymentID, "returned", p.Returned(), "amount", p.Amount)
+	return s.refundBooking(ctx, got)
 }
 
 // refundedAtProvider ends a confirmed booking whose payment was refunded at

@@ -103,3 +103,85 @@ func TestTwoRefundEventsOfOnePaymentAtOnce(t *testing.T) {
 	require.NoError(t, err)
 	assert.NoError(t, m.Err())
 }
+
+// refundEvent is a refund event (refund.updated, refund.failed) about
+// refund r of b's payment.
+func refundEvent(b ledger.Booking, typ string, r payment.Refund) payment.Event {
+	return payment.Event{ID: "evt_" + uuid.NewString(), Type: typ, Kind: payment.KindRefundUpdated,
+		PaymentID: b.PaymentID, BookingID: b.ID, Amount: b.Amount, Currency: b.Currency,
+		RefundID: r.ID, RefundStatus: r.Status}
+}
+
+// TestRefundsMadeAtTheProviderFollowed: a refund made at the provider's
+// dashboard is followed past its first event. One pending when made
+// (charge.refunded then finds nothing back for good) ends the sale when
+// the refund event says it succeeded; one that ended the sale and fails
+// days later is the origin's to make again, under its own key.
+func TestRefundsMadeAtTheProviderFollowed(t *testing.T) {
+	confirmed := func(t *testing.T, f *fixture) ledger.Booking {
+		t.Helper()
+		b := f.book(f.hold("ann"), payment.MethodVisa)
+		require.Equal(t, "processed", f.event(payment.KindPaymentSucceeded, b))
+		b = f.booking(b.ID)
+		require.Equal(t, ledger.BookingConfirmed, b.Status)
+		return b
+	}
+	handle := func(t *testing.T, f *fixture, ev payment.Event) {
+		t.Helper()
+		out, err := f.svc.Settlement().HandlePaymentEvent(context.Background(), ev)
+		require.NoError(t, err)
+		require.Equal(t, "processed", out)
+	}
+	chargeRefunded := func(b ledger.Booking) payment.Event {
+		return payment.Event{ID: "evt_" + uuid.NewString(), Type: "charge.refunded", Kind: payment.KindRefunded,
+			PaymentID: b.PaymentID, BookingID: b.ID, Amount: b.Amount, Currency: b.Currency, AmountRefunded: b.Amount}
+	}
+
+	t.Run("pending when made, succeeded later", func(t *testing.T) {
+		f := newFixture(t)
+		ctx := context.Background()
+		b := confirmed(t, f)
+		require.NoError(t, f.fp.SetRefundOutcome(b.PaymentID, payment.RefundPending))
+		r, err := f.fp.RefundAtProvider(b.PaymentID, 0)
+		require.NoError(t, err)
+		require.Equal(t, payment.RefundPending, r.Status)
+		handle(t, f, chargeRefunded(b))
+		assert.Equal(t, ledger.BookingConfirmed, f.booking(b.ID).Status, "nothing back for good yet")
+
+		require.NoError(t, f.fp.SettleRefund(r.ID, payment.RefundSucceeded))
+		r.Status = payment.RefundSucceeded
+		handle(t, f, refundEvent(b, "refund.updated", r))
+		got := f.booking(b.ID)
+		assert.Equal(t, ledger.BookingRefunded, got.Status, "%+v", got)
+		assert.Equal(t, "refunded_at_provider", got.StatusReason)
+		tickets, err := f.ledger.TicketsOf(ctx, b.ID)
+		require.NoError(t, err)
+		assert.Empty(t, tickets)
+		m, err := f.ledger.MoneyReport(ctx, f.ev.ID)
+		require.NoError(t, err)
+		assert.NoError(t, m.Err())
+	})
+
+	t.Run("ended the sale, failed later", func(t *testing.T) {
+		f := newFixture(t)
+		ctx := context.Background()
+		b := confirmed(t, f)
+		r, err := f.fp.RefundAtProvider(b.PaymentID, 0)
+		require.NoError(t, err)
+		handle(t, f, chargeRefunded(b))
+		require.Equal(t, ledger.BookingRefunded, f.booking(b.ID).Status)
+
+		require.NoError(t, f.fp.SettleRefund(r.ID, payment.RefundFailed))
+		r.Status = payment.RefundFailed
+		handle(t, f, refundEvent(b, "refund.failed", r))
+		got := f.booking(b.ID)
+		assert.Equal(t, ledger.BookingRefunded, got.Status, "refunded again by the origin: %+v", got)
+		assert.NotEmpty(t, got.RefundID, "the origin's own refund")
+		pays := f.fp.PaymentsForBooking(b.ID)
+		require.Len(t, pays, 1)
+		assert.Equal(t, pays[0].Amount, pays[0].Returned(), "the money went back to the buyer")
+		m, err := f.ledger.MoneyReport(ctx, f.ev.ID)
+		require.NoError(t, err)
+		assert.NoError(t, m.Err())
+	})
+}

@@ -301,6 +301,13 @@ func (b Bookings) RefundedAtProvider(ctx context.Context, id, reason string, now
 	return b.change(ctx, "refund booking "+id, sqlRefundedAtProvider, id, reason, now)
 }
 
+// ProviderRefundFailed makes the refund of a booking ended by a refund
+// made at the provider, which failed since, the origin's to make: the
+// booking is cancelled, its refund pending.
+func (b Bookings) ProviderRefundFailed(ctx context.Context, id string, now time.Time) (Booking, bool, error) {
+	return b.change(ctx, "refund booking "+id+" again", sqlProviderRefundFailed, id, now)
+}
+
 // RefundedUnsettled ends a booking still waiting for its payment, whose
 // payment was refunded at the provider before it settled.
 func (b Bookings) RefundedUnsettled(ctx context.Context, id, reason, paymentID string, now time.Time) (Booking, bool, error) {

@@ -506,6 +506,14 @@ const (
 		WHERE id = $1 AND status = 'confirmed'
 		RETURNING ` + bookingColumns
 
+	// A booking ended by a refund made at the provider (no refund of the
+	// origin's own), whose refund failed since: the money is back with the
+	// merchant and the seats are gone, so the origin owes the refund, made
+	// under its own key.
+	sqlProviderRefundFailed = `UPDATE bookings SET status = 'cancelled', refund_status = 'pending', updated_at = $2
+		WHERE id = $1 AND status = 'refunded' AND refund_status = 'succeeded' AND refund_id IS NULL
+		RETURNING ` + bookingColumns
+
 	// The payment of a booking still waiting for it was refunded at the
 	// provider before the origin settled it.
 	sqlRefundedUnsettled = `UPDATE bookings SET status = 'refunded', status_reason = $2, refund_status = 'succeeded',

@@ -58,6 +58,8 @@ func (f *Fakepay) tickEverySecond() {
 // left) as the merchant's dashboard would, without the origin asking, and
 // sends charge.refunded with the charge's amount_refunded (also for a
 // pm_fakepay_silent payment): a partial refund leaves the charge partly kept.
+// The refund is pending while the payment's refunds are (SetRefundOutcome),
+// until SettleRefund ends it.
 func (f *Fakepay) RefundAtProvider(paymentID string, amount int64) (Refund, error) {
 	f.mu.Lock()
 	p, ok := f.payments[paymentID]
@@ -81,12 +83,21 @@ func (f *Fakepay) RefundAtProvider(paymentID string, amount int64) (Refund, erro
 		return Refund{}, fmt.Errorf("fakepay: refund at the provider %s: %w: %d of the %d left", paymentID, ErrInvalidRequest, amount, left)
 	}
 	now := f.now()
+	// Pending when the payment's refunds are (SetRefundOutcome), until
+	// SettleRefund; it counts in the amount refunded meanwhile, as at
+	// Stripe, and charge.refunded is sent now either way.
+	status := RefundSucceeded
+	if p.refundOutcome == RefundPending {
+		status = RefundPending
+	}
 	r := &fakeRefund{Refund: Refund{ID: "re_" + randomID(), PaymentID: p.ID, Amount: amount, Currency: p.Currency,
-		Status: RefundSucceeded}, bookingID: p.BookingID, created: now.UTC().Truncate(time.Second)}
+		Status: status}, bookingID: p.BookingID, created: now.UTC().Truncate(time.Second)}
 	f.refunds[r.ID] = r
 	p.refundIDs = append(p.refundIDs, r.ID)
 	p.AmountRefunded += amount
-	f.fakeCounters.refunds.Add(1)
+	if status == RefundSucceeded {
+		f.fakeCounters.refunds.Add(1)
+	}
 	ev := f.newEvent(stripe.EventTypeChargeRefunded, p.ID, chargeObject(p), now)
 	f.mu.Unlock()
 	// Sent for a silent payment too: silent is about the payment's own
