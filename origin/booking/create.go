@@ -67,14 +67,14 @@ func (s *Service) Create(ctx context.Context, req Request) Result {
 	if b, err := s.ledger.Bookings().ByKey(ctx, req.User, req.Key); err == nil {
 		return s.resumeBooking(ctx, ev, b, req.Digest)
 	} else if !errors.Is(err, ledger.ErrNotFound) {
-		return Result{Outcome: Unavailable}
+		return s.unavailable("booking looked up by its key", "hold", h.ID, err)
 	}
 	if b, err := s.ledger.Bookings().LiveOfHold(ctx, h.ID); err == nil && (live(b) || h.Status != ledger.StatusPending) {
 		// A pending hold's ended booking (a payment refunded after it
 		// failed, the buyer paying through another) does not stop a new one.
 		return Result{Outcome: Existing, Booking: b}
 	} else if err != nil && !errors.Is(err, ledger.ErrNotFound) {
-		return Result{Outcome: Unavailable}
+		return s.unavailable("hold's booking looked up", "hold", h.ID, err)
 	}
 	now := s.now()
 	switch st := h.StatusAt(now); st {
@@ -102,27 +102,34 @@ func (s *Service) Create(ctx context.Context, req Request) Result {
 	case err == nil:
 	case errors.Is(err, ledger.ErrBookingExists), errors.Is(err, ledger.ErrHoldNotActive):
 		// A booking with another key won the hold a moment ago.
-		if b, lerr := s.ledger.Bookings().LiveOfHold(ctx, h.ID); lerr == nil {
+		b, lerr := s.ledger.Bookings().LiveOfHold(ctx, h.ID)
+		if lerr == nil {
 			return Result{Outcome: Existing, Booking: b}
 		}
 		if errors.Is(err, ledger.ErrBookingExists) {
-			return Result{Outcome: Unavailable}
+			return s.unavailable("the hold's other booking looked up", "hold", h.ID, lerr)
 		}
 		return Result{Outcome: HoldNotActive, HoldStatus: "no longer pending"}
 	case errors.Is(err, ledger.ErrBookingKeyUsed):
 		b, lerr := s.ledger.Bookings().ByKey(ctx, req.User, req.Key)
 		if lerr != nil {
-			return Result{Outcome: Unavailable}
+			return s.unavailable("booking looked up by its key", "hold", h.ID, lerr)
 		}
 		return s.resumeBooking(ctx, ev, b, req.Digest)
 	case errors.Is(err, seats.ErrHoldExpired):
 		return Result{Outcome: HoldExpired}
 	default:
-		s.log.Warn("booking not recorded", "hold", h.ID, "error", err)
-		return Result{Outcome: Unavailable}
+		return s.unavailable("booking not recorded", "hold", h.ID, err)
 	}
 	s.metrics.Bookings.WithLabelValues("created").Inc()
 	return s.pay(ctx, created, false)
+}
+
+// unavailable is the answer of a backing service that failed the request,
+// its cause logged: the buyer is told only that it is unavailable.
+func (s *Service) unavailable(what, key, id string, err error) Result {
+	s.log.Warn(what+": answered unavailable", key, id, "error", err)
+	return Result{Outcome: Unavailable}
 }
 
 // live reports whether a booking can still become or is a sale.
@@ -157,7 +164,7 @@ func (s *Service) resumeBooking(ctx context.Context, ev *seats.Event, b ledger.B
 	// webhook may have settled it since the first attempt).
 	body, err := s.Body(ctx, b)
 	if err != nil {
-		return Result{Outcome: Unavailable}
+		return s.unavailable("booking's answer not made", "booking", b.ID, err)
 	}
 	if err := s.ledger.Bookings().Answered(ctx, b.ID, b.PaymentID, body, s.now()); err != nil {
 		s.log.Warn("booking response not kept", "booking", b.ID, "error", err)
