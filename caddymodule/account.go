@@ -45,6 +45,17 @@ func (h *Handler) serveOthersToken(w http.ResponseWriter, r *http.Request, next 
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), joinTimeout)
 	defer cancel()
+	// First the place itself, in one store step: of accounts signing in
+	// with one token at once (on any gateways), one gets it; the others
+	// arrive as themselves, as after a take-over this node has seen.
+	mine, err := h.room.room.ClaimPlace(ctx, t.Subject, t.Position, user, h.ttl+revokeLeeway)
+	if err != nil {
+		return h.unavailable(w, r, repl, err)
+	}
+	if !mine {
+		cancel()
+		return h.serveArrival(w, r, next, repl, s, true, solution)
+	}
 	took, err := h.room.room.TakeOverPlace(ctx, user, t.Position, t.HandedOut, h.ttl)
 	if err != nil {
 		return h.unavailable(w, r, repl, err)

@@ -531,6 +531,32 @@ func TestAccountRevocationOnAnotherGateway(t *testing.T) {
 	}
 }
 
+// TestOnePlaceTakenOverOnceInAFleet: an anonymous place becomes one
+// account's, also when a second account signs in with the same token at a
+// gateway that has not yet heard of the first take-over (and so of its
+// revocation of the token): the store decides, and the second arrives as
+// itself.
+func TestOnePlaceTakenOverOnceInAFleet(t *testing.T) {
+	useClock(t)
+	store := testenv.RedisURL(t)
+	ev := testenv.EventID()
+	setUpEvent(t, store, ev)
+	a := provision(t, &Handler{Event: ev, Store: store, UserID: "{http.request.header.X-User-ID}"})
+	// Another lease: another store client and room, as on another node.
+	b := provision(t, &Handler{Event: ev, Store: store, Lease: 2, UserID: "{http.request.header.X-User-ID}"})
+	setWatermark(t, a, 0)
+	anon, p := placedToken(t, a, do(t, a, get(a, "")))
+
+	_, pos := placedToken(t, a, do(t, a, asUser(get(a, anon), "alice")))
+	require.Equal(t, p, pos, "alice signed in while waiting: her place")
+	_, pos = placedToken(t, b, do(t, b, asUser(get(b, anon), "bob")))
+	assert.NotEqual(t, p, pos, "bob, with the same token at another gateway: a place of his own")
+	_, again := placedToken(t, a, do(t, a, asUser(get(a, ""), "alice")))
+	assert.Equal(t, p, again, "alice keeps hers")
+	_, again = placedToken(t, b, do(t, b, asUser(get(b, anon), "alice")))
+	assert.Equal(t, p, again, "alice again with the token, at the other gateway")
+}
+
 // TestAccountEntrantAfterItsWindow: an account's drawn position, once its
 // window ended, is given up as any account's is: neither its pre-queue token
 // nor a new device of it is admitted there again.

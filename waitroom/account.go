@@ -181,6 +181,29 @@ func (r *Room) TakeOverPlace(ctx context.Context, subject string, pos int64, han
 	return err == nil && got == pos, err
 }
 
+// TakeOverStore records which account took over an anonymous visitor's
+// place: the first to claim it keeps it while the record lives, so one
+// place becomes one account's however many sign in with its token at once,
+// on whichever gateways.
+type TakeOverStore interface {
+	// ClaimTakeOver gives the place of subject's token at pos to account
+	// unless another account has it, and returns the account that has it;
+	// either way the record lives for ttl from now.
+	ClaimTakeOver(ctx context.Context, event int64, subject string, pos int64, account string, ttl time.Duration) (string, error)
+}
+
+// ClaimPlace reports whether account may take over the anonymous place of
+// subject's token at pos: no other account took it first. A store that
+// keeps no such record lets it.
+func (r *Room) ClaimPlace(ctx context.Context, subject string, pos int64, account string, ttl time.Duration) (bool, error) {
+	ts, ok := r.store.(TakeOverStore)
+	if !ok {
+		return true, nil
+	}
+	owner, err := ts.ClaimTakeOver(ctx, r.event, subject, pos, account, ttl)
+	return err == nil && owner == account, err
+}
+
 // AccountHeld is the position subject, an account, holds in the event and
 // when it was handed out (zero when not known); ok is false when it holds
 // none or the store keeps no accounts.
@@ -270,6 +293,23 @@ func (r *RedisStore) claimPositionAt(ctx context.Context, key string, pos int64,
 	return got, at, nil
 }
 
+// takeOverKey names the record of the account that took over the place of
+// subject's token at pos.
+func takeOverKey(event int64, subject string, pos int64) string {
+	sum := sha256.Sum256([]byte(subject + "\x00" + strconv.FormatInt(pos, 10)))
+	return "waitroom:" + hashtag.Event(event) + ":takeover:" + hex.EncodeToString(sum[:16])
+}
+
+// ClaimTakeOver implements TakeOverStore: account_at.lua keeps whatever
+// value was claimed first, here the account.
+func (r *RedisStore) ClaimTakeOver(ctx context.Context, event int64, subject string, pos int64, account string, ttl time.Duration) (string, error) {
+	owner, err := accountAtScript.Run(ctx, r.rdb, []string{takeOverKey(event, subject, pos)}, account, max(ttl.Milliseconds(), 1)).Text()
+	if err != nil {
+		return "", unavailable("take over a place", err)
+	}
+	return owner, nil
+}
+
 // AccountPosition implements AccountStore.
 func (r *RedisStore) AccountPosition(ctx context.Context, event int64, subject string) (int64, bool, error) {
 	pos, _, ok, err := r.AccountPositionAt(ctx, event, subject)
@@ -355,7 +395,40 @@ func (m *MemoryStore) ClaimAccountAt(_ context.Context, event int64, subject str
 	return m.accounts.claim(nonceKey{event, subject}, pos, handedOut, m.now(), ttl, "account position")
 }
 
+// takeOverEntry is the memory store's record of a place taken over.
+type takeOverEntry struct {
+	account string
+	until   time.Time
+}
+
+// ClaimTakeOver implements TakeOverStore.
+func (m *MemoryStore) ClaimTakeOver(_ context.Context, event int64, subject string, pos int64, account string, ttl time.Duration) (string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := m.now()
+	if m.takenOver == nil {
+		m.takenOver = map[nonceKey]takeOverEntry{}
+	}
+	k := nonceKey{event, subject + "\x00" + strconv.FormatInt(pos, 10)}
+	if e, ok := m.takenOver[k]; ok && now.Before(e.until) {
+		account = e.account
+	} else if len(m.takenOver) >= maxMemoryAccounts {
+		for k, e := range m.takenOver {
+			if !now.Before(e.until) {
+				delete(m.takenOver, k)
+			}
+		}
+		if len(m.takenOver) >= maxMemoryAccounts {
+			return "", fmt.Errorf("take over a place: %w: %d remembered", ErrUnavailable, len(m.takenOver))
+		}
+	}
+	m.takenOver[k] = takeOverEntry{account: account, until: now.Add(ttl)}
+	return account, nil
+}
+
 var (
+	_ TakeOverStore       = (*MemoryStore)(nil)
+	_ TakeOverStore       = (*RedisStore)(nil)
 	_ AccountHandoutStore = (*MemoryStore)(nil)
 	_ AccountHandoutStore = (*RedisStore)(nil)
 	_ AccountStore        = (*MemoryStore)(nil)

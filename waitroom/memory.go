@@ -18,6 +18,8 @@ type MemoryStore struct {
 	// preQueued is the position each pre-queue token was handed outside
 	// the draw (prequeue.go).
 	preQueued positionRecords
+	// takenOver is the account each anonymous place went to (account.go).
+	takenOver map[nonceKey]takeOverEntry
 	extended  map[nonceKey]time.Time
 	now       func() time.Time
 }
