@@ -287,6 +287,7 @@ type Handler struct {
 	challenger   *waitroom.Challenger
 	nonces       waitroom.NonceStore
 	limiter      *joinLimiter
+	limiterKey   string // its key in limiters, "" for none
 	preQueuePage *template.Template
 	challengePg  *template.Template
 	limitedPage  *template.Template
@@ -372,7 +373,9 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		}
 	}
 	if h.JoinRate != nil {
-		h.limiter = newJoinLimiter(h.JoinRate.Joins, time.Duration(h.JoinRate.Per))
+		if h.limiter, h.limiterKey, err = loadJoinLimiter(h.Event, h.JoinRate.Joins, time.Duration(h.JoinRate.Per)); err != nil {
+			return fmt.Errorf("join_rate: %w", err)
+		}
 		h.warnSpoofableClients(ctx)
 	}
 
@@ -494,6 +497,10 @@ func (h *Handler) Cleanup() error {
 	h.edge.stop()
 	h.cfRoom.stop()
 	h.fleetKeys.stop()
+	if h.limiterKey != "" {
+		_, _ = limiters.Delete(h.limiterKey)
+		h.limiterKey = ""
+	}
 	if h.room == nil {
 		return nil
 	}

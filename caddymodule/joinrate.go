@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"reflect"
 	"sort"
+	"strconv"
 	"sync"
 	"time"
 
@@ -45,6 +46,26 @@ func newJoinLimiter(n int, per time.Duration) *joinLimiter {
 		size:  joinLimiterSize,
 	}
 }
+
+// joinLimiterKey names the pooled limiter of event's join rate, n per per.
+func joinLimiterKey(event int64, n int, per time.Duration) string {
+	return strconv.FormatInt(event, 10) + " " + strconv.Itoa(n) + "/" + per.String()
+}
+
+// loadJoinLimiter is the limiter of event's join rate, n per per: the one
+// a handler of the config before had, or that another site guarding the
+// event has, else a new one. Release it with limiters.Delete(key).
+func loadJoinLimiter(event int64, n int, per time.Duration) (l *joinLimiter, key string, err error) {
+	key = joinLimiterKey(event, n, per)
+	v, _, err := limiters.LoadOrNew(key, func() (caddy.Destructor, error) { return newJoinLimiter(n, per), nil })
+	if err != nil {
+		return nil, "", err
+	}
+	return v.(*joinLimiter), key, nil
+}
+
+// Destruct implements caddy.Destructor: a limiter holds nothing to close.
+func (l *joinLimiter) Destruct() error { return nil }
 
 func (l *joinLimiter) bucket(client string) *rate.Limiter {
 	l.mu.Lock()

@@ -284,6 +284,32 @@ func TestClientKey(t *testing.T) {
 	}
 }
 
+// TestJoinRateOutlivesAReload: the join rate's counts are the event's, not
+// a config's: a reload (the new config provisioned before the old one is
+// cleaned up) keeps them, and a second site guarding the event at the same
+// rate shares them, so an address gets no fresh allowance from either.
+func TestJoinRateOutlivesAReload(t *testing.T) {
+	clk := newClock()
+	ev := testenv.EventID()
+	rateOf := func() *JoinRate { return &JoinRate{Joins: 1, Per: caddy.Duration(time.Minute)} }
+	old := &Handler{Event: ev, JoinRate: rateOf()}
+	old.now = clk.Now
+	provision(t, old)
+	assert.Equal(t, StatusWaiting, serve(t, old, from(old, "203.0.113.7")).status())
+
+	reloaded := &Handler{Event: ev, JoinRate: rateOf(), TokenTTL: caddy.Duration(time.Hour)}
+	reloaded.now = clk.Now
+	provision(t, reloaded)
+	other := &Handler{Event: ev, JoinRate: rateOf()}
+	other.now = clk.Now
+	provision(t, other)
+	require.NoError(t, old.Cleanup())
+	assert.Equal(t, http.StatusTooManyRequests, serve(t, reloaded, from(reloaded, "203.0.113.7")).rec.Code, "the allowance was spent before the reload")
+	assert.Equal(t, http.StatusTooManyRequests, serve(t, other, from(other, "203.0.113.7")).rec.Code, "the other site counts the same joins")
+	clk.Advance(time.Minute)
+	assert.Equal(t, StatusWaiting, serve(t, reloaded, from(reloaded, "203.0.113.7")).status(), "back at the rate")
+}
+
 // TestJoinLimiterIsBounded: the per-address buckets never outgrow their two
 // generations.
 func TestJoinLimiterIsBounded(t *testing.T) {

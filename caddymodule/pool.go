@@ -23,10 +23,12 @@ import (
 // before the old one is cleaned up, so the new handlers take a reference to
 // the same store (the memory store's positions and watermark, the Redis
 // client) and the same room (its in-memory state and measured pace) and
-// nothing is lost or reconnected.
+// nothing is lost or reconnected. So do the join rate's counts, shared by
+// every handler guarding the event at that rate.
 var (
-	stores = caddy.NewUsagePool()
-	rooms  = caddy.NewUsagePool()
+	stores   = caddy.NewUsagePool()
+	rooms    = caddy.NewUsagePool()
+	limiters = caddy.NewUsagePool()
 )
 
 // poolClock is the clock of the stores and rooms created from now on (the
