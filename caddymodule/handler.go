@@ -360,6 +360,13 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if err != nil {
 		return err
 	}
+	if spec.redisURL == "" && (h.HardCapPerRemaining > 0 || (h.Autopilot != nil && h.Autopilot.ClosedLoop)) {
+		// The origin publishes its seats only into a shared Redis: with the
+		// memory store these wait for figures that never come.
+		h.logger.Warn("the closed-loop autopilot and hard_cap_per_remaining act on the seats the origin publishes "+
+			"in the shared store; with store memory nothing is published, so they never move: set store to the origin's redis:// URL",
+			zap.Int64("event", h.Event))
+	}
 
 	if err := h.loadPages(); err != nil {
 		return err
