@@ -274,3 +274,55 @@ func TestLetInOfflineThenVoided(t *testing.T) {
 	require.Equal(t, http.StatusGone, one.status, "%s", one.body)
 	assert.NotContains(t, string(one.body), "let_in_before_void")
 }
+
+// Two devices at one gate let the same ticket in at the same moment (a
+// screenshot shown at both doors of an entrance): the second upload is a
+// scan of its own, not the first's sent again. Whichever uploads first,
+// the other is recorded as a second admission, counted, and moves its
+// device's last scan; only a device's own scan sent again is a replay.
+func TestTwoDevicesAtOneGateSameMoment(t *testing.T) {
+	h := newGateHarness(t)
+	ev := h.createEvent(map[string]any{"capacity": 10})
+	_, tks := h.tickets(ev.ID, "ann", 1, payment.MethodVisa)
+	one := h.addDevice(ev.ID, "field-1", "scanner 1")
+	two := h.addDevice(ev.ID, "field-1", "scanner 2")
+	h.clock.Advance(time.Minute)
+	at := h.clock.Now()
+	h.clock.Advance(5 * time.Minute)
+	upload := func(device deviceJSON) scanJSON {
+		t.Helper()
+		res := h.do(http.MethodPost, "/v1/scans", map[string]any{"scans": []any{offline(tks[0].Code, at)}}, bearerOf(device.Token))
+		require.Equal(t, http.StatusOK, res.status, "%s", res.body)
+		var u uploadJSON
+		res.json(t, &u)
+		require.Len(t, u.Results, 1)
+		return u.Results[0]
+	}
+
+	require.Equal(t, http.StatusOK, upload(one).Status)
+	r := upload(two)
+	assert.Equal(t, http.StatusConflict, r.Status, "%+v", r)
+	assert.Equal(t, "already_used", r.Result)
+	assert.Equal(t, "field-1", r.Gate)
+
+	scans, err := h.ledger.ScansOf(context.Background(), tks[0].Code)
+	require.NoError(t, err)
+	require.Len(t, scans, 2, "scanner 2's scan is recorded")
+	assert.Equal(t, []string{one.ID, two.ID}, []string{scans[0].Device, scans[1].Device})
+	assert.Equal(t, []string{"admitted", "admitted"}, []string{scans[0].Result, scans[1].Result}, "both let someone in")
+	assert.Equal(t, []bool{true, false}, []bool{scans[0].First, scans[1].First})
+	h.requireScanTotals(ev.ID, scanTotals{Admitted: 1, DoubleAdmissions: 1})
+	assert.Equal(t, float64(1), h.scans("double_admission"))
+	for _, d := range h.devices() {
+		assert.NotNil(t, d.LastScanAt, "%s scanned", d.Name)
+	}
+
+	// Each device sending its upload again changes nothing.
+	assert.Equal(t, http.StatusOK, upload(one).Status)
+	assert.Equal(t, http.StatusConflict, upload(two).Status)
+	scans, err = h.ledger.ScansOf(context.Background(), tks[0].Code)
+	require.NoError(t, err)
+	assert.Len(t, scans, 2)
+	h.requireScanTotals(ev.ID, scanTotals{Admitted: 1, DoubleAdmissions: 1})
+	assert.Equal(t, float64(1), h.scans("double_admission"))
+}

@@ -241,23 +241,19 @@ func (s scansAPI) scan(ctx context.Context, sc ledger.NewScan, now time.Time) (s
 	c, err := s.verifier.Verify(sc.Code, at)
 	switch {
 	case errors.Is(err, ticketcode.ErrExpired) && c.EventID == sc.Event:
-		s.metrics.scans.WithLabelValues("expired").Inc()
-		return scanAnswer{result: ledger.ScanVoid, msg: "the ticket has expired", scannedAt: at}, nil
+		return s.refuse(ctx, sc, "expired", scanAnswer{result: ledger.ScanVoid, msg: "the ticket has expired", scannedAt: at}, now)
 	case err != nil && !errors.Is(err, ticketcode.ErrExpired):
-		s.metrics.scans.WithLabelValues(scanInvalid).Inc()
-		return scanAnswer{result: scanInvalid}, nil
+		return s.refuse(ctx, sc, scanInvalid, scanAnswer{result: scanInvalid}, now)
 	}
 	o, err := s.ledger.RecordScan(ctx, sc, s.cfg.Clock)
 	switch {
 	case errors.Is(err, ledger.ErrScanBeforeIssue):
-		s.metrics.scans.WithLabelValues("before_issue").Inc()
-		return scanAnswer{result: scanBeforeIssue}, nil
+		return s.refuse(ctx, sc, "before_issue", scanAnswer{result: scanBeforeIssue}, now)
 	case errors.Is(err, ledger.ErrNotFound):
 		// Signed, yet never issued: only the holder of the signing key
 		// could have made it.
 		s.log.Warn("scan of a signed code the ledger never issued", "gate", sc.Gate)
-		s.metrics.scans.WithLabelValues(scanInvalid).Inc()
-		return scanAnswer{result: scanInvalid}, nil
+		return s.refuse(ctx, sc, scanInvalid, scanAnswer{result: scanInvalid}, now)
 	case err != nil:
 		return scanAnswer{}, err
 	}
@@ -287,6 +283,25 @@ func (s scansAPI) scan(ctx context.Context, sc ledger.NewScan, now time.Time) (s
 			"first_gate", o.First.Gate, "first_scanned_at", o.First.ScannedAt, "later_gate", o.Scan.Gate, "later_scanned_at", o.Scan.ScannedAt)
 	}
 	return scanAnswerOf(o), nil
+}
+
+// refuse counts a scan refused with no scan row, as label, and answers a.
+// An offline scan is counted once per sender, as a recorded one is: a
+// device sends an upload again when its answer was lost, and its refusals
+// counted again would outnumber the scans made. Online scans are never
+// deduplicated.
+func (s scansAPI) refuse(ctx context.Context, sc ledger.NewScan, label string, a scanAnswer, now time.Time) (scanAnswer, error) {
+	if sc.Offline {
+		fresh, err := s.ledger.NoteOfflineRefusal(ctx, sc, label, now)
+		if err != nil {
+			return scanAnswer{}, err
+		}
+		if !fresh {
+			return a, nil
+		}
+	}
+	s.metrics.scans.WithLabelValues(label).Inc()
+	return a, nil
 }
 
 // keyJSON is a public key of GET /v1/scans/keys.

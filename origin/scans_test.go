@@ -590,3 +590,78 @@ func TestScanSeatedTicket(t *testing.T) {
 	assert.Equal(t, "A-1-7", a.Ticket.Seat)
 	assert.Equal(t, http.StatusConflict, h.scan(ev.ID, got.Tickets[0].Code, "south-1").status)
 }
+
+// An offline scan refused before the ledger could record it (a forged code,
+// one signed and never issued, an expired one, a time before the ticket's
+// issue) is counted once, as a recorded scan is: its sender sending it
+// again, in an upload or alone, is answered the same and not counted again.
+// Another sender's scan is its own, and online scans are never deduplicated.
+func TestRefusedOfflineScanCountedOnce(t *testing.T) {
+	h := newGateHarness(t)
+	ev := h.createEvent(map[string]any{"capacity": 10})
+	device := h.addDevice(ev.ID, "field-1", "")
+	early := h.clock.Now().Add(30 * time.Second) // after the device, before the tickets
+	h.clock.Advance(time.Minute)
+	b, tks := h.tickets(ev.ID, "ann", 1, payment.MethodVisa)
+	h.clock.Advance(time.Minute)
+	at := h.clock.Now()
+	h.clock.Advance(time.Minute)
+
+	ours, err := ticketcode.NewSigner(ticketKey)
+	require.NoError(t, err)
+	neverIssued, err := ours.Sign(ticketcode.Claims{BookingID: b.BookingID, EventID: ev.ID, Seat: "99"})
+	require.NoError(t, err)
+	expired, err := ours.Sign(ticketcode.Claims{BookingID: b.BookingID, EventID: ev.ID, Seat: "98", NotAfter: at.Add(-time.Second)})
+	require.NoError(t, err)
+	batch := []map[string]any{
+		offline(tamper(tks[0].Code), at),
+		offline(neverIssued, at),
+		offline(expired, at),
+		offline(tks[0].Code, early),
+	}
+	counted := func() map[string]float64 {
+		return map[string]float64{"invalid_ticket": h.scans("invalid_ticket"), "expired": h.scans("expired"),
+			"before_issue": h.scans("before_issue")}
+	}
+	deviceUpload := func() uploadJSON {
+		t.Helper()
+		res := h.do(http.MethodPost, "/v1/scans", map[string]any{"scans": batch}, bearerOf(device.Token))
+		require.Equal(t, http.StatusOK, res.status, "%s", res.body)
+		var u uploadJSON
+		res.json(t, &u)
+		require.Len(t, u.Results, len(batch))
+		return u
+	}
+
+	first := h.upload(ev.ID, "field-1", batch...)
+	for i, want := range []struct {
+		status int
+		result string
+	}{{400, "invalid_ticket"}, {400, "invalid_ticket"}, {410, "ticket_void"}, {400, "invalid_request"}} {
+		assert.Equal(t, want.status, first.Results[i].Status, "scan %d: %+v", i, first.Results[i])
+		assert.Equal(t, want.result, first.Results[i].Result, "scan %d", i)
+	}
+	want := map[string]float64{"invalid_ticket": 2, "expired": 1, "before_issue": 1}
+	require.Equal(t, want, counted())
+
+	again := h.upload(ev.ID, "field-1", batch...)
+	assert.Equal(t, first.Results, again.Results, "answered as before")
+	for i, sc := range batch {
+		alone := map[string]any{"code": sc["code"], "scanned_at": sc["scanned_at"], "gate": "field-1", "event": ev.ID}
+		res := h.do(http.MethodPost, "/v1/scans", alone, gateAuth())
+		assert.Equal(t, first.Results[i].Status, res.status, "scan %d alone: %s", i, res.body)
+	}
+	assert.Equal(t, want, counted(), "the scans sent again are not counted again")
+
+	assert.Equal(t, first.Results, deviceUpload().Results, "another sender")
+	want = map[string]float64{"invalid_ticket": 4, "expired": 2, "before_issue": 2}
+	assert.Equal(t, want, counted(), "another sender's scans are its own")
+	deviceUpload()
+	assert.Equal(t, want, counted())
+
+	for range 2 {
+		assert.Equal(t, http.StatusBadRequest, h.scan(ev.ID, tamper(tks[0].Code), "north-3").status)
+	}
+	assert.Equal(t, float64(6), h.scans("invalid_ticket"), "an online scan is never deduplicated")
+	h.requireScanTotals(ev.ID, scanTotals{})
+}

@@ -102,3 +102,63 @@ func TestVoidTicketsAtWritesEachVoidOnce(t *testing.T) {
 	}))
 	assert.WithinDuration(t, before, voidedAt(later.BookingID), time.Minute, "the database's clock")
 }
+
+// An offline scan sent again is its sender's: two devices at one gate
+// scanning one code at the same moment make two scans, the second a double
+// admission, and so does the shared token there; each sender's own scan
+// sent again is recorded once, and a refusal is noted once per sender.
+func TestOfflineScanSentAgainIsItsSenders(t *testing.T) {
+	ctx := context.Background()
+	l := testLedger(t, testenv.Postgres(t))
+	ev := confirmEvent(t, l, 10)
+	c := payable(t, l, ev)
+	require.NoError(t, NewConfirmWriter(l).Confirm(ctx, c))
+	var code string
+	require.NoError(t, l.pool.QueryRow(ctx, `SELECT code FROM tickets WHERE booking_id = $1`, c.BookingID).Scan(&code))
+	devices := make([]string, 2)
+	for i := range devices {
+		d, err := l.AddGateDevice(ctx, NewGateDevice{ID: uuid.NewString(), Gate: "field-1", Event: ev.ID,
+			SecretHash: make([]byte, 32), CreatedAt: writerNow})
+		require.NoError(t, err)
+		devices[i] = d.ID
+	}
+	now := writerNow.Add(time.Hour)
+	at := writerNow.Add(time.Minute)
+	scan := func(device string) ScanOutcome {
+		t.Helper()
+		o, err := l.RecordScan(ctx, NewScan{Code: code, Gate: "field-1", Event: ev.ID, ScannedAt: at, Offline: true, Device: device},
+			func() time.Time { return now })
+		require.NoError(t, err)
+		return o
+	}
+
+	o := scan(devices[0])
+	assert.Equal(t, ScanAdmitted, o.Result)
+	for _, sender := range []string{devices[1], ""} {
+		o = scan(sender)
+		assert.False(t, o.Replayed, "%q: a scan of its own", sender)
+		assert.True(t, o.LetInAgain, "%q: %+v", sender, o)
+		assert.Equal(t, ScanAlreadyUsed, o.Result)
+	}
+	for _, sender := range []string{devices[0], devices[1], ""} {
+		assert.True(t, scan(sender).Replayed, "%q: its own scan sent again", sender)
+	}
+	scans, err := l.ScansOf(ctx, code)
+	require.NoError(t, err)
+	require.Len(t, scans, 3)
+	assert.Equal(t, []string{devices[0], devices[1], ""}, []string{scans[0].Device, scans[1].Device, scans[2].Device})
+	totals, err := l.ScanTotals(ctx, ev.ID)
+	require.NoError(t, err)
+	assert.Equal(t, ScanTotals{Admitted: 1, DoubleAdmissions: 1}, totals)
+
+	forged := NewScan{Code: "not-a-ticket", Gate: "field-1", Event: ev.ID, ScannedAt: at, Offline: true}
+	for _, sender := range []string{devices[0], devices[1], ""} {
+		forged.Device = sender
+		fresh, err := l.NoteOfflineRefusal(ctx, forged, "invalid_ticket", now)
+		require.NoError(t, err)
+		assert.True(t, fresh, "%q: noted", sender)
+		fresh, err = l.NoteOfflineRefusal(ctx, forged, "invalid_ticket", now)
+		require.NoError(t, err)
+		assert.False(t, fresh, "%q: sent again", sender)
+	}
+}

@@ -10,15 +10,22 @@ const (
 	sqlLockScannedTicket = `SELECT ` + ticketColumns + `, valid, issued_at, booking_id::text AS booking_id,
 			(SELECT v.voided_at FROM ticket_voids v WHERE v.code = tickets.code) AS voided_at
 		FROM tickets WHERE code = $1 FOR UPDATE`
-	sqlFirstScan    = `SELECT ` + scanColumns + ` FROM scans WHERE code = $1 AND first`
+	sqlFirstScan = `SELECT ` + scanColumns + ` FROM scans WHERE code = $1 AND first`
+	// A scan its sender uploaded before: another device's at the same
+	// gate and moment is a scan of its own (migration 020).
 	sqlUploadedScan = `SELECT ` + scanColumns + ` FROM scans
-		WHERE code = $1 AND gate = $2 AND gate_event_id = $3 AND scanned_at = $4 AND offline`
+		WHERE code = $1 AND gate = $2 AND gate_event_id = $3 AND scanned_at = $4 AND offline
+			AND coalesce(device_id::text, '') = $5`
 	sqlLetInBeforeVoidBy = `SELECT EXISTS (SELECT 1 FROM scans WHERE code = $1 AND gate = $2
 		AND coalesce(device_id::text, '') = $3 AND scanned_at <= $4 AND admitted_before_void)`
 	sqlUnmarkFirstScan = `UPDATE scans SET first = false WHERE code = $1 AND first`
 	sqlInsertScan      = `INSERT INTO scans (code, event_id, gate, scanned_at, recorded_at, offline, result, first, device_id, gate_event_id,
 			admitted_before_void)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`
+	// One its sender noted before inserts nothing: the row not inserted
+	// is how a refusal sent again is told.
+	sqlNoteOfflineRefusal = `INSERT INTO offline_refusals (code_sha256, gate, gate_event_id, scanned_at, device_id, result, recorded_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING`
 	sqlValidTicketCodes = `SELECT code FROM tickets WHERE event_id = $1 AND valid ORDER BY code`
 	sqlScansOf          = `SELECT ` + scanColumns + ` FROM scans WHERE code = $1 ORDER BY scanned_at, id`
 	// An event's scans are the scans at its gates: another event's

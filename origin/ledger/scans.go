@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"time"
@@ -41,6 +42,15 @@ type NewScan struct {
 	Device string
 }
 
+// deviceID is the scan's device as the ledger keeps it: NULL for the
+// shared gate token.
+func (s NewScan) deviceID() *string {
+	if s.Device == "" {
+		return nil
+	}
+	return &s.Device
+}
+
 // Scan is a recorded scan.
 type Scan struct {
 	Gate       string    `db:"gate"`
@@ -71,8 +81,8 @@ type ScanOutcome struct {
 	// Displaced is the admission an earlier offline scan took the first
 	// mark from: a later scan that let someone in on a used ticket.
 	Displaced *Scan
-	// Replayed: an offline scan uploaded again; nothing was written, and
-	// the outcome is the ledger's as it stands.
+	// Replayed: an offline scan its sender uploaded again; nothing was
+	// written, and the outcome is the ledger's as it stands.
 	Replayed bool
 	// LetInAgain: an offline scan no earlier than the ticket's admission
 	// by another device or gate. The device let its holder in without
@@ -109,9 +119,12 @@ type scannedTicket struct {
 // voided is refused as void, and recorded so (Scan.LetInBeforeVoid): the
 // device let its holder in, on a booking since cancelled or refunded,
 // which keeps no admitted ticket. A ticket of another event than s.Event is refused
-// (ScanWrongEvent), whatever its state, and recorded. ErrNotFound: the
-// code is no ticket's; ErrScanBeforeIssue: an offline scan dated before
-// the ticket was issued, not recorded.
+// (ScanWrongEvent), whatever its state, and recorded. An offline scan its
+// sender (s.Device, or the shared token) uploaded before is recorded once
+// (ScanOutcome.Replayed); another device's at the same gate and moment is
+// a scan of its own. ErrNotFound: the code is no ticket's;
+// ErrScanBeforeIssue: an offline scan dated before the ticket was issued,
+// not recorded.
 func (l *Ledger) RecordScan(ctx context.Context, s NewScan, clock func() time.Time) (ScanOutcome, error) {
 	var out ScanOutcome
 	err := pgx.BeginTxFunc(ctx, l.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
@@ -137,7 +150,7 @@ func (l *Ledger) RecordScan(ctx context.Context, s NewScan, clock func() time.Ti
 		out.First = first
 		this := Scan{Gate: s.Gate, ScannedAt: s.ScannedAt, RecordedAt: now, Offline: s.Offline, Device: s.Device}
 		if s.Offline {
-			again, err := optionalScan(tx.Query(ctx, sqlUploadedScan, s.Code, s.Gate, s.Event, s.ScannedAt))
+			again, err := optionalScan(tx.Query(ctx, sqlUploadedScan, s.Code, s.Gate, s.Event, s.ScannedAt, s.Device))
 			if err != nil {
 				return fmt.Errorf("read uploaded scan: %w", err)
 			}
@@ -192,11 +205,7 @@ func (l *Ledger) RecordScan(ctx context.Context, s NewScan, clock func() time.Ti
 			this.Result, this.First = ScanAdmitted, true
 			out.First, out.Displaced = &this, &displaced
 		}
-		var device *string
-		if s.Device != "" {
-			device = &s.Device
-		}
-		if _, err := tx.Exec(ctx, sqlInsertScan, s.Code, t.EventID, s.Gate, s.ScannedAt, now, s.Offline, this.Result, this.First, device, s.Event, this.LetInBeforeVoid); err != nil {
+		if _, err := tx.Exec(ctx, sqlInsertScan, s.Code, t.EventID, s.Gate, s.ScannedAt, now, s.Offline, this.Result, this.First, s.deviceID(), s.Event, this.LetInBeforeVoid); err != nil {
 			return fmt.Errorf("insert scan: %w", err)
 		}
 		out.Result, out.Scan = this.Result, this
@@ -209,6 +218,20 @@ func (l *Ledger) RecordScan(ctx context.Context, s NewScan, clock func() time.Ti
 		return ScanOutcome{}, fmt.Errorf("record scan at gate %s: %w", s.Gate, err)
 	}
 	return out, nil
+}
+
+// NoteOfflineRefusal notes an offline scan refused with no scan row (an
+// expired or forged code, one never issued, a time before the ticket's
+// issue) as result, and says whether it is new: false for one its sender
+// noted before, an upload sent again, so that it is counted once.
+func (l *Ledger) NoteOfflineRefusal(ctx context.Context, s NewScan, result string, now time.Time) (bool, error) {
+	code := sha256.Sum256([]byte(s.Code))
+	tag, err := l.pool.Exec(ctx, sqlNoteOfflineRefusal, code[:], s.Gate, s.Event,
+		s.ScannedAt.UTC().Truncate(time.Microsecond), s.deviceID(), result, now.UTC().Truncate(time.Microsecond))
+	if err != nil {
+		return false, fmt.Errorf("note refused scan at gate %s: %w", s.Gate, err)
+	}
+	return tag.RowsAffected() == 1, nil
 }
 
 func optionalScan(rows pgx.Rows, err error) (*Scan, error) {
