@@ -207,7 +207,9 @@ func TestConsolePage(t *testing.T) {
 	}
 	assert.NotContains(t, page, "{{", "every placeholder is filled")
 	assert.NotRegexp(t, `(src|href)="(https?:)?//`, page, "nothing from elsewhere")
-	assert.Less(t, len(page), 16<<10, "the page stays small")
+	// One page, fetched once a session on the admin endpoint, its style
+	// and script inline: small, with room for a control or two more.
+	assert.Less(t, len(page), 20<<10, "the page stays small")
 }
 
 // TestConsoleOrigins: Caddy's checks of the admin endpoint's origins hold
