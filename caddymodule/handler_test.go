@@ -210,6 +210,19 @@ func TestArrivalWaitsThenIsAdmitted(t *testing.T) {
 	assert.Equal(t, int64(1), w3.Ahead)
 }
 
+// TestRestartedGatewayHandsOutNoPositionATokenProves: a gateway on the
+// memory store that restarted remembers nothing of the queue; a token from
+// before (position 10) still waits at its place, and the next arrival
+// comes after it, not at position 1 again (docs/api.md §3, lost store
+// state).
+func TestRestartedGatewayHandsOutNoPositionATokenProves(t *testing.T) {
+	h := provision(t, &Handler{})
+	tok, _ := tokenAt(t, h, 10)
+	assert.Equal(t, int64(10), serve(t, h, get(h, tok)).waiting(t).Position)
+	_, pos := join(t, h)
+	assert.Equal(t, int64(11), pos)
+}
+
 // tokenAt signs a token for position pos with the handler's keys.
 func tokenAt(t *testing.T, h *Handler, pos int64) (string, waitroom.Ticket) {
 	t.Helper()

@@ -233,7 +233,9 @@ func acquireRoom(key roomKey, spec storeSpec, seed []byte) (*roomEntry, error) {
 // being replaced uses under another key (its hard cap, autopilot or opening
 // changed), or nil: the new room takes over what that one saw of the
 // admission windows, so a place whose window ended is not admitted again
-// after the reload.
+// after the reload, and its revocations, so a token revoked while the store
+// was unreachable stays out and the store still learns it
+// (waitroom.RoomOptions.Replaces).
 func roomToReplace(key roomKey) *waitroom.Room {
 	var found *waitroom.Room
 	rooms.Range(func(k, v any) bool {

@@ -79,6 +79,22 @@ func (m *MemoryStore) positionAtHand(event int64) (int64, bool) {
 	return pos, true
 }
 
+// raiseFloor implements positionFloor: a position above the counter was
+// handed out by the store this one replaced (the process restarted), so
+// the counter carries on after it.
+func (m *MemoryStore) raiseFloor(event, pos int64) {
+	m.mu.Lock()
+	e := m.event(event)
+	raised := pos > e.state.LastPosition
+	if raised {
+		e.state.LastPosition = pos
+	}
+	m.mu.Unlock()
+	if raised {
+		m.notify(event)
+	}
+}
+
 // State implements Store.
 func (m *MemoryStore) State(_ context.Context, event int64) (State, error) {
 	m.mu.Lock()
@@ -360,4 +376,5 @@ var (
 	_ ChangeLogStore = (*MemoryStore)(nil)
 	_ LotteryStore   = (*MemoryStore)(nil)
 	_ NonceStore     = (*MemoryStore)(nil)
+	_ positionFloor  = (*MemoryStore)(nil)
 )

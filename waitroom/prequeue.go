@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"maps"
 	"sync"
 	"time"
 
@@ -138,6 +139,16 @@ func (r *Room) yielded(subject string, pos int64, handedOut time.Time, ttl time.
 		}
 	}
 	y.m[subject] = e
+}
+
+// takeOver starts y from the positions o remembers; o keeps its own.
+func (y *yields) takeOver(o *yields) {
+	o.mu.Lock()
+	m := maps.Clone(o.m)
+	o.mu.Unlock()
+	y.mu.Lock()
+	defer y.mu.Unlock()
+	y.m = m
 }
 
 // preQueueRestorer is a PreQueueStore that can lose its records with the

@@ -40,8 +40,8 @@ type redisEvent struct {
 	// next..last is the block of leased positions not handed out yet.
 	next, last int64
 	// high is the highest counter value this node has had from Redis,
-	// taken or read: a counter found below it was lost, and is put back
-	// above it.
+	// taken or read, or a token it was shown proves: a counter found
+	// below it was lost, and is put back above it.
 	high int64
 	// taking is set while a take for arrivals without a lease is in
 	// flight; the arrivals that come meanwhile gather in gathering, and
@@ -232,7 +232,7 @@ func (r *RedisStore) decodeState(event int64, fields *redis.SliceCmd, last *redi
 		// missing or was lost.
 		err = ErrNoState
 	case s.LastPosition < high:
-		err = fmt.Errorf("%w: the position counter is at %d, below %d handed out by this node", ErrNoState, s.LastPosition, high)
+		err = fmt.Errorf("%w: the position counter is at %d, below %d this node knows was handed out", ErrNoState, s.LastPosition, high)
 	}
 	return s, err
 }
@@ -267,6 +267,12 @@ func (r *RedisStore) read(event, last int64) {
 	e := r.event(event)
 	e.high = max(e.high, last)
 }
+
+// raiseFloor implements positionFloor: the next take, or read of the
+// state, that finds the counter below pos finds it lost, and the room puts
+// it back above pos before a position is handed out again. A counter at or
+// above it is not touched: another node's take may be all pos shows.
+func (r *RedisStore) raiseFloor(event, pos int64) { r.read(event, pos) }
 
 // lastRestore implements restoreClock.
 func (r *RedisStore) lastRestore(event int64) time.Time {
@@ -523,4 +529,5 @@ func (r *RedisStore) Lead(ctx context.Context, event int64, name string, ttl tim
 var (
 	_ Store          = (*RedisStore)(nil)
 	_ ChangeLogStore = (*RedisStore)(nil)
+	_ positionFloor  = (*RedisStore)(nil)
 )

@@ -2,6 +2,7 @@ package waitroom
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"sort"
 	"strconv"
@@ -94,6 +95,18 @@ func (v *revocations) add(now time.Time, rvs ...Revocation) {
 	}
 }
 
+// takeOver starts v from the revocations o holds; o keeps its own. Not
+// from o's cursor: v reads the store's from the start, as a new room does,
+// and a revocation read twice is the same revocation.
+func (v *revocations) takeOver(o *revocations) {
+	o.mu.RLock()
+	until, takenBy, bySubject := maps.Clone(o.until), maps.Clone(o.takenBy), maps.Clone(o.bySubject)
+	o.mu.RUnlock()
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.until, v.takenBy, v.bySubject = until, takenBy, bySubject
+}
+
 // Revoke ends the admission of the token of subject at position on every
 // node sharing the store, until it can no longer be valid (ttl, a token's
 // life, from now). This node stops admitting it at once.
@@ -135,6 +148,18 @@ func (u *unsentRevocations) add(now time.Time, rvs ...Revocation) {
 			u.rvs = slices.Delete(u.rvs, 0, over)
 		}
 	}
+}
+
+// takeOver starts u from the revocations o has to send again. o keeps
+// them too: should the config that took them over fail to start, the old
+// one runs on; a revocation sent twice is the same revocation.
+func (u *unsentRevocations) takeOver(o *unsentRevocations) {
+	o.mu.Lock()
+	rvs := slices.Clone(o.rvs)
+	o.mu.Unlock()
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.rvs = rvs
 }
 
 // take empties the list and returns what of it has not ended.

@@ -52,7 +52,12 @@ type RoomOptions struct {
 	// Replaces is the room of the same event this one takes over on this
 	// node (a reload that changed the room's configuration): the new room
 	// starts from what that one saw of the admission windows, so a place
-	// whose window ended stays given up. Nil for a room of its own.
+	// whose window ended stays given up; from its revocations, those the
+	// store did not take yet included, so a revoked token stays out even
+	// while the store is unreachable and the store still gets them; from
+	// the positions pre-queue tokens yielded and the highest positions it
+	// knew handed out, so a lost state is put back as fully. Nil for a
+	// room of its own.
 	Replaces *Room
 	// Now is the clock; time.Now when nil.
 	Now    func() time.Time
@@ -145,6 +150,11 @@ func NewRoom(store Store, event int64, opts RoomOptions) *Room {
 	r.window.length = opts.AdmissionWindow
 	if p := opts.Replaces; p != nil && p.event == event {
 		r.window.takeOver(&p.window)
+		r.revoked.takeOver(&p.revoked)
+		r.unsent.takeOver(&p.unsent)
+		r.yields.takeOver(&p.yields)
+		raiseTo(&r.issued, p.issued.Load())
+		raiseTo(&r.shown, p.shown.Load())
 	}
 	// The old room goes with its config; this one must not keep it alive.
 	r.opts.Replaces = nil
@@ -200,8 +210,30 @@ func (r *Room) observe(s State) {
 
 // Seen records that position was handed out, as a valid token for it
 // proves: should the store lose its counter, it is put back above it (a
-// gateway that restarted along with Redis remembers nothing else).
-func (r *Room) Seen(position int64) { raiseTo(&r.shown, position) }
+// gateway that restarted along with Redis remembers nothing else). A
+// position above the counter the room knows may be the proof that it was
+// lost already, the store with the gateway (one box restarted, or a memory
+// store), and the state set up afresh before any token came back: the
+// store hands out no position up to it again. Only a token above what the
+// room knows costs more than a load; even then no call to the store.
+func (r *Room) Seen(position int64) {
+	if position <= r.shown.Load() {
+		return
+	}
+	raiseTo(&r.shown, position)
+	if position <= r.issued.Load() || position <= r.state.Load().LastPosition {
+		return
+	}
+	if f, ok := r.store.(positionFloor); ok {
+		f.raiseFloor(r.event, position)
+	}
+}
+
+// positionFloor is a store told of a position handed out before it knew:
+// it hands out none at or below it again.
+type positionFloor interface {
+	raiseFloor(event, pos int64)
+}
 
 // raiseTo moves v up to n, never down.
 func raiseTo(v *atomic.Int64, n int64) {
@@ -249,8 +281,9 @@ func (r *Room) refresh(ctx context.Context) (State, error) {
 		return r.ensure(ctx, false)
 	}
 	// Positions handed out while the read is in flight may be above the
-	// counter it returns: only those handed out before it are compared.
-	issued := r.issued.Load()
+	// counter it returns: only those handed out, or seen on a token,
+	// before it are compared.
+	issued := max(r.issued.Load(), r.shown.Load())
 	s, err := r.store.State(ctx, r.event)
 	switch {
 	case errors.Is(err, ErrNoState) && r.opts.Follow:
