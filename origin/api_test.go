@@ -154,6 +154,16 @@ func TestHoldLifecycleAndSoldOut(t *testing.T) {
 	bobAuth := map[string]string{waitroom.TokenHeader: h.token("bob", ev.ID, 1)}
 	assert.Equal(t, http.StatusNotFound, h.do(http.MethodGet, "/v1/holds/"+ann.HoldID, nil, bobAuth).status, "another user's hold")
 	assert.Equal(t, http.StatusNotFound, h.do(http.MethodDelete, "/v1/holds/"+ann.HoldID, nil, bobAuth).status)
+	other := h.createEvent(map[string]any{"capacity": 3, "price": 2500, "currency": "EUR"})
+	for user, what := range map[string]string{"bob": "another user's hold, his token of another event", "ann": "her own hold, her token of another event"} {
+		res := h.do(http.MethodGet, "/v1/holds/"+ann.HoldID, nil, map[string]string{waitroom.TokenHeader: h.token(user, other.ID, 1)})
+		assert.Equal(t, http.StatusNotFound, res.status, what)
+		assert.Equal(t, "not_found", res.errorCode(t))
+	}
+	forged := h.token("bob", ev.ID, 1)
+	forged = forged[:len(forged)-4] + "AAAA"
+	assert.Equal(t, http.StatusUnauthorized, h.do(http.MethodGet, "/v1/holds/"+ann.HoldID, nil, map[string]string{waitroom.TokenHeader: forged}).status,
+		"no valid token at all")
 	get := h.do(http.MethodGet, "/v1/holds/"+ann.HoldID, nil, annAuth)
 	require.Equal(t, http.StatusOK, get.status)
 	var again holdJSON

@@ -78,15 +78,34 @@ var errAdmissionUnknown = errorResponse(http.StatusForbidden, "admission_unknown
 
 // ticket verifies the request's queue token for event.
 func (g *gate) ticket(r *http.Request, event int64) (waitroom.Ticket, *response) {
-	raw := rawToken(r, event)
-	if raw == "" {
-		return waitroom.Ticket{}, &errInvalidToken
-	}
-	t, err := g.keys.Verify(raw, event)
+	t, err := g.verify(r, event)
 	if err != nil {
 		return waitroom.Ticket{}, &errInvalidToken
 	}
 	return t, nil
+}
+
+// ownerTicket is ticket for a buyer's own hold or booking of event: a valid
+// token of another event is the caller of another user's, answered
+// notYours (404) as that one is, since to that caller the resource does
+// not exist; only a caller without a valid token is 401.
+func (g *gate) ownerTicket(r *http.Request, event int64, notYours response) (waitroom.Ticket, *response) {
+	t, err := g.verify(r, event)
+	switch {
+	case errors.Is(err, waitroom.ErrWrongEvent):
+		return waitroom.Ticket{}, &notYours
+	case err != nil:
+		return waitroom.Ticket{}, &errInvalidToken
+	}
+	return t, nil
+}
+
+func (g *gate) verify(r *http.Request, event int64) (waitroom.Ticket, error) {
+	raw := rawToken(r, event)
+	if raw == "" {
+		return waitroom.Ticket{}, waitroom.ErrInvalidToken
+	}
+	return g.keys.Verify(raw, event)
 }
 
 // admitted decides from memory, like the gateway; only a "no" is checked

@@ -88,6 +88,9 @@ func TestPurchaseWithTickets(t *testing.T) {
 
 	other := h.do(http.MethodGet, "/v1/bookings/"+b.BookingID, nil, h.auth("bob", ev.ID))
 	assert.Equal(t, http.StatusNotFound, other.status, "another user's booking")
+	elsewhere := h.createEvent(map[string]any{"capacity": 2, "price": 100})
+	assert.Equal(t, http.StatusNotFound, h.do(http.MethodGet, "/v1/bookings/"+b.BookingID, nil, h.auth("bob", elsewhere.ID)).status,
+		"another user's booking, with his token of another event")
 	assert.Equal(t, http.StatusUnauthorized, h.do(http.MethodGet, "/v1/bookings/"+b.BookingID, nil, nil).status)
 	assert.Equal(t, http.StatusNotFound, h.do(http.MethodGet, "/v1/bookings/"+uuid.NewString(), nil, h.auth("ann", ev.ID)).status)
 }
@@ -463,6 +466,7 @@ func TestBookingBadInput(t *testing.T) {
 	h.clock.Advance(30 * time.Second)
 	fresh := h.holdOne(ev.ID, "new", 1)
 	h.clock.Advance(31 * time.Second) // ann's hold has lapsed, new's has not
+	other := h.createEvent(map[string]any{"capacity": 5})
 	body := func(hold string) string {
 		return fmt.Sprintf(`{"hold_id":%q,"payment_method_token":"pm_card_visa"}`, hold)
 	}
@@ -494,6 +498,8 @@ func TestBookingBadInput(t *testing.T) {
 		{"hold id not a uuid", body("h_41"), with("new", "k"), 404, "not_found"},
 		{"unknown hold", body(uuid.NewString()), with("new", "k"), 404, "not_found"},
 		{"another user's hold", body(fresh.HoldID), with("ann", "k"), 404, "not_found"},
+		{"another user's hold, with a token of another event", body(fresh.HoldID),
+			map[string]string{waitroom.TokenHeader: h.token("ann", other.ID, 1), "Idempotency-Key": "k"}, 404, "not_found"},
 		{"position above the watermark", body(fresh.HoldID),
 			map[string]string{waitroom.TokenHeader: h.token("new", ev.ID, 2_000_000), "Idempotency-Key": "k"}, 403, "not_admitted"},
 		{"expired hold", body(hold.HoldID), with("ann", "k2"), 410, "hold_expired"},

@@ -115,7 +115,7 @@ func (s bookingsAPI) createBookingRequest(w http.ResponseWriter, r *http.Request
 	}
 	// A buyer who holds seats must be able to pay while admission is paused
 	// (a rebuild) or the event is sold out, so only the watermark is checked.
-	ticket, bad := s.gate.ticket(r, h.EventID)
+	ticket, bad := s.gate.ownerTicket(r, h.EventID, noHold)
 	if bad != nil {
 		return *bad
 	}
@@ -174,13 +174,14 @@ func (s bookingsAPI) bookingForUser(w http.ResponseWriter, r *http.Request) (led
 		lookupFailed(w, err, "booking")
 		return ledger.Booking{}, false
 	}
-	ticket, bad := s.gate.ticket(r, b.EventID)
+	noBooking := errorResponse(http.StatusNotFound, "not_found", "no such booking")
+	ticket, bad := s.gate.ownerTicket(r, b.EventID, noBooking)
 	if bad != nil {
 		writeResponse(w, *bad)
 		return ledger.Booking{}, false
 	}
 	if ticket.Subject != b.UserID {
-		writeError(w, http.StatusNotFound, "not_found", "no such booking")
+		writeResponse(w, noBooking)
 		return ledger.Booking{}, false
 	}
 	return b, true

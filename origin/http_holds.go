@@ -264,6 +264,8 @@ func (s holdsAPI) createHold(w http.ResponseWriter, r *http.Request) response {
 	return resp
 }
 
+var errNoSuchHold = errorResponse(http.StatusNotFound, "not_found", "no such hold")
+
 // holdForUser reads hold {id} for the token's owner: 401 without a valid
 // token, 404 when it does not exist or belongs to someone else.
 func (s holdsAPI) holdForUser(w http.ResponseWriter, r *http.Request) (ledger.Hold, *seats.Event, bool) {
@@ -281,13 +283,13 @@ func (s holdsAPI) holdForUser(w http.ResponseWriter, r *http.Request) (ledger.Ho
 		lookupFailed(w, err, "hold")
 		return ledger.Hold{}, nil, false
 	}
-	ticket, bad := s.gate.ticket(r, h.EventID)
+	ticket, bad := s.gate.ownerTicket(r, h.EventID, errNoSuchHold)
 	if bad != nil {
 		writeResponse(w, *bad)
 		return ledger.Hold{}, nil, false
 	}
 	if ticket.Subject != h.UserID {
-		writeError(w, http.StatusNotFound, "not_found", "no such hold")
+		writeResponse(w, errNoSuchHold)
 		return ledger.Hold{}, nil, false
 	}
 	ev, err := s.seats.Registry().Event(r.Context(), h.EventID)
