@@ -229,8 +229,9 @@ var (
 	// ErrInvalidSignature: the webhook's Stripe-Signature header is missing,
 	// malformed, doesn't match the body under the secret, or is too old.
 	ErrInvalidSignature = errors.New("invalid webhook signature")
-	// ErrStaleSignature: the signature's timestamp is older than
-	// WebhookTolerance (a replay). It is also an ErrInvalidSignature.
+	// ErrStaleSignature: the signature's timestamp is further than
+	// WebhookTolerance from now, before (a replay) or ahead. It is also an
+	// ErrInvalidSignature.
 	ErrStaleSignature = errors.New("webhook signature timestamp outside the tolerance")
 	// ErrMalformedEvent: the body is correctly signed but isn't an event this
 	// package can read.

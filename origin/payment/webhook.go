@@ -98,8 +98,8 @@ func SignWebhook(body []byte, secret string, t time.Time) string {
 }
 
 // VerifyWebhook checks the Stripe-Signature header of a webhook against its
-// raw body and secret, rejects signatures older than WebhookTolerance at now
-// and headers with more than one t= element, and parses the event. Both providers use it: fakepay signs as Stripe does.
+// raw body and secret, rejects signatures dated more than WebhookTolerance
+// from now (before or ahead) and headers with more than one t= element, and parses the event. Both providers use it: fakepay signs as Stripe does.
 //
 // Events are accepted whatever their api_version: fakepay's events and hand
 // signed test events carry none, and the fields read here are stable across
@@ -117,8 +117,13 @@ func VerifyWebhook(body []byte, header, secret string, now time.Time) (Event, er
 	if err != nil {
 		return Event{}, fmt.Errorf("verify webhook: %w: %w", ErrInvalidSignature, err)
 	}
-	if age := now.Sub(signed); age > WebhookTolerance {
+	switch age := now.Sub(signed); {
+	case age > WebhookTolerance:
 		return Event{}, fmt.Errorf("verify webhook: %w: %w: signed %s ago", ErrInvalidSignature, ErrStaleSignature, age.Truncate(time.Second))
+	case age < -WebhookTolerance:
+		// Dated ahead past any clock skew: kept, it could be replayed for
+		// as long as it stays ahead.
+		return Event{}, fmt.Errorf("verify webhook: %w: %w: signed %s ahead", ErrInvalidSignature, ErrStaleSignature, (-age).Truncate(time.Second))
 	}
 	return parseEvent(body)
 }

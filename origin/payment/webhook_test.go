@@ -112,6 +112,9 @@ func TestVerifyWebhook(t *testing.T) {
 		{name: "signed exactly at the tolerance", body: good, header: sig(good, now.Add(-WebhookTolerance)),
 			want: Event{ID: "evt_1", Type: "payment_intent.succeeded", Kind: KindPaymentSucceeded, PaymentID: "pi_1",
 				BookingID: "b_1", Amount: 90000, Currency: "inr", Created: time.Unix(1795946400, 0).UTC()}},
+		{name: "signed ahead by the tolerance (clock skew)", body: good, header: sig(good, now.Add(WebhookTolerance)),
+			want: Event{ID: "evt_1", Type: "payment_intent.succeeded", Kind: KindPaymentSucceeded, PaymentID: "pi_1",
+				BookingID: "b_1", Amount: 90000, Currency: "inr", Created: time.Unix(1795946400, 0).UTC()}},
 		{name: "rotated secret: one of two signatures matches", body: good,
 			header: sig(good, now) + ",v1=" + strings.Repeat("ab", 32),
 			want: Event{ID: "evt_1", Type: "payment_intent.succeeded", Kind: KindPaymentSucceeded, PaymentID: "pi_1",
@@ -122,6 +125,8 @@ func TestVerifyWebhook(t *testing.T) {
 				Created: time.Unix(1795946400, 0).UTC()}},
 
 		{name: "stale timestamp", body: good, header: sig(good, now.Add(-WebhookTolerance-time.Second)),
+			err: []error{ErrInvalidSignature, ErrStaleSignature}},
+		{name: "timestamp ahead past the tolerance", body: good, header: sig(good, now.Add(WebhookTolerance+time.Second)),
 			err: []error{ErrInvalidSignature, ErrStaleSignature}},
 		{name: "bad signature", body: good, header: "t=" + unix(now) + ",v1=" + strings.Repeat("00", 32),
 			err: []error{ErrInvalidSignature, webhook.ErrNoValidSignature}},
