@@ -269,15 +269,7 @@ func TestReadyzSaysTheEventsAreLoading(t *testing.T) {
 // into Redis (a server gone for a moment just after it answered) is tried
 // again, as the wait for the servers is, rather than stopping the origin.
 func TestOriginRetriesLoadingTheEvents(t *testing.T) {
-	cfg, err := loadConfig(nil, func(name string) string {
-		return map[string]string{
-			"DATABASE_URL":       testenv.Postgres(t),
-			"REDIS_URL":          testenv.StartRedis(t).URL(),
-			"WAITROOM_KEYS":      "k1:" + strings.Repeat("a", 32),
-			"ORIGIN_ADMIN_TOKEN": "secret",
-		}[name]
-	}, io.Discard)
-	require.NoError(t, err)
+	cfg := originConfig(t)
 	tries := 0
 	startServer = func(srv *origin.Server, ctx context.Context) error {
 		if tries++; tries == 1 {
@@ -287,33 +279,7 @@ func TestOriginRetriesLoadingTheEvents(t *testing.T) {
 	}
 	t.Cleanup(func() { startServer = (*origin.Server).Start })
 
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	logs := &syncBuffer{}
-	ctx, cancel := context.WithCancel(context.Background())
-	stopped := make(chan error, 1)
-	go func() { stopped <- run(ctx, ln, cfg, slog.New(slog.NewTextHandler(logs, nil))) }()
-	defer func() {
-		cancel()
-		assert.NoError(t, <-stopped)
-	}()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		select {
-		case err := <-stopped:
-			stopped <- err
-			t.Fatalf("the origin stopped: %v", err)
-		default:
-		}
-		resp, err := http.Get("http://" + ln.Addr().String() + "/readyz")
-		require.NoError(t, err)
-		resp.Body.Close()
-		if resp.StatusCode == http.StatusOK {
-			break
-		}
-		require.False(t, time.Now().After(deadline), "timed out waiting until the origin is ready; logs:\n%s", logs.String())
-		time.Sleep(10 * time.Millisecond)
-	}
+	_, logs := startOriginUntilReady(t, cfg)
 	assert.Equal(t, 2, tries)
 	assert.Contains(t, logs.String(), "loading the events into Redis failed")
 }
@@ -323,15 +289,7 @@ func TestOriginRetriesLoadingTheEvents(t *testing.T) {
 // loadPatience; then the origin serves (its other events, webhooks and
 // gates), and says which event it left to the drift corrector.
 func TestOriginServesPastAnEventThatNeverLoads(t *testing.T) {
-	cfg, err := loadConfig(nil, func(name string) string {
-		return map[string]string{
-			"DATABASE_URL":       testenv.Postgres(t),
-			"REDIS_URL":          testenv.StartRedis(t).URL(),
-			"WAITROOM_KEYS":      "k1:" + strings.Repeat("a", 32),
-			"ORIGIN_ADMIN_TOKEN": "secret",
-		}[name]
-	}, io.Discard)
-	require.NoError(t, err)
+	cfg := originConfig(t)
 	tries := 0
 	startServer = func(srv *origin.Server, ctx context.Context) error {
 		tries++
@@ -343,16 +301,52 @@ func TestOriginServesPastAnEventThatNeverLoads(t *testing.T) {
 	loadPatience = 0
 	t.Cleanup(func() { startServer, loadPatience = (*origin.Server).Start, time.Minute })
 
+	base, logs := startOriginUntilReady(t, cfg)
+	assert.Equal(t, 1, tries, "with the servers answering, not tried again past its patience")
+	assert.Contains(t, logs.String(), "serving without the events that did not load")
+	assert.Contains(t, logs.String(), "load event 7: the rebuild cannot take its seat map")
+
+	req, err := http.NewRequest(http.MethodPost, base+"/v1/events",
+		strings.NewReader(`{"id":8,"name":"Eight","capacity":10,"price":100,"currency":"eur"}`))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer secret")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusCreated, resp.StatusCode, "the origin serves")
+}
+
+// originConfig is an origin's configuration on the test's own Redis and
+// PostgreSQL.
+func originConfig(t *testing.T) config {
+	t.Helper()
+	cfg, err := loadConfig(nil, func(name string) string {
+		return map[string]string{
+			"DATABASE_URL":       testenv.Postgres(t),
+			"REDIS_URL":          testenv.StartRedis(t).URL(),
+			"WAITROOM_KEYS":      "k1:" + strings.Repeat("a", 32),
+			"ORIGIN_ADMIN_TOKEN": "secret",
+		}[name]
+	}, io.Discard)
+	require.NoError(t, err)
+	return cfg
+}
+
+// startOriginUntilReady runs the origin with cfg until the test ends, and
+// returns once its /readyz answers 200 (failing the test should it stop
+// first, or take 30 s): its base URL and its logs.
+func startOriginUntilReady(t *testing.T, cfg config) (string, *syncBuffer) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	logs := &syncBuffer{}
 	ctx, cancel := context.WithCancel(context.Background())
 	stopped := make(chan error, 1)
 	go func() { stopped <- run(ctx, ln, cfg, slog.New(slog.NewTextHandler(logs, nil))) }()
-	defer func() {
+	t.Cleanup(func() {
 		cancel()
 		assert.NoError(t, <-stopped)
-	}()
+	})
 	base := "http://" + ln.Addr().String()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -366,21 +360,9 @@ func TestOriginServesPastAnEventThatNeverLoads(t *testing.T) {
 		require.NoError(t, err)
 		resp.Body.Close()
 		if resp.StatusCode == http.StatusOK {
-			break
+			return base, logs
 		}
 		require.False(t, time.Now().After(deadline), "timed out waiting until the origin is ready; logs:\n%s", logs.String())
 		time.Sleep(10 * time.Millisecond)
 	}
-	assert.Equal(t, 1, tries, "with the servers answering, not tried again past its patience")
-	assert.Contains(t, logs.String(), "serving without the events that did not load")
-	assert.Contains(t, logs.String(), "load event 7: the rebuild cannot take its seat map")
-
-	req, err := http.NewRequest(http.MethodPost, base+"/v1/events",
-		strings.NewReader(`{"id":8,"name":"Eight","capacity":10,"price":100,"currency":"eur"}`))
-	require.NoError(t, err)
-	req.Header.Set("Authorization", "Bearer secret")
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	resp.Body.Close()
-	assert.Equal(t, http.StatusCreated, resp.StatusCode, "the origin serves")
 }
