@@ -332,28 +332,35 @@ type accountEntry struct {
 	until     time.Time
 }
 
-// positionRecords is the memory store's account_at.lua: a position and
-// its handout by key, the first claim staying while it lives (accounts,
-// and pre-queue tokens outside the draw). The store's lock is held.
-type positionRecords map[nonceKey]accountEntry
+// firstClaims is the memory store's account_at.lua: a value by key, the
+// first claim staying while it lives (accounts' and pre-queue tokens'
+// positions, the accounts that took places over). The store's lock is held.
+type firstClaims[V any] map[nonceKey]firstClaim[V]
 
-func (p positionRecords) get(k nonceKey, now time.Time) (int64, time.Time, bool) {
-	e, ok := p[k]
-	if !ok || !now.Before(e.until) {
-		return 0, time.Time{}, false
-	}
-	return e.pos, e.handedOut, true
+type firstClaim[V any] struct {
+	v     V
+	until time.Time
 }
 
-// claim keeps up to maxMemoryAccounts records; expired ones are dropped
-// first.
-func (p *positionRecords) claim(k nonceKey, pos int64, handedOut, now time.Time, ttl time.Duration, what string) (int64, time.Time, error) {
-	if *p == nil {
-		*p = make(positionRecords)
+func (c firstClaims[V]) get(k nonceKey, now time.Time) (V, bool) {
+	e, ok := c[k]
+	if !ok || !now.Before(e.until) {
+		var none V
+		return none, false
 	}
-	records := *p
+	return e.v, true
+}
+
+// claim gives k the value v unless it has one, keeps it alive for ttl from
+// now, and returns the one it has. Up to maxMemoryAccounts records are
+// kept; expired ones are dropped first.
+func (c *firstClaims[V]) claim(k nonceKey, v V, now time.Time, ttl time.Duration, what string) (V, error) {
+	if *c == nil {
+		*c = make(firstClaims[V])
+	}
+	records := *c
 	if e, ok := records[k]; ok && now.Before(e.until) {
-		pos, handedOut = e.pos, e.handedOut
+		v = e.v
 	} else if len(records) >= maxMemoryAccounts {
 		for k, e := range records {
 			if !now.Before(e.until) {
@@ -361,12 +368,23 @@ func (p *positionRecords) claim(k nonceKey, pos int64, handedOut, now time.Time,
 			}
 		}
 		if len(records) >= maxMemoryAccounts {
-			return 0, time.Time{}, fmt.Errorf("claim %s: %w: %d remembered", what, ErrUnavailable, len(records))
+			var none V
+			return none, fmt.Errorf("claim %s: %w: %d remembered", what, ErrUnavailable, len(records))
 		}
 	}
-	records[k] = accountEntry{pos: pos, handedOut: handedOut, until: now.Add(ttl)}
-	return pos, handedOut, nil
+	records[k] = firstClaim[V]{v: v, until: now.Add(ttl)}
+	return v, nil
 }
+
+// handout is a position and when it was handed out (zero when not known).
+type handout struct {
+	pos int64
+	at  time.Time
+}
+
+// positionRecords are the positions of accounts, and of pre-queue tokens
+// outside the draw.
+type positionRecords = firstClaims[handout]
 
 // AccountPosition implements AccountStore.
 func (m *MemoryStore) AccountPosition(ctx context.Context, event int64, subject string) (int64, bool, error) {
@@ -378,8 +396,8 @@ func (m *MemoryStore) AccountPosition(ctx context.Context, event int64, subject 
 func (m *MemoryStore) AccountPositionAt(_ context.Context, event int64, subject string) (int64, time.Time, bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	pos, at, ok := m.accounts.get(nonceKey{event, subject}, m.now())
-	return pos, at, ok, nil
+	h, ok := m.accounts.get(nonceKey{event, subject}, m.now())
+	return h.pos, h.at, ok, nil
 }
 
 // ClaimAccount implements AccountStore.
@@ -392,38 +410,15 @@ func (m *MemoryStore) ClaimAccount(ctx context.Context, event int64, subject str
 func (m *MemoryStore) ClaimAccountAt(_ context.Context, event int64, subject string, pos int64, handedOut time.Time, ttl time.Duration) (int64, time.Time, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.accounts.claim(nonceKey{event, subject}, pos, handedOut, m.now(), ttl, "account position")
-}
-
-// takeOverEntry is the memory store's record of a place taken over.
-type takeOverEntry struct {
-	account string
-	until   time.Time
+	h, err := m.accounts.claim(nonceKey{event, subject}, handout{pos, handedOut}, m.now(), ttl, "account position")
+	return h.pos, h.at, err
 }
 
 // ClaimTakeOver implements TakeOverStore.
 func (m *MemoryStore) ClaimTakeOver(_ context.Context, event int64, subject string, pos int64, account string, ttl time.Duration) (string, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	now := m.now()
-	if m.takenOver == nil {
-		m.takenOver = map[nonceKey]takeOverEntry{}
-	}
-	k := nonceKey{event, subject + "\x00" + strconv.FormatInt(pos, 10)}
-	if e, ok := m.takenOver[k]; ok && now.Before(e.until) {
-		account = e.account
-	} else if len(m.takenOver) >= maxMemoryAccounts {
-		for k, e := range m.takenOver {
-			if !now.Before(e.until) {
-				delete(m.takenOver, k)
-			}
-		}
-		if len(m.takenOver) >= maxMemoryAccounts {
-			return "", fmt.Errorf("take over a place: %w: %d remembered", ErrUnavailable, len(m.takenOver))
-		}
-	}
-	m.takenOver[k] = takeOverEntry{account: account, until: now.Add(ttl)}
-	return account, nil
+	return m.takenOver.claim(nonceKey{event, subject + "\x00" + strconv.FormatInt(pos, 10)}, account, m.now(), ttl, "a place taken over")
 }
 
 var (

@@ -19,7 +19,7 @@ type MemoryStore struct {
 	// the draw (prequeue.go).
 	preQueued positionRecords
 	// takenOver is the account each anonymous place went to (account.go).
-	takenOver map[nonceKey]takeOverEntry
+	takenOver firstClaims[string]
 	extended  map[nonceKey]time.Time
 	now       func() time.Time
 }

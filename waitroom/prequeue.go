@@ -202,8 +202,8 @@ func (r *RedisStore) ClaimPreQueue(ctx context.Context, event int64, subject str
 func (m *MemoryStore) PreQueuePosition(_ context.Context, event int64, subject string) (int64, time.Time, bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	pos, at, ok := m.preQueued.get(nonceKey{event, subject}, m.now())
-	return pos, at, ok, nil
+	h, ok := m.preQueued.get(nonceKey{event, subject}, m.now())
+	return h.pos, h.at, ok, nil
 }
 
 // ClaimPreQueue implements PreQueueStore, keeping up to maxMemoryAccounts
@@ -211,7 +211,8 @@ func (m *MemoryStore) PreQueuePosition(_ context.Context, event int64, subject s
 func (m *MemoryStore) ClaimPreQueue(_ context.Context, event int64, subject string, pos int64, handedOut time.Time, ttl time.Duration) (int64, time.Time, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.preQueued.claim(nonceKey{event, subject}, pos, handedOut, m.now(), ttl, "pre-queue position")
+	h, err := m.preQueued.claim(nonceKey{event, subject}, handout{pos, handedOut}, m.now(), ttl, "pre-queue position")
+	return h.pos, h.at, err
 }
 
 // restorePreQueue implements preQueueRestorer with account_at.lua, in
