@@ -199,6 +199,12 @@ const (
 		FROM holds
 		WHERE event_id = $1 AND status IN ('pending', 'confirmed')`
 
+	// The seats of sqlSeatCounts' pending, alone: read through the
+	// reaper's index of pending holds, which stays small however many the
+	// event sold.
+	sqlHeldSeats = `SELECT coalesce(sum(quantity), 0)::bigint FROM holds
+		WHERE status = 'pending' AND event_id = $1 AND (expires_at >= $2 OR booking_keeps(event_id, id, $2))`
+
 	// The expiries the event's bookings gave their holds are read in one
 	// pass, not hold by hold.
 	sqlLiveHolds = `WITH kept AS (

@@ -65,8 +65,7 @@ func (s *Store) heldWhenNoneLeft(ctx context.Context, event, left int64) (int64,
 	if left > 0 {
 		return 0, nil
 	}
-	c, err := s.cfg.Ledger.SeatCounts(ctx, event, s.now())
-	return c.Pending, err
+	return s.cfg.Ledger.HeldSeats(ctx, event, s.now())
 }
 
 // lowestPrice is what the cheapest ticket of the event costs.
