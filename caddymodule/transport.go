@@ -139,11 +139,11 @@ func (h *Handler) giveToken(w http.ResponseWriter, r *http.Request, t waitroom.T
 		secure = 1
 	}
 	suffix := h.cookieSuffix[secure]
-	if life := t.ExpiresAt.Sub(h.now()); life > h.ttl+time.Second {
+	if t.PreQueue {
 		// A pre-queue token lasts until a token's life after the opening:
 		// its cookie as long, or an entrant who comes back after the
 		// opening comes without it, a new arrival behind the draw.
-		suffix = cookieSuffix(life, secure == 1)
+		suffix = cookieSuffix(t.ExpiresAt.Sub(h.now()), secure == 1)
 	}
 	vals := []string{h.cookieName + "=" + t.Raw + suffix, t.Raw}
 	if prev := hdr["Set-Cookie"]; len(prev) > 0 {
