@@ -13,13 +13,13 @@ import (
 )
 
 // seatsOf is how many seats user holds in the event, as the ledger has it:
-// live holds (pending and not expired, or confirmed) and the seats of
+// live holds (pending and not expired, or sold) and the seats of
 // bookings confirmed from the overflow reserve (whose holds expired).
 func (h *payHarness) seatsOf(event int64, user string) int {
 	h.t.Helper()
 	return h.count(`SELECT coalesce(sum(q), 0)::int FROM (
 		SELECT quantity AS q FROM holds WHERE event_id = $1 AND user_id = $2
-			AND (status = 'confirmed' OR (status = 'pending' AND expiry(holds) >= $3))
+			AND (status = 'confirmed' OR (status = 'pending' AND (expiry(holds) >= $3 OR hold_sold(event_id, id))))
 		UNION ALL
 		SELECT quantity FROM bookings WHERE event_id = $1 AND user_id = $2 AND status = 'confirmed' AND overflow) x`,
 		event, user, h.clock.Now())

@@ -16,11 +16,15 @@ import (
 //	$1 event, $2 now, $3 a hold's whole-life cap
 //
 // A hold's expiry is its row's, or later where a booking of it keeps it
-// (bookings.hold_until).
+// (bookings.hold_until). A hold is sold when its row says confirmed, or
+// when a booking was confirmed from it (not from the overflow reserve):
+// the sale keeps it, still pending, for good.
 const sqlCounts = `
 WITH h AS (
 	SELECT holds.*, greatest(expires_at,
-		(SELECT max(b.hold_until) FROM bookings b WHERE b.hold_id = holds.id)) AS kept_until
+		(SELECT max(b.hold_until) FROM bookings b WHERE b.hold_id = holds.id)) AS kept_until,
+		status = 'confirmed' OR (status = 'pending' AND EXISTS (SELECT 1 FROM bookings b
+			WHERE b.hold_id = holds.id AND b.confirmed_at IS NOT NULL AND NOT b.overflow)) AS sold
 	FROM holds WHERE event_id = $1
 ), confirmed AS (
 	SELECT coalesce(sum(quantity), 0) AS seats FROM bookings WHERE event_id = $1 AND status = 'confirmed'
@@ -29,16 +33,16 @@ WITH h AS (
 	FROM tickets WHERE event_id = $1 AND valid
 ), held AS (
 	SELECT coalesce(sum(quantity), 0) AS seats FROM h
-	WHERE status = 'confirmed' OR (status = 'pending' AND kept_until > $2)
+	WHERE sold OR (status = 'pending' AND kept_until > $2)
 ), per_user AS (
 	SELECT user_id, sum(seats) AS seats FROM (
 		SELECT user_id, quantity AS seats FROM bookings WHERE event_id = $1 AND status = 'confirmed'
 		UNION ALL
-		SELECT user_id, quantity FROM h WHERE status = 'pending' AND kept_until > $2
+		SELECT user_id, quantity FROM h WHERE status = 'pending' AND NOT sold AND kept_until > $2
 	) s GROUP BY user_id ORDER BY 2 DESC, 1 LIMIT 1
 ), over_life AS (
 	SELECT count(*) AS n, min(id::text) AS example FROM h
-	WHERE status = 'pending' AND kept_until > created_at + $3::interval
+	WHERE status = 'pending' AND NOT sold AND kept_until > created_at + $3::interval
 )
 SELECT confirmed.seats, tickets.valid, tickets.seats, tickets.top, held.seats,
 	(SELECT overflow_used FROM events WHERE id = $1),

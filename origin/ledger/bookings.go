@@ -188,12 +188,8 @@ func (b Bookings) Lock(ctx context.Context, id string) (Booking, error) {
 // ErrBookingExists: the hold has a live booking; ErrBookingKeyUsed: the
 // user used the key for a booking already.
 func (b Bookings) Insert(ctx context.Context, n NewBooking) (Booking, error) {
-	var until *time.Time
-	if !n.HoldUntil.IsZero() {
-		until = &n.HoldUntil
-	}
 	got, err := b.one(ctx, "insert booking "+n.ID, sqlInsertBooking, n.ID, n.HoldID, n.EventID, n.UserID, n.Quantity,
-		n.Amount, n.Currency, n.Provider, n.PaymentMethod, n.IdempotencyKey, n.RequestDigest, n.CreatedAt, until)
+		n.Amount, n.Currency, n.Provider, n.PaymentMethod, n.IdempotencyKey, n.RequestDigest, n.CreatedAt, orNull(n.HoldUntil))
 	switch uniqueViolation(err) {
 	case "bookings_one_per_hold":
 		return Booking{}, ErrBookingExists

@@ -108,7 +108,7 @@ func TestBookingKeepsItsHold(t *testing.T) {
 	assert.True(t, until.Equal(got.ExpiresAt), "%v", got.ExpiresAt)
 
 	between := writerNow.Add(15 * time.Minute)
-	ended, err := l.ExpireDue(ctx, between, 100)
+	ended, err := l.ExpireDue(ctx, between, time.Time{}, 100)
 	require.NoError(t, err)
 	assert.Empty(t, ended, "past its own expiry, not its booking's")
 	counts, err := l.SeatCounts(ctx, ev.ID, between)
@@ -122,7 +122,7 @@ func TestBookingKeepsItsHold(t *testing.T) {
 	require.Len(t, live, 1)
 	assert.True(t, until.Equal(live[0].ExpiresAt), "the rebuild gives Redis the booking's expiry: %v", live[0].ExpiresAt)
 
-	ended, err = l.ExpireDue(ctx, until.Add(time.Second), 100)
+	ended, err = l.ExpireDue(ctx, until.Add(time.Second), time.Time{}, 100)
 	require.NoError(t, err)
 	require.Len(t, ended, 1)
 	assert.Equal(t, StatusExpired, ended[0].Status)

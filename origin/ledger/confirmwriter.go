@@ -17,7 +17,7 @@ import (
 // queueing on the event's row what bounded the confirmations of an event was
 // the WAL flush of every one of those commits. The ConfirmWriter confirms
 // the bookings paid at the same moment in one transaction: one conditional
-// statement for all their holds and bookings, one take of seat numbers per
+// statement for all their bookings (which keep their holds sold), one take of seat numbers per
 // event, one INSERT of all their tickets, one commit. Each confirmation
 // stays all or nothing, and no confirmation fails another:
 //
@@ -264,6 +264,11 @@ func confirmInTx(ctx context.Context, tx Tx, cs []Confirmation) ([]error, error)
 		if !c.Deadline.IsZero() {
 			deadlines[i] = &cs[i].Deadline
 		}
+	}
+	// The holds' rows are not written, but a rebuild must wait for this
+	// commit as for a write of them (see sqlConfirmBookings).
+	if _, err := tx.tx.Exec(ctx, sqlLockHoldsForWrite); err != nil {
+		return nil, fmt.Errorf("confirm %d bookings: %w", n, err)
 	}
 	rows, err := tx.tx.Query(ctx, sqlConfirmBookings, idx, holds, bookings, payments, nows, deadlines, paidBy)
 	if err != nil {

@@ -44,9 +44,17 @@ const (
 
 // Holds.
 const (
+	// A hold's status as its sale leaves it: a pending hold that is sold
+	// (migration 021) is confirmed.
+	holdStatus = `CASE WHEN status = 'pending' AND hold_sold(event_id, id) THEN 'confirmed' ELSE status END`
+	// Whether a hold is sold: confirmed, or pending and kept by its sale.
+	holdIsSold = `(status = 'confirmed' OR (status = 'pending' AND hold_sold(event_id, id)))`
+
 	// expires_at is the hold's expiry as its bookings moved it (migration
-	// 016).
-	holdColumns = `id::text AS id, event_id, user_id, quantity, amount, status, expiry(holds) AS expires_at, created_at,
+	// 016); a pending hold a booking was confirmed from is sold (021), and
+	// read as confirmed.
+	holdColumns = `id::text AS id, event_id, user_id, quantity, amount, ` + holdStatus + ` AS status,
+		expiry(holds) AS expires_at, created_at,
 		updated_at, idempotency_key, request_digest, response, coalesce(position, 0) AS position, seats,
 		coalesce(ga_section, '') AS ga_section`
 
@@ -144,17 +152,21 @@ const (
 	sqlReleaseHold = `UPDATE holds SET status = 'released', updated_at = $2
 		WHERE id = $1 AND status = 'pending' AND (expires_at >= $2 OR booking_keeps(event_id, id, $2))
 			AND NOT EXISTS (SELECT 1 FROM bookings b WHERE b.hold_id = holds.id AND b.status = 'payment_pending')
+			AND NOT hold_sold(event_id, id)
 		RETURNING ` + holdColumns
 
 	// The expiry is not checked here: ConfirmHold has already taken the hold
 	// out of Redis's expiry index, so the seat is the buyer's unless the
-	// reaper expired the row first (status is then no longer pending).
+	// reaper expired the row first (status is then no longer pending). A
+	// paid booking's sale does not write the hold (sqlConfirmBookings):
+	// this is a sale without a booking.
 	sqlConfirmHold = `UPDATE holds SET status = 'confirmed', updated_at = $2
 		WHERE id = $1 AND status = 'pending'
 		RETURNING ` + holdColumns
 
 	sqlExtendHold = `UPDATE holds SET expires_at = greatest(expires_at, $3), updated_at = $2
 		WHERE id = $1 AND status = 'pending' AND (expires_at >= $2 OR booking_keeps(event_id, id, $2))
+			AND NOT hold_sold(event_id, id)
 		RETURNING ` + holdColumns
 
 	// A pending, unexpired hold a booking is about to keep (the booking's
@@ -165,17 +177,30 @@ const (
 	sqlLockHoldsForWrite = `LOCK TABLE holds IN ROW EXCLUSIVE MODE`
 	sqlLockLiveHold      = `SELECT ` + holdColumns + ` FROM holds
 		WHERE id = $1 AND status = 'pending' AND (expires_at >= $2 OR booking_keeps(event_id, id, $2))
+			AND NOT hold_sold(event_id, id)
 		FOR UPDATE`
 
-	// The reaper's candidates: status = 'pending' in every WHERE is the
-	// whole correctness argument (a confirmed hold is never expired), and
-	// SKIP LOCKED lets any number of reapers split the work without two of
-	// them taking one row. Locked here, ended by sqlExpireLocked.
+	// The reaper's candidates, from $3 on (NULL: all): status = 'pending'
+	// and booking_keeps in every WHERE are the whole correctness argument
+	// (a sold hold is never expired), and SKIP LOCKED lets any number of
+	// reapers split the work without two of them taking one row. Locked
+	// here, ended by sqlExpireLocked.
 	sqlLockDue = `SELECT id FROM holds
-		WHERE status = 'pending' AND expires_at < $1 AND NOT booking_keeps(event_id, id, $1)
+		WHERE status = 'pending' AND expires_at < $1 AND ($3::timestamptz IS NULL OR expires_at >= $3)
+			AND NOT booking_keeps(event_id, id, $1)
 		ORDER BY expires_at
 		LIMIT $2
 		FOR UPDATE SKIP LOCKED`
+
+	// Sold holds stay pending, in the reaper's index, for good: a reaper
+	// that walked them every pass would read every sale the events made.
+	// It walks from a point before which every pending hold past its own
+	// expiry is sold: the earliest expiry, from $2 on (NULL: all) and
+	// before $1, of a pending hold that is not (one a payment keeps, or
+	// one another reaper has locked); $1 when there is none.
+	sqlReapFrom = `SELECT coalesce(min(expires_at), $1) FROM holds
+		WHERE status = 'pending' AND expires_at < $1 AND ($2::timestamptz IS NULL OR expires_at >= $2)
+			AND NOT hold_sold(event_id, id)`
 
 	// Locked pending holds $1 still past their expiry at $2, read in this
 	// statement's own snapshot (taken after the locks), ended.
@@ -191,29 +216,47 @@ const (
 	// Late payments confirmed from the overflow reserve leave their hold
 	// expired (its seats went back to the sellable pool): they are counted
 	// by events.overflow_used, never among the holds.
-	sqlSeatCounts = `SELECT
-			coalesce(sum(quantity) FILTER (WHERE status = 'confirmed'), 0) AS confirmed,
-			coalesce(sum(quantity) FILTER (WHERE status = 'pending' AND (expires_at >= $2 OR booking_keeps(event_id, id, $2))), 0) AS pending,
+	sqlSeatCounts = `WITH kept AS (
+			SELECT hold_id, max(hold_until) AS until FROM bookings
+			WHERE event_id = $1 AND hold_until IS NOT NULL GROUP BY hold_id),
+		sales AS (` + sqlSalesOfEvent + `),
+		h AS (
+			SELECT h.quantity, h.status = 'confirmed' OR (h.status = 'pending' AND sales.hold_id IS NOT NULL) AS sold,
+				h.status = 'pending' AND (h.expires_at >= $2 OR kept.until >= $2) AS live
+			FROM holds h LEFT JOIN kept ON kept.hold_id = h.id LEFT JOIN sales ON sales.hold_id = h.id
+			WHERE h.event_id = $1 AND h.status IN ('pending', 'confirmed'))
+		SELECT
+			coalesce(sum(quantity) FILTER (WHERE sold), 0) AS confirmed,
+			coalesce(sum(quantity) FILTER (WHERE live AND NOT sold), 0) AS pending,
 			coalesce((SELECT overflow_used FROM events WHERE id = $1), 0)::bigint AS overflow_used,
 			(SELECT count(*) FROM tickets WHERE event_id = $1 AND valid) AS tickets
-		FROM holds
-		WHERE event_id = $1 AND status IN ('pending', 'confirmed')`
+		FROM h`
 
 	// The seats of sqlSeatCounts' pending, alone: read through the
-	// reaper's index of pending holds, which stays small however many the
-	// event sold.
+	// reaper's index of pending holds (with the sold ones in it).
 	sqlHeldSeats = `SELECT coalesce(sum(quantity), 0)::bigint FROM holds
-		WHERE status = 'pending' AND event_id = $1 AND (expires_at >= $2 OR booking_keeps(event_id, id, $2))`
+		WHERE status = 'pending' AND event_id = $1 AND (expires_at >= $2 OR booking_keeps(event_id, id, $2))
+			AND NOT hold_sold(event_id, id)`
 
 	// The expiries the event's bookings gave their holds are read in one
 	// pass, not hold by hold.
+	// A pending hold a booking was confirmed from is sold (021).
 	sqlLiveHolds = `WITH kept AS (
 			SELECT hold_id, max(hold_until) AS until FROM bookings
-			WHERE event_id = $1 AND hold_until IS NOT NULL GROUP BY hold_id)
-		SELECT h.id::text AS id, h.user_id, h.quantity, h.status, greatest(h.expires_at, kept.until) AS expires_at,
+			WHERE event_id = $1 AND hold_until IS NOT NULL GROUP BY hold_id),
+		sales AS (` + sqlSalesOfEvent + `)
+		SELECT h.id::text AS id, h.user_id, h.quantity,
+			CASE WHEN h.status = 'pending' AND sales.hold_id IS NOT NULL THEN 'confirmed' ELSE h.status END AS status,
+			greatest(h.expires_at, kept.until) AS expires_at,
 			h.idempotency_key, h.request_digest, h.seats, coalesce(h.ga_section, '') AS ga_section
-		FROM holds h LEFT JOIN kept ON kept.hold_id = h.id
-		WHERE h.event_id = $1 AND (h.status = 'confirmed' OR (h.status = 'pending' AND greatest(h.expires_at, kept.until) >= $2))`
+		FROM holds h LEFT JOIN kept ON kept.hold_id = h.id LEFT JOIN sales ON sales.hold_id = h.id
+		WHERE h.event_id = $1 AND (h.status = 'confirmed'
+			OR (h.status = 'pending' AND (sales.hold_id IS NOT NULL OR greatest(h.expires_at, kept.until) >= $2)))`
+
+	// The holds of event $1 that bookings were confirmed from, for a pass
+	// over all of its holds (hold_sold is the one hold's): by bookings_sales.
+	sqlSalesOfEvent = `SELECT DISTINCT hold_id FROM bookings
+			WHERE event_id = $1 AND confirmed_at IS NOT NULL AND NOT overflow`
 
 	// Buyers served from the overflow reserve: their holds expired, but the
 	// one-hold-per-user guard still counts their purchase.
@@ -353,29 +396,30 @@ const (
 
 // Confirmations of paid bookings, many in one transaction (confirmwriter.go).
 const (
-	// Item i confirms hold $2[i] and booking $3[i] together, or neither:
-	// both rows are locked (the latest versions, as concurrent changes left
-	// them), and only the items whose hold is pending, whose booking waits
-	// for its payment and whose deadline $6[i] (NULL: none) has not passed
-	// are changed, and $7[i], the webhook event that paid it ('' for none),
-	// recorded on the booking. The deadline is read by the server's clock when the rows
-	// are locked, after the statement took its lock of the holds table, so
-	// a rebuild's read waits for the commit of any item that passed it, as
-	// for sqlBeforeDeadline. One row per item found says what it found.
+	// Item i sells hold $2[i] through booking $3[i]: the booking is
+	// confirmed, which keeps the hold sold without a write of its row
+	// (migration 021). Both rows are locked (the latest versions, as
+	// concurrent changes left them: a reaper that locked the hold first
+	// ended it, one that comes after reads the sale), and only the items
+	// whose hold is pending and not sold, whose booking waits for its
+	// payment and whose deadline $6[i] (NULL: none) has not passed are
+	// changed, and $7[i], the webhook event that paid it ('' for none),
+	// recorded on the booking. The deadline is read by the server's clock
+	// when the rows are locked, after the transaction took its lock of the
+	// holds table (sqlLockHoldsForWrite), so a rebuild's read waits for
+	// the commit of any item that passed it, as for sqlBeforeDeadline. One
+	// row per item found says what it found.
 	sqlConfirmBookings = `WITH r AS (
 			SELECT * FROM unnest($1::int[], $2::uuid[], $3::uuid[], $4::text[], $5::timestamptz[], $6::timestamptz[], $7::text[])
 				AS r (i, hold_id, booking_id, payment_id, now, deadline, event_id)),
 		found AS (
-			SELECT r.i, r.hold_id, r.booking_id, r.payment_id, r.now, r.event_id, h.status AS hold_status,
+			SELECT r.i, r.hold_id, r.booking_id, r.payment_id, r.now, r.event_id,
+				CASE WHEN h.status = 'pending' AND hold_sold(h.event_id, h.id) THEN 'confirmed' ELSE h.status END AS hold_status,
 				b.status AS booking_status, b.quantity,
 				(r.deadline IS NULL OR clock_timestamp() < r.deadline) AS in_time
 			FROM r JOIN holds h ON h.id = r.hold_id JOIN bookings b ON b.id = r.booking_id
 			FOR UPDATE OF h, b),
 		ok AS (SELECT * FROM found WHERE hold_status = 'pending' AND booking_status = 'payment_pending' AND in_time),
-		confirmed_holds AS (
-			UPDATE holds h SET status = 'confirmed', updated_at = ok.now FROM ok
-			WHERE h.id = ok.hold_id
-			RETURNING h.id),
 		confirmed_bookings AS (
 			UPDATE bookings b SET status = 'confirmed', status_reason = '', overflow = false,
 				payment_id = coalesce(b.payment_id, nullif(ok.payment_id, '')), confirmed_at = ok.now, updated_at = ok.now,
@@ -401,7 +445,7 @@ const (
 
 	// A cancelled sale gives its seats back.
 	sqlReleaseConfirmedHold = `UPDATE holds SET status = 'released', updated_at = $2
-		WHERE id = $1 AND status = 'confirmed'`
+		WHERE id = $1 AND ` + holdIsSold
 
 	// The last statement of a change to a hold (lifecycle.go): whether the
 	// server is still before the change's deadline, by its own clock.
@@ -566,7 +610,7 @@ const (
 // The audit trail (trail.go): every row of one buyer in one event, each
 // with the times its table keeps.
 const (
-	sqlTrailHolds = `SELECT id::text AS id, quantity, status, expiry(holds) AS expires_at, created_at, updated_at,
+	sqlTrailHolds = `SELECT id::text AS id, quantity, ` + holdStatus + ` AS status, expiry(holds) AS expires_at, created_at, updated_at,
 			coalesce(position, 0) AS position
 		FROM holds WHERE event_id = $1 AND user_id = $2
 		ORDER BY created_at, id`

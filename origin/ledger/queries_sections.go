@@ -85,7 +85,7 @@ const (
 	// section that no other confirmation has locked (so confirmations of
 	// one section do not wait on each other). The claimed rows are read
 	// apart: the statement's own scan of ga_places sees them as they were.
-	// Only a confirmed hold is given numbers: the places of one that ended
+	// Only a sold hold is given numbers: the places of one that ended
 	// are back in the buckets, maybe sold to another hold already.
 	// The planner takes a LIMIT it cannot read for a tenth of the rows, so
 	// the statement is shaped to need no good guess of it: the section is
@@ -95,7 +95,7 @@ const (
 	// key (a join to pick was a hash join over a sequential scan of all
 	// the event's places, 200,000 of them per confirmation).
 	sqlSeatsOfHold = `WITH h AS (
-			SELECT ga_section, quantity FROM holds WHERE id = $2 AND ga_section IS NOT NULL AND status = 'confirmed'),
+			SELECT ga_section, quantity FROM holds WHERE id = $2 AND ga_section IS NOT NULL AND ` + holdIsSold + `),
 		want AS (
 			SELECT h.ga_section, h.quantity - (SELECT count(*) FROM ga_places WHERE event_id = $1 AND hold_id = $2) AS n
 			FROM h),
@@ -141,12 +141,12 @@ const (
 			coalesce((SELECT sum(remaining) FROM ga_inventory g WHERE g.event_id = $1 AND g.section = p.section), 0)::bigint AS remaining,
 			coalesce((SELECT sum(quantity) FROM holds h WHERE h.event_id = $1 AND h.ga_section = p.section
 				AND h.status IN ('pending', 'confirmed')), 0)::bigint AS taken,
-			coalesce((SELECT sum(quantity) FROM holds h WHERE h.event_id = $1 AND h.ga_section = p.section
-				AND h.status = 'confirmed'), 0)::bigint AS sold,
+			coalesce((SELECT sum(quantity) FROM holds WHERE event_id = $1 AND ga_section = p.section
+				AND ` + holdIsSold + `), 0)::bigint AS sold,
 			p.numbered,
 			(SELECT count(DISTINCT t.n) FROM t WHERE t.section = p.section) AS ticketed,
 			(SELECT count(*) FROM ga_places gp WHERE gp.event_id = $1 AND gp.section = p.section AND gp.hold_id IS NOT NULL
-				AND NOT EXISTS (SELECT 1 FROM holds h WHERE h.id = gp.hold_id AND h.status = 'confirmed')) AS stray,
+				AND NOT EXISTS (SELECT 1 FROM holds WHERE id = gp.hold_id AND ` + holdIsSold + `)) AS stray,
 			(SELECT count(*) FROM t WHERE t.section = p.section AND t.numbered_to IS DISTINCT FROM t.ticket_hold) AS unmatched,
 			(SELECT count(*) FROM (SELECT n FROM t WHERE t.section = p.section GROUP BY n HAVING count(*) > 1) d) AS double_ticketed
 		FROM p

@@ -151,7 +151,7 @@ func TestSectionFallbackNotesTheHoldsItExpires(t *testing.T) {
 	carol.ExpiresAt = lapsed
 	_, err = l.InsertSectionHold(ctx, carol, lapsed)
 	require.NoError(t, err)
-	expired, err := l.ExpireDue(ctx, lapsed.Add(time.Second), 100)
+	expired, err := l.ExpireDue(ctx, lapsed.Add(time.Second), time.Time{}, 100)
 	require.NoError(t, err)
 	n := 0
 	for _, h := range expired {

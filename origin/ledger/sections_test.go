@@ -186,14 +186,14 @@ func TestConcurrentSectionHoldsNeverOversell(t *testing.T) {
 		})
 		if i%20 == 0 {
 			wg.Go(func() {
-				_, err := l.ExpireDue(ctx, writerNow, 100)
+				_, err := l.ExpireDue(ctx, writerNow, time.Time{}, 100)
 				assert.NoError(t, err)
 			})
 		}
 	}
 	wg.Wait()
 	assert.Greater(t, refused, 0, "more was asked for than the section has")
-	_, err := l.ExpireDue(ctx, writerNow, 1000)
+	_, err := l.ExpireDue(ctx, writerNow, time.Time{}, 1000)
 	require.NoError(t, err)
 	audit, err := l.AuditSections(ctx, ev.ID)
 	require.NoError(t, err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -38,7 +39,24 @@ type Reaper struct {
 	ledger *ledger.Ledger
 	seats  *seats.Protocol
 	loop   loop
+
+	// mu keeps passes one at a time. from is where the next pass's walk
+	// of the pending holds starts (ledger.ReapFrom; zero: the beginning),
+	// and passes counts the passes since one walked them all.
+	mu     sync.Mutex
+	from   time.Time
+	passes int
 }
+
+// A pass walks every pending hold from the beginning now and then, in
+// case a hold's row went in behind where the walks start (written late,
+// by a clock behind this one's): such a hold is free already everywhere
+// else, so only its row's end waits for it. Each walk starts a little
+// before the point found, for the same reason.
+const (
+	fullWalkEvery = 30
+	walkMargin    = time.Minute
+)
 
 // NewReaper returns a reaper over l and p.
 func NewReaper(cfg ReaperConfig, l *ledger.Ledger, p *seats.Protocol) *Reaper {
@@ -68,14 +86,20 @@ func (r *Reaper) Stop() { r.loop.stop() }
 // pending hold past its expiry, a batch at a time, and returns their seats;
 // it returns how many holds it expired.
 func (r *Reaper) RunOnce(ctx context.Context) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	var errs []error
 	if err := r.seats.Releases().RetryReleases(ctx); err != nil {
 		errs = append(errs, err)
 	}
+	if r.passes++; r.passes >= fullWalkEvery {
+		r.from, r.passes = time.Time{}, 0
+	}
 	total := 0
+	var now time.Time
 	for {
-		now := r.cfg.Clock().UTC().Truncate(time.Millisecond)
-		rows, err := r.ledger.ExpireDue(ctx, now, r.cfg.Batch)
+		now = r.cfg.Clock().UTC().Truncate(time.Millisecond)
+		rows, err := r.ledger.ExpireDue(ctx, now, r.from, r.cfg.Batch)
 		if err != nil {
 			return total, errors.Join(append(errs, err)...)
 		}
@@ -100,6 +124,11 @@ func (r *Reaper) RunOnce(ctx context.Context) (int, error) {
 		if len(rows) < r.cfg.Batch {
 			break
 		}
+	}
+	if from, err := r.ledger.ReapFrom(ctx, now, r.from); err != nil {
+		errs = append(errs, err)
+	} else {
+		r.from = from.Add(-walkMargin)
 	}
 	if total > 0 {
 		r.cfg.Logger.Info("reaper expired holds", "holds", total)
