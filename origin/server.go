@@ -258,12 +258,7 @@ func New(cfg Config, l *ledger.Ledger, rdb redis.UniversalClient) (*Server, erro
 		if err != nil {
 			return nil, err
 		}
-		rc := cfg.PaymentReconciler
-		if rc.UnresolvedAfter == 0 {
-			// Past it only the search, whose rate limit is lower, asks.
-			rc.UnresolvedAfter = booking.CreateRepeatWindow
-		}
-		s.payments = maintenance.NewPaymentReconciler(rc, l, s.bookings.Settlement())
+		s.payments = maintenance.NewPaymentReconciler(cfg.PaymentReconciler, l, s.bookings.Settlement())
 	}
 	if cfg.Events.URL != "" {
 		ec := cfg.Events

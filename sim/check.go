@@ -437,7 +437,7 @@ func (w *world) money(final bool) *violation {
 		if err != nil {
 			return violated("oracle", "read tickets of %s: %v", id, err)
 		}
-		inFlight := !final && b.Status == ledger.BookingPaymentPending && !b.CheckedAt.Add(paymentPendingAfter).Before(now)
+		inFlight := !final && b.Status == ledger.BookingPaymentPending && !nextCheck(b, now).Before(now)
 		// An event about the booking still on its way (queued: the provider
 		// retries it) may still settle it.
 		for _, h := range w.queue {
@@ -489,6 +489,22 @@ func (w *world) money(final bool) *violation {
 		}
 	}
 	return nil
+}
+
+// nextCheck is when the payment reconciliation asks about a booking
+// waiting for its payment next: PendingAfter after it last did while the
+// booking keeps its hold; after that, as long again as the booking had
+// waited since the hold's end (its making, without one) when it was last
+// asked, at least PendingAfter and at most an hour.
+func nextCheck(b ledger.Booking, now time.Time) time.Time {
+	if b.HoldUntil != nil && !b.HoldUntil.Before(now) {
+		return b.CheckedAt.Add(paymentPendingAfter)
+	}
+	since := b.CreatedAt
+	if b.HoldUntil != nil {
+		since = *b.HoldUntil
+	}
+	return b.CheckedAt.Add(min(time.Hour, max(paymentPendingAfter, b.CheckedAt.Sub(since))))
 }
 
 // letIn tells whether a gate let in a ticket of booking id.

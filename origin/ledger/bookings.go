@@ -76,6 +76,9 @@ type Booking struct {
 	// request; RefundRetryAt: the next attempt waits until then.
 	RefundError   string     `db:"refund_error"`
 	RefundRetryAt *time.Time `db:"refund_retry_at"`
+	// HoldUntil: when the booking keeps its hold until, for its payment
+	// (nil for one made without, before migration 016).
+	HoldUntil *time.Time `db:"hold_until"`
 }
 
 // NewBooking is what a booking is created with.
@@ -312,13 +315,15 @@ func (b Bookings) RefundedUnsettled(ctx context.Context, id, reason, paymentID s
 
 // ClaimUnsettled leases up to limit bookings waiting for their payment or
 // owing a refund, not looked at since before, until the next look (SKIP
-// LOCKED: nodes split the work). A payment still pending of a booking made
-// before unresolvedBefore is taken at most hourly. A refund refused as an
+// LOCKED: nodes split the work). A payment pending while its booking keeps
+// the hold, and a refund not made yet, are taken every now - before; a
+// payment pending past that and a refund pending at the provider, each
+// wait twice the one before, at most an hour. A refund refused as an
 // invalid request waits for its retry time; a failed booking's payment,
 // which may still succeed, is asked about a few times, each wait twice the
 // one before.
-func (b Bookings) ClaimUnsettled(ctx context.Context, now, before, unresolvedBefore time.Time, limit int) ([]Booking, error) {
-	rows, err := b.q.Query(ctx, sqlClaimUnsettled, now, before, limit, unresolvedBefore)
+func (b Bookings) ClaimUnsettled(ctx context.Context, now, before time.Time, limit int) ([]Booking, error) {
+	rows, err := b.q.Query(ctx, sqlClaimUnsettled, now, before, limit)
 	return collectAll[Booking](rows, err, "lease unsettled bookings")
 }
 

@@ -244,49 +244,87 @@ func TestNewHoldRowWaitsForTheBuyersLatePayment(t *testing.T) {
 	}
 }
 
-// TestUnresolvedPaymentAskedHourly: a booking waiting for its payment is
-// taken by the reconciliation every PendingAfter, and at most hourly once
-// it was made before the time given (past the window in which its create
-// call is repeated); without one, as often as before.
-func TestUnresolvedPaymentAskedHourly(t *testing.T) {
+// TestUnsettledAskedLessAndLess: a booking waiting for its payment is
+// taken by the reconciliation every PendingAfter while it keeps its hold;
+// after that, and for a refund pending at the provider, each wait is twice
+// the one before, at most an hour.
+func TestUnsettledAskedLessAndLess(t *testing.T) {
 	ctx := context.Background()
 	l := testLedger(t, testenv.Postgres(t))
 	ev := confirmEvent(t, l, 10)
-	c := payable(t, l, ev) // made at writerNow
-	const pendingAfter, window = time.Minute, 23 * time.Hour
-	claimed := func(after time.Duration, unresolved bool) bool {
+	const pendingAfter = time.Minute
+	book := func(holdUntil time.Time) string {
+		t.Helper()
+		h := pendingRow(ev.ID, "u-"+uuid.NewString(), uuid.NewString())
+		_, err := l.InsertHold(ctx, h, writerNow)
+		require.NoError(t, err)
+		b, err := l.Bookings().Insert(ctx, NewBooking{ID: uuid.NewString(), HoldID: h.ID, EventID: ev.ID, UserID: h.UserID,
+			Quantity: 1, Amount: h.Amount, Currency: "inr", Provider: "fakepay", PaymentMethod: "pm_card_visa",
+			IdempotencyKey: uuid.NewString(), RequestDigest: "d", CreatedAt: writerNow, HoldUntil: holdUntil})
+		require.NoError(t, err)
+		return b.ID
+	}
+	claimed := func(id string, after time.Duration) bool {
 		t.Helper()
 		at := writerNow.Add(after)
-		var before time.Time
-		if unresolved {
-			before = at.Add(-window)
-		}
-		got, err := l.Bookings().ClaimUnsettled(ctx, at, at.Add(-pendingAfter), before, 100)
+		got, err := l.Bookings().ClaimUnsettled(ctx, at, at.Add(-pendingAfter), 100)
 		require.NoError(t, err)
 		for _, b := range got {
-			if b.ID == c.BookingID {
+			if b.ID == id {
 				return true
 			}
 		}
 		return false
 	}
-	looks := []struct {
-		after            time.Duration // since the booking was made
-		unresolved, took bool
-	}{
-		{50 * time.Second, true, false},
-		{61 * time.Second, true, true},
-		{2*time.Minute + 2*time.Second, true, true}, // PendingAfter apart
-		{22 * time.Hour, true, true},
-		{22*time.Hour + 61*time.Second, true, true},
-		{23*time.Hour + time.Minute, true, false}, // past the window: an hour after the look before
-		{23*time.Hour + 2*time.Minute, true, true},
-		{23*time.Hour + 5*time.Minute, true, false},
-		{24*time.Hour + time.Minute, true, false},
-		{24*time.Hour + 3*time.Minute, true, true},
-		{24*time.Hour + 5*time.Minute, false, true}, // no window given
+	type look struct {
+		after time.Duration // since the booking was made
+		took  bool
 	}
-	for _, look := range looks {
-		assert.Equal(t, look.took, claimed(look.after, look.unresolved), "%v after the booking was made", look.after)
+	check := func(id string, looks []look) {
+		t.Helper()
+		for _, look := range looks {
+			assert.Equal(t, look.took, claimed(id, look.after), "%v after the booking was made", look.after)
+		}
 	}
+
+	// Its hold kept for 10 minutes.
+	check(book(writerNow.Add(10*time.Minute)), []look{
+		{50 * time.Second, false},
+		{61 * time.Second, true},
+		{2*time.Minute + 2*time.Second, true}, // PendingAfter apart
+		{9 * time.Minute, true},
+		{10*time.Minute + 30*time.Second, true}, // the keep over: PendingAfter since the look before
+		{11*time.Minute + 20*time.Second, false},
+		{11*time.Minute + 31*time.Second, true}, // 91 s after the hold's end
+		{12*time.Minute + 40*time.Second, false},
+		{13*time.Minute + 3*time.Second, true}, // 92 s: the wait before
+		{16 * time.Minute, false},
+		{16*time.Minute + 7*time.Second, true},
+		{5 * time.Hour, true},
+		{5*time.Hour + 30*time.Minute, false}, // at most an hour
+		{5*time.Hour + 59*time.Minute, false},
+		{6*time.Hour + time.Minute, true},
+		{6*time.Hour + 30*time.Minute, false},
+		{7*time.Hour + 2*time.Minute, true},
+	})
+
+	// A refund made and pending at the provider, from 20 minutes on.
+	id := book(writerNow.Add(10 * time.Minute))
+	_, ok, err := l.Bookings().RefundPayment(ctx, id, "payment_mismatch", "pay_"+id, writerNow.Add(20*time.Minute))
+	require.NoError(t, err)
+	require.True(t, ok)
+	check(id, []look{{20*time.Minute + 30*time.Second, true}}) // not made yet: as soon as it is due
+	_, ok, err = l.Bookings().RecordRefund(ctx, id, 0, RefundWasMade, "re_"+id, writerNow.Add(21*time.Minute))
+	require.NoError(t, err)
+	require.True(t, ok)
+	check(id, []look{
+		{21*time.Minute + 31*time.Second, true},
+		{22*time.Minute + 20*time.Second, false},
+		{22*time.Minute + 32*time.Second, true}, // 61 s
+		{23*time.Minute + 40*time.Second, false},
+		{24*time.Minute + 5*time.Second, true}, // 93 s: the wait before
+		{3 * time.Hour, true},
+		{3*time.Hour + 50*time.Minute, false},
+		{4*time.Hour + time.Minute, true},
+	})
 }

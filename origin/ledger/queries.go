@@ -309,7 +309,7 @@ const (
 		status, status_reason, provider, payment_method, coalesce(payment_id, '') AS payment_id, overflow,
 		refund_status, coalesce(refund_id, '') AS refund_id, refund_attempts, idempotency_key, request_digest, response,
 		created_at, updated_at, confirmed_at, checked_at, failure_checks::int AS failure_checks, amount_refunded,
-		refund_error, refund_retry_at`
+		refund_error, refund_retry_at, hold_until`
 
 	sqlInsertBooking = `INSERT INTO bookings (id, hold_id, event_id, user_id, quantity, amount, currency, status,
 			provider, payment_method, idempotency_key, request_digest, created_at, updated_at, checked_at, hold_until)
@@ -371,19 +371,26 @@ const (
 		RETURNING ` + bookingColumns
 
 	// The payment reconciliation takes the unsettled bookings not looked at
-	// since $2, and leases them until the next look. A payment still
-	// pending of a booking made before $4 (past the window in which its
-	// create call is repeated: only a search by its metadata asks about it
-	// then) is asked about at most hourly, not every $1 - $2 for as long
-	// as it waits. A failed booking's payment is asked about up to 5
-	// times, the k-th ($1 - $2) * 2^k after the one before; a refund
-	// refused as invalid waits for its refund_retry_at.
+	// since $2, and leases them until the next look ($1 - $2 later at the
+	// earliest). What the provider has yet to decide is asked about that
+	// often while it matters at once, then less and less: a payment still
+	// pending while its booking keeps the hold (the buyer's seats wait
+	// for it), and a refund the origin has still to make, every $1 - $2;
+	// a payment pending past that, and a refund made and pending at the
+	// provider, each wait twice the one before, counted from the hold's
+	// end (or the booking's making) and the refund's, at most an hour.
+	// A booking left unsettled for days is asked about 24 times a day, not
+	// 1,440. A failed booking's payment is asked about up to 5 times, the
+	// k-th ($1 - $2) * 2^k after the one before; a refund refused as
+	// invalid waits for its refund_retry_at.
 	sqlClaimUnsettled = `UPDATE bookings SET checked_at = $1,
 			failure_checks = failure_checks + CASE WHEN status = 'failed' AND refund_status = '' THEN 1 ELSE 0 END
 		WHERE id IN (
 			SELECT id FROM bookings
-			WHERE ((status = 'payment_pending' AND (created_at >= $4 OR checked_at < $1::timestamptz - interval '1 hour'))
-					OR refund_status = 'pending'
+			WHERE ((status = 'payment_pending' AND (hold_until >= $1
+						OR checked_at <= $1 - least(interval '1 hour', greatest($1 - $2, checked_at - coalesce(hold_until, created_at)))))
+					OR (refund_status = 'pending' AND (refund_id IS NULL
+						OR checked_at <= $1 - least(interval '1 hour', greatest($1 - $2, checked_at - updated_at))))
 					OR (refund_status = 'failed' AND (refund_retry_at IS NULL OR refund_retry_at <= $1))
 					OR (status = 'failed' AND failure_checks < 5 AND payment_id IS NOT NULL AND refund_status = ''
 						AND checked_at < $1 - ($1 - $2) * power(2, failure_checks)))

@@ -14,14 +14,10 @@ type PaymentReconcilerConfig struct {
 	// Interval is how often the reconciliation runs; default 15 s.
 	Interval time.Duration
 	// PendingAfter is how long a booking may wait for its payment's
-	// outcome before it is asked about (and how often it is asked again);
-	// default 1 min.
+	// outcome before it is asked about (and how often it is asked again
+	// while it keeps its hold; each wait after that is twice the one
+	// before, at most an hour); default 1 min.
 	PendingAfter time.Duration
-	// UnresolvedAfter is the age of a booking past which nothing but a
-	// search asks the provider about its pending payment (the window in
-	// which its create call is repeated is over): it is asked about hourly
-	// from then on. 0: as often as any.
-	UnresolvedAfter time.Duration
 	// Batch is how many bookings one statement leases; default 100.
 	Batch int
 	// Clock; default time.Now.
@@ -43,11 +39,13 @@ type Settler interface {
 // payment that succeeded silently), a refund call may fail, and a refund
 // may stay pending or fail at the provider, and a payment reported failed
 // may succeed after all. Each pass takes the bookings still waiting for
-// their payment PendingAfter after they were made (or last looked at;
-// hourly once they are UnresolvedAfter old), owing a refund (one the provider refused as invalid only once its wait
-// is over), or failed with a payment asked about fewer than 5 times (each
-// wait twice the one before), leases them (SKIP LOCKED, so nodes split the
-// work), and hands each to the Settler.
+// their payment PendingAfter after they were made (or last looked at; once
+// their hold's keep is over, each wait twice the one before, at most an
+// hour), owing a refund (one pending at the provider as such a payment is,
+// one the provider refused as invalid only once its wait is over), or
+// failed with a payment asked about fewer than 5 times (each wait twice
+// the one before), leases them (SKIP LOCKED, so nodes split the work), and
+// hands each to the Settler.
 type PaymentReconciler struct {
 	cfg     PaymentReconcilerConfig
 	ledger  *ledger.Ledger
@@ -86,11 +84,7 @@ func (r *PaymentReconciler) RunOnce(ctx context.Context) (int, error) {
 	var errs []error
 	total := 0
 	for {
-		unresolved := time.Time{} // none
-		if r.cfg.UnresolvedAfter > 0 {
-			unresolved = now.Add(-r.cfg.UnresolvedAfter)
-		}
-		due, err := r.ledger.Bookings().ClaimUnsettled(ctx, now, now.Add(-r.cfg.PendingAfter), unresolved, r.cfg.Batch)
+		due, err := r.ledger.Bookings().ClaimUnsettled(ctx, now, now.Add(-r.cfg.PendingAfter), r.cfg.Batch)
 		if err != nil {
 			return total, errors.Join(append(errs, err)...)
 		}
