@@ -48,14 +48,14 @@ type Reaper struct {
 	passes int
 }
 
-// A pass walks every pending hold from the beginning now and then, in
-// case a hold's row went in behind where the walks start (written late,
-// by a clock behind this one's): such a hold is free already everywhere
-// else, so only its row's end waits for it. Each walk starts a little
-// before the point found, for the same reason.
+// Now and then a pass looks for where to start from the beginning, in
+// case a hold's row went in behind where the walks start (written late, by
+// a clock behind this one's): such a hold is free already everywhere else,
+// so only its row's end waits for it. Each walk starts a little before the
+// point the pass before found, for the same reason.
 const (
-	fullWalkEvery = 30
-	walkMargin    = time.Minute
+	lookFromStartEvery = 60
+	walkMargin         = time.Minute
 )
 
 // NewReaper returns a reaper over l and p.
@@ -92,8 +92,17 @@ func (r *Reaper) RunOnce(ctx context.Context) (int, error) {
 	if err := r.seats.Releases().RetryReleases(ctx); err != nil {
 		errs = append(errs, err)
 	}
-	if r.passes++; r.passes >= fullWalkEvery {
+	if r.passes++; r.passes >= lookFromStartEvery {
 		r.from, r.passes = time.Time{}, 0
+	}
+	if r.from.IsZero() {
+		// Found by one read of the holds' expiries, not a walk that asks
+		// after every sold hold's bookings on its way.
+		from, err := r.ledger.ReapFrom(ctx, r.cfg.Clock().UTC().Truncate(time.Millisecond), time.Time{})
+		if err != nil {
+			errs = append(errs, err)
+		}
+		r.from = from
 	}
 	total := 0
 	var now time.Time
