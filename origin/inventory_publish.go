@@ -148,17 +148,9 @@ func (p *publisher) read(ctx context.Context, ev *seats.Event) (waitroom.Invento
 	if err != nil {
 		return waitroom.Inventory{}, fmt.Errorf("event %d: remaining: %w", ev.ID, err)
 	}
-	counts, fresh, err := p.seatCounts(ctx, ev.ID)
+	counts, held, err := p.held(ctx, ev, remaining)
 	if err != nil {
 		return waitroom.Inventory{}, fmt.Errorf("event %d: %w", ev.ID, err)
-	}
-	held := counts.Pending
-	if !fresh {
-		// Between counts, the seats Redis says are taken and the count did
-		// not see confirmed are held: a gateway must not take an event
-		// whose last seats were just held for sold out. Seats confirmed
-		// since the count show as held until the next.
-		held = max(0, ev.Sellable-remaining-counts.Confirmed)
 	}
 	soon, err := p.expiringSeats(ctx, ev.ID, now)
 	if err != nil {
@@ -168,6 +160,24 @@ func (p *publisher) read(ctx context.Context, ev *seats.Event) (waitroom.Invento
 		Sellable: ev.Sellable, Held: held, Confirmed: counts.Confirmed, Remaining: remaining,
 		ExpiringSoon: soon, HoldTTLSeconds: int64(ev.HoldTTL() / time.Second), At: now,
 	}, nil
+}
+
+// held is the seats live holds keep that are not sold, with remaining
+// left in Redis, and the count of the event's holds it comes from
+// (seatCounts: paced, so any number of readers costs what one does).
+func (p *publisher) held(ctx context.Context, ev *seats.Event, remaining int64) (ledger.SeatCounts, int64, error) {
+	counts, fresh, err := p.seatCounts(ctx, ev.ID)
+	if err != nil {
+		return ledger.SeatCounts{}, 0, err
+	}
+	if fresh {
+		return counts, counts.Pending, nil
+	}
+	// Between counts, the seats Redis says are taken and the count did not
+	// see confirmed are held: a gateway must not take an event whose last
+	// seats were just held for sold out. Seats confirmed since the count
+	// show as held until the next.
+	return counts, max(0, ev.Sellable-remaining-counts.Confirmed), nil
 }
 
 // seatCounts is the ledger's count of event's holds: made now if the last

@@ -1,10 +1,12 @@
 package origin
 
 import (
+	"context"
 	"crypto/rand"
 	"net/http"
 
 	"github.com/waitroom/waitroom/origin/ledger"
+	"github.com/waitroom/waitroom/origin/seats"
 	"github.com/waitroom/waitroom/origin/storefront"
 	"github.com/waitroom/waitroom/waitroom"
 )
@@ -27,7 +29,11 @@ func (s *Server) newStorefront() (*storefront.Store, error) {
 			t, bad := s.gate.ticket(r, event)
 			return t, bad == nil
 		},
-		Admitted:   s.gate.admitted,
+		Admitted: s.gate.admitted,
+		HeldSeats: func(ctx context.Context, ev *seats.Event, remaining int64) (int64, error) {
+			_, held, err := s.publisher.held(ctx, ev, remaining)
+			return held, err
+		},
 		Paused:     pausedOnly,
 		RenderHold: func(h ledger.Hold, e ledger.Event) []byte { return holdBodyAt(h, e, h.CreatedAt) },
 		Confirmed:  revokeWhenConfirmed,

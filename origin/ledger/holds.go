@@ -389,16 +389,6 @@ func (l *Ledger) SeatCounts(ctx context.Context, event int64, now time.Time) (Se
 	return collectOne[SeatCounts](rows, err, fmt.Sprintf("count seats of event %d", event))
 }
 
-// HeldSeats is SeatCounts' Pending alone, without counting what the event
-// sold: the seats its live pending holds keep at now.
-func (l *Ledger) HeldSeats(ctx context.Context, event int64, now time.Time) (int64, error) {
-	var n int64
-	if err := l.pool.QueryRow(ctx, sqlHeldSeats, event, now).Scan(&n); err != nil {
-		return 0, fmt.Errorf("count held seats of event %d: %w", event, err)
-	}
-	return n, nil
-}
-
 // LiveHoldsNow reads what liveHolds does, without waiting for writes still
 // committing: for the drift correction, which counts those from Redis.
 func (l *Ledger) LiveHoldsNow(ctx context.Context, event int64, now time.Time) ([]LiveHold, []OverflowBuyer, error) {

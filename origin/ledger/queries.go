@@ -232,12 +232,6 @@ const (
 			(SELECT count(*) FROM tickets WHERE event_id = $1 AND valid) AS tickets
 		FROM h`
 
-	// The seats of sqlSeatCounts' pending, alone: read through the
-	// reaper's index of pending holds (with the sold ones in it).
-	sqlHeldSeats = `SELECT coalesce(sum(quantity), 0)::bigint FROM holds
-		WHERE status = 'pending' AND event_id = $1 AND (expires_at >= $2 OR booking_keeps(event_id, id, $2))
-			AND NOT hold_sold(event_id, id)`
-
 	// The expiries the event's bookings gave their holds are read in one
 	// pass, not hold by hold.
 	// A pending hold a booking was confirmed from is sold (021).

@@ -47,7 +47,7 @@ func (s *Store) handleEvents(w http.ResponseWriter, r *http.Request) {
 			s.fail(w, r, http.StatusServiceUnavailable, "shop_err_unavailable")
 			return
 		}
-		held, err := s.heldWhenNoneLeft(r.Context(), ev.ID, left)
+		held, err := s.heldWhenNoneLeft(r.Context(), ev, left)
 		if err != nil {
 			s.fail(w, r, http.StatusServiceUnavailable, "shop_err_unavailable")
 			return
@@ -59,13 +59,13 @@ func (s *Store) handleEvents(w http.ResponseWriter, r *http.Request) {
 }
 
 // heldWhenNoneLeft is how many seats live holds keep when none is left
-// (0 otherwise, without asking the ledger): all held is not sold out, as
-// the waiting room says too (api.md §12).
-func (s *Store) heldWhenNoneLeft(ctx context.Context, event, left int64) (int64, error) {
+// (0 otherwise, without asking): all held is not sold out, as the waiting
+// room says too (api.md §12).
+func (s *Store) heldWhenNoneLeft(ctx context.Context, ev *seats.Event, left int64) (int64, error) {
 	if left > 0 {
 		return 0, nil
 	}
-	return s.cfg.Ledger.HeldSeats(ctx, event, s.now())
+	return s.cfg.HeldSeats(ctx, ev, left)
 }
 
 // lowestPrice is what the cheapest ticket of the event costs.
@@ -168,7 +168,7 @@ func (s *Store) renderEvent(w http.ResponseWriter, r *http.Request, status int, 
 		s.fail(w, r, http.StatusServiceUnavailable, "shop_err_unavailable")
 		return
 	}
-	held, err := s.heldWhenNoneLeft(ctx, ev.ID, left)
+	held, err := s.heldWhenNoneLeft(ctx, ev, left)
 	if err != nil {
 		s.fail(w, r, http.StatusServiceUnavailable, "shop_err_unavailable")
 		return

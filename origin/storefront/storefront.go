@@ -54,6 +54,10 @@ type Config struct {
 	Ticket func(r *http.Request, event int64) (waitroom.Ticket, bool)
 	// Admitted is the hold's admission check.
 	Admitted func(ctx context.Context, ev *seats.Event, position int64) bool
+	// HeldSeats is how many seats of the event live holds keep that are
+	// not sold, with remaining left to sell: the origin's figure, the one
+	// it publishes to the gateways.
+	HeldSeats func(ctx context.Context, ev *seats.Event, remaining int64) (int64, error)
 	// Paused reports whether a buyer at position would be admitted but
 	// for a pause of the sale.
 	Paused func(ev *seats.Event, position int64) bool
