@@ -203,7 +203,9 @@ func (w *world) settle(final bool) *violation {
 		time.Sleep(wait)
 	}
 	if final {
-		w.clock.Advance(2*w.setup.HoldTTL + paymentPendingAfter + time.Second)
+		// Past every hold's end and the reconciliation's next ask of every
+		// booking (at most an hour after the one before).
+		w.clock.Advance(2*w.setup.HoldTTL + askedAtLeastEvery + time.Second)
 	}
 	invs := make([]origin.Invariant, len(w.sales))
 	drifts := make([]int64, len(w.sales))
@@ -504,8 +506,12 @@ func nextCheck(b ledger.Booking, now time.Time) time.Time {
 	if b.HoldUntil != nil {
 		since = *b.HoldUntil
 	}
-	return b.CheckedAt.Add(min(time.Hour, max(paymentPendingAfter, b.CheckedAt.Sub(since))))
+	return b.CheckedAt.Add(min(askedAtLeastEvery, max(paymentPendingAfter, b.CheckedAt.Sub(since))))
 }
+
+// askedAtLeastEvery is the longest the payment reconciliation leaves a
+// booking waiting for its payment unasked.
+const askedAtLeastEvery = time.Hour
 
 // letIn tells whether a gate let in a ticket of booking id.
 func letIn(ctx context.Context, oracle *ledger.Ledger, id string) bool {

@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/waitroom/waitroom/origin/ledger"
 )
 
 // The booking answers an Idempotency-Key gets, held to its first use: only
@@ -102,4 +104,34 @@ func TestConfirmingUnderWay(t *testing.T) {
 	d, err = w.settledDrift(ctx, event, inv, false)
 	require.NoError(t, err)
 	assert.EqualValues(t, 1, d, "drift once the reconciliation is due")
+}
+
+// The money check's model of when the reconciliation asks about a booking
+// waiting for its payment next.
+func TestNextCheck(t *testing.T) {
+	made := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
+	until := made.Add(2 * time.Minute)
+	tests := []struct {
+		name         string
+		until        *time.Time
+		checked, now time.Time
+		want         time.Time
+	}{
+		{"while the booking keeps its hold", &until, made.Add(time.Minute), made.Add(90 * time.Second),
+			made.Add(time.Minute + paymentPendingAfter)},
+		{"just after the hold's end", &until, made.Add(2*time.Minute + time.Second), made.Add(3 * time.Minute),
+			made.Add(2*time.Minute + time.Second + paymentPendingAfter)},
+		{"as long again as it waited", &until, made.Add(7 * time.Minute), made.Add(8 * time.Minute),
+			made.Add(12 * time.Minute)},
+		{"at most an hour", &until, made.Add(5 * time.Hour), made.Add(5 * time.Hour),
+			made.Add(6 * time.Hour)},
+		{"without a hold's keep, from its making", nil, made.Add(3 * time.Minute), made.Add(4 * time.Minute),
+			made.Add(6 * time.Minute)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			b := ledger.Booking{CreatedAt: made, CheckedAt: tc.checked, HoldUntil: tc.until}
+			assert.Equal(t, tc.want, nextCheck(b, tc.now))
+		})
+	}
 }
