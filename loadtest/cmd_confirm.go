@@ -126,7 +126,7 @@ func runConfirm(ctx context.Context, args []string, out, errOut io.Writer) error
 				if err != nil {
 					return err
 				}
-				return tx.InsertTickets(ctx, c.ID, ev.ID, codes, nums, nil, at)
+				return tx.IssueTickets(ctx, c.ID, codes, nums, nil, at)
 			})
 		}
 	}

@@ -357,7 +357,7 @@ func TestMoneyReportFindsMoneyKept(t *testing.T) {
 	assert.True(t, h.money(ev.ID).Settled())
 
 	// The ledger's own account would catch a sale voided without a refund.
-	_, err := h.ledger.Pool().Exec(ctx, `UPDATE tickets SET valid = false WHERE booking_id = $1`, paid.BookingID)
+	_, err := h.ledger.Pool().Exec(ctx, `UPDATE bookings SET tickets_valid = false WHERE id = $1`, paid.BookingID)
 	require.NoError(t, err)
 	r, err := h.ledger.MoneyReport(ctx, ev.ID)
 	require.NoError(t, err)

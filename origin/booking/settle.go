@@ -282,7 +282,7 @@ func (s *env) issueTickets(ctx context.Context, tx ledger.Tx, b ledger.Booking, 
 	if err != nil {
 		return fmt.Errorf("issue tickets of booking %s: %w", b.ID, err)
 	}
-	return tx.InsertTickets(ctx, b.ID, b.EventID, codes, seats, seatIDs, now)
+	return tx.IssueTickets(ctx, b.ID, codes, seats, seatIDs, now)
 }
 
 // signTickets signs the codes of b's tickets: seats[i] is a seat's number,

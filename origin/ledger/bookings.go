@@ -450,14 +450,14 @@ func (t Tx) SeatsOfBuyer(ctx context.Context, event int64, user, bookingID, hold
 // TakeSeats hands out n seat numbers of the event: freed ones first, then
 // new ones from the event's seat blocks, within the capacity (ErrNoSeatLeft
 // when fewer than n are left; the caller rolls back, or used a savepoint).
-// The numbers come from a block no other confirmation holds, so the
-// confirmations of one event don't queue on one row. Only when every block
-// with enough numbers is held, or the event's last numbers are spread over
-// several, does it wait, for all of them in block order. The first try runs
-// in a savepoint, undone when it falls short: a row it locked and then
-// found too short would otherwise stay locked while the transaction waits
-// for the others, and two such transactions would deadlock. A block's row
-// is locked, not rewritten (migration 015), except once when it runs out.
+// The numbers come from blocks no other confirmation holds, one after
+// another until there are enough, so the confirmations of one event don't
+// queue on one row. Only when every block left is held by others does it
+// wait, for all of them in block order. The first try runs in a savepoint,
+// undone when it falls short: the rows it locked would otherwise stay locked
+// while the transaction waits for the others, and two such transactions
+// would deadlock. A block's row is locked, not rewritten (migration 015),
+// except once when it runs out.
 func (t Tx) TakeSeats(ctx context.Context, event, n int64) ([]int32, error) {
 	rows, err := t.tx.Query(ctx, sqlTakeFreedSeats, event, n)
 	seats, err := pgx.CollectRows(rows, pgx.RowTo[int32])
@@ -470,19 +470,32 @@ func (t Tx) TakeSeats(ctx context.Context, event, n int64) ([]int32, error) {
 	}
 	var fresh []int32
 	err = t.Savepoint(ctx, func(sp Tx) error {
-		blocks, err := sp.lockSeatBlocks(ctx, event, sqlLockSeatBlock, event, rand.IntN(seatBlocks))
-		if err != nil {
-			return err
+		start, held := rand.IntN(seatBlocks), []int32{}
+		for left := want; left > 0; {
+			blocks, err := sp.lockSeatBlocks(ctx, sqlLockSeatBlock, event, start, held)
+			if err != nil {
+				return err
+			}
+			if len(blocks) == 0 {
+				return errNoFreeBlock
+			}
+			b := blocks[0]
+			if err := sp.readBlockNext(ctx, event, &b); err != nil {
+				return err
+			}
+			held, start = append(held, b.block), int(b.block)
+			took, err := sp.takeFromBlocks(ctx, event, []seatBlock{b}, min(left, b.stop-b.next))
+			if err != nil {
+				return err
+			}
+			fresh, left = append(fresh, took...), left-int32(len(took))
 		}
-		if len(blocks) == 0 || blocks[0].stop-blocks[0].next < want {
-			return errNoFreeBlock
-		}
-		fresh, err = sp.takeFromBlocks(ctx, event, blocks, want)
-		return err
+		return nil
 	})
 	if errors.Is(err, errNoFreeBlock) {
+		fresh = nil
 		var blocks []seatBlock
-		if blocks, err = t.lockSeatBlocks(ctx, event, sqlLockSeatBlocks, event); err == nil {
+		if blocks, err = t.lockSeatBlocks(ctx, sqlLockSeatBlocks, event); err == nil {
 			fresh, err = t.takeFromBlocks(ctx, event, blocks, want)
 		}
 	}
@@ -493,33 +506,34 @@ func (t Tx) TakeSeats(ctx context.Context, event, n int64) ([]int32, error) {
 }
 
 // seatBlock is a locked block of seat numbers: the first it has not handed
-// out, and its end (excluded).
+// out (once read, see readBlockNext), and its end (excluded).
 type seatBlock struct {
 	block, next, stop int32
+	read              bool
 }
 
-// lockSeatBlocks locks blocks by query, then reads where each stands.
-func (t Tx) lockSeatBlocks(ctx context.Context, event int64, query string, args ...any) ([]seatBlock, error) {
-	rows, err := t.tx.Query(ctx, query, args...)
-	blocks, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (seatBlock, error) {
+// lockSeatBlocks locks blocks by query; where each stands is read when it
+// is taken from (readBlockNext), not for every block locked.
+func (t Tx) lockSeatBlocks(ctx context.Context, query string, args ...any) ([]seatBlock, error) {
+	rows, _ := t.tx.Query(ctx, query, args...) // its error is the rows'
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (seatBlock, error) {
 		var b seatBlock
 		return b, r.Scan(&b.block, &b.next, &b.stop)
 	})
-	if err != nil || len(blocks) == 0 {
-		return nil, err
+}
+
+// readBlockNext reads the first number a locked block has not handed out.
+// Run after the lock was taken, so its snapshot has the tickets of whoever
+// held it.
+func (t Tx) readBlockNext(ctx context.Context, event int64, b *seatBlock) error {
+	if b.read {
+		return nil
 	}
-	nexts, stops := make([]int32, len(blocks)), make([]int32, len(blocks))
-	for i, b := range blocks {
-		nexts[i], stops[i] = b.next, b.stop
+	if err := t.tx.QueryRow(ctx, sqlSeatBlockNext, event, b.next, b.stop).Scan(&b.next); err != nil {
+		return fmt.Errorf("read seat block %d: %w", b.block, err)
 	}
-	rows, err = t.tx.Query(ctx, sqlSeatBlocksNext, event, nexts, stops)
-	if nexts, err = pgx.CollectRows(rows, pgx.RowTo[int32]); err != nil {
-		return nil, err
-	}
-	for i := range blocks {
-		blocks[i].next = nexts[i]
-	}
-	return blocks, nil
+	b.read = true
+	return nil
 }
 
 // takeFromBlocks takes want numbers from the locked blocks, in their
@@ -528,6 +542,12 @@ func (t Tx) takeFromBlocks(ctx context.Context, event int64, blocks []seatBlock,
 	var seats []int32
 	var runOut []int32
 	for _, b := range blocks {
+		if want == 0 && !b.read {
+			break
+		}
+		if err := t.readBlockNext(ctx, event, &b); err != nil {
+			return nil, err
+		}
 		for ; b.next < b.stop && want > 0; b.next++ {
 			seats = append(seats, b.next)
 			want--
@@ -555,11 +575,16 @@ var errNoFreeBlock = errors.New("no free seat block")
 // spread over them.
 const seatBlocks = 64
 
-// InsertTickets issues a booking's tickets: codes[i] for seat number
-// seats[i], of reserved seat seatIDs[i] (nil for general admission).
-func (t Tx) InsertTickets(ctx context.Context, bookingID string, event int64, codes []string, seats []int32, seatIDs []string, now time.Time) error {
-	if _, err := t.tx.Exec(ctx, sqlInsertTickets, codes, bookingID, event, seats, now, seatIDs); err != nil {
-		return fmt.Errorf("insert tickets of booking %s: %w", bookingID, err)
+// IssueTickets issues a booking's tickets, on its row: codes[i] for seat
+// number seats[i], of reserved seat seatIDs[i] (nil for general admission).
+// A booking's tickets are issued once.
+func (t Tx) IssueTickets(ctx context.Context, bookingID string, codes []string, seats []int32, seatIDs []string, now time.Time) error {
+	tag, err := t.tx.Exec(ctx, sqlIssueTickets, bookingID, codes, seats, seatIDs, now)
+	if err == nil && tag.RowsAffected() != 1 {
+		err = errors.New("its tickets were issued before")
+	}
+	if err != nil {
+		return fmt.Errorf("issue tickets of booking %s: %w", bookingID, err)
 	}
 	return nil
 }
@@ -567,9 +592,13 @@ func (t Tx) InsertTickets(ctx context.Context, bookingID string, event int64, co
 // VoidTickets voids a booking's tickets and frees their seat numbers.
 func (t Tx) VoidTickets(ctx context.Context, bookingID string, event int64) error {
 	rows, err := t.tx.Query(ctx, sqlVoidTickets, bookingID)
-	seats, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	voided, err := pgx.CollectRows(rows, pgx.RowTo[[]int32])
 	if err != nil {
 		return fmt.Errorf("void tickets of booking %s: %w", bookingID, err)
+	}
+	var seats []int32
+	for _, s := range voided {
+		seats = append(seats, s...)
 	}
 	if _, err := t.tx.Exec(ctx, sqlFreeSeats, event, seats); err != nil {
 		return fmt.Errorf("free seats of booking %s: %w", bookingID, err)

@@ -16,16 +16,17 @@ import (
 // tickets inserted, then the commit), and once the seat numbers stopped
 // queueing on the event's row what bounded the confirmations of an event was
 // the WAL flush of every one of those commits. The ConfirmWriter confirms
-// the bookings paid at the same moment in one transaction: one conditional
-// statement for all their bookings (which keep their holds sold), one take of seat numbers per
-// event, one INSERT of all their tickets, one commit. Each confirmation
-// stays all or nothing, and no confirmation fails another:
+// the bookings paid at the same moment in one transaction: one statement
+// that locks and checks all their holds and bookings, one take of seat
+// numbers per event, one statement that confirms the ready bookings with
+// their tickets (which keeps their holds sold), one commit. Each
+// confirmation stays all or nothing, and no confirmation fails another:
 //
-//   - the statement that confirms the holds and bookings checks each item's
+//   - the statement that locks the holds and bookings checks each item's
 //     conditions (its hold pending, its booking waiting for its payment, its
-//     deadline not passed, by the server's clock, after the statement took
-//     its lock of the holds table) and changes only the items that meet
-//     them; the others are answered with the condition they failed
+//     deadline not passed, by the server's clock, after the transaction took
+//     its lock of the holds table), and only the items that meet them are
+//     written; the others are answered with the condition they failed
 //     (ErrHoldNotActive, ErrBookingSettled, ErrPastDeadline) and written
 //     nothing, as their own transaction would have;
 //   - a batch that fails as a whole (the server refused a statement, or
@@ -254,23 +255,25 @@ func (l *Ledger) confirmAll(ctx context.Context, cs []Confirmation) (errs []erro
 	return errs, err
 }
 
-// confirmInTx runs the statements of confirmAll in tx.
+// confirmInTx runs the statements of confirmAll in tx: the items' rows
+// locked and checked, their seat numbers taken and their codes signed, and
+// every ready booking confirmed with its tickets in one statement.
 func confirmInTx(ctx context.Context, tx Tx, cs []Confirmation) ([]error, error) {
 	n := len(cs)
-	idx, holds, bookings, payments := make([]int32, n), make([]string, n), make([]string, n), make([]string, n)
-	nows, deadlines, paidBy := make([]time.Time, n), make([]*time.Time, n), make([]string, n)
+	idx, holds, bookings := make([]int32, n), make([]string, n), make([]string, n)
+	deadlines := make([]*time.Time, n)
 	for i, c := range cs {
-		idx[i], holds[i], bookings[i], payments[i], nows[i], paidBy[i] = int32(i), c.HoldID, c.BookingID, c.PaymentID, c.Now, c.Event
+		idx[i], holds[i], bookings[i] = int32(i), c.HoldID, c.BookingID
 		if !c.Deadline.IsZero() {
 			deadlines[i] = &cs[i].Deadline
 		}
 	}
 	// The holds' rows are not written, but a rebuild must wait for this
-	// commit as for a write of them (see sqlConfirmBookings).
+	// commit as for a write of them (see sqlLockConfirmations).
 	if _, err := tx.tx.Exec(ctx, sqlLockHoldsForWrite); err != nil {
 		return nil, fmt.Errorf("confirm %d bookings: %w", n, err)
 	}
-	rows, err := tx.tx.Query(ctx, sqlConfirmBookings, idx, holds, bookings, payments, nows, deadlines, paidBy)
+	rows, err := tx.tx.Query(ctx, sqlLockConfirmations, idx, holds, bookings, deadlines)
 	if err != nil {
 		return nil, fmt.Errorf("confirm %d bookings: %w", n, err)
 	}
@@ -309,11 +312,12 @@ func confirmInTx(ctx context.Context, tx Tx, cs []Confirmation) ([]error, error)
 			return nil, err
 		}
 	}
-	var codes, ticketBookings []string
-	var seatIDs []*string
-	var events []int64
+	var ready, payments, paidBy, codes []string
+	var nows []time.Time
+	var lo, hi []int32
+	var seated []bool
 	var seats []int32
-	var issued []time.Time
+	var seatIDs []*string
 	for i, c := range cs {
 		if errs[i] != nil {
 			continue
@@ -321,7 +325,7 @@ func confirmInTx(ctx context.Context, tx Tx, cs []Confirmation) ([]error, error)
 		var nums []int32
 		var ids []string
 		if c.Seated {
-			if nums, ids, err = tx.SeatsOfHold(ctx, c.EventID, c.HoldID); err != nil {
+			if nums, ids, err = tx.seatsOfHold(ctx, c.EventID, c.HoldID, true); err != nil {
 				return nil, err
 			}
 		} else {
@@ -337,18 +341,25 @@ func confirmInTx(ctx context.Context, tx Tx, cs []Confirmation) ([]error, error)
 		if err != nil {
 			return nil, &itemError{i: i, err: fmt.Errorf("issue tickets of booking %s: %w", c.BookingID, err)}
 		}
+		// Its tickets are elements lo to hi (from 1, as SQL counts) of the
+		// batch's arrays.
+		ready, payments, paidBy, nows = append(ready, c.BookingID), append(payments, c.PaymentID), append(paidBy, c.Event), append(nows, c.Now)
+		lo, hi, seated = append(lo, int32(len(codes)+1)), append(hi, int32(len(codes)+len(nums))), append(seated, ids != nil)
 		for k, num := range nums {
 			var id *string
 			if ids != nil {
 				id = &ids[k]
 			}
-			codes, ticketBookings, events, seats, issued, seatIDs = append(codes, signed[k]), append(ticketBookings, c.BookingID),
-				append(events, c.EventID), append(seats, num), append(issued, c.Now), append(seatIDs, id)
+			codes, seats, seatIDs = append(codes, signed[k]), append(seats, num), append(seatIDs, id)
 		}
 	}
-	if len(codes) > 0 {
-		if _, err := tx.tx.Exec(ctx, sqlInsertBatchTickets, codes, ticketBookings, events, seats, issued, seatIDs); err != nil {
-			return nil, fmt.Errorf("insert tickets of %d bookings: %w", n, err)
+	if len(ready) > 0 {
+		tag, err := tx.tx.Exec(ctx, sqlConfirmBookings, ready, payments, nows, paidBy, lo, hi, codes, seats, seated, seatIDs)
+		if err == nil && tag.RowsAffected() != int64(len(ready)) {
+			err = fmt.Errorf("%d of them written", tag.RowsAffected())
+		}
+		if err != nil {
+			return nil, fmt.Errorf("confirm %d bookings: %w", len(ready), err)
 		}
 	}
 	return errs, nil
@@ -364,7 +375,7 @@ type itemError struct {
 func (e *itemError) Error() string { return e.err.Error() }
 func (e *itemError) Unwrap() error { return e.err }
 
-// confirmRow is what sqlConfirmBookings found of one confirmation.
+// confirmRow is what sqlLockConfirmations found of one confirmation.
 type confirmRow struct {
 	I             int    `db:"i"`
 	HoldStatus    string `db:"hold_status"`

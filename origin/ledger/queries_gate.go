@@ -2,14 +2,18 @@ package ledger
 
 // The gate's SQL: scans, gate devices and the feed of voided tickets.
 
-// Scans at the gates (scans.go). A scan locks its ticket's row first, so the
-// scans of one ticket, and its voiding, are decided one at a time.
+// Scans at the gates (scans.go). A scan locks its ticket's booking first
+// (the row its ticket is on, found by the codes' index), so the scans of
+// one ticket, and its voiding, are decided one at a time.
 const (
 	scanColumns = `gate, scanned_at, recorded_at, offline, result, first, coalesce(device_id::text, '') AS device_id,
 		admitted_before_void`
-	sqlLockScannedTicket = `SELECT ` + ticketColumns + `, valid, issued_at, booking_id::text AS booking_id,
-			(SELECT v.voided_at FROM ticket_voids v WHERE v.code = tickets.code) AS voided_at
-		FROM tickets WHERE code = $1 FOR UPDATE`
+	sqlLockScannedTicket = `SELECT t.code, b.event_id, t.seat::bigint AS seat, coalesce(t.seat_id, '') AS seat_id,
+			b.tickets_valid AS valid, b.tickets_issued_at AS issued_at, b.id::text AS booking_id,
+			(SELECT v.voided_at FROM ticket_voids v WHERE v.code = t.code) AS voided_at
+		FROM bookings b, unnest(b.ticket_codes, b.ticket_seats, b.ticket_seat_ids) AS t (code, seat, seat_id)
+		WHERE b.ticket_codes @> ARRAY[$1::text] AND t.code = $1
+		FOR UPDATE OF b`
 	sqlFirstScan = `SELECT ` + scanColumns + ` FROM scans WHERE code = $1 AND first`
 	// A scan its sender uploaded before: another device's at the same
 	// gate and moment is a scan of its own (migration 020).
@@ -71,9 +75,9 @@ const sqlVoidTime = `SELECT set_config('waitroom.voided_at', $1::timestamptz::te
 // whichever order the voidings commit in.
 const (
 	sqlCurrentSnapshot = `SELECT pg_current_snapshot()::text`
-	sqlVoidFeed        = `SELECT v.xid::text AS xid, v.id, t.code, t.event_id, t.seat::bigint AS seat,
-			coalesce(t.seat_id, '') AS seat_id
-		FROM ticket_voids v JOIN tickets t ON t.code = v.code
+	sqlVoidFeed        = `SELECT v.xid::text AS xid, v.id, v.code, v.event_id, v.seat::bigint AS seat,
+			coalesce(v.seat_id, '') AS seat_id
+		FROM ticket_voids v
 		WHERE v.event_id = $1
 			AND ($2::text::pg_snapshot IS NULL
 				OR (v.xid >= pg_snapshot_xmin($2::text::pg_snapshot) AND NOT pg_visible_in_snapshot(v.xid, $2::text::pg_snapshot)))

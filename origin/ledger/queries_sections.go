@@ -95,7 +95,8 @@ const (
 	// key (a join to pick was a hash join over a sequential scan of all
 	// the event's places, 200,000 of them per confirmation).
 	sqlSeatsOfHold = `WITH h AS (
-			SELECT ga_section, quantity FROM holds WHERE id = $2 AND ga_section IS NOT NULL AND ` + holdIsSold + `),
+			SELECT ga_section, quantity FROM holds WHERE id = $2 AND ga_section IS NOT NULL
+				AND (` + holdIsSold + ` OR ($3 AND status = 'pending'))),
 		want AS (
 			SELECT h.ga_section, h.quantity - (SELECT count(*) FROM ga_places WHERE event_id = $1 AND hold_id = $2) AS n
 			FROM h),

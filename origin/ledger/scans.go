@@ -105,10 +105,10 @@ type scannedTicket struct {
 	VoidedAt *time.Time `db:"voided_at"`
 }
 
-// RecordScan records a scan and says whether it admits. The ticket's row is
-// locked for the transaction, so scans of one ticket (and its voiding) are
-// decided one at a time: of any number of concurrent scans exactly one
-// admits. An online scan admits when no scan admitted the ticket before it,
+// RecordScan records a scan and says whether it admits. The ticket's row,
+// its booking's, is locked for the transaction, so scans of one ticket (and
+// its voiding) are decided one at a time: of any number of concurrent scans
+// exactly one admits. An online scan admits when no scan admitted the ticket before it,
 // and its time is read from clock once the row is locked, so the times of
 // online scans follow the order they were decided in. An offline scan
 // uploaded late admits when it is earlier than the recorded admission, and

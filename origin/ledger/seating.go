@@ -168,7 +168,14 @@ func (l *Ledger) AuditSeats(ctx context.Context, event int64, now time.Time) (Se
 // numbers here (the lowest free ones of the section), named
 // "<section>/<place>" (seatmap.PlaceLabel).
 func (t Tx) SeatsOfHold(ctx context.Context, event int64, holdID string) (numbers []int32, ids []string, err error) {
-	rows, err := t.tx.Query(ctx, sqlSeatsOfHold, event, holdID)
+	return t.seatsOfHold(ctx, event, holdID, false)
+}
+
+// seatsOfHold is SeatsOfHold; selling: the hold is pending and sold in
+// this transaction, after the read (the confirmation writer's order), so
+// its section's places are numbered as a sold hold's.
+func (t Tx) seatsOfHold(ctx context.Context, event int64, holdID string, selling bool) (numbers []int32, ids []string, err error) {
+	rows, err := t.tx.Query(ctx, sqlSeatsOfHold, event, holdID, selling)
 	if err != nil {
 		return nil, nil, fmt.Errorf("read seats of hold %s: %w", holdID, err)
 	}

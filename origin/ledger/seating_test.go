@@ -107,7 +107,8 @@ func TestNewSeatedEventIsPlannedByItsKeys(t *testing.T) {
 // out when it is straight under the statement's LIMIT (LockRows between),
 // as that scan stops at the places it needs. sql runs as EXPLAIN EXECUTE
 // of a prepared statement, since EXPLAIN of sql with arguments is planned
-// as a custom plan only.
+// as a custom plan only, with the event, the hold and true (a sale's
+// read, sqlSeatsOfHold's $3).
 func placeScans(t *testing.T, l *Ledger, mode, sql string, event int64, hold string) []string {
 	t.Helper()
 	ctx := context.Background()
@@ -119,7 +120,7 @@ func placeScans(t *testing.T, l *Ledger, mode, sql string, event int64, hold str
 		if _, err := tx.tx.Exec(ctx, "PREPARE place_scans AS "+sql); err != nil {
 			return err
 		}
-		err := tx.tx.QueryRow(ctx, fmt.Sprintf("EXPLAIN (FORMAT JSON) EXECUTE place_scans(%d, '%s')", event, uuid.MustParse(hold))).Scan(&raw)
+		err := tx.tx.QueryRow(ctx, fmt.Sprintf("EXPLAIN (FORMAT JSON) EXECUTE place_scans(%d, '%s', true)", event, uuid.MustParse(hold))).Scan(&raw)
 		if err != nil {
 			return err
 		}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
@@ -32,13 +33,18 @@ func TestSeatNumbersUnderConcurrentConfirmations(t *testing.T) {
 			ev, err := l.CreateEvent(ctx, Event{ID: testenv.EventID(), Name: "numbers", Capacity: capacity,
 				Sellable: capacity, Price: 1, Currency: "inr", HoldTTLSeconds: 60, MaxPerUser: 4, CreatedAt: writerNow})
 			require.NoError(t, err)
-			carrier := carrierBooking(t, l, ev)
 			rng := rand.New(rand.NewPCG(uint64(capacity), 7))
 			var quantities []int64
 			for left := capacity; left > 0; {
 				q := min(left, 1+rng.Int64N(4))
 				quantities = append(quantities, q)
 				left -= q
+			}
+			// A booking's tickets are issued once: each take has its own
+			// (one rolled back leaves its booking without tickets).
+			carriers := make(chan string, len(quantities)+2)
+			for range cap(carriers) {
+				carriers <- carrierBooking(t, l, ev)
 			}
 
 			var mu sync.Mutex
@@ -56,10 +62,12 @@ func TestSeatNumbersUnderConcurrentConfirmations(t *testing.T) {
 					for i := range codes {
 						codes[i] = uuid.NewString()
 					}
-					if err := tx.InsertTickets(ctx, carrier, ev.ID, codes, seats, nil, writerNow); err != nil {
+					carrier := <-carriers
+					if err := tx.IssueTickets(ctx, carrier, codes, seats, nil, writerNow); err != nil {
 						return err
 					}
 					if undo {
+						carriers <- carrier
 						return errUndo
 					}
 					mu.Lock()
@@ -98,7 +106,7 @@ func TestSeatNumbersUnderConcurrentConfirmations(t *testing.T) {
 			require.NoError(t, l.pool.QueryRow(ctx, `SELECT count(*) FROM seat_blocks WHERE event_id = $1 AND next < stop`, ev.ID).Scan(&open))
 			assert.Zero(t, open, "blocks not marked run out")
 
-			_, err = l.pool.Exec(ctx, `UPDATE tickets SET valid = false WHERE event_id = $1 AND seat = ANY($2)`, ev.ID, []int32{2, int32(capacity)})
+			_, err = l.pool.Exec(ctx, `UPDATE bookings SET tickets_valid = false WHERE event_id = $1 AND ticket_seats && $2`, ev.ID, []int32{2, int32(capacity)})
 			require.NoError(t, err)
 			_, err = l.pool.Exec(ctx, sqlFreeSeats, ev.ID, []int32{2, int32(capacity)})
 			require.NoError(t, err)
@@ -127,7 +135,6 @@ func TestSeatNumbersLeaveTheBlocksRowsAlone(t *testing.T) {
 	ev, err := l.CreateEvent(ctx, Event{ID: testenv.EventID(), Name: "rows", Capacity: 8,
 		Sellable: 8, Price: 1, Currency: "inr", HoldTTLSeconds: 60, MaxPerUser: 4, CreatedAt: writerNow})
 	require.NoError(t, err)
-	carrier := carrierBooking(t, l, ev)
 	blocks := func() (next, stop int32) {
 		t.Helper()
 		require.NoError(t, l.pool.QueryRow(ctx, `SELECT next, stop FROM seat_blocks WHERE event_id = $1`, ev.ID).Scan(&next, &stop))
@@ -145,14 +152,14 @@ func TestSeatNumbersLeaveTheBlocksRowsAlone(t *testing.T) {
 			for i := range codes {
 				codes[i] = uuid.NewString()
 			}
-			return tx.InsertTickets(ctx, carrier, ev.ID, codes, seats, nil, writerNow)
+			return tx.IssueTickets(ctx, carrierBooking(t, l, ev), codes, seats, nil, writerNow)
 		}))
 		return seats
 	}
 	assert.Equal(t, []int32{1, 2, 3}, take(3))
 	next, stop := blocks()
 	assert.Equal(t, []int32{1, 9}, []int32{next, stop}, "one block of 8, its row as the event made it")
-	_, err = l.pool.Exec(ctx, `UPDATE tickets SET valid = false WHERE event_id = $1 AND seat = 3`, ev.ID)
+	_, err = l.pool.Exec(ctx, `UPDATE bookings SET tickets_valid = false WHERE event_id = $1 AND ticket_seats && '{3}'`, ev.ID)
 	require.NoError(t, err)
 	assert.Equal(t, []int32{4, 5, 6, 7}, take(4), "a voided ticket's number is not the block's to hand out")
 	next, _ = blocks()
@@ -160,4 +167,51 @@ func TestSeatNumbersLeaveTheBlocksRowsAlone(t *testing.T) {
 	assert.Equal(t, []int32{8}, take(1))
 	next, stop = blocks()
 	assert.Equal(t, stop, next, "the block ran out: marked")
+}
+
+// TestSeatNumbersFromFreeBlocksFirst: a take larger than any free block
+// has left takes across the free blocks, one after another, and does not
+// wait for a block another confirmation holds (the take runs under a lock
+// timeout: a wait would fail it).
+func TestSeatNumbersFromFreeBlocksFirst(t *testing.T) {
+	l := testLedger(t, testenv.Postgres(t))
+	ctx := context.Background()
+	ev, err := l.CreateEvent(ctx, Event{ID: testenv.EventID(), Name: "free blocks", Capacity: 24,
+		Sellable: 24, Price: 1, Currency: "inr", HoldTTLSeconds: 60, MaxPerUser: 4, CreatedAt: writerNow})
+	require.NoError(t, err)
+	holding, release := make(chan []int32), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- l.InTx(ctx, time.Time{}, func(tx Tx) error {
+			seats, err := tx.TakeSeats(ctx, ev.ID, 2)
+			if err != nil {
+				close(holding)
+				return err
+			}
+			holding <- seats
+			<-release
+			return errUndo
+		})
+	}()
+	held, ok := <-holding
+	if !ok {
+		t.Fatalf("the first take failed: %v", <-done)
+	}
+
+	var seats []int32
+	err = l.InTx(ctx, time.Time{}, func(tx Tx) error {
+		if _, err := tx.tx.Exec(ctx, `SET LOCAL lock_timeout = '2s'`); err != nil {
+			return err
+		}
+		seats, err = tx.TakeSeats(ctx, ev.ID, 12)
+		return err
+	})
+	close(release)
+	require.NoError(t, err)
+	assert.ErrorIs(t, <-done, errUndo)
+	require.Len(t, seats, 12)
+	heldBlock := (held[0] - 1) / 8
+	for _, s := range seats {
+		assert.NotEqual(t, heldBlock, (s-1)/8, "seat %d is of the block the other take holds", s)
+	}
 }

@@ -182,7 +182,7 @@ func sell(t *testing.T, p *Protocol, h ledger.Hold) string {
 		for i, n := range numbers {
 			codes[i] = fmt.Sprintf("%s/%d", booking, n)
 		}
-		return tx.InsertTickets(ctx, booking, h.EventID, codes, numbers, nil, now)
+		return tx.IssueTickets(ctx, booking, codes, numbers, nil, now)
 	})
 	require.NoError(t, err)
 	return booking
