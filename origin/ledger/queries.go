@@ -482,8 +482,8 @@ const (
 
 // Tickets.
 const (
-	// $6: the reserved seat of each ticket, or NULL for general admission
-	// (the shorter array of a select list's unnest is padded with NULLs).
+	// A booking's tickets, on its row, once: $4 the reserved seat of each,
+	// or NULL for general admission.
 	sqlIssueTickets = `UPDATE bookings SET ticket_codes = $2, ticket_seats = $3, ticket_seat_ids = $4,
 			tickets_issued_at = $5, tickets_valid = true
 		WHERE id = $1 AND ticket_codes IS NULL`

@@ -176,9 +176,7 @@ func TestSeatNumbersLeaveTheBlocksRowsAlone(t *testing.T) {
 func TestSeatNumbersFromFreeBlocksFirst(t *testing.T) {
 	l := testLedger(t, testenv.Postgres(t))
 	ctx := context.Background()
-	ev, err := l.CreateEvent(ctx, Event{ID: testenv.EventID(), Name: "free blocks", Capacity: 24,
-		Sellable: 24, Price: 1, Currency: "inr", HoldTTLSeconds: 60, MaxPerUser: 4, CreatedAt: writerNow})
-	require.NoError(t, err)
+	ev := confirmEvent(t, l, 24)
 	holding, release := make(chan []int32), make(chan struct{})
 	done := make(chan error, 1)
 	go func() {
@@ -199,10 +197,11 @@ func TestSeatNumbersFromFreeBlocksFirst(t *testing.T) {
 	}
 
 	var seats []int32
-	err = l.InTx(ctx, time.Time{}, func(tx Tx) error {
+	err := l.InTx(ctx, time.Time{}, func(tx Tx) error {
 		if _, err := tx.tx.Exec(ctx, `SET LOCAL lock_timeout = '2s'`); err != nil {
 			return err
 		}
+		var err error
 		seats, err = tx.TakeSeats(ctx, ev.ID, 12)
 		return err
 	})
