@@ -263,7 +263,7 @@ func TestChargeRefundedAtTheProviderVoidsTheTickets(t *testing.T) {
 	assert.Equal(t, booking.ReasonRefundedAtProvider, refunded.StatusReason)
 	assert.Empty(t, refunded.Tickets)
 	for _, tk := range got.Tickets {
-		valid, err := h.ledger.Bookings().TicketIsValid(ctx, tk.Code)
+		valid, err := h.ledger.Bookings().TicketIsValid(ctx, b.BookingID, tk.Code)
 		require.NoError(t, err)
 		assert.False(t, valid, "ticket %d is void", tk.Seat)
 	}
@@ -490,6 +490,45 @@ func TestRefundsPendingAtTheProviderAreNoMoneyBack(t *testing.T) {
 		assert.Equal(t, "refunded", got.Status, "the origin's own refund returned it: %+v", got)
 		balanced(h, ev.ID, 0)
 	})
+
+	// The origin's refund returns what is left of the payment: with part of
+	// it in a refund pending at the provider, its own succeeding is not all
+	// of the money back. That one failing afterwards, with or without its
+	// webhook, used to leave the booking refunded and the part kept.
+	for _, method := range []string{payment.MethodVisa, payment.MethodSilent} {
+		t.Run("the origin's refund of the rest, then the pending one fails: "+method, func(t *testing.T) {
+			h, ev, b := sale(t, method)
+			if method == payment.MethodSilent {
+				require.NoError(t, h.fp.Redeliver(ctx, b.PaymentID))
+				require.Equal(t, "confirmed", h.settled(ev.ID, "ann", b.BookingID).Status)
+			}
+			r := dashboard(h, b, 30000)
+			c := h.cancel(ev.ID, "ann", b.BookingID)
+			assert.Equal(t, "pending", c.RefundStatus, "part of the payment is not back yet: %+v", c)
+			require.NoError(t, h.fp.WaitIdle(ctx))
+			row, err := h.ledger.Bookings().Get(ctx, b.BookingID)
+			require.NoError(t, err)
+			own := h.fp.RefundsForPayment(b.PaymentID)
+			require.Len(t, own, 2)
+			require.Equal(t, payment.RefundSucceeded, own[1].Status)
+			assert.Equal(t, b.Amount-30000, own[1].Amount)
+			assert.Equal(t, own[1].ID, row.RefundID, "the origin's refund is kept, to ask about it")
+
+			require.NoError(t, h.fp.SettleRefund(r.ID, payment.RefundFailed))
+			require.NoError(t, h.fp.WaitIdle(ctx))
+			if method != payment.MethodSilent {
+				got := h.booking(ev.ID, "ann", b.BookingID)
+				assert.Equal(t, "failed", got.RefundStatus, "told by the other refund's webhook: %+v", got)
+			}
+			h.reconcile()
+			h.reconcile()
+			got := h.settled(ev.ID, "ann", b.BookingID)
+			assert.Equal(t, "refunded", got.Status, "the rest refunded by a new attempt: %+v", got)
+			assert.Equal(t, "succeeded", got.RefundStatus)
+			assert.Len(t, h.fp.RefundsForPayment(b.PaymentID), 3)
+			balanced(h, ev.ID, 0)
+		})
+	}
 
 	t.Run("partly refunded before the payment settled", func(t *testing.T) {
 		h, ev, b := sale(t, payment.MethodSilent)

@@ -350,7 +350,8 @@ func startStripeMock(t *testing.T) string {
 // paidStripeMock fronts stripe-mock, which keeps no state (its payment
 // intents are never paid, and read back with its fixture's amount), with
 // what Stripe answers once a payment succeeded: a payment intent read back
-// is succeeded, for the amount and currency it was created with. The tests
+// is succeeded, for the amount and currency it was created with, and a
+// refund of one returns all of it. The tests
 // that use it deliver the payment_intent.succeeded Stripe would send then,
 // and the origin settles a success only when the provider has it so.
 func paidStripeMock(t *testing.T) string {
@@ -364,26 +365,33 @@ func paidStripeMock(t *testing.T) string {
 		const intents = "/v1/payment_intents"
 		create := res.Request.Method == http.MethodPost && res.Request.URL.Path == intents
 		read := res.Request.Method == http.MethodGet && strings.HasPrefix(res.Request.URL.Path, intents+"/")
-		if res.StatusCode != http.StatusOK || !create && !read {
+		// A refund with no amount returns all of the payment; stripe-mock
+		// answers its fixture's 100.
+		refund := res.Request.Method == http.MethodPost && res.Request.URL.Path == "/v1/refunds"
+		if res.StatusCode != http.StatusOK || !create && !read && !refund {
 			return nil
 		}
-		var intent map[string]any
-		err := json.NewDecoder(res.Body).Decode(&intent)
+		var obj map[string]any
+		err := json.NewDecoder(res.Body).Decode(&obj)
 		res.Body.Close()
 		if err != nil {
 			return err
 		}
 		mu.Lock()
-		if id, ok := intent["id"].(string); ok && create {
-			created[id] = [2]any{intent["amount"], intent["currency"]}
+		if pi, ok := obj["payment_intent"].(string); ok && refund {
+			if c, ok := created[pi]; ok {
+				obj["amount"], obj["currency"] = c[0], c[1]
+			}
+		} else if id, ok := obj["id"].(string); ok && create {
+			created[id] = [2]any{obj["amount"], obj["currency"]}
 		} else if c, ok := created[strings.TrimPrefix(res.Request.URL.Path, intents+"/")]; ok {
-			intent["amount"], intent["currency"] = c[0], c[1]
+			obj["amount"], obj["currency"] = c[0], c[1]
 		}
 		mu.Unlock()
 		if read {
-			intent["status"], intent["last_payment_error"] = "succeeded", nil
+			obj["status"], obj["last_payment_error"] = "succeeded", nil
 		}
-		b, err := json.Marshal(intent)
+		b, err := json.Marshal(obj)
 		if err != nil {
 			return err
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/waitroom/waitroom/inventory"
@@ -477,6 +478,7 @@ func (w *world) money(final bool) *violation {
 						why += "; its success event was recorded as handled"
 					}
 				}
+				why += refundsTold(w.fp.RefundsForPayment(p.ID), b.RefundID)
 				return violated("money", "payment %s of %d for booking %s captured and kept: booking %s (%s), payment id %q, method %s, refund %q, %d tickets; created %s, checked %s, now %s%s",
 					p.ID, p.Amount, id, b.Status, b.StatusReason, b.PaymentID, b.PaymentMethod, b.RefundStatus, len(tickets),
 					b.CreatedAt.Format(time.TimeOnly), b.CheckedAt.Format(time.TimeOnly), now.Format(time.TimeOnly), why)
@@ -491,6 +493,23 @@ func (w *world) money(final bool) *violation {
 		}
 	}
 	return nil
+}
+
+// refundsTold lists a payment's refunds at the provider for a violation's
+// message, marking the one the booking names as its own.
+func refundsTold(refunds []payment.Refund, own string) string {
+	if len(refunds) == 0 {
+		return "; no refunds at the provider"
+	}
+	var b strings.Builder
+	b.WriteString("; refunds at the provider:")
+	for _, r := range refunds {
+		fmt.Fprintf(&b, " %s %d %s", r.ID, r.Amount, r.Status)
+		if r.ID == own {
+			b.WriteString(" (the booking's)")
+		}
+	}
+	return b.String()
 }
 
 // nextCheck is when the payment reconciliation asks about a booking

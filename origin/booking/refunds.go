@@ -12,7 +12,10 @@ import (
 
 // Refunds are followed to the provider's word. A refund call that answers
 // is not a refund done: the provider may say pending (it ends later, one way
-// or the other), failed, or succeeded and fail days later. So:
+// or the other), failed, or succeeded and fail days later. And a refund
+// returns what is left of the payment: succeeded is all of it back only
+// when no refund made at the provider before it is pending (allReturned).
+// So:
 //
 //	decided ─► pending ─► Refund call ─► succeeded: booking refunded
 //	                          │       └► pending: refund id kept; the refund
@@ -61,26 +64,8 @@ func (s *env) refundBooking(ctx context.Context, b ledger.Booking) error {
 	}
 	switch {
 	case errors.Is(err, payment.ErrAlreadyRefunded):
-		// Nothing is left to refund, but refunds made at the provider may
-		// still be pending, and fail: only money back for good settles the
-		// refund owed. Until then it stays pending, and the reconciliation
-		// and the refund's webhooks ask again.
-		p, err := s.payments.GetPayment(pctx, b.PaymentID)
-		if err != nil {
-			s.metrics.Refunds.WithLabelValues("error").Inc()
-			return fmt.Errorf("refund booking %s: %w", b.ID, err)
-		}
-		// All of the payment is owed back, also when the provider has it
-		// for another amount than the booking's.
-		owed := b.Amount
-		if p.Amount > 0 {
-			owed = p.Amount
-		}
-		if p.Returned() < owed {
-			s.log.Info("the refund owed waits for refunds pending at the provider", "booking", b.ID,
-				"pending", p.RefundPending, "returned", p.Returned())
-			return nil
-		}
+		// Nothing is left to refund: whether the refunds made return it
+		// all is decided below, as for a refund of the origin's own.
 		r = payment.Refund{Status: payment.RefundSucceeded}
 	case errors.Is(err, payment.ErrUnauthorized):
 		// The API key refused (rolled, revoked, of another mode) says
@@ -95,7 +80,53 @@ func (s *env) refundBooking(ctx context.Context, b ledger.Booking) error {
 		s.metrics.Refunds.WithLabelValues("error").Inc()
 		return fmt.Errorf("refund booking %s: %w", b.ID, err)
 	}
+	if r.Status == payment.RefundSucceeded {
+		if r, err = s.allReturned(pctx, b, r); err != nil {
+			return err
+		}
+	}
 	return s.refundOutcome(ctx, b, r)
+}
+
+// allReturned checks a refund the provider says succeeded (or, with no ID,
+// its answer that nothing is left to refund) against the payment of
+// booking b: a refund returns what was left of the payment when it was
+// made, and refunds made at the provider before it (its dashboard) may
+// still be pending, and fail. Only all of the payment back for good settles
+// the refund owed. It answers r when that is so; r pending while refunds
+// at the provider are (the reconciliation and the refund webhooks ask
+// again); and r failed when one of them failed since, so that a new attempt
+// refunds the rest. A refund of the booking's whole amount is all of it
+// back without asking (the one call a refund costs, as a mass cancellation
+// makes thousands), except for a payment of another amount than the
+// booking's, where the payment's own amount is owed.
+func (s *env) allReturned(ctx context.Context, b ledger.Booking, r payment.Refund) (payment.Refund, error) {
+	if r.ID != "" && r.Amount >= b.Amount && b.StatusReason != ReasonPaymentMismatch {
+		return r, nil
+	}
+	p, err := s.payments.GetPayment(ctx, b.PaymentID)
+	if err != nil {
+		s.metrics.Refunds.WithLabelValues("error").Inc()
+		return payment.Refund{}, fmt.Errorf("refund booking %s: %w", b.ID, err)
+	}
+	// All of the payment is owed back, also when the provider has it for
+	// another amount than the booking's.
+	owed := b.Amount
+	if p.Amount > 0 {
+		owed = p.Amount
+	}
+	switch {
+	case p.Returned() >= owed:
+		return r, nil
+	case p.RefundPending > 0 || r.ID == "":
+		s.log.Info("the refund owed waits for refunds pending at the provider", "booking", b.ID,
+			"pending", p.RefundPending, "returned", p.Returned())
+		r.Status = payment.RefundPending
+		return r, nil
+	}
+	r.Status = payment.RefundFailed
+	r.FailureReason = fmt.Sprintf("another refund of the payment failed: %d of %d returned", p.Returned(), owed)
+	return r, nil
 }
 
 // refundOutcome records what the provider said of booking b's current
@@ -296,8 +327,10 @@ func (s *Settlement) refundUpdated(ctx context.Context, b ledger.Booking, ev pay
 	case b.Status == ledger.BookingRefunded && b.RefundID == "":
 		// Ended by a refund made at the provider, which may fail since.
 		return s.providerRefundFailed(ctx, b)
-	case b.RefundID != "" && ev.RefundID != b.RefundID:
-		// An attempt given up on, or a refund the origin did not make.
+	case b.RefundID != "" && ev.RefundID != b.RefundID && b.RefundStatus != ledger.RefundPending:
+		// An attempt given up on, or a refund the origin did not make. (One
+		// that ends while the origin's own waits for it decides how that
+		// one stands: see allReturned.)
 		return nil
 	case b.RefundID == "" && b.RefundStatus != ledger.RefundPending:
 		return nil
