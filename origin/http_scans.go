@@ -245,6 +245,7 @@ func (s scansAPI) scan(ctx context.Context, sc ledger.NewScan, now time.Time) (s
 	case err != nil && !errors.Is(err, ticketcode.ErrExpired):
 		return s.refuse(ctx, sc, scanInvalid, scanAnswer{result: scanInvalid}, now)
 	}
+	sc.Booking = c.BookingID
 	o, err := s.ledger.RecordScan(ctx, sc, s.cfg.Clock)
 	switch {
 	case errors.Is(err, ledger.ErrScanBeforeIssue):

@@ -40,11 +40,12 @@ func (s bookingsAPI) handleTicketPNG(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "no such ticket")
 		return
 	}
-	if _, err := s.verifier.Verify(code, s.cfg.Clock()); err != nil {
+	c, err := s.verifier.Verify(code, s.cfg.Clock())
+	if err != nil {
 		writeError(w, http.StatusNotFound, "not_found", "no such ticket")
 		return
 	}
-	valid, err := s.ledger.Bookings().TicketIsValid(r.Context(), code)
+	valid, err := s.ledger.Bookings().TicketIsValid(r.Context(), c.BookingID, code)
 	switch {
 	case err != nil:
 		writeResponse(w, errUnavailable)

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -372,10 +373,14 @@ func (b Bookings) TicketsOf(ctx context.Context, bookingID string) ([]Ticket, er
 	return collectAll[Ticket](rows, err, "read tickets of booking "+bookingID)
 }
 
-// TicketIsValid reports whether a ticket was issued and not cancelled.
-func (b Bookings) TicketIsValid(ctx context.Context, code string) (bool, error) {
+// TicketIsValid reports whether a ticket was issued on booking bookingID
+// (the one its verified code names) and not cancelled.
+func (b Bookings) TicketIsValid(ctx context.Context, bookingID, code string) (bool, error) {
+	if uuid.Validate(bookingID) != nil {
+		return false, nil
+	}
 	var ok bool
-	if err := b.q.QueryRow(ctx, sqlTicketIsValid, code).Scan(&ok); err != nil {
+	if err := b.q.QueryRow(ctx, sqlTicketIsValid, bookingID, code).Scan(&ok); err != nil {
 		return false, fmt.Errorf("check ticket: %w", err)
 	}
 	return ok, nil

@@ -126,7 +126,8 @@ func TestOfflineScanSentAgainIsItsSenders(t *testing.T) {
 	at := writerNow.Add(time.Minute)
 	scan := func(device string) ScanOutcome {
 		t.Helper()
-		o, err := l.RecordScan(ctx, NewScan{Code: code, Gate: "field-1", Event: ev.ID, ScannedAt: at, Offline: true, Device: device},
+		o, err := l.RecordScan(ctx, NewScan{Code: code, Booking: c.BookingID, Gate: "field-1", Event: ev.ID, ScannedAt: at, Offline: true,
+			Device: device},
 			func() time.Time { return now })
 		require.NoError(t, err)
 		return o

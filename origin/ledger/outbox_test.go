@@ -70,7 +70,7 @@ func TestOutboxFollowsTheBookingsChanges(t *testing.T) {
 	codes, err := l.TicketsOf(ctx, c.BookingID)
 	require.NoError(t, err)
 	require.Len(t, codes, 1)
-	_, err = l.RecordScan(ctx, NewScan{Code: codes[0].Code, Gate: "north-3", Event: ev.ID}, func() time.Time { return writerNow })
+	_, err = l.RecordScan(ctx, NewScan{Code: codes[0].Code, Booking: c.BookingID, Gate: "north-3", Event: ev.ID}, func() time.Time { return writerNow })
 	require.NoError(t, err)
 	require.NoError(t, l.InTx(ctx, time.Time{}, func(tx Tx) error {
 		if _, ok, err := tx.Bookings().Cancel(ctx, c.BookingID, "cancelled_by_buyer", RefundPending, writerNow.Add(time.Minute)); err != nil || !ok {

@@ -493,7 +493,7 @@ const (
 		WHERE booking_id = $1 AND valid ORDER BY seat`
 
 	sqlVoidTickets   = `UPDATE bookings SET tickets_valid = false WHERE id = $1 AND tickets_valid RETURNING ticket_seats`
-	sqlTicketIsValid = `SELECT EXISTS (SELECT 1 FROM bookings WHERE ticket_codes @> ARRAY[$1::text] AND tickets_valid)`
+	sqlTicketIsValid = `SELECT EXISTS (SELECT 1 FROM bookings WHERE id = $1 AND $2 = ANY(ticket_codes) AND tickets_valid)`
 	// A ticket's first admission is the scan marked first (scans_first).
 	sqlBookingLetIn = `SELECT EXISTS (SELECT 1 FROM bookings b JOIN scans s ON s.code = ANY(b.ticket_codes) AND s.first
 		WHERE b.id = $1)`

@@ -3,8 +3,8 @@ package ledger
 // The gate's SQL: scans, gate devices and the feed of voided tickets.
 
 // Scans at the gates (scans.go). A scan locks its ticket's booking first
-// (the row its ticket is on, found by the codes' index), so the scans of
-// one ticket, and its voiding, are decided one at a time.
+// (the row its ticket is on, by the id the verified code carries), so the
+// scans of one ticket, and its voiding, are decided one at a time.
 const (
 	scanColumns = `gate, scanned_at, recorded_at, offline, result, first, coalesce(device_id::text, '') AS device_id,
 		admitted_before_void`
@@ -12,7 +12,7 @@ const (
 			b.tickets_valid AS valid, b.tickets_issued_at AS issued_at, b.id::text AS booking_id,
 			(SELECT v.voided_at FROM ticket_voids v WHERE v.code = t.code) AS voided_at
 		FROM bookings b, unnest(b.ticket_codes, b.ticket_seats, b.ticket_seat_ids) AS t (code, seat, seat_id)
-		WHERE b.ticket_codes @> ARRAY[$1::text] AND t.code = $1
+		WHERE b.id = $1 AND t.code = $2
 		FOR UPDATE OF b`
 	sqlFirstScan = `SELECT ` + scanColumns + ` FROM scans WHERE code = $1 AND first`
 	// A scan its sender uploaded before: another device's at the same
@@ -23,9 +23,9 @@ const (
 	sqlLetInBeforeVoidBy = `SELECT EXISTS (SELECT 1 FROM scans WHERE code = $1 AND gate = $2
 		AND coalesce(device_id::text, '') = $3 AND scanned_at <= $4 AND admitted_before_void)`
 	sqlUnmarkFirstScan = `UPDATE scans SET first = false WHERE code = $1 AND first`
-	sqlInsertScan      = `INSERT INTO scans (code, event_id, gate, scanned_at, recorded_at, offline, result, first, device_id, gate_event_id,
-			admitted_before_void)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`
+	sqlInsertScan      = `INSERT INTO scans (code, booking_id, event_id, gate, scanned_at, recorded_at, offline, result, first, device_id,
+			gate_event_id, admitted_before_void)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`
 	// One its sender noted before inserts nothing: the row not inserted
 	// is how a refusal sent again is told.
 	sqlNoteOfflineRefusal = `INSERT INTO offline_refusals (code_sha256, gate, gate_event_id, scanned_at, device_id, result, recorded_at)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -28,7 +29,10 @@ var ErrScanBeforeIssue = errors.New("scanned before the ticket was issued")
 // NewScan is a scan of a ticket at a gate.
 type NewScan struct {
 	Code string
-	Gate string
+	// Booking is the booking the code names, read from it once verified:
+	// the ledger finds the ticket on that booking's row.
+	Booking string
+	Gate    string
 	// Event is the event the gate scans for; a ticket of another is refused.
 	Event int64
 	// ScannedAt is when a device scanned offline, by its clock; left zero
@@ -129,7 +133,10 @@ func (l *Ledger) RecordScan(ctx context.Context, s NewScan, clock func() time.Ti
 	var out ScanOutcome
 	err := pgx.BeginTxFunc(ctx, l.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
 		out = ScanOutcome{}
-		rows, err := tx.Query(ctx, sqlLockScannedTicket, s.Code)
+		if uuid.Validate(s.Booking) != nil {
+			return fmt.Errorf("read ticket: booking %q: %w", s.Booking, ErrNotFound)
+		}
+		rows, err := tx.Query(ctx, sqlLockScannedTicket, s.Booking, s.Code)
 		t, err := collectOne[scannedTicket](rows, err, "read ticket")
 		if err != nil {
 			return err
@@ -205,7 +212,7 @@ func (l *Ledger) RecordScan(ctx context.Context, s NewScan, clock func() time.Ti
 			this.Result, this.First = ScanAdmitted, true
 			out.First, out.Displaced = &this, &displaced
 		}
-		if _, err := tx.Exec(ctx, sqlInsertScan, s.Code, t.EventID, s.Gate, s.ScannedAt, now, s.Offline, this.Result, this.First, s.deviceID(), s.Event, this.LetInBeforeVoid); err != nil {
+		if _, err := tx.Exec(ctx, sqlInsertScan, s.Code, t.Booking, t.EventID, s.Gate, s.ScannedAt, now, s.Offline, this.Result, this.First, s.deviceID(), s.Event, this.LetInBeforeVoid); err != nil {
 			return fmt.Errorf("insert scan: %w", err)
 		}
 		out.Result, out.Scan = this.Result, this

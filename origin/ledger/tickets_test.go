@@ -39,7 +39,7 @@ func TestASaleWritesItsTicketsOnItsBooking(t *testing.T) {
 	require.NoError(t, l.pool.QueryRow(ctx, `SELECT count(*) FROM bookings
 		WHERE id = $1 AND status = 'confirmed' AND tickets_valid AND tickets_issued_at = $2`, c.BookingID, c.Now).Scan(&n))
 	assert.Equal(t, 1, n, "confirmed with its tickets")
-	valid, err := l.Bookings().TicketIsValid(ctx, code)
+	valid, err := l.Bookings().TicketIsValid(ctx, c.BookingID, code)
 	require.NoError(t, err)
 	assert.True(t, valid)
 
@@ -62,7 +62,7 @@ func TestASaleWritesItsTicketsOnItsBooking(t *testing.T) {
 	// Voided: the number is free for another booking, the code no longer
 	// valid, and the feed has the ticket with its seat.
 	require.NoError(t, l.InTx(ctx, time.Time{}, func(tx Tx) error { return tx.VoidTicketsAt(ctx, c.BookingID, ev.ID, writerNow) }))
-	valid, err = l.Bookings().TicketIsValid(ctx, code)
+	valid, err = l.Bookings().TicketIsValid(ctx, c.BookingID, code)
 	require.NoError(t, err)
 	assert.False(t, valid)
 	var feedSeat int32
@@ -76,7 +76,8 @@ func TestASaleWritesItsTicketsOnItsBooking(t *testing.T) {
 
 // Migration 022 moves the tickets a ledger wrote as rows onto their
 // bookings: valid ones stay valid, voided ones voided with their seat in
-// the feed, and a booking an operator voided in part is voided whole.
+// the feed, and a booking an operator voided in part is voided whole; and
+// 023 names each scan's booking.
 func TestTicketRowsMoveOntoTheirBookings(t *testing.T) {
 	ctx := context.Background()
 	url := testenv.Postgres(t)
@@ -125,6 +126,9 @@ func TestTicketRowsMoveOntoTheirBookings(t *testing.T) {
 	sold := booking("confirmed", []int32{4, 2}, []string{"A-4", "A-2"}, []bool{true, true})
 	refunded := booking("refunded", []int32{1}, nil, []bool{false})
 	halfVoided := booking("confirmed", []int32{5, 6}, nil, []bool{true, false})
+	_, err = conn.Exec(ctx, `INSERT INTO scans (code, event_id, gate, scanned_at, recorded_at, offline, result, first, gate_event_id)
+		VALUES ($1, $2, 'north-3', $3, $3, false, 'admitted', true, $2)`, sold+"/4", event, writerNow)
+	require.NoError(t, err)
 
 	l := testLedger(t, url)
 	type onRow struct {
@@ -167,4 +171,9 @@ func TestTicketRowsMoveOntoTheirBookings(t *testing.T) {
 	var pgErr *pgconn.PgError
 	require.True(t, errors.As(err, &pgErr), "%v", err)
 	assert.Equal(t, "23P01", pgErr.Code)
+
+	// A scan made before names its ticket's booking (023).
+	var scanned string
+	require.NoError(t, l.pool.QueryRow(ctx, `SELECT booking_id::text FROM scans WHERE code = $1`, sold+"/4").Scan(&scanned))
+	assert.Equal(t, sold, scanned)
 }

@@ -107,7 +107,9 @@ func TestStorefrontLetInBookingIsNotCancellable(t *testing.T) {
 	img := ticketImg.FindStringSubmatch(page.body)
 	require.NotNil(t, img, page.body)
 	code := strings.TrimSuffix(strings.TrimPrefix(img[1], "/v1/tickets/"), ".png")
-	scanned, err := s.lg.RecordScan(context.Background(), ledger.NewScan{Code: code, Gate: "north-3", Event: ev}, s.clock.Now)
+	booking, _, _ := strings.Cut(strings.TrimPrefix(bookingPath, "/bookings/"), "?")
+	scanned, err := s.lg.RecordScan(context.Background(), ledger.NewScan{Code: code, Booking: booking, Gate: "north-3", Event: ev},
+		s.clock.Now)
 	require.NoError(t, err)
 	require.Equal(t, ledger.ScanAdmitted, scanned.Result)
 
