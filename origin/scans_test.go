@@ -320,10 +320,14 @@ func TestScanRefusesForgedAndMalformed(t *testing.T) {
 	require.NoError(t, err)
 	neverIssued, err := ours.Sign(claims)
 	require.NoError(t, err)
+	// The ledger finds a code on the booking it names: one naming a
+	// booking that has none is no ticket.
+	noBooking, err := ours.Sign(ticketcode.Claims{BookingID: uuid.NewString(), EventID: ev.ID, Seat: "1"})
+	require.NoError(t, err)
 
 	for name, code := range map[string]string{
 		"empty": "", "garbage": "not-a-ticket", "tampered": tamper(tks[0].Code), "truncated": tks[0].Code[:40],
-		"signed by another key": otherKey, "signed, never issued": neverIssued,
+		"signed by another key": otherKey, "signed, never issued": neverIssued, "signed, of no booking": noBooking,
 	} {
 		res := h.scan(ev.ID, code, "north-3")
 		require.Equal(t, http.StatusBadRequest, res.status, "%s: %s", name, res.body)

@@ -130,12 +130,12 @@ type scannedTicket struct {
 // ErrScanBeforeIssue: an offline scan dated before the ticket was issued,
 // not recorded.
 func (l *Ledger) RecordScan(ctx context.Context, s NewScan, clock func() time.Time) (ScanOutcome, error) {
+	if uuid.Validate(s.Booking) != nil {
+		return ScanOutcome{}, fmt.Errorf("read ticket: booking %q: %w", s.Booking, ErrNotFound)
+	}
 	var out ScanOutcome
 	err := pgx.BeginTxFunc(ctx, l.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
 		out = ScanOutcome{}
-		if uuid.Validate(s.Booking) != nil {
-			return fmt.Errorf("read ticket: booking %q: %w", s.Booking, ErrNotFound)
-		}
 		rows, err := tx.Query(ctx, sqlLockScannedTicket, s.Booking, s.Code)
 		t, err := collectOne[scannedTicket](rows, err, "read ticket")
 		if err != nil {
