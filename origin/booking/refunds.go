@@ -109,12 +109,7 @@ func (s *env) allReturned(ctx context.Context, b ledger.Booking, r payment.Refun
 		s.metrics.Refunds.WithLabelValues("error").Inc()
 		return payment.Refund{}, fmt.Errorf("refund booking %s: %w", b.ID, err)
 	}
-	// All of the payment is owed back, also when the provider has it for
-	// another amount than the booking's.
-	owed := b.Amount
-	if p.Amount > 0 {
-		owed = p.Amount
-	}
+	owed := owedBack(b, p)
 	switch {
 	case p.Returned() >= owed:
 		return r, nil
@@ -127,6 +122,15 @@ func (s *env) allReturned(ctx context.Context, b ledger.Booking, r payment.Refun
 	r.Status = payment.RefundFailed
 	r.FailureReason = fmt.Sprintf("another refund of the payment failed: %d of %d returned", p.Returned(), owed)
 	return r, nil
+}
+
+// owedBack is what a refund of booking b must return: all of payment p,
+// also when the provider has it for another amount than the booking's.
+func owedBack(b ledger.Booking, p payment.Payment) int64 {
+	if p.Amount > 0 {
+		return p.Amount
+	}
+	return b.Amount
 }
 
 // refundOutcome records what the provider said of booking b's current
@@ -348,11 +352,7 @@ func (s *Settlement) providerRefundFailed(ctx context.Context, b ledger.Booking)
 	if err != nil {
 		return fmt.Errorf("refund event, booking %s: %w", b.ID, err)
 	}
-	owed := b.Amount
-	if p.Amount > 0 {
-		owed = p.Amount
-	}
-	if p.Returned() >= owed || p.RefundPending > 0 {
+	if p.Returned() >= owedBack(b, p) || p.RefundPending > 0 {
 		// All of it back, or a refund still on its way.
 		return nil
 	}
