@@ -3,6 +3,7 @@ package origin
 import (
 	"errors"
 	"net/http"
+	"strings"
 
 	"github.com/waitroom/waitroom/origin/ledger"
 	"github.com/waitroom/waitroom/origin/payment"
@@ -31,7 +32,10 @@ func (s bookingsAPI) handleWebhook(w http.ResponseWriter, r *http.Request) {
 		writeResponse(w, *bad)
 		return
 	}
-	ev, err := s.cfg.Payments.ParseWebhook(body, r.Header.Get(payment.SignatureHeader))
+	// Header lines of one name are one comma-separated list (RFC 9110
+	// §5.3): a second Stripe-Signature line is more t= and v1= elements of
+	// the one signature, judged with the first, not left unread.
+	ev, err := s.cfg.Payments.ParseWebhook(body, strings.Join(r.Header.Values(payment.SignatureHeader), ","))
 	switch {
 	case errors.Is(err, payment.ErrInvalidSignature):
 		s.metrics.webhooks.WithLabelValues("invalid").Inc()

@@ -96,6 +96,24 @@ func TestWebhookBadInput(t *testing.T) {
 			}
 		})
 	}
+	// Two header lines are one list of elements, two t= among them.
+	for _, second := range []string{
+		"t=" + strconv.FormatInt(now.Unix()+1, 10) + ",v1=" + strings.Repeat("0", 64),
+		payment.SignWebhook(good, secret, now),
+	} {
+		req, err := http.NewRequest(http.MethodPost, h.url+"/v1/webhooks/fakepay", bytes.NewReader(good))
+		require.NoError(t, err)
+		req.Header.Add(payment.SignatureHeader, payment.SignWebhook(good, secret, now))
+		req.Header.Add(payment.SignatureHeader, second)
+		resp, err := h.client.Do(req)
+		require.NoError(t, err)
+		raw, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.NoError(t, err)
+		require.Equal(t, http.StatusBadRequest, resp.StatusCode, "two Stripe-Signature lines: %s", raw)
+		assert.Contains(t, string(raw), `"invalid_signature"`)
+	}
+
 	big := h.do(http.MethodPost, "/v1/webhooks/fakepay", strings.Repeat("x", 70<<10), nil)
 	assert.Equal(t, http.StatusRequestEntityTooLarge, big.status)
 
