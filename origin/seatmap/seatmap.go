@@ -6,12 +6,13 @@
 package seatmap
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // Map is an event's seating, as created with the event ("seating").
@@ -34,18 +35,17 @@ type Section struct {
 	noPrice, zeroCapacity bool
 }
 
-// UnmarshalJSON reads a section, refusing fields it does not have, as the
-// request it comes in does.
-func (s *Section) UnmarshalJSON(b []byte) error {
+// UnmarshalJSONFrom reads a section within a request's body, with the
+// body's rules (names match exactly, none unknown), so an error names the
+// field by its whole path.
+func (s *Section) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
 	var in struct {
 		ID       string `json:"id"`
 		Price    *int64 `json:"price"`
 		Rows     []Row  `json:"rows"`
 		Capacity *int64 `json:"capacity"`
 	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&in); err != nil {
+	if err := json.UnmarshalDecode(dec, &in, json.RejectUnknownMembers(true)); err != nil {
 		return err
 	}
 	*s = Section{ID: in.ID, Rows: in.Rows, noPrice: in.Price == nil}
@@ -56,6 +56,12 @@ func (s *Section) UnmarshalJSON(b []byte) error {
 		s.Capacity, s.zeroCapacity = *in.Capacity, *in.Capacity == 0
 	}
 	return nil
+}
+
+// UnmarshalJSON reads a section for encoding/json (the ledger's copy of
+// the map), by the same rules.
+func (s *Section) UnmarshalJSON(b []byte) error {
+	return json.Unmarshal(b, s)
 }
 
 // GA reports whether the section is general admission.
