@@ -199,6 +199,10 @@ func (a *Admin) fail(w http.ResponseWriter, r *http.Request, err error) {
 	if apiErr.Err != nil {
 		msg = apiErr.Err.Error()
 	}
+	if apiErr.HTTPStatus == http.StatusServiceUnavailable {
+		// A 503 means "try again", and says when, as the handler's does.
+		w.Header().Set("Retry-After", strconv.Itoa(unavailableRetryFor(apiErr.Err)))
+	}
 	_ = writeJSON(w, apiErr.HTTPStatus, struct {
 		Error   string `json:"error"`
 		Message string `json:"message"`

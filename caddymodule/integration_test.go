@@ -1141,10 +1141,27 @@ func TestRedisDown(t *testing.T) {
 	assert.Equal(t, http.StatusServiceUnavailable, res.StatusCode)
 	assert.Contains(t, res.body, `http-equiv="refresh"`)
 
-	// The admin API cannot change what it cannot reach.
-	code, body, _ := adminCall(t, adminPort, http.MethodPost, "/waitroom/events/"+evs+"/watermark", `{"raise_by": 1}`)
-	assert.Equal(t, http.StatusServiceUnavailable, code)
-	assert.Equal(t, "queue_unavailable", body["error"])
+	// The admin API cannot change what it cannot reach, and says when to
+	// try again, as the handler does.
+	for _, call := range []struct{ path, body string }{
+		{"/watermark", `{"raise_by": 1}`}, {"/sold_out", `{"sold_out": true}`},
+		{"/pause", `{"paused": true}`}, {"/hard_cap", `{"hard_cap": 9}`}, {"/log", ""},
+	} {
+		method := http.MethodPost
+		if call.body == "" {
+			method = http.MethodGet
+		}
+		res := adminDo(t, 10*time.Second, func() *http.Request {
+			req, err := http.NewRequest(method, fmt.Sprintf("http://localhost:%d/waitroom/events/%s%s", adminPort, evs, call.path), strings.NewReader(call.body))
+			require.NoError(t, err)
+			return req
+		})
+		raw, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		assert.Equal(t, http.StatusServiceUnavailable, res.StatusCode, "%s: %s", call.path, raw)
+		assert.Equal(t, "5", res.Header.Get("Retry-After"), call.path)
+		assert.Contains(t, string(raw), `"error":"queue_unavailable"`, call.path)
+	}
 
 	// Redis comes back empty (this one keeps nothing on disk): the gateway
 	// reconnects by itself and puts back the queue it remembers, so the

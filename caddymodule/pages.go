@@ -405,18 +405,24 @@ func (h *Handler) soldOut(w http.ResponseWriter, r *http.Request, repl *placehol
 	return h.render(w, http.StatusGone, h.soldOutPage, SoldOutPage{Page: p, Event: h.Event})
 }
 
+// unavailableRetryFor is the Retry-After of a 503 the store's err caused:
+// how soon what it waits for is likely over.
+func unavailableRetryFor(err error) int {
+	switch {
+	case errors.Is(err, waitroom.ErrRestoring) || errors.Is(err, waitroom.ErrNoState):
+		return restoringRetry
+	case errors.Is(err, waitroom.ErrDrawing) || errors.Is(err, waitroom.ErrNotOpen):
+		return drawingRetry
+	}
+	return unavailableRetry
+}
+
 // unavailable answers a new arrival whose position could not be taken
 // because the store is down, or lost the event's state and is having it
 // restored: try again shortly, never a hang or a 500.
 func (h *Handler) unavailable(w http.ResponseWriter, r *http.Request, repl *placeholders, err error) error {
 	h.logger.Debug("queue store unavailable for a new arrival", zap.Int64("event", h.Event), zap.Error(err))
-	retry := unavailableRetry
-	switch {
-	case errors.Is(err, waitroom.ErrRestoring) || errors.Is(err, waitroom.ErrNoState):
-		retry = restoringRetry
-	case errors.Is(err, waitroom.ErrDrawing) || errors.Is(err, waitroom.ErrNotOpen):
-		retry = drawingRetry
-	}
+	retry := unavailableRetryFor(err)
 	hdr := w.Header()
 	hdr.Set(HeaderStatus, StatusUnavailable)
 	hdr.Set("Cache-Control", "no-store")
