@@ -17,12 +17,17 @@ import (
 // own to the site.
 
 // requestUser is the account user_id names for r, "" for an anonymous
-// visitor (or without user_id).
+// visitor (or without user_id). An id no token can carry (a control
+// character, from a query string say) names no account.
 func (h *Handler) requestUser(repl *placeholders) string {
 	if h.UserID == "" {
 		return ""
 	}
-	return strings.TrimSpace(repl.ReplaceAll(h.UserID, ""))
+	id := strings.TrimSpace(repl.ReplaceAll(h.UserID, ""))
+	if !waitroom.ValidSubject(id) {
+		return ""
+	}
+	return id
 }
 
 // serveOthersToken answers user, signed in, who presented t, a valid token

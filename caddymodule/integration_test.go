@@ -544,6 +544,31 @@ func onePositionPerAccount(t *testing.T, store string) {
 	assert.Equal(t, 2.0, join("bob")["position"])
 }
 
+// An id user_id yields that no token can carry (a control character, here
+// from a query string) names no account: the visitor arrives anonymous,
+// never a 500 nor an admitted request the proxy cannot pass on.
+func TestAccountIDWithAControlCharacter(t *testing.T) {
+	ev := testenv.EventID()
+	s := load(t, testenv.FreePort(t), fmt.Sprintf(`
+	waitroom {
+		event %d
+		key k1 %s
+		watermark 10
+		user_id {http.request.uri.query.u}
+	}
+	respond "user {http.request.header.X-Waitroom-User}"`, ev, testSecret))
+	v := newVisitor(t)
+	res := v.get(s.url("/?u=al%01ice"))
+	require.Equal(t, http.StatusOK, res.StatusCode, res.body)
+	assert.Equal(t, "admitted", res.Header.Get(HeaderStatus))
+	assert.NotContains(t, res.body, "al\x01ice")
+	assert.NotEqual(t, "user ", res.body, "an anonymous visitor id is passed on")
+	res = v.get(s.url("/?u=al%01ice"))
+	assert.Equal(t, "admitted", res.Header.Get(HeaderStatus), "with the anonymous token it was given")
+	res = newVisitor(t).get(s.url("/?u=alice"))
+	assert.Equal(t, "user alice", res.body)
+}
+
 // waitroomKeys is the key set of the tests' configs.
 func waitroomKeys(t *testing.T) *waitroom.KeySet {
 	ks, err := waitroom.NewKeySet(nil, waitroom.Key{ID: "k1", Secret: []byte(testSecret)})

@@ -157,21 +157,37 @@ func (m *accountMark) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// MaxPosition is the largest queue position: the largest integer a JSON
+// number carries exactly (2^53−1), which every client reads as written.
+const MaxPosition = 1<<53 - 1
+
+// ValidSubject reports whether a non-empty id can be a token's subject:
+// one without control characters (a tab aside). An admitted request
+// carries it in X-Waitroom-User, where no other control character can go,
+// and no store takes a NUL as text (PostgreSQL refuses it): an id that
+// could never buy is no id.
+func ValidSubject(id string) bool {
+	return strings.IndexFunc(id, func(r rune) bool { return r != '\t' && (r < 0x20 || r == 0x7f) }) < 0
+}
+
 // Validate is called by the parser after the registered claims pass.
 func (c Claims) Validate() error {
 	switch {
 	case c.Subject == "":
 		return errors.New("missing sub")
-	case strings.IndexByte(c.Subject, 0) >= 0:
-		// No store takes it as text (PostgreSQL refuses it): an id that
-		// could never buy is no id.
-		return errors.New("sub holds a NUL character")
+	case !ValidSubject(c.Subject):
+		return errors.New("sub holds a control character")
 	case c.Event <= 0:
 		return errors.New("evt must be a positive number")
 	case c.PreQueue && c.Position != 0:
 		return errors.New("a pre-queue token has no pos")
 	case !c.PreQueue && c.Position <= 0:
 		return errors.New("pos must be a positive number")
+	case c.Position > MaxPosition:
+		// Never handed out: a position is a JSON number, exact to 2^53−1,
+		// and a store that took one near the counter's end as handed out
+		// would have none left to give.
+		return errors.New("pos is past the largest position")
 	case c.IssuedAt == nil:
 		return errors.New("missing iat")
 	}

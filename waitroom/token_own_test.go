@@ -53,7 +53,7 @@ func TestVerifyOwnTakesOwnTokens(t *testing.T) {
 			return ks.IssuePreQueueAccount("u", 42, clock.Now().Add(time.Hour))
 		},
 		"large numbers": func() (Ticket, error) {
-			return ks.Issue("v_z", 999_999_999_999_999_999, 999_999_999_999_999_999, time.Hour)
+			return ks.Issue("v_z", 999_999_999_999_999_999, MaxPosition, time.Hour)
 		},
 		"an older key's": func() (Ticket, error) { return oldSigner.Issue("v_w", 42, 5, time.Hour) },
 	} {

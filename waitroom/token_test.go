@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -144,7 +145,7 @@ func TestSignerMatchesJWT(t *testing.T) {
 		{"queue token", Ticket{Subject: "v_abcdefghijklmnopqrstuv", Event: 42, Position: 123456}},
 		{"pre-queue token", Ticket{Subject: "user-7", Event: 42, PreQueue: true}},
 		{"subject to escape", Ticket{Subject: "a\"b<c>&\u2028é", Event: 1, Position: 1}},
-		{"subject with control bytes", Ticket{Subject: "a\x01b\x7fc\\d\te", Event: 7, Position: 9_000_000_000}},
+		{"subject with a tab and a backslash", Ticket{Subject: "a\\d\te", Event: 7, Position: 9_000_000_000}},
 		{"subject not UTF-8", Ticket{Subject: "a\xffb\u2029", Event: 1, Position: 1}},
 		{"plain account id", Ticket{Subject: "user 7/a.b_c-d@example.com", Event: 8_000_000_123, Position: 1}},
 		{"account's token", Ticket{Subject: "v_bob", Event: 42, Position: 3, Account: true}},
@@ -302,6 +303,10 @@ func TestVerifyRefusesBadTokens(t *testing.T) {
 		{"wrong issuer", sign(jwt.SigningMethodHS256, secretA, kid, claims(func(c jwt.MapClaims) { c["iss"] = "other" }))},
 		{"no sub", sign(jwt.SigningMethodHS256, secretA, kid, claims(func(c jwt.MapClaims) { delete(c, "sub") }))},
 		{"sub with a NUL", sign(jwt.SigningMethodHS256, secretA, kid, claims(func(c jwt.MapClaims) { c["sub"] = "user\x007" }))},
+		{"sub with a line break", sign(jwt.SigningMethodHS256, secretA, kid, claims(func(c jwt.MapClaims) { c["sub"] = "user\r\nX-Other: 1" }))},
+		{"sub with DEL", sign(jwt.SigningMethodHS256, secretA, kid, claims(func(c jwt.MapClaims) { c["sub"] = "user\x7f" }))},
+		{"pos past 2^53-1", sign(jwt.SigningMethodHS256, secretA, kid, claims(func(c jwt.MapClaims) { c["pos"] = int64(MaxPosition) + 1 }))},
+		{"pos the largest int64", sign(jwt.SigningMethodHS256, secretA, kid, claims(func(c jwt.MapClaims) { c["pos"] = int64(math.MaxInt64) }))},
 		{"pos zero", sign(jwt.SigningMethodHS256, secretA, kid, claims(func(c jwt.MapClaims) { c["pos"] = 0 }))},
 		{"pos negative", sign(jwt.SigningMethodHS256, secretA, kid, claims(func(c jwt.MapClaims) { c["pos"] = -5 }))},
 		{"pos a string", sign(jwt.SigningMethodHS256, secretA, kid, claims(func(c jwt.MapClaims) { c["pos"] = "1" }))},
@@ -322,9 +327,22 @@ func TestVerifyRefusesBadTokens(t *testing.T) {
 		})
 	}
 
-	// The control: the untouched token verifies.
+	// The control: the untouched token verifies, and so do the largest
+	// position and a tab in an id.
 	_, err = ks.Verify(good.Raw, 42)
 	require.NoError(t, err)
+	for _, raw := range []string{
+		sign(jwt.SigningMethodHS256, secretA, kid, claims(func(c jwt.MapClaims) { c["pos"] = int64(MaxPosition) })),
+		sign(jwt.SigningMethodHS256, secretA, kid, claims(func(c jwt.MapClaims) { c["sub"] = "user\t7" })),
+	} {
+		_, err = ks.Verify(raw, 42)
+		require.NoError(t, err)
+	}
+	// Nor are such tokens ever signed.
+	_, err = ks.Issue("u", 42, MaxPosition+1, time.Minute)
+	assert.Error(t, err)
+	_, err = ks.Issue("u\r\n", 42, 1, time.Minute)
+	assert.Error(t, err)
 }
 
 func TestVerifyLeeway(t *testing.T) {
