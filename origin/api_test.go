@@ -96,6 +96,11 @@ func TestHoldBadInput(t *testing.T) {
 		{"invariant without a token", "GET", fmt.Sprintf("/v1/admin/events/%d/invariant", ev.ID), nil, nil, 401, "unauthorized"},
 		{"invariant with a wrong token", "GET", fmt.Sprintf("/v1/admin/events/%d/invariant", ev.ID), nil, map[string]string{"Authorization": "Bearer nope"}, 401, "unauthorized"},
 		{"rebuild with a buyer's token", "POST", fmt.Sprintf("/v1/admin/events/%d/rebuild", ev.ID), nil, good(), 401, "unauthorized"},
+		{"invariant with the token as a Basic credential", "GET", fmt.Sprintf("/v1/admin/events/%d/invariant", ev.ID), nil, map[string]string{"Authorization": "Basic " + adminToken}, 401, "unauthorized"},
+		{"invariant with the token alone", "GET", fmt.Sprintf("/v1/admin/events/%d/invariant", ev.ID), nil, map[string]string{"Authorization": adminToken}, 401, "unauthorized"},
+		// The scheme's name is case-insensitive.
+		{"invariant, scheme in lower case", "GET", fmt.Sprintf("/v1/admin/events/%d/invariant", ev.ID), nil, map[string]string{"Authorization": "bearer " + adminToken}, 200, ""},
+		{"invariant, scheme in upper case", "GET", fmt.Sprintf("/v1/admin/events/%d/invariant", ev.ID), nil, map[string]string{"Authorization": "BEARER " + adminToken}, 200, ""},
 		{"invariant of an unknown event", "GET", "/v1/admin/events/999999999999999/invariant", nil, admin(), 404, "not_found"},
 		{"create event without a token", "POST", "/v1/events", `{"name":"x","capacity":1,"price":1,"currency":"usd"}`, nil, 401, "unauthorized"},
 	}

@@ -170,10 +170,10 @@ func bearer(w http.ResponseWriter, r *http.Request, token, whose string) bool {
 }
 
 // bearerToken is the request's "Authorization: Bearer <token>", "" when
-// it has none.
+// it has none. The scheme's name is case-insensitive (RFC 9110 §11.1).
 func bearerToken(r *http.Request) string {
-	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !ok {
+	scheme, got, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
 		return ""
 	}
 	return strings.TrimSpace(got)

@@ -249,7 +249,8 @@ func authenticate(_ context.Context, in *openapi3filter.AuthenticationInput) err
 	r := in.RequestValidationInput.Request
 	switch in.SecuritySchemeName {
 	case "adminBearer", "gateBearer":
-		if strings.HasPrefix(r.Header.Get("Authorization"), "Bearer ") {
+		// HTTP's authentication scheme names are case-insensitive.
+		if scheme, _, ok := strings.Cut(r.Header.Get("Authorization"), " "); ok && strings.EqualFold(scheme, "Bearer") {
 			return nil
 		}
 		return errors.New("no Authorization: Bearer header")
