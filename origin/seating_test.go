@@ -150,11 +150,11 @@ func TestCreateSeatedEvent(t *testing.T) {
 	// Names inside the map match exactly, as everywhere in a body, and an
 	// error names the field by its whole path.
 	for raw, message := range map[string]string{
-		`{"id":"A","Price":1,"rows":[{"id":"1","seats":5}]}`: `unknown field \"seating.sections[0].Price\": names are case-sensitive (\"seating.sections[0].price\")`,
-		`{"ID":"A","price":1,"rows":[{"id":"1","seats":5}]}`: `unknown field \"seating.sections[0].ID\"`,
-		`{"id":"A","price":1,"rows":[{"id":"1","Seats":5}]}`: `unknown field \"seating.sections[0].rows[0].Seats\": names are case-sensitive (\"seating.sections[0].rows[0].seats\")`,
+		`{"id":"A","Price":1,"rows":[{"id":"1","seats":5}]}`:           `unknown field \"seating.sections[0].Price\": names are case-sensitive (\"seating.sections[0].price\")`,
+		`{"ID":"A","price":1,"rows":[{"id":"1","seats":5}]}`:           `unknown field \"seating.sections[0].ID\"`,
+		`{"id":"A","price":1,"rows":[{"id":"1","Seats":5}]}`:           `unknown field \"seating.sections[0].rows[0].Seats\": names are case-sensitive (\"seating.sections[0].rows[0].seats\")`,
 		`{"id":"A","price":1,"rows":[{"id":"1","seats":5,"extra":1}]}`: `unknown field \"seating.sections[0].rows[0].extra\"`,
-		`{"id":"A","price":1,"rows":[{"id":"1","seats":"5"}]}`: `\"seating.sections[0].rows[0].seats\" must be a whole number`,
+		`{"id":"A","price":1,"rows":[{"id":"1","seats":"5"}]}`:         `\"seating.sections[0].rows[0].seats\" must be a whole number`,
 	} {
 		body := `{"name":"Final","currency":"inr","seating":{"sections":[` + raw + `]}}`
 		res := h.do(http.MethodPost, "/v1/events", body, admin())
