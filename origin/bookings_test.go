@@ -606,8 +606,15 @@ func TestCancellationChunkedBodyTooLarge(t *testing.T) {
 	assert.Zero(t, h.fp.Refunds(), "nothing refunded")
 	assert.Equal(t, int64(1), h.requireSeatsOnce(ev.ID).Confirmed, "the seat is still sold")
 
-	// A small chunked body is read through and ignored, as a declared one is.
-	res = h.do(http.MethodPost, "/v1/bookings/"+b.BookingID+"/cancellation", chunked(10), h.auth("ann", ev.ID))
+	// A small chunked body is read through and judged, as a declared one
+	// is: the route has no fields, so anything but an empty object is 400.
+	for _, body := range []string{"xxxxxxxxxx", `{"reason":"x"}`, `[]`, `{}{}`} {
+		res = h.do(http.MethodPost, "/v1/bookings/"+b.BookingID+"/cancellation", struct{ io.Reader }{strings.NewReader(body)}, h.auth("ann", ev.ID))
+		require.Equal(t, http.StatusBadRequest, res.status, "%s: %s", body, res.body)
+		assert.Equal(t, "invalid_request", res.errorCode(t))
+	}
+	assert.Zero(t, h.fp.Refunds(), "nothing refunded")
+	res = h.do(http.MethodPost, "/v1/bookings/"+b.BookingID+"/cancellation", struct{ io.Reader }{strings.NewReader(" {} ")}, h.auth("ann", ev.ID))
 	require.Equal(t, http.StatusOK, res.status, "%s", res.body)
 	assert.Equal(t, int64(1), h.fp.Refunds())
 
@@ -618,7 +625,7 @@ func TestCancellationChunkedBodyTooLarge(t *testing.T) {
 	var kept holdJSON
 	h.do(http.MethodGet, "/v1/holds/"+held.HoldID, nil, h.auth("bob", ev.ID)).json(t, &kept)
 	assert.Equal(t, "pending", kept.Status, "the hold is kept")
-	res = h.do(http.MethodDelete, "/v1/holds/"+held.HoldID, chunked(10), h.auth("bob", ev.ID))
+	res = h.do(http.MethodDelete, "/v1/holds/"+held.HoldID, struct{ io.Reader }{strings.NewReader("{}")}, h.auth("bob", ev.ID))
 	require.Equal(t, http.StatusNoContent, res.status, "%s", res.body)
 }
 

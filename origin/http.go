@@ -1,6 +1,7 @@
 package origin
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -90,14 +91,20 @@ func bodyTooLarge(w http.ResponseWriter, r *http.Request) bool {
 
 // noBodyTooLarge is bodyTooLarge for a route that takes no body: a body
 // sent without a declared length (chunked) is read through, at most
-// MaxBodyBytes of it, and thrown away, so that one over the limit is 413 as
-// well, before the route does anything (docs/api.md: a body over 64 KiB is
-// 413 request_too_large).
+// MaxBodyBytes of it, so that one over the limit is 413 as well, before the
+// route does anything (docs/api.md: a body over 64 KiB is 413
+// request_too_large). A body sent anyway must be an empty object: any field
+// in it is unknown, and anything else is not JSON, both 400 as on every
+// other route.
 func noBodyTooLarge(w http.ResponseWriter, r *http.Request) bool {
 	if bodyTooLarge(w, r) {
 		return true
 	}
-	if _, resp := readBody(w, r); resp != nil {
+	body, resp := readBody(w, r)
+	if resp == nil && len(bytes.TrimSpace(body)) > 0 {
+		resp = decodeStrict(body, &struct{}{})
+	}
+	if resp != nil {
 		writeResponse(w, *resp)
 		return true
 	}
