@@ -721,3 +721,45 @@ func ticketVerifier(t *testing.T, secret []byte) *ticketcode.Verifier {
 	require.NoError(t, err)
 	return v
 }
+
+// TestOwnResourcesNeedTheWatermark: a buyer's reads, release and
+// cancellation take the position at or below the watermark, as paying does
+// (docs/api.md §5); a token of the same user above it is 403 not_admitted,
+// and another user's resource is still 404 whatever the position.
+func TestOwnResourcesNeedTheWatermark(t *testing.T) {
+	h := newPayHarness(t, payOptions{})
+	ev := h.createEvent(map[string]any{"capacity": 4})
+	held := h.holdOne(ev.ID, "ann", 1)
+	b := h.mustBook(ev.ID, "bob", h.holdOne(ev.ID, "bob", 1).HoldID, payment.MethodVisa)
+	require.Equal(t, "confirmed", h.settled(ev.ID, "bob", b.BookingID).Status)
+
+	// createEvent admits up to position 1,000,000.
+	above := func(user string) map[string]string {
+		return map[string]string{waitroom.TokenHeader: h.token(user, ev.ID, 1_000_001)}
+	}
+	for _, c := range []struct {
+		method, path, user string
+		status             int
+		code               string
+	}{
+		{http.MethodGet, "/v1/holds/" + held.HoldID, "ann", http.StatusForbidden, "not_admitted"},
+		{http.MethodDelete, "/v1/holds/" + held.HoldID, "ann", http.StatusForbidden, "not_admitted"},
+		{http.MethodGet, "/v1/bookings/" + b.BookingID, "bob", http.StatusForbidden, "not_admitted"},
+		{http.MethodPost, "/v1/bookings/" + b.BookingID + "/cancellation", "bob", http.StatusForbidden, "not_admitted"},
+		{http.MethodGet, "/v1/holds/" + held.HoldID, "bob", http.StatusNotFound, "not_found"},
+		{http.MethodGet, "/v1/bookings/" + b.BookingID, "ann", http.StatusNotFound, "not_found"},
+	} {
+		res := h.do(c.method, c.path, nil, above(c.user))
+		require.Equal(t, c.status, res.status, "%s %s as %s: %s", c.method, c.path, c.user, res.body)
+		assert.Equal(t, c.code, res.errorCode(t))
+	}
+	// Nothing changed, and the admitted token still reads and acts.
+	var kept holdJSON
+	res := h.do(http.MethodGet, "/v1/holds/"+held.HoldID, nil, h.auth("ann", ev.ID))
+	require.Equal(t, http.StatusOK, res.status, "%s", res.body)
+	res.json(t, &kept)
+	assert.Equal(t, "pending", kept.Status)
+	assert.Equal(t, "confirmed", h.booking(ev.ID, "bob", b.BookingID).Status)
+	assert.Zero(t, h.fp.Refunds())
+	require.Equal(t, http.StatusNoContent, h.do(http.MethodDelete, "/v1/holds/"+held.HoldID, nil, h.auth("ann", ev.ID)).status)
+}

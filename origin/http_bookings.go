@@ -158,7 +158,9 @@ func (s bookingsAPI) createBookingRequest(w http.ResponseWriter, r *http.Request
 }
 
 // bookingForUser reads booking {id} for the token's owner: 401 without a
-// valid token, 404 when it does not exist or belongs to someone else.
+// valid token, 404 when it does not exist or belongs to someone else, 403
+// when the token's position is above the watermark (the owner's, as for
+// paying: a pause or the hard cap never stops a buyer reading a purchase).
 func (s bookingsAPI) bookingForUser(w http.ResponseWriter, r *http.Request) (ledger.Booking, bool) {
 	if !hasAnyToken(r) {
 		writeResponse(w, errInvalidToken)
@@ -182,6 +184,15 @@ func (s bookingsAPI) bookingForUser(w http.ResponseWriter, r *http.Request) (led
 	}
 	if ticket.Subject != b.UserID {
 		writeResponse(w, noBooking)
+		return ledger.Booking{}, false
+	}
+	ev, err := s.seats.Registry().Event(r.Context(), b.EventID)
+	if err != nil {
+		lookupFailed(w, err, "event")
+		return ledger.Booking{}, false
+	}
+	if !s.gate.reachedWatermark(r.Context(), ev, ticket.Position) {
+		writeResponse(w, notAdmitted(r.Context(), ev))
 		return ledger.Booking{}, false
 	}
 	return b, true

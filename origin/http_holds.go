@@ -267,7 +267,8 @@ func (s holdsAPI) createHold(w http.ResponseWriter, r *http.Request) response {
 var errNoSuchHold = errorResponse(http.StatusNotFound, "not_found", "no such hold")
 
 // holdForUser reads hold {id} for the token's owner: 401 without a valid
-// token, 404 when it does not exist or belongs to someone else.
+// token, 404 when it does not exist or belongs to someone else, 403 when
+// the token's position is above the watermark (as for paying).
 func (s holdsAPI) holdForUser(w http.ResponseWriter, r *http.Request) (ledger.Hold, *seats.Event, bool) {
 	if !hasAnyToken(r) {
 		writeResponse(w, errInvalidToken)
@@ -295,6 +296,10 @@ func (s holdsAPI) holdForUser(w http.ResponseWriter, r *http.Request) (ledger.Ho
 	ev, err := s.seats.Registry().Event(r.Context(), h.EventID)
 	if err != nil {
 		lookupFailed(w, err, "event")
+		return ledger.Hold{}, nil, false
+	}
+	if !s.gate.reachedWatermark(r.Context(), ev, ticket.Position) {
+		writeResponse(w, notAdmitted(r.Context(), ev))
 		return ledger.Hold{}, nil, false
 	}
 	return h, ev, true
