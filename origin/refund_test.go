@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -514,11 +515,21 @@ func TestRefundsPendingAtTheProviderAreNoMoneyBack(t *testing.T) {
 			assert.Equal(t, b.Amount-30000, own[1].Amount)
 			assert.Equal(t, own[1].ID, row.RefundID, "the origin's refund is kept, to ask about it")
 
+			if method == payment.MethodSilent {
+				// Its webhook lost: the provider's posts go nowhere.
+				lost := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+				defer lost.Close()
+				h.fp.SetWebhookURL(lost.URL)
+				defer h.fp.SetWebhookURL(h.url + "/v1/webhooks/fakepay")
+			}
 			require.NoError(t, h.fp.SettleRefund(r.ID, payment.RefundFailed))
 			require.NoError(t, h.fp.WaitIdle(ctx))
 			if method != payment.MethodSilent {
 				got := h.booking(ev.ID, "ann", b.BookingID)
 				assert.Equal(t, "failed", got.RefundStatus, "told by the other refund's webhook: %+v", got)
+			} else {
+				got := h.booking(ev.ID, "ann", b.BookingID)
+				assert.Equal(t, "pending", got.RefundStatus, "not told: %+v", got)
 			}
 			h.reconcile()
 			h.reconcile()

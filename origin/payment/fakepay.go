@@ -182,6 +182,9 @@ type fakeRefund struct {
 	Refund
 	bookingID string
 	created   time.Time
+	// atProvider marks a refund made from the dashboard (RefundAtProvider),
+	// whose webhooks a silent payment sends too.
+	atProvider bool
 }
 
 type fakeEvent struct {

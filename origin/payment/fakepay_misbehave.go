@@ -91,7 +91,7 @@ func (f *Fakepay) RefundAtProvider(paymentID string, amount int64) (Refund, erro
 		status = RefundPending
 	}
 	r := &fakeRefund{Refund: Refund{ID: "re_" + randomID(), PaymentID: p.ID, Amount: amount, Currency: p.Currency,
-		Status: status}, bookingID: p.BookingID, created: now.UTC().Truncate(time.Second)}
+		Status: status}, bookingID: p.BookingID, created: now.UTC().Truncate(time.Second), atProvider: true}
 	f.refunds[r.ID] = r
 	p.refundIDs = append(p.refundIDs, r.ID)
 	p.AmountRefunded += amount

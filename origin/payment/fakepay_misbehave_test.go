@@ -118,6 +118,43 @@ func TestFakepayRefundAtProviderOfASilentPayment(t *testing.T) {
 	assert.EqualValues(t, 900, events[0].AmountRefunded)
 }
 
+// The end of a dashboard refund left pending is news too: a silent
+// payment sends it (refund.updated and charge.refunded), as it sent the
+// refund's charge.refunded; the end of a refund the origin made of it
+// sends nothing, as its own outcome did not.
+func TestFakepaySilentPaymentsDashboardRefundEnds(t *testing.T) {
+	clock := newClock()
+	rcv := newReceiver(t, clock)
+	fp := newFakepay(t, FakepayConfig{WebhookURL: rcv.srv.URL, Now: clock.Now})
+	p, err := fp.CreatePayment(t.Context(), CreateRequest{BookingID: "b_s", Amount: 900, Currency: "inr", PaymentMethod: MethodSilent})
+	require.NoError(t, err)
+	require.NoError(t, fp.SetRefundOutcome(p.ID, RefundPending))
+	dashboard, err := fp.RefundAtProvider(p.ID, 300)
+	require.NoError(t, err)
+	require.Equal(t, RefundPending, dashboard.Status)
+	rcv.waitFor(1)
+	own, err := fp.Refund(t.Context(), RefundRequest{PaymentID: p.ID, BookingID: "b_s", IdempotencyKey: "r1"})
+	require.NoError(t, err)
+	require.Equal(t, RefundPending, own.Status)
+
+	require.NoError(t, fp.SettleRefund(own.ID, RefundSucceeded))
+	require.NoError(t, fp.SettleRefund(dashboard.ID, RefundSucceeded))
+	rcv.waitFor(2)
+	require.NoError(t, fp.WaitIdle(t.Context()))
+	_, events, _ := rcv.snapshot()
+	var types []string
+	var refunded int64
+	for _, ev := range events {
+		types = append(types, ev.Type)
+		if ev.Type == "charge.refunded" {
+			refunded = max(refunded, ev.AmountRefunded)
+		}
+	}
+	assert.ElementsMatch(t, []string{"charge.refunded", "refund.updated", "charge.refunded"}, types,
+		"the dashboard refund's creation and end; nothing of the origin's own")
+	assert.EqualValues(t, 900, refunded, "the charge as it ended")
+}
+
 // A payment's amount changes at the provider only until the origin reads it
 // succeeded (GetPayment, or a create repeated with its key): Stripe fixes it
 // once the payment succeeds, and a change landing between the origin's read

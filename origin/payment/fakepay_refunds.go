@@ -135,7 +135,8 @@ func (f *Fakepay) SetRefundOutcome(paymentID string, s RefundStatus) error {
 // SettleRefund ends a pending refund (succeeded or failed), or fails one
 // that succeeded (as a card refund can, days later), and sends its webhook:
 // refund.updated and charge.refunded when it succeeded, refund.failed when
-// it failed.
+// it failed (for a silent payment only when the refund was made at the
+// provider).
 func (f *Fakepay) SettleRefund(refundID string, s RefundStatus) error {
 	f.mu.Lock()
 	r, ok := f.refunds[refundID]
@@ -161,7 +162,10 @@ func (f *Fakepay) SettleRefund(refundID string, s RefundStatus) error {
 		f.mu.Unlock()
 		return fmt.Errorf("fakepay: settle refund %s (%s) as %s: %w", refundID, r.Status, s, ErrInvalidRequest)
 	}
-	silent := p.silent
+	// A silent payment's refunds send nothing, but one made from the
+	// dashboard is news the origin has no other way to learn of, as its
+	// charge.refunded was (RefundAtProvider): its end is sent too.
+	silent := p.silent && !r.atProvider
 	f.mu.Unlock()
 	if !silent {
 		for _, ev := range evs {
