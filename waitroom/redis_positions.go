@@ -4,6 +4,7 @@ import (
 	"context"
 	_ "embed"
 	"fmt"
+	"runtime"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -181,6 +182,10 @@ func (r *RedisStore) nextGathered(ctx context.Context, event int64, d time.Durat
 // is left.
 func (r *RedisStore) takeBatches(event int64, e *redisEvent) {
 	for {
+		// The arrival that started this goroutine, or the batch's
+		// answer, made it runnable ahead of requests already read: let
+		// them run first, so they join this take rather than the next.
+		runtime.Gosched()
 		r.mu.Lock()
 		b := e.gathering
 		if b == nil {
