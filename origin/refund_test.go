@@ -419,9 +419,9 @@ func TestRefundsPendingAtTheProviderAreNoMoneyBack(t *testing.T) {
 	}
 	// sale: ann's booking of two seats, paid with method, settled when the
 	// provider says so at once (silent: by the reconciliation, later).
-	sale := func(t *testing.T, method string) (*payHarness, eventJSON, bookingJSON) {
+	sale := func(t *testing.T, method string, o ...payOptions) (*payHarness, eventJSON, bookingJSON) {
 		t.Helper()
-		h := newPayHarness(t, payOptions{})
+		h := newPayHarness(t, append(o, payOptions{})[0])
 		ev := h.createEvent(map[string]any{"capacity": 8, "hold_ttl_seconds": 600})
 		b := h.mustBook(ev.ID, "ann", h.holdOne(ev.ID, "ann", 2).HoldID, method)
 		if method != payment.MethodSilent {
@@ -477,6 +477,40 @@ func TestRefundsPendingAtTheProviderAreNoMoneyBack(t *testing.T) {
 		assert.Empty(t, got.Tickets)
 		balanced(h, ev.ID, 0)
 	})
+
+	// One that ends while the provider's webhooks cannot reach the origin
+	// (its endpoint down past the provider's retries) is found by the
+	// reconciliation, which keeps asking about a sale with one pending.
+	for _, amount := range []int64{0, 30000} {
+		t.Run(fmt.Sprintf("pending, then succeeded, its webhooks lost: %d", amount), func(t *testing.T) {
+			h, ev, b := sale(t, payment.MethodVisa, payOptions{fakepay: payment.FakepayConfig{MaxAttempts: 1}})
+			r := dashboard(h, b, amount)
+			require.Equal(t, "confirmed", h.settled(ev.ID, "ann", b.BookingID).Status)
+			down := httptest.NewServer(http.NotFoundHandler())
+			down.Close()
+			h.fp.SetWebhookURL(down.URL + "/v1/webhooks/fakepay")
+			require.NoError(t, h.fp.SettleRefund(r.ID, payment.RefundSucceeded))
+			require.NoError(t, h.fp.WaitIdle(ctx))
+			h.fp.SetWebhookURL(h.url + "/v1/webhooks/fakepay")
+			require.Equal(t, "confirmed", h.booking(ev.ID, "ann", b.BookingID).Status, "not told")
+
+			h.reconcile()
+			got := h.settled(ev.ID, "ann", b.BookingID)
+			if amount == 0 {
+				assert.Equal(t, "refunded", got.Status, "%+v", got)
+				assert.Empty(t, got.Tickets)
+				balanced(h, ev.ID, 0)
+			} else {
+				assert.Equal(t, "confirmed", got.Status, "%+v", got)
+				assert.Equal(t, amount, amountRefunded(h, ev.ID, "ann", b.BookingID))
+				balanced(h, ev.ID, b.Amount-amount)
+			}
+			row, err := h.ledger.Bookings().Get(ctx, b.BookingID)
+			require.NoError(t, err)
+			assert.False(t, row.ProviderRefundPending, "nothing pending is left to ask about")
+			assert.Zero(t, h.reconcile(), "nor asked about again")
+		})
+	}
 
 	t.Run("the buyer cancels while one is pending", func(t *testing.T) {
 		h, ev, b := sale(t, payment.MethodVisa)

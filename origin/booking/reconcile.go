@@ -27,6 +27,8 @@ func (s *Settlement) SettleUnsettled(ctx context.Context, b ledger.Booking) erro
 		err = s.resolvePayment(ctx, b)
 	case b.Status == ledger.BookingFailed:
 		err = s.recheckFailed(ctx, b)
+	case b.Status == ledger.BookingConfirmed && b.ProviderRefundPending:
+		err = s.partlyRefunded(ctx, b, payment.Event{})
 	}
 	if err != nil {
 		s.metrics.PaymentChecks.WithLabelValues("error").Inc()

@@ -258,10 +258,10 @@ func (s *Settlement) chargeRefunded(ctx context.Context, b ledger.Booking, ev pa
 		return fmt.Errorf("charge refunded, booking %s: %w", b.ID, err)
 	}
 	if p.Returned() < b.Amount {
-		if b.Status == ledger.BookingConfirmed && p.Returned() > 0 {
+		if b.Status == ledger.BookingConfirmed && (p.Returned() > 0 || p.RefundPending > 0) {
 			// The rest is in refunds still pending, or came back after
 			// one failed: the sale stands, with what went back recorded.
-			return s.recordPartlyRefunded(ctx, b, p.Returned(), ev.ID)
+			return s.recordPartlyRefunded(ctx, b, p, ev.ID)
 		}
 		s.log.Info("charge.refunded for a payment not refunded for good: ignored", "booking", b.ID, "event", ev.ID,
 			"refunded", p.AmountRefunded, "pending", p.RefundPending)
@@ -286,7 +286,9 @@ func (s *Settlement) chargeRefunded(ctx context.Context, b ledger.Booking, ev pa
 // at the provider (its dashboard, say): the sale stands, with its tickets,
 // and the amount returned is recorded on the booking and counted apart in
 // the money report. The provider's present word decides, as the event may
-// be older than another refund: all of it returned ends the sale.
+// be older than another refund: all of it returned ends the sale. The
+// payment reconciliation calls it too (with no event), for a booking that
+// had such a refund pending when last looked at.
 func (s *Settlement) partlyRefunded(ctx context.Context, b ledger.Booking, ev payment.Event) error {
 	pctx, cancel := s.paymentContext(ctx)
 	p, err := s.payments.GetPayment(pctx, b.PaymentID)
@@ -294,25 +296,25 @@ func (s *Settlement) partlyRefunded(ctx context.Context, b ledger.Booking, ev pa
 	if err != nil {
 		return fmt.Errorf("charge partly refunded, booking %s: %w", b.ID, err)
 	}
-	switch {
-	case p.Returned() >= b.Amount:
+	if p.Returned() >= b.Amount {
 		return s.refundedAtProvider(ctx, b.ID)
-	case p.Returned() <= 0 && b.AmountRefunded == 0:
-		return nil
 	}
-	return s.recordPartlyRefunded(ctx, b, p.Returned(), ev.ID)
+	return s.recordPartlyRefunded(ctx, b, p, ev.ID)
 }
 
-// recordPartlyRefunded records returned, the part of confirmed booking b's
-// payment the provider gave back for good; event names the webhook that
-// told (” for none).
-func (s *Settlement) recordPartlyRefunded(ctx context.Context, b ledger.Booking, returned int64, event string) error {
-	got, changed, err := s.ledger.Bookings().PartlyRefunded(ctx, b.ID, returned, s.now())
+// recordPartlyRefunded records the part of confirmed booking b's payment p
+// the provider gave back for good, and whether a refund of it is still
+// pending there, whose end the reconciliation then asks about (its webhooks
+// may never come); event names the webhook that told (” for none).
+func (s *Settlement) recordPartlyRefunded(ctx context.Context, b ledger.Booking, p payment.Payment, event string) error {
+	got, changed, err := s.ledger.Bookings().PartlyRefunded(ctx, b.ID, max(p.Returned(), 0), p.RefundPending > 0, s.now())
 	if err != nil || !changed {
 		return err
 	}
-	s.log.Warn("partial refund at the provider: the sale stands, the amount returned is recorded", "booking", b.ID,
-		"event", event, "refunded", got.AmountRefunded, "amount", got.Amount)
+	if got.AmountRefunded != b.AmountRefunded {
+		s.log.Warn("partial refund at the provider: the sale stands, the amount returned is recorded", "booking", b.ID,
+			"event", event, "refunded", got.AmountRefunded, "amount", got.Amount, "pending", p.RefundPending)
+	}
 	return nil
 }
 

@@ -131,10 +131,11 @@ func (s *Settlement) settlePaymentOnce(ctx context.Context, b ledger.Booking, pa
 		if paid != nil {
 			paid.Recorded.Store(true)
 		}
-		if known != nil && known.Returned() > 0 {
+		if known != nil && (known.Returned() > 0 || known.RefundPending > 0) {
 			// Part of it went back at the provider before the sale was
-			// settled, whose charge.refunded found nothing to record it on.
-			return s.recordPartlyRefunded(ctx, b, known.Returned(), "")
+			// settled (or is on its way back), whose charge.refunded found
+			// nothing to record it on.
+			return s.recordPartlyRefunded(ctx, b, *known, "")
 		}
 		return nil
 	case err == nil:

@@ -80,6 +80,9 @@ type Booking struct {
 	// HoldUntil: when the booking keeps its hold until, for its payment
 	// (nil for one made without, before migration 016).
 	HoldUntil *time.Time `db:"hold_until"`
+	// ProviderRefundPending: a refund made at the provider of a confirmed
+	// booking's payment was pending when last looked at (migration 024).
+	ProviderRefundPending bool `db:"provider_refund_pending"`
 }
 
 // NewBooking is what a booking is created with.
@@ -225,9 +228,11 @@ func (b Bookings) Revive(ctx context.Context, id, paymentID string, now time.Tim
 }
 
 // PartlyRefunded records the money of a confirmed booking's payment the
-// provider says was returned, less than the whole: the sale stands.
-func (b Bookings) PartlyRefunded(ctx context.Context, id string, refunded int64, now time.Time) (Booking, bool, error) {
-	return b.change(ctx, "record partial refund of booking "+id, sqlPartlyRefunded, id, refunded, now)
+// provider says was returned, less than the whole: the sale stands. pending:
+// a refund made at the provider is still on its way, so the payment
+// reconciliation asks about the booking until none is.
+func (b Bookings) PartlyRefunded(ctx context.Context, id string, refunded int64, pending bool, now time.Time) (Booking, bool, error) {
+	return b.change(ctx, "record partial refund of booking "+id, sqlPartlyRefunded, id, refunded, now, pending)
 }
 
 // RefundedInFullAfterEntry records that all of a confirmed booking's

@@ -303,7 +303,7 @@ const (
 		status, status_reason, provider, payment_method, coalesce(payment_id, '') AS payment_id, overflow,
 		refund_status, coalesce(refund_id, '') AS refund_id, refund_attempts, idempotency_key, request_digest, response,
 		created_at, updated_at, confirmed_at, checked_at, failure_checks::int AS failure_checks, amount_refunded,
-		refund_error, refund_retry_at, hold_until`
+		refund_error, refund_retry_at, hold_until, provider_refund_pending`
 
 	sqlInsertBooking = `INSERT INTO bookings (id, hold_id, event_id, user_id, quantity, amount, currency, status,
 			provider, payment_method, idempotency_key, request_digest, created_at, updated_at, checked_at, hold_until)
@@ -387,7 +387,9 @@ const (
 						OR checked_at <= $1 - least(interval '1 hour', greatest($1 - $2, checked_at - updated_at))))
 					OR (refund_status = 'failed' AND (refund_retry_at IS NULL OR refund_retry_at <= $1))
 					OR (status = 'failed' AND failure_checks < 5 AND payment_id IS NOT NULL AND refund_status = ''
-						AND checked_at < $1 - ($1 - $2) * power(2, failure_checks)))
+						AND checked_at < $1 - ($1 - $2) * power(2, failure_checks))
+					OR (status = 'confirmed' AND provider_refund_pending
+						AND checked_at <= $1 - least(interval '1 hour', greatest($1 - $2, checked_at - updated_at))))
 				AND checked_at < $2
 			ORDER BY checked_at
 			LIMIT $3
@@ -542,8 +544,9 @@ const (
 
 	// Money of a confirmed booking's payment returned at the provider, not
 	// all of it: the sale stands, the amount returned is recorded.
-	sqlPartlyRefunded = `UPDATE bookings SET amount_refunded = $2, updated_at = $3
-		WHERE id = $1 AND status = 'confirmed' AND $2 < amount AND amount_refunded <> $2
+	sqlPartlyRefunded = `UPDATE bookings SET amount_refunded = $2, provider_refund_pending = $4, updated_at = $3
+		WHERE id = $1 AND status = 'confirmed' AND $2 < amount
+			AND (amount_refunded <> $2 OR provider_refund_pending <> $4)
 		RETURNING ` + bookingColumns
 
 	// A failed refund is tried again as a new attempt, by one node.
@@ -553,11 +556,11 @@ const (
 		RETURNING ` + bookingColumns
 
 	// The payment of a confirmed booking was refunded at the provider.
-	sqlRefundedInFullAfterEntry = `UPDATE bookings SET amount_refunded = amount, updated_at = $2
-		WHERE id = $1 AND status = 'confirmed' AND amount_refunded <> amount
+	sqlRefundedInFullAfterEntry = `UPDATE bookings SET amount_refunded = amount, provider_refund_pending = false, updated_at = $2
+		WHERE id = $1 AND status = 'confirmed' AND (amount_refunded <> amount OR provider_refund_pending)
 		RETURNING ` + bookingColumns
 	sqlRefundedAtProvider = `UPDATE bookings SET status = 'refunded', status_reason = $2, refund_status = 'succeeded',
-			updated_at = $3
+			provider_refund_pending = false, updated_at = $3
 		WHERE id = $1 AND status = 'confirmed'
 		RETURNING ` + bookingColumns
 

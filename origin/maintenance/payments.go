@@ -42,9 +42,10 @@ type Settler interface {
 // their payment PendingAfter after they were made (or last looked at; once
 // their hold's keep is over, each wait twice the one before, at most an
 // hour), owing a refund (one pending at the provider as such a payment is,
-// one the provider refused as invalid only once its wait is over), or
+// one the provider refused as invalid only once its wait is over),
 // failed with a payment asked about fewer than 5 times (each wait twice
-// the one before), leases them (SKIP LOCKED, so nodes split the work), and
+// the one before), or confirmed with a refund made at the provider pending
+// when last seen (waits as a pending refund's), leases them (SKIP LOCKED, so nodes split the work), and
 // hands each to the Settler.
 type PaymentReconciler struct {
 	cfg     PaymentReconcilerConfig
