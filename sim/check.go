@@ -323,10 +323,28 @@ func (w *world) settle(final bool) *violation {
 // mustArrive says whether an event is one the origin has no other way to
 // learn (a refund the provider made on its own, a payment's success after
 // its failure), so that the provider retries it until it lands: never lost
-// for good.
+// for good. A refund made at the provider is news the origin asks for once
+// it marked the booking with one pending there: the payment reconciliation
+// asks about such a booking until none is, and each ask reads every refund
+// the payment has, so an event about the booking may then be lost.
 func (w *world) mustArrive(h hook) bool {
-	return (h.typ == "charge.refunded" && w.providerRefunds[h.booking]) ||
-		(h.typ == "payment_intent.succeeded" && h.method == payment.MethodFailThenSucceed)
+	switch {
+	case h.typ == "payment_intent.succeeded":
+		return h.method == payment.MethodFailThenSucceed
+	case h.typ != "charge.refunded" || !w.providerRefunds[h.booking]:
+		return false
+	}
+	return !w.asksAboutRefunds(h.booking)
+}
+
+// asksAboutRefunds tells whether the origin marked booking id confirmed
+// with a refund pending at the provider, which its payment reconciliation
+// asks about. An unread booking counts as unmarked.
+func (w *world) asksAboutRefunds(id string) bool {
+	ctx, cancel := w.passCtx()
+	defer cancel()
+	b, err := w.oracle.Booking(ctx, id)
+	return err == nil && b.Status == ledger.BookingConfirmed && b.ProviderRefundPending
 }
 
 // deliverMustArrive delivers the queued events that must arrive, until
@@ -465,6 +483,11 @@ func (w *world) money(final bool) *violation {
 			case refunded && b.Status == ledger.BookingConfirmed && b.PaymentID == p.ID && len(tickets) > 0:
 				return violated("money", "payment %s of booking %s refunded at the provider, the booking confirmed with %d valid tickets", p.ID, id, len(tickets))
 			case refunded:
+			case final && b.Status == ledger.BookingConfirmed && b.PaymentID == p.ID && p.RefundPending == 0 && b.AmountRefunded < p.Returned():
+				// Part returned at the provider, none of it pending: the
+				// sale stands and must say how much it kept.
+				return violated("money", "payment %s of booking %s: %d of %d returned at the provider, the confirmed booking records %d returned%s",
+					p.ID, id, p.Returned(), p.Amount, b.AmountRefunded, refundsTold(w.fp.RefundsForPayment(p.ID), b.RefundID))
 			case b.Status == ledger.BookingConfirmed && b.PaymentID == p.ID && int64(len(tickets)) == b.Quantity:
 			case b.RefundStatus == "pending" || b.RefundStatus == "failed":
 			case inFlight:

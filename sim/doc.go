@@ -42,9 +42,13 @@
 //   - webhook: fakepay's webhooks are caught, not delivered; this step
 //     delivers a queued one (any of them: out of order), twice at once to
 //     two nodes, delivers it and keeps it for later (a duplicate), drops it
-//     (lost), has the provider send a payment's outcome again (also a
-//     silent payment's), or delivers every queued event of one booking at
-//     once to different nodes (a burst: a failure and a success racing),
+//     (lost; but an event the origin has no other way to learn, such as a
+//     dashboard refund's charge.refunded, is never lost for good, unless
+//     the origin marked the sale as one with a refund pending at the
+//     provider, which its payment reconciliation asks about), has the
+//     provider send a payment's outcome again (also a silent payment's),
+//     or delivers every queued event of one booking at once to different
+//     nodes (a burst: a failure and a success racing),
 //     or delivers the newest queued event of the buyer's own bookings (own:
 //     only in the pairing below);
 //   - reap, reconcile, resolve, payrecon: one pass of the reaper, the
@@ -59,10 +63,10 @@
 //     on, or a pending one ends late, succeeded or failed, with its
 //     webhooks (queued like the others);
 //   - provider-refund: the provider refunds a third or all of a payment
-//     from its dashboard (charge.refunded), refuses its refunds from now
-//     on as invalid requests, or has a payment whose booking is not
-//     confirmed changed to half its amount (no booking may be confirmed
-//     on it);
+//     from its dashboard (charge.refunded; pending: of a payment whose
+//     refunds stay pending), refuses its refunds from now on as invalid
+//     requests, or has a payment whose booking is not confirmed changed to
+//     half its amount (no booking may be confirmed on it);
 //   - foreign: the provider announces a payment the origin never made, for
 //     a booking nobody knows or one of the run's (left out of the money
 //     check: the origin owes nothing for it);
@@ -154,7 +158,9 @@
 // drift must be 0 (CheckInvariant) and the money must be accounted for: every
 // payment the provider captured ends as a confirmed booking with its
 // tickets, a refund the provider made, or a refund visibly pending or
-// failed on the booking, never kept silently; a booking is "refunded" only
+// failed on the booking, never kept silently; at the end, a sale that
+// stands records at least what the provider returned of its payment, once
+// nothing of it is pending there; a booking is "refunded" only
 // if the provider refunded it; the ledger's MoneyReport adds up and keeps
 // nothing. Short of the end, a booking waiting for its payment within the
 // payment reconciliation's interval is in flight, for both checks: a

@@ -549,7 +549,12 @@ func (w *world) webhook(s Step, n *node) *violation {
 		if w.mustArrive(h) {
 			return nil // the provider retries it until it lands
 		}
-		w.stats.fault("webhook-lost")
+		if h.typ == "charge.refunded" && w.providerRefunds[h.booking] {
+			// Lost while the origin asks about the booking's refunds.
+			w.stats.fault("provider-refund-news-lost")
+		} else {
+			w.stats.fault("webhook-lost")
+		}
 		remove()
 		return nil
 	case WebhookBurst:
@@ -646,6 +651,7 @@ func (w *world) refundOutcome(s Step) {
 	if s.Mode%refundModes == RefundsPending {
 		if p, ok := pick(paid, s.Sel); ok && w.fp.SetRefundOutcome(p.ID, payment.RefundPending) == nil {
 			w.stats.fault("refund-pending")
+			w.slowRefunds[p.ID] = true
 		}
 		return
 	}

@@ -51,8 +51,9 @@ const (
 	// VoidRead: a gate device reads its event's void feed from its cursor.
 	VoidRead
 	// ProviderRefund: the provider refunds all or part of a payment from its
-	// dashboard (charge.refunded), starts refusing its refunds as invalid,
-	// or has a payment not settled yet changed to another amount.
+	// dashboard (charge.refunded), at once or pending, starts refusing its
+	// refunds as invalid, or has a payment not settled yet changed to
+	// another amount.
 	ProviderRefund
 	// Foreign: the provider announces a payment the origin never made.
 	Foreign
@@ -182,10 +183,14 @@ const (
 	// succeeded yet is changed at the provider (fakepay refuses once it
 	// has, as Stripe fixes a succeeded payment's amount).
 	ProviderAmend
+	// ProviderPending: all or a third of a payment whose refunds stay
+	// pending (RefundsPending) is refunded at the provider, so that the
+	// origin must learn of the refund's end, whose events may be lost.
+	ProviderPending
 	providerModes
 )
 
-var providerModeNames = []string{"partial", "full", "refuse", "amend"}
+var providerModeNames = []string{"partial", "full", "refuse", "amend", "pending"}
 
 // Foreign payment modes: for a booking nobody knows, or for a booking the
 // origin has (and paid by its own payment).

@@ -257,14 +257,34 @@ func (w *world) succeeded() []payment.Payment {
 }
 
 // providerRefund: the provider refunds a third or all of a payment from its
-// dashboard, refuses its refunds from now on, or has a payment its booking
-// has not been confirmed for changed to half its amount.
+// dashboard (in pending mode, of one whose refunds stay pending), refuses
+// its refunds from now on, or has a payment its booking has not been
+// confirmed for changed to half its amount.
 func (w *world) providerRefund(s Step) {
-	p, ok := pick(w.succeeded(), s.Sel)
+	paid := w.succeeded()
+	if s.Mode%providerModes == ProviderPending {
+		var slow []payment.Payment
+		for _, p := range paid {
+			if w.slowRefunds[p.ID] {
+				slow = append(slow, p)
+			}
+		}
+		paid = slow
+	}
+	p, ok := pick(paid, s.Sel)
 	if !ok {
 		return
 	}
 	switch s.Mode % providerModes {
+	case ProviderPending:
+		amount := int64(0)
+		if s.Sel%2 == 1 {
+			amount = max(p.Amount/3, 1)
+		}
+		if _, err := w.fp.RefundAtProvider(p.ID, amount); err == nil {
+			w.stats.fault("provider-refund-pending")
+			w.providerRefunds[p.BookingID] = true
+		}
 	case ProviderAmend:
 		ctx, cancel := w.passCtx()
 		defer cancel()

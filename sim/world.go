@@ -216,8 +216,12 @@ type world struct {
 	// the money check leaves them out.
 	foreignPays map[string]bool
 	// providerRefunds are the bookings whose payment the provider refunded
-	// on its own: their charge.refunded events are never lost for good.
+	// on its own: their charge.refunded events are lost for good only while
+	// the origin asks about them (mustArrive).
 	providerRefunds map[string]bool
+	// slowRefunds are the payments whose refunds stay pending at the
+	// provider (RefundOutcome's RefundsPending).
+	slowRefunds map[string]bool
 	// amended are the payments changed to another amount at the provider
 	// before their booking was confirmed: none may confirm one.
 	amended map[string]bool
@@ -293,7 +297,7 @@ func newWorld(tb testing.TB, seed uint64, stats *Stats) (*world, error) {
 	w := &world{
 		tb: tb, setup: setup, ctx: ctx, stats: stats,
 		clock:    &simClock{t: time.Date(2026, 6, 1, 9, 0, 0, 0, time.UTC)},
-		holdKeys: map[string]keyUse{}, bookKeys: map[string]keyUse{}, foreignPays: map[string]bool{}, providerRefunds: map[string]bool{}, amended: map[string]bool{},
+		holdKeys: map[string]keyUse{}, bookKeys: map[string]keyUse{}, foreignPays: map[string]bool{}, providerRefunds: map[string]bool{}, slowRefunds: map[string]bool{}, amended: map[string]bool{},
 	}
 	// The run holds the model's lock from here on; requests let go of it.
 	w.big.Lock()
