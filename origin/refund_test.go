@@ -312,6 +312,38 @@ func TestChargeRefundedAtTheProviderVoidsTheTickets(t *testing.T) {
 	h.requireSeatsOnce(ev.ID)
 }
 
+// Part of a payment returned at the provider (its dashboard) while its
+// booking still waited for it is recorded on the sale however the sale is
+// confirmed: here late, from the overflow reserve, once the hold had
+// lapsed. Its charge.refunded came when there was no sale to record it on;
+// only a confirmation on the booking's own hold recorded it before.
+func TestPartOfALatePaymentReturnedBeforeItSettled(t *testing.T) {
+	ctx := context.Background()
+	h := newPayHarness(t, payOptions{})
+	ev := h.createEvent(map[string]any{"capacity": 2, "overflow_pct": 50, "hold_ttl_seconds": 60})
+	ann := h.holdOne(ev.ID, "ann", 1)
+	b := h.mustBook(ev.ID, "ann", ann.HoldID, payment.MethodSilent)
+	_, err := h.fp.RefundAtProvider(b.PaymentID, 300)
+	require.NoError(t, err)
+	require.NoError(t, h.fp.WaitIdle(ctx))
+	require.Equal(t, "payment_pending", h.booking(ev.ID, "ann", b.BookingID).Status)
+
+	h.expireHold(ev.ID, "ann", ann.HoldID)
+	require.NoError(t, h.fp.Redeliver(ctx, b.PaymentID))
+	got := h.booking(ev.ID, "ann", b.BookingID)
+	require.Equal(t, "confirmed", got.Status, "%+v", got)
+	require.True(t, got.Overflow, "confirmed late, from the reserve")
+	require.Len(t, got.Tickets, 1)
+	row, err := h.ledger.Bookings().Get(ctx, b.BookingID)
+	require.NoError(t, err)
+	assert.Equal(t, int64(300), row.AmountRefunded, "the part returned before the sale")
+	m := h.money(ev.ID)
+	require.NoError(t, m.Err())
+	assert.Equal(t, b.Amount-300, m.Confirmed.Amount, "the sale keeps what the provider kept: %+v", m)
+	fm := h.fp.Money(ev.ID)
+	assert.Equal(t, b.Amount-300, fm.Charged-fm.Refunded, "%+v", fm)
+}
+
 // A late payment confirmed from the overflow reserve and then refunded at
 // the provider gives its seat back to the reserve, as a cancellation does.
 func TestChargeRefundedOfAnOverflowBooking(t *testing.T) {

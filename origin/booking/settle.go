@@ -131,13 +131,6 @@ func (s *Settlement) settlePaymentOnce(ctx context.Context, b ledger.Booking, pa
 		if paid != nil {
 			paid.Recorded.Store(true)
 		}
-		if known != nil && (known.Returned() > 0 || known.RefundPending > 0) {
-			// Part of it went back at the provider before the sale was
-			// settled (or is on its way back), whose charge.refunded found
-			// nothing to record it on.
-			return s.recordPartlyRefunded(ctx, b, *known, "")
-		}
-		return nil
 	case err == nil:
 		// The hold was confirmed already, by a concurrent settlement of
 		// this booking (which confirmed the booking with it).
@@ -161,6 +154,14 @@ func (s *Settlement) settlePaymentOnce(ctx context.Context, b ledger.Booking, pa
 		// failure reported meanwhile, which the success overrides: the
 		// money ends as a sale or a refund, never kept.
 		return s.paidAfterFailure(ctx, b, paymentID, known, paid, revived)
+	}
+	if err == nil && known != nil && (known.Returned() > 0 || known.RefundPending > 0) {
+		// Part of it went back at the provider before the sale was
+		// settled (or is on its way back), whose charge.refunded found
+		// nothing to record it on: recorded if the sale stands, whichever
+		// way it was confirmed (its hold, or late, from the reserve); a
+		// booking that ended otherwise is left as it is.
+		return s.recordPartlyRefunded(ctx, b, *known, "")
 	}
 	return err
 }
