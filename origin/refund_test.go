@@ -315,11 +315,12 @@ func TestChargeRefundedAtTheProviderVoidsTheTickets(t *testing.T) {
 // Part of a payment returned at the provider (its dashboard) while its
 // booking still waited for it is recorded on the sale however the sale is
 // confirmed: here late, from the overflow reserve, once the hold had
-// lapsed. Its charge.refunded came when there was no sale to record it on;
-// only a confirmation on the booking's own hold recorded it before.
+// lapsed. Its charge.refunded came when there was no sale to record it on,
+// and is not delivered again (one attempt); only a confirmation on the
+// booking's own hold recorded it before.
 func TestPartOfALatePaymentReturnedBeforeItSettled(t *testing.T) {
 	ctx := context.Background()
-	h := newPayHarness(t, payOptions{})
+	h := newPayHarness(t, payOptions{fakepay: payment.FakepayConfig{MaxAttempts: 1}})
 	ev := h.createEvent(map[string]any{"capacity": 2, "overflow_pct": 50, "hold_ttl_seconds": 60})
 	ann := h.holdOne(ev.ID, "ann", 1)
 	b := h.mustBook(ev.ID, "ann", ann.HoldID, payment.MethodSilent)
@@ -342,6 +343,51 @@ func TestPartOfALatePaymentReturnedBeforeItSettled(t *testing.T) {
 	assert.Equal(t, b.Amount-300, m.Confirmed.Amount, "the sale keeps what the provider kept: %+v", m)
 	fm := h.fp.Money(ev.ID)
 	assert.Equal(t, b.Amount-300, fm.Charged-fm.Refunded, "%+v", fm)
+}
+
+// A charge.refunded for part of a payment whose booking still waits for it
+// marks the booking: a settlement may be confirming the sale on a word of
+// the provider read before the refund, so once confirmed its refunds are
+// asked about. Before, the event was recorded as handled having done
+// nothing, and a sale confirmed on the older word kept the part returned
+// unrecorded. Here the event comes before the provider shows the refund,
+// which then happens with its own webhooks lost: only the mark tells.
+func TestPartlyRefundedWhileWaitingIsAskedAbout(t *testing.T) {
+	ctx := context.Background()
+	h := newPayHarness(t, payOptions{fakepay: payment.FakepayConfig{MaxAttempts: 1}})
+	ev := h.createEvent(map[string]any{"capacity": 2, "hold_ttl_seconds": 600})
+	b := h.mustBook(ev.ID, "ann", h.holdOne(ev.ID, "ann", 1).HoldID, payment.MethodSilent)
+	charge := []byte(fmt.Sprintf(`{"id":"evt_part","object":"event","type":"charge.refunded","created":1777629600,"data":{"object":`+
+		`{"id":"ch_part","object":"charge","amount":%d,"amount_refunded":300,"currency":"inr","payment_intent":%q,`+
+		`"metadata":{"booking_id":%q}}}}`, b.Amount, b.PaymentID, b.BookingID))
+	res := h.webhook(charge)
+	require.Equal(t, http.StatusOK, res.status, "%s", res.body)
+	assert.Contains(t, string(res.body), `"processed"`)
+	row, err := h.ledger.Bookings().Get(ctx, b.BookingID)
+	require.NoError(t, err)
+	require.Equal(t, "payment_pending", row.Status)
+	require.True(t, row.ProviderRefundPending, "marked to be asked about")
+
+	require.NoError(t, h.fp.Redeliver(ctx, b.PaymentID))
+	require.Equal(t, "confirmed", h.booking(ev.ID, "ann", b.BookingID).Status)
+	down := httptest.NewServer(http.NotFoundHandler())
+	down.Close()
+	h.fp.SetWebhookURL(down.URL + "/v1/webhooks/fakepay")
+	_, err = h.fp.RefundAtProvider(b.PaymentID, 300)
+	require.NoError(t, err)
+	require.NoError(t, h.fp.WaitIdle(ctx))
+	h.fp.SetWebhookURL(h.url + "/v1/webhooks/fakepay")
+
+	h.reconcile()
+	row, err = h.ledger.Bookings().Get(ctx, b.BookingID)
+	require.NoError(t, err)
+	assert.Equal(t, "confirmed", row.Status)
+	assert.Equal(t, int64(300), row.AmountRefunded, "asked about once confirmed")
+	assert.False(t, row.ProviderRefundPending, "nothing left to ask about")
+	m := h.money(ev.ID)
+	require.NoError(t, m.Err())
+	assert.Equal(t, b.Amount-300, m.Confirmed.Amount, "%+v", m)
+	assert.Zero(t, h.reconcile(), "nor asked about again")
 }
 
 // A late payment confirmed from the overflow reserve and then refunded at

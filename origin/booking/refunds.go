@@ -233,7 +233,12 @@ func (s *Settlement) chargeRefunded(ctx context.Context, b ledger.Booking, ev pa
 		return nil
 	}
 	if ev.AmountRefunded < b.Amount {
-		if b.Status != ledger.BookingConfirmed || ev.AmountRefunded <= 0 {
+		switch {
+		case ev.AmountRefunded <= 0:
+			return nil
+		case b.Status == ledger.BookingPaymentPending:
+			return s.partlyRefundedWhileWaiting(ctx, b, ev)
+		case b.Status != ledger.BookingConfirmed:
 			return nil
 		}
 		return s.partlyRefunded(ctx, b, ev)
@@ -280,6 +285,27 @@ func (s *Settlement) chargeRefunded(ctx context.Context, b ledger.Booking, ev pa
 		return s.refundedBeforeSettled(ctx, b, paymentID)
 	}
 	return s.refundOutcome(ctx, b, payment.Refund{Status: payment.RefundSucceeded})
+}
+
+// partlyRefundedWhileWaiting acts on part of the payment of a booking still
+// waiting for it returned at the provider. A settlement may have read the
+// payment before this refund and be confirming the sale on that word, so the
+// booking is marked as one whose refunds the payment reconciliation asks
+// about once it is confirmed (a settlement that read the refund records it,
+// and clears the mark); a booking confirmed meanwhile is followed up now.
+func (s *Settlement) partlyRefundedWhileWaiting(ctx context.Context, b ledger.Booking, ev payment.Event) error {
+	_, marked, err := s.ledger.Bookings().MarkRefundPendingWhileWaiting(ctx, b.ID, s.now())
+	if err != nil || marked {
+		return err
+	}
+	cur, err := s.ledger.Bookings().Get(ctx, b.ID)
+	if err != nil {
+		return err
+	}
+	if cur.Status == ledger.BookingConfirmed && cur.RefundStatus == "" {
+		return s.partlyRefunded(ctx, cur, ev)
+	}
+	return nil
 }
 
 // partlyRefunded records a partial refund of a confirmed booking's payment

@@ -81,7 +81,9 @@ type Booking struct {
 	// (nil for one made without, before migration 016).
 	HoldUntil *time.Time `db:"hold_until"`
 	// ProviderRefundPending: a refund made at the provider of a confirmed
-	// booking's payment was pending when last looked at (migration 024).
+	// booking's payment was pending when last looked at, or part of the
+	// payment went back while the booking waited for it (migration 024):
+	// the payment reconciliation asks about a confirmed one.
 	ProviderRefundPending bool `db:"provider_refund_pending"`
 }
 
@@ -233,6 +235,15 @@ func (b Bookings) Revive(ctx context.Context, id, paymentID string, now time.Tim
 // reconciliation asks about the booking until none is.
 func (b Bookings) PartlyRefunded(ctx context.Context, id string, refunded int64, pending bool, now time.Time) (Booking, bool, error) {
 	return b.change(ctx, "record partial refund of booking "+id, sqlPartlyRefunded, id, refunded, now, pending)
+}
+
+// MarkRefundPendingWhileWaiting marks a booking still waiting for its
+// payment, part of which went back at the provider, as one whose refunds
+// the payment reconciliation asks about once it is confirmed: a
+// confirmation may be under way on what the provider said before. False
+// when the booking no longer waits.
+func (b Bookings) MarkRefundPendingWhileWaiting(ctx context.Context, id string, now time.Time) (Booking, bool, error) {
+	return b.change(ctx, "mark the refunds of booking "+id+" to be asked about", sqlMarkRefundPendingWhileWaiting, id, now)
 }
 
 // RefundedInFullAfterEntry records that all of a confirmed booking's

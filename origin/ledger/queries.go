@@ -549,6 +549,12 @@ const (
 			AND (amount_refunded <> $2 OR provider_refund_pending <> $4)
 		RETURNING ` + bookingColumns
 
+	// Part of the payment of a booking still waiting for it went back at
+	// the provider: once confirmed, its refunds are asked about.
+	sqlMarkRefundPendingWhileWaiting = `UPDATE bookings SET provider_refund_pending = true, updated_at = $2
+		WHERE id = $1 AND status = 'payment_pending'
+		RETURNING ` + bookingColumns
+
 	// A failed refund is tried again as a new attempt, by one node.
 	sqlRetryRefund = `UPDATE bookings SET refund_status = 'pending', refund_id = NULL, refund_retry_at = NULL,
 			refund_attempts = refund_attempts + 1, updated_at = $3
