@@ -45,8 +45,9 @@ type Settler interface {
 // one the provider refused as invalid only once its wait is over),
 // failed with a payment asked about fewer than 5 times (each wait twice
 // the one before), or confirmed with a refund made at the provider pending
-// when last seen (waits as a pending refund's), leases them (SKIP LOCKED,
-// so nodes split the work), and hands each to the Settler.
+// when last seen or part of its payment returned while it waited (waits as
+// a pending refund's), leases them (SKIP LOCKED, so nodes split the work),
+// and hands each to the Settler.
 type PaymentReconciler struct {
 	cfg     PaymentReconcilerConfig
 	ledger  *ledger.Ledger
